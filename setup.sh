@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what pagebench needs on Debian 12 (as root), quietly and only when missing.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (pagebench creates network namespaces and TUN devices)" >&2
+  exit 1
+fi
+need=()
+for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Debian starts services on install; pagebench starts its own servers inside namespaces.
+for svc in caddy nginx; do
+  systemctl disable --now "$svc" >/dev/null 2>&1 || true
+done
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup.sh: cargo is missing: install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "setup.sh: installing cargo-nextest" >&2
+  cargo install --locked --quiet cargo-nextest
+fi
+[ -e /dev/net/tun ] || { echo "setup.sh: /dev/net/tun is missing (modprobe tun)" >&2; exit 1; }

@@ -1,0 +1,340 @@
+//! Writes a workload's tree (`pages/<name>/…`) and its manifest, deterministically: the same
+//! name and seed always give the same bytes.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sha2::{Digest, Sha256};
+
+use super::content;
+use super::{
+    page_bytes, sha256_hex, workload_dir, FileEntry, FileKind, Manifest, Workload, WorkloadKind,
+    GENERATOR_VERSION, MANIFEST_NAME,
+};
+
+/// A file to write, before hashing.
+struct Planned {
+    rel: String,
+    kind: FileKind,
+    bytes: Vec<u8>,
+}
+
+/// Each workload gets its own RNG stream, derived from the seed and its name.
+fn rng_for(seed: u64, name: &str) -> ChaCha8Rng {
+    let digest = Sha256::new()
+        .chain_update(seed.to_le_bytes())
+        .chain_update(name.as_bytes())
+        .finalize();
+    let mut key = [0u8; 32];
+    key.copy_from_slice(&digest);
+    ChaCha8Rng::from_seed(key)
+}
+
+/// Generates `workload` below `root` (replacing any previous tree of that name) and returns its
+/// manifest. The tree is written to a temporary sibling and renamed into place, so a reader never
+/// sees half a tree.
+pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
+    let mut rng = rng_for(seed, &workload.name);
+    let (entry_html, files, upload_bytes) = match workload.kind {
+        WorkloadKind::Page { files, file_bytes } => {
+            let planned = plan_page(&mut rng, files, file_bytes);
+            let html = page_html(&workload.name, &planned);
+            (html, planned, None)
+        }
+        WorkloadKind::Download { bytes } => {
+            let body = content::binary(&mut rng, bytes as usize);
+            let hash = sha256_hex(&body);
+            let html = download_html(&workload.name, bytes, &hash);
+            let file = Planned {
+                rel: "download.bin".into(),
+                kind: FileKind::Binary,
+                bytes: body,
+            };
+            (html, vec![file], None)
+        }
+        WorkloadKind::Upload { bytes } => (
+            upload_html(&workload.name, bytes, seed),
+            vec![],
+            Some(bytes),
+        ),
+    };
+
+    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+    let final_dir = workload_dir(root, &workload.name);
+    let tmp_dir = root.join(format!(".{}.tmp-{}", workload.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp_dir);
+    let url_prefix = format!("/{}/", workload.name);
+    let mut entries = Vec::new();
+    for f in &files {
+        let path = tmp_dir.join(&f.rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, &f.bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        entries.push(FileEntry {
+            path: format!("{url_prefix}{}", f.rel),
+            kind: f.kind,
+            content_type: f.kind.content_type().to_string(),
+            size: f.bytes.len() as u64,
+            sha256: sha256_hex(&f.bytes),
+        });
+    }
+    std::fs::create_dir_all(&tmp_dir)?;
+    let entry_path = tmp_dir.join("index.html");
+    std::fs::write(&entry_path, entry_html.as_bytes())
+        .with_context(|| format!("cannot write {}", entry_path.display()))?;
+    let manifest = Manifest {
+        workload: workload.clone(),
+        generator_version: GENERATOR_VERSION,
+        seed,
+        entry: format!("{url_prefix}index.html"),
+        entry_size: entry_html.len() as u64,
+        subresource_bytes: entries.iter().map(|e| e.size).sum(),
+        files: entries,
+        upload_bytes,
+    };
+    let json = serde_json::to_string_pretty(&manifest)? + "\n";
+    std::fs::write(tmp_dir.join(MANIFEST_NAME), json)?;
+    if final_dir.exists() {
+        std::fs::remove_dir_all(&final_dir)
+            .with_context(|| format!("cannot replace {}", final_dir.display()))?;
+    }
+    std::fs::rename(&tmp_dir, &final_dir)
+        .with_context(|| format!("cannot move the new tree to {}", final_dir.display()))?;
+    Ok(manifest)
+}
+
+/// How many files of each kind a page of `n` files has: one font (from 5 files on), ~10 %
+/// stylesheets, ~16 % scripts, the rest images — roughly the mix of a real page.
+fn mix(n: u32) -> Vec<FileKind> {
+    let mut kinds = Vec::new();
+    if n >= 5 {
+        kinds.push(FileKind::Font);
+    }
+    let css = ((n as f64 * 0.10).round() as u32)
+        .max(1)
+        .min(n - kinds.len() as u32);
+    kinds.extend(std::iter::repeat_n(FileKind::Css, css as usize));
+    let left = n - kinds.len() as u32;
+    let js = ((n as f64 * 0.16).round() as u32).max(1).min(left);
+    kinds.extend(std::iter::repeat_n(FileKind::Js, js as usize));
+    let left = n - kinds.len() as u32;
+    kinds.extend(std::iter::repeat_n(FileKind::Image, left as usize));
+    kinds
+}
+
+/// Sizes that sum exactly to `total`, drawn around the kind's typical share, at least `min`.
+fn split_sizes(rng: &mut impl Rng, kinds: &[FileKind], total: u64, min: u64) -> Vec<u64> {
+    let weights: Vec<f64> = kinds
+        .iter()
+        .map(|k| {
+            let typical = match k {
+                FileKind::Image => 1.3,
+                FileKind::Js => 1.0,
+                FileKind::Css => 0.6,
+                _ => 1.0,
+            };
+            // Log-normal spread: a few big files, many smaller ones.
+            let z: f64 = (0..6).map(|_| rng.random::<f64>()).sum::<f64>() - 3.0;
+            typical * (0.6 * z).exp()
+        })
+        .collect();
+    let sum: f64 = weights.iter().sum();
+    let spare = total.saturating_sub(min * kinds.len() as u64) as f64;
+    let mut sizes: Vec<u64> = weights
+        .iter()
+        .map(|w| min + (spare * w / sum).floor() as u64)
+        .collect();
+    let assigned: u64 = sizes.iter().sum();
+    let biggest = (0..sizes.len()).max_by_key(|&i| sizes[i]).unwrap_or(0);
+    sizes[biggest] += total - assigned;
+    sizes
+}
+
+fn plan_page(rng: &mut ChaCha8Rng, n: u32, file_bytes: Option<u64>) -> Vec<Planned> {
+    let (kinds, sizes) = match file_bytes {
+        // Many streams, few bytes: every file an image of exactly `size`.
+        Some(size) => (vec![FileKind::Image; n as usize], vec![size; n as usize]),
+        None => {
+            let kinds = mix(n);
+            let font = kinds.contains(&FileKind::Font);
+            let rest_kinds: Vec<FileKind> = kinds
+                .iter()
+                .copied()
+                .filter(|k| *k != FileKind::Font)
+                .collect();
+            let font_len = if font {
+                content::FONT_TTF.len() as u64
+            } else {
+                0
+            };
+            let total = page_bytes(n)
+                .saturating_sub(font_len)
+                .max(rest_kinds.len() as u64 * 700);
+            let mut sizes = split_sizes(rng, &rest_kinds, total, 700);
+            if font {
+                sizes.insert(0, font_len);
+            }
+            (kinds, sizes)
+        }
+    };
+    let has_font = kinds.contains(&FileKind::Font);
+    let mut counters = [0usize; 3];
+    let mut out = Vec::new();
+    for (kind, size) in kinds.iter().zip(sizes) {
+        let size = size as usize;
+        let planned = match kind {
+            FileKind::Font => Planned {
+                rel: "font/pb-sans.ttf".into(),
+                kind: *kind,
+                bytes: content::FONT_TTF.to_vec(),
+            },
+            FileKind::Css => {
+                counters[0] += 1;
+                let i = counters[0];
+                let font_url = (i == 1 && has_font).then_some("../font/pb-sans.ttf");
+                Planned {
+                    rel: format!("css/style{i:02}.css"),
+                    kind: *kind,
+                    bytes: content::css(rng, size, i, font_url),
+                }
+            }
+            FileKind::Js => {
+                counters[1] += 1;
+                let i = counters[1];
+                Planned {
+                    rel: format!("js/script{i:02}.js"),
+                    kind: *kind,
+                    bytes: content::js(rng, size, i),
+                }
+            }
+            _ => {
+                counters[2] += 1;
+                let i = counters[2];
+                Planned {
+                    rel: format!("img/image{i:03}.png"),
+                    kind: FileKind::Image,
+                    bytes: content::png(rng, size),
+                }
+            }
+        };
+        out.push(planned);
+    }
+    out
+}
+
+const HEAD: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+<link rel=\"icon\" href=\"data:,\">\n";
+
+fn page_html(name: &str, files: &[Planned]) -> String {
+    let mut h = String::from(HEAD);
+    h.push_str(&format!("<title>pagebench {name}</title>\n"));
+    for f in files.iter().filter(|f| f.kind == FileKind::Css) {
+        h.push_str(&format!("<link rel=\"stylesheet\" href=\"{}\">\n", f.rel));
+    }
+    for f in files.iter().filter(|f| f.kind == FileKind::Js) {
+        h.push_str(&format!("<script src=\"{}\" defer></script>\n", f.rel));
+    }
+    h.push_str("</head>\n<body>\n");
+    h.push_str(&format!(
+        "<h1>pagebench {name}</h1>\n<p>A generated page with {} subresources. Its text uses the page font, \
+         its images are PNGs and its scripts count themselves.</p>\n",
+        files.len()
+    ));
+    for (i, f) in files
+        .iter()
+        .filter(|f| f.kind == FileKind::Image)
+        .enumerate()
+    {
+        h.push_str(&format!(
+            "<img src=\"{}\" alt=\"image {}\" width=\"64\" height=\"64\">\n",
+            f.rel,
+            i + 1
+        ));
+    }
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// The download page: fetches the file, checks its length and SHA-256 in the browser, and
+/// publishes the outcome in `window.__pagebench` (the runner waits for `done`).
+fn download_html(name: &str, bytes: u64, sha256: &str) -> String {
+    format!(
+        "{HEAD}<title>pagebench {name}</title>\n</head>\n<body>\n<h1>pagebench {name}</h1>\n\
+<p id=\"status\">downloading {bytes} bytes…</p>\n<script>\n\
+(function () {{\n\
+  const expected = {{ bytes: {bytes}, sha256: \"{sha256}\" }};\n\
+  const start = performance.now();\n\
+  fetch(\"download.bin\", {{ cache: \"no-store\" }})\n\
+    .then(function (r) {{ if (!r.ok) throw new Error(\"HTTP \" + r.status); return r.arrayBuffer(); }})\n\
+    .then(function (buf) {{\n\
+      const end = performance.now();\n\
+      return crypto.subtle.digest(\"SHA-256\", buf).then(function (d) {{\n\
+        const hex = Array.from(new Uint8Array(d)).map(function (x) {{ return x.toString(16).padStart(2, \"0\"); }}).join(\"\");\n\
+        const ok = buf.byteLength === expected.bytes && hex === expected.sha256;\n\
+        window.__pagebench = {{ done: true, ok: ok, bytes: buf.byteLength, sha256: hex, start: start, end: end }};\n\
+        document.getElementById(\"status\").textContent = ok ? \"done\" : \"corrupt\";\n\
+      }});\n\
+    }})\n\
+    .catch(function (e) {{ window.__pagebench = {{ done: true, ok: false, error: String(e), start: start, end: performance.now() }}; }});\n\
+}})();\n</script>\n</body>\n</html>\n"
+    )
+}
+
+/// The upload page: builds a pseudo-random body first (outside the timed part), then POSTs it to
+/// `/upload` and publishes the server's byte count in `window.__pagebench`.
+fn upload_html(name: &str, bytes: u64, seed: u64) -> String {
+    format!(
+        "{HEAD}<title>pagebench {name}</title>\n</head>\n<body>\n<h1>pagebench {name}</h1>\n\
+<p id=\"status\">uploading {bytes} bytes…</p>\n<script>\n\
+(function () {{\n\
+  const n = {bytes};\n\
+  const body = new Uint8Array(n);\n\
+  let x = {xs} >>> 0 || 1;\n\
+  for (let i = 0; i < n; i++) {{ x ^= x << 13; x ^= x >>> 17; x ^= x << 5; body[i] = x & 255; }}\n\
+  const start = performance.now();\n\
+  fetch(\"/upload\", {{ method: \"POST\", body: body, cache: \"no-store\", headers: {{ \"content-type\": \"application/octet-stream\" }} }})\n\
+    .then(function (r) {{ if (!r.ok) throw new Error(\"HTTP \" + r.status); return r.json(); }})\n\
+    .then(function (j) {{\n\
+      const end = performance.now();\n\
+      const ok = j.bytes === n;\n\
+      window.__pagebench = {{ done: true, ok: ok, bytes: n, server_bytes: j.bytes, server_duration_ms: j.duration_ms, start: start, end: end }};\n\
+      document.getElementById(\"status\").textContent = ok ? \"done\" : \"short\";\n\
+    }})\n\
+    .catch(function (e) {{ window.__pagebench = {{ done: true, ok: false, error: String(e), start: start, end: performance.now() }}; }});\n\
+}})();\n</script>\n</body>\n</html>\n",
+        xs = (seed as u32) ^ 0x9e37_79b9
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_has_every_kind() {
+        let m = mix(50);
+        assert_eq!(m.len(), 50);
+        assert_eq!(m.iter().filter(|k| **k == FileKind::Font).count(), 1);
+        assert_eq!(m.iter().filter(|k| **k == FileKind::Css).count(), 5);
+        assert_eq!(m.iter().filter(|k| **k == FileKind::Js).count(), 8);
+        let m = mix(10);
+        assert_eq!(m.len(), 10);
+        assert_eq!(mix(1), vec![FileKind::Css]);
+        assert_eq!(mix(3).len(), 3);
+    }
+
+    #[test]
+    fn sizes_sum_exactly() {
+        let mut rng = rng_for(1, "x");
+        let kinds = mix(50);
+        let s = split_sizes(&mut rng, &kinds, 400_000, 700);
+        assert_eq!(s.iter().sum::<u64>(), 400_000);
+        assert!(s.iter().all(|&v| v >= 700));
+    }
+}
