@@ -4,10 +4,14 @@
 //! embedded h1/h2/h3 server. Pure cores (link model, metric derivation, statistics) with thin IO
 //! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
 
+pub mod browser;
 pub mod cli;
+pub mod har;
+pub mod metrics;
 pub mod profile;
 pub mod signals;
 pub mod textfmt;
+pub mod validate;
 pub mod workload;
 
 /// An error that means "this part of pagebench does not exist yet"; the CLI exits with 2.

@@ -1,0 +1,589 @@
+//! Starting and stopping one Chromium process: a fresh profile and HOME in a temporary
+//! directory, the flags that force a protocol, a DevTools pipe, its own process group (so the
+//! whole tree can be ended by the group we created), and a settle wait after start-up.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::cdp::Cdp;
+use crate::signals;
+
+/// The real Chromium binary of Debian's package (`/usr/bin/chromium` is a wrapper script).
+pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+/// The host name every workload is served under.
+pub const HOST: &str = "pagebench.test";
+
+/// Which HTTP version Chromium is forced onto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Protocol {
+    #[serde(rename = "h1")]
+    H1,
+    #[serde(rename = "h2")]
+    H2,
+    #[serde(rename = "h3")]
+    H3,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::H1, Protocol::H2, Protocol::H3];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::H1 => "h1",
+            Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
+        }
+    }
+
+    /// The value Chromium reports in `nextHopProtocol` (and CDP's `protocol`).
+    pub fn alpn(self) -> &'static str {
+        match self {
+            Protocol::H1 => "http/1.1",
+            Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "h1" | "http/1.1" | "http1" => Ok(Protocol::H1),
+            "h2" | "http2" => Ok(Protocol::H2),
+            "h3" | "http3" | "quic" => Ok(Protocol::H3),
+            other => bail!("unknown protocol {other:?}: use h1, h2 or h3"),
+        }
+    }
+}
+
+/// How HTTP/3 is reached: `forced` is the study's cold `--origin-to-force-quic-on`; `primed`
+/// also pre-seeds the profile with the origin's QUIC alternative service, as a returning
+/// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
+/// and stops throttling low-priority requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum H3Mode {
+    Forced,
+    Primed,
+}
+
+impl H3Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            H3Mode::Forced => "forced",
+            H3Mode::Primed => "primed",
+        }
+    }
+}
+
+/// What to launch.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    pub protocol: Protocol,
+    pub h3_mode: H3Mode,
+    /// Address Chromium maps `pagebench.test` to.
+    pub server_ip: std::net::IpAddr,
+    pub port: u16,
+    /// base64 SHA-256 of the server certificate's SPKI.
+    pub spki: String,
+    /// Upper bound of the settle wait.
+    pub settle_max: Duration,
+    /// Extra flags (without leading dashes handled: give them with `--`).
+    pub extra_args: Vec<String>,
+}
+
+/// Chromium's flags for one run (the profile directory is added by [`Browser::launch`]).
+pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-default-apps",
+        "--disable-breakpad",
+        "--disable-domain-reliability",
+        "--disable-client-side-phishing-detection",
+        "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions",
+        "--metrics-recording-only",
+        "--password-store=basic",
+        "--mute-audio",
+        "--remote-debugging-pipe",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(format!(
+        "--host-resolver-rules=MAP {HOST} {}, MAP * ~NOTFOUND",
+        o.server_ip
+    ));
+    a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
+    match o.protocol {
+        // --disable-http2 alone is not enough: QUIC could still take over.
+        Protocol::H1 => {
+            a.push("--disable-http2".into());
+            a.push("--disable-quic".into());
+        }
+        Protocol::H2 => a.push("--disable-quic".into()),
+        Protocol::H3 => {
+            a.push("--enable-quic".into());
+            a.push(format!("--origin-to-force-quic-on={HOST}:{}", o.port));
+        }
+    }
+    a.extend(o.extra_args.iter().cloned());
+    a.push("about:blank".into());
+    a
+}
+
+/// Chromium's internal time: microseconds since 1601-01-01 (for expiry fields).
+fn chromium_time_us(t: std::time::SystemTime) -> u64 {
+    const EPOCH_DELTA_US: u64 = 11_644_473_600_000_000;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+        + EPOCH_DELTA_US
+}
+
+/// Chromium's serialised NetworkAnonymizationKey for a top-level navigation to `https://HOST`:
+/// a base::Pickle of the schemeful site (u32 payload size, u32 string length, bytes padded to
+/// 4), then "is cross-site" and the nonce flag — as Chromium itself writes it.
+fn anonymization_key() -> serde_json::Value {
+    use base64::Engine;
+    let site = format!("https://{HOST}");
+    let padded = site.len().div_ceil(4) * 4;
+    let mut pickle = Vec::new();
+    pickle.extend(((4 + padded) as u32).to_le_bytes());
+    pickle.extend((site.len() as u32).to_le_bytes());
+    pickle.extend(site.as_bytes());
+    pickle.resize(8 + padded, 0);
+    json!([
+        base64::engine::general_purpose::STANDARD.encode(pickle),
+        false,
+        0
+    ])
+}
+
+/// The `Network Persistent State` file that tells Chromium the origin speaks h3 on `port`,
+/// in the form Chromium itself writes after seeing `Alt-Svc: h3=":port"`.
+pub fn primed_network_state(port: u16) -> serde_json::Value {
+    let expires = chromium_time_us(std::time::SystemTime::now() + Duration::from_secs(30 * 86400));
+    json!({
+        "net": {
+            "http_server_properties": {
+                "servers": [{
+                    "alternative_service": [{
+                        "advertised_alpns": ["h3"],
+                        "expiration": expires.to_string(),
+                        "port": port,
+                        "protocol_str": "quic"
+                    }],
+                    "anonymization": anonymization_key(),
+                    "server": format!("https://{HOST}:{port}"),
+                    "supports_spdy": true
+                }],
+                "version": 5
+            }
+        }
+    })
+}
+
+/// Writes a fresh profile: prediction off (else Chromium preconnects at navigation start and
+/// the navigation's connect time reads 0), and the primed QUIC state when asked.
+pub fn write_profile(dir: &Path, o: &LaunchOptions) -> Result<()> {
+    let default = dir.join("Default");
+    std::fs::create_dir_all(&default)
+        .with_context(|| format!("cannot create {}", default.display()))?;
+    let prefs = json!({ "net": { "network_prediction_options": 2 } });
+    std::fs::write(default.join("Preferences"), prefs.to_string())?;
+    if o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed {
+        let state = primed_network_state(o.port);
+        std::fs::write(default.join("Network Persistent State"), state.to_string())?;
+    }
+    Ok(())
+}
+
+/// Timings of the browser's life, reported per run (the per-run overhead).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BrowserOverhead {
+    /// Spawn → DevTools pipe answers.
+    pub launch_ms: f64,
+    /// Waiting for the start-up CPU burst to end (capped by `settle_max`).
+    pub settle_ms: f64,
+    /// Whether the settle wait ended because CPU use dropped (false: the cap was hit).
+    pub settled: bool,
+    /// CPU use of the browser's processes in the last settle sample (cores).
+    pub settle_cpu: f64,
+    /// Browser.close → process tree gone, temp directory removed.
+    pub teardown_ms: f64,
+}
+
+/// A running Chromium with its DevTools pipe.
+pub struct Browser {
+    child: Child,
+    pub cdp: Cdp,
+    pgid: i32,
+    tmp: PathBuf,
+    stderr_path: PathBuf,
+    pub overhead: BrowserOverhead,
+    _cleanup: signals::CleanupGuard,
+    closed: bool,
+}
+
+fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two fds on success.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc != 0 {
+        bail!("pipe2: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Moves an fd above 10 so that the child's dup2 onto 3 and 4 cannot clobber it.
+fn high_fd(fd: OwnedFd) -> Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if n < 0 {
+        bail!(
+            "fcntl(F_DUPFD_CLOEXEC): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+impl Browser {
+    /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
+    /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
+    /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
+    pub fn launch(mut cmd: Command, o: &LaunchOptions) -> Result<Browser> {
+        if !Path::new(CHROMIUM).exists() {
+            bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
+        }
+        let tmp = make_temp_dir("pagebench-browser")?;
+        let profile = tmp.join("profile");
+        let home = tmp.join("home");
+        std::fs::create_dir_all(&home)?;
+        write_profile(&profile, o)?;
+        let stderr_path = tmp.join("chromium.stderr");
+        let stderr = std::fs::File::create(&stderr_path)?;
+
+        let (child_in, parent_out) = pipe_cloexec()?; // parent writes commands → child fd 3
+        let (parent_in, child_out) = pipe_cloexec()?; // child writes replies (fd 4) → parent
+        let child_in = high_fd(child_in)?;
+        let child_out = high_fd(child_out)?;
+        let (cin, cout) = (child_in.as_raw_fd(), child_out.as_raw_fd());
+
+        cmd.args(chromium_args(o))
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env_remove("DISPLAY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(cin, 3) < 0 || libc::dup2(cout, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {CHROMIUM}"))?;
+        drop(child_in);
+        drop(child_out);
+        let pgid = child.id() as i32;
+        let tmp_for_cleanup = tmp.clone();
+        let guard = signals::register_cleanup(move || {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = std::fs::remove_dir_all(&tmp_for_cleanup);
+        });
+        let cdp = Cdp::new(parent_out, parent_in)?;
+        let mut browser = Browser {
+            child,
+            cdp,
+            pgid,
+            tmp,
+            stderr_path,
+            overhead: BrowserOverhead::default(),
+            _cleanup: guard,
+            closed: false,
+        };
+        let version = browser.cdp.call(
+            None,
+            "Browser.getVersion",
+            json!({}),
+            Duration::from_secs(30),
+        );
+        if let Err(e) = version {
+            let tail = browser.stderr_tail();
+            browser.close();
+            bail!("Chromium did not answer on its DevTools pipe: {e}; stderr: {tail}");
+        }
+        browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
+        let settle = settle(pgid, o.settle_max);
+        browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
+        browser.overhead.settled = settle.settled;
+        browser.overhead.settle_cpu = settle.last_cpu;
+        Ok(browser)
+    }
+
+    /// The temporary profile directory (removed by [`Browser::close`]).
+    pub fn profile_dir(&self) -> PathBuf {
+        self.tmp.join("profile")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines Chromium wrote to stderr (for crash reports).
+    pub fn stderr_tail(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.stderr_path) {
+            let _ = f.read_to_string(&mut s);
+        }
+        let lines: Vec<&str> = s.lines().rev().take(8).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    }
+
+    /// True when the browser process has exited (crashed, or was closed).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Closes the browser: `Browser.close`, then SIGTERM and SIGKILL to its process group if
+    /// it lingers; removes the temporary profile. Records the teardown time.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let t = Instant::now();
+        let _ = self
+            .cdp
+            .call(None, "Browser.close", json!({}), Duration::from_secs(3));
+        if !wait_exit(&mut self.child, Duration::from_secs(5)) {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-self.pgid, libc::SIGTERM) };
+            if !wait_exit(&mut self.child, Duration::from_secs(2)) {
+                unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+                let _ = self.child.wait();
+            }
+        }
+        // Helpers (zygote, utility processes) leave with the browser; make sure.
+        wait_group_gone(self.pgid, Duration::from_secs(3));
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Waits until no process of the group is left, killing stragglers at the end.
+fn wait_group_gone(pgid: i32, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    loop {
+        if group_members(pgid).is_empty() {
+            return;
+        }
+        if Instant::now() >= end {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            std::thread::sleep(Duration::from_millis(50));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`, with their CPU ticks.
+fn group_members(pgid: i32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name (which may contain spaces) start after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // f[0]=state f[2]=pgrp f[11]=utime f[12]=stime
+        if f.len() > 12 && f[0] != "Z" && f[2].parse::<i32>().ok() == Some(pgid) {
+            let ticks = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
+            out.push((pid, ticks));
+        }
+    }
+    out
+}
+
+fn group_cpu_ticks(pgid: i32) -> u64 {
+    group_members(pgid).iter().map(|(_, t)| t).sum()
+}
+
+struct Settle {
+    waited: Duration,
+    settled: bool,
+    last_cpu: f64,
+}
+
+/// Waits until the browser's processes use less than 15 % of a core over two consecutive
+/// 100 ms windows (the start-up burst is over), at most `max`.
+fn settle(pgid: i32, max: Duration) -> Settle {
+    const WINDOW: Duration = Duration::from_millis(100);
+    const QUIET_CORES: f64 = 0.15;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let start = Instant::now();
+    let mut quiet = 0;
+    let mut last_cpu = f64::NAN;
+    let mut prev = group_cpu_ticks(pgid);
+    while start.elapsed() < max {
+        std::thread::sleep(WINDOW);
+        let now = group_cpu_ticks(pgid);
+        last_cpu = (now.saturating_sub(prev)) as f64 / hz / WINDOW.as_secs_f64();
+        prev = now;
+        if last_cpu < QUIET_CORES {
+            quiet += 1;
+            if quiet >= 2 {
+                return Settle {
+                    waited: start.elapsed(),
+                    settled: true,
+                    last_cpu,
+                };
+            }
+        } else {
+            quiet = 0;
+        }
+    }
+    Settle {
+        waited: start.elapsed(),
+        settled: false,
+        last_cpu,
+    }
+}
+
+/// Creates a fresh private directory under the system temp dir.
+pub fn make_temp_dir(prefix: &str) -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for i in 0..1000u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p = base.join(format!("{prefix}-{}-{nanos:x}{i}", std::process::id()));
+        match std::fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", p.display())),
+        }
+    }
+    bail!(
+        "cannot create a temporary directory under {}",
+        base.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(p: Protocol) -> LaunchOptions {
+        LaunchOptions {
+            protocol: p,
+            h3_mode: H3Mode::Forced,
+            server_ip: "10.1.2.2".parse().unwrap(),
+            port: 443,
+            spki: "abc=".into(),
+            settle_max: Duration::from_secs(1),
+            extra_args: vec![],
+        }
+    }
+
+    #[test]
+    fn flags_force_each_protocol() {
+        let h1 = chromium_args(&opts(Protocol::H1));
+        assert!(
+            h1.contains(&"--disable-http2".to_string())
+                && h1.contains(&"--disable-quic".to_string())
+        );
+        let h2 = chromium_args(&opts(Protocol::H2));
+        assert!(
+            !h2.contains(&"--disable-http2".to_string())
+                && h2.contains(&"--disable-quic".to_string())
+        );
+        let h3 = chromium_args(&opts(Protocol::H3));
+        assert!(h3.contains(&"--origin-to-force-quic-on=pagebench.test:443".to_string()));
+        assert!(h3
+            .iter()
+            .any(|a| a == "--host-resolver-rules=MAP pagebench.test 10.1.2.2, MAP * ~NOTFOUND"));
+        assert!(h3
+            .iter()
+            .any(|a| a == "--ignore-certificate-errors-spki-list=abc="));
+    }
+
+    #[test]
+    fn anonymization_key_matches_what_chromium_writes() {
+        // Copied from a profile Chromium 156 wrote after loading https://pagebench.test:8443/.
+        assert_eq!(
+            anonymization_key(),
+            json!(["HAAAABYAAABodHRwczovL3BhZ2ViZW5jaC50ZXN0AAA=", false, 0])
+        );
+    }
+
+    #[test]
+    fn chromium_epoch() {
+        let t = std::time::UNIX_EPOCH;
+        assert_eq!(chromium_time_us(t), 11_644_473_600_000_000);
+    }
+}

@@ -1,0 +1,248 @@
+//! One navigation in a launched browser: navigate, wait for the load (and for the page's own
+//! transfer on download/upload pages), then collect Navigation Timing, Resource Timing, the
+//! page's result and the CDP events. Ends as completed, timed out, crashed or failed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+
+use super::cdp::{self, CdpError};
+use super::launch::Browser;
+use crate::metrics::{CdpEvent, Observation};
+use crate::signals;
+use crate::validate::LoadEnd;
+use crate::workload::WorkloadKind;
+
+/// CDP events kept in the run record (the rest, e.g. dataReceived, is noise for our metrics).
+const KEPT_EVENTS: [&str; 6] = [
+    "Network.requestWillBeSent",
+    "Network.responseReceived",
+    "Network.loadingFinished",
+    "Network.loadingFailed",
+    "Page.loadEventFired",
+    "Page.domContentEventFired",
+];
+
+/// How long a page may keep loading subresources after its load event before we stop waiting
+/// for the ones still missing (they are then reported missing by validation).
+const AFTER_LOAD_GRACE_MS: u32 = 1000;
+
+/// Loads `url` and returns what the browser reported. Errors only for interruption by a
+/// signal; every other failure is a [`LoadEnd`].
+pub fn load(
+    browser: &mut Browser,
+    url: &str,
+    kind: &WorkloadKind,
+    expected_resources: usize,
+    timeout: Duration,
+) -> Result<(Observation, LoadEnd)> {
+    let deadline = Instant::now() + timeout;
+    let short = Duration::from_secs(10);
+    let mut obs = Observation::default();
+
+    let session = match attach(browser, short) {
+        Ok(s) => s,
+        Err(e) => return Ok((obs, crashed_or(browser, e))),
+    };
+    let _ = browser.cdp.drain_events();
+
+    let nav = browser.cdp.call(
+        Some(&session),
+        "Page.navigate",
+        json!({ "url": url }),
+        remaining(deadline),
+    );
+    match nav {
+        Ok(r) => {
+            if let Some(err) = r.get("errorText").and_then(Value::as_str) {
+                collect_events(browser, &session, &mut obs);
+                return Ok((
+                    obs,
+                    LoadEnd::NavigationFailed(format!("{err} loading {url}")),
+                ));
+            }
+        }
+        Err(CdpError::Timeout { .. }) => {
+            collect(browser, &session, &mut obs);
+            return Ok((obs, timed_out(timeout, "the navigation did not commit")));
+        }
+        Err(e) => return Ok((obs, crashed_or(browser, e.into()))),
+    }
+
+    // Wait for the load event without touching the page (polling would perturb the load).
+    let mut loaded = false;
+    while !loaded {
+        if signals::interrupted() {
+            return Err(signals::Interrupted.into());
+        }
+        let left = remaining(deadline);
+        if left.is_zero() {
+            collect(browser, &session, &mut obs);
+            return Ok((obs, timed_out(timeout, "no load event")));
+        }
+        match browser.cdp.next_event(left.min(Duration::from_millis(200))) {
+            Some(e) => {
+                loaded = e.method == "Page.loadEventFired"
+                    && e.session_id.as_deref() == Some(session.as_str());
+                keep_event(&mut obs, &session, e);
+            }
+            None => {
+                if browser.cdp.is_closed() || browser.has_exited() {
+                    return Ok((obs, crashed(browser)));
+                }
+            }
+        }
+    }
+
+    // loadEventEnd is filled after the event; transfer pages finish after it.
+    let transfer = !matches!(kind, WorkloadKind::Page { .. });
+    let wait = format!(
+        "new Promise(function (resolve) {{\n\
+           var want = {expected_resources}, transfer = {transfer};\n\
+           (function check() {{\n\
+             var nav = performance.getEntriesByType('navigation')[0];\n\
+             var loaded = nav && nav.loadEventEnd > 0;\n\
+             var pb = window.__pagebench;\n\
+             var done = !transfer || (pb && pb.done);\n\
+             var n = performance.getEntriesByType('resource').length;\n\
+             var grace = loaded && performance.now() - nav.loadEventEnd > {AFTER_LOAD_GRACE_MS};\n\
+             if (loaded && done && (n >= want || grace)) resolve(true); else setTimeout(check, 10);\n\
+           }})();\n\
+         }})"
+    );
+    let left = remaining(deadline);
+    match cdp::evaluate(
+        &browser.cdp,
+        &session,
+        &wait,
+        left.max(Duration::from_millis(1)),
+    ) {
+        Ok(_) => {}
+        Err(e) => {
+            let closed = matches!(e.downcast_ref::<CdpError>(), Some(CdpError::Closed));
+            if closed || browser.has_exited() {
+                return Ok((obs, crashed(browser)));
+            }
+            collect(browser, &session, &mut obs);
+            let what = if transfer {
+                "the transfer did not complete"
+            } else {
+                "the page did not finish loading"
+            };
+            return Ok((obs, timed_out(timeout, what)));
+        }
+    }
+    collect(browser, &session, &mut obs);
+    if obs.navigation.is_none() {
+        return Ok((
+            obs,
+            LoadEnd::NavigationFailed("no navigation entry after load".into()),
+        ));
+    }
+    Ok((obs, LoadEnd::Completed))
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+fn timed_out(timeout: Duration, what: &str) -> LoadEnd {
+    LoadEnd::TimedOut(format!(
+        "{what} within {}",
+        humantime::format_duration(timeout)
+    ))
+}
+
+fn crashed(browser: &mut Browser) -> LoadEnd {
+    LoadEnd::Crashed(format!(
+        "the browser exited during the load; stderr: {}",
+        browser.stderr_tail()
+    ))
+}
+
+fn crashed_or(browser: &mut Browser, e: anyhow::Error) -> LoadEnd {
+    if browser.has_exited() || browser.cdp.is_closed() {
+        crashed(browser)
+    } else {
+        LoadEnd::Crashed(format!("DevTools failed: {e:#}"))
+    }
+}
+
+/// Attaches to the browser's first page (in the default context: the primed profile state only
+/// applies there) and enables the domains we need.
+fn attach(browser: &Browser, t: Duration) -> Result<String> {
+    let targets = browser.cdp.call(None, "Target.getTargets", json!({}), t)?;
+    let target = targets["targetInfos"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .map(str::to_string);
+    let target = match target {
+        Some(t) => t,
+        None => browser.cdp.call(
+            None,
+            "Target.createTarget",
+            json!({ "url": "about:blank" }),
+            t,
+        )?["targetId"]
+            .as_str()
+            .ok_or_else(|| anyhow!("Target.createTarget returned no targetId"))?
+            .to_string(),
+    };
+    let s = browser.cdp.call(
+        None,
+        "Target.attachToTarget",
+        json!({ "targetId": target, "flatten": true }),
+        t,
+    )?;
+    let session = s["sessionId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("Target.attachToTarget returned no sessionId"))?
+        .to_string();
+    let call = |m: &str, p: Value| browser.cdp.call(Some(&session), m, p, t);
+    call("Network.enable", json!({}))?;
+    call("Page.enable", json!({}))?;
+    // Keep every Resource Timing entry, also on pages with more than 250 files.
+    call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": "performance.setResourceTimingBufferSize(100000);" }),
+    )?;
+    Ok(session)
+}
+
+fn keep_event(obs: &mut Observation, session: &str, e: cdp::Event) {
+    if e.session_id.as_deref() == Some(session) && KEPT_EVENTS.contains(&e.method.as_str()) {
+        obs.cdp_events.push(CdpEvent {
+            method: e.method,
+            params: e.params,
+        });
+    }
+}
+
+fn collect_events(browser: &Browser, session: &str, obs: &mut Observation) {
+    for e in browser.cdp.drain_events() {
+        keep_event(obs, session, e);
+    }
+}
+
+/// Reads the timing entries and the page result (whatever exists, also after a timeout).
+fn collect(browser: &Browser, session: &str, obs: &mut Observation) {
+    let expr = "JSON.stringify({ timeOrigin: performance.timeOrigin, \
+                nav: performance.getEntriesByType('navigation')[0] || null, \
+                res: performance.getEntriesByType('resource'), \
+                pb: window.__pagebench || null })";
+    if let Ok(Value::String(s)) =
+        cdp::evaluate(&browser.cdp, session, expr, Duration::from_secs(10))
+    {
+        if let Ok(v) = serde_json::from_str::<Value>(&s) {
+            obs.time_origin = v["timeOrigin"].as_f64();
+            obs.navigation = Some(v["nav"].clone()).filter(|n| !n.is_null());
+            obs.resources = v["res"].as_array().cloned().unwrap_or_default();
+            obs.page_result = Some(v["pb"].clone()).filter(|p| !p.is_null());
+        }
+    }
+    // Let the last loadingFinished events arrive.
+    std::thread::sleep(Duration::from_millis(50));
+    collect_events(browser, session, obs);
+}

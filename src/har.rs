@@ -1,0 +1,262 @@
+//! HAR 1.2 export (pure): a run's CDP Network events as the archive format DevTools and
+//! WebPageTest read.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::metrics::{CdpEvent, EntryTiming, Observation};
+
+fn iso(wall_seconds: f64) -> String {
+    let ms = (wall_seconds * 1000.0).round() as i64;
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn http_version(protocol: &str) -> String {
+    match protocol {
+        "http/1.1" => "HTTP/1.1".into(),
+        "http/1.0" => "HTTP/1.0".into(),
+        "h2" => "HTTP/2".into(),
+        "h3" => "HTTP/3".into(),
+        other => other.to_uppercase(),
+    }
+}
+
+fn headers(v: &Value) -> Vec<Value> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| json!({ "name": k, "value": v.as_str().unwrap_or_default() }))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn query_string(url: &str) -> Vec<Value> {
+    url.split_once('?')
+        .map(|(_, q)| q.split('#').next().unwrap_or(""))
+        .map(|q| {
+            q.split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (n, v) = p.split_once('=').unwrap_or((p, ""));
+                    json!({ "name": n, "value": v })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A HAR phase from two CDP offsets; -1 when it does not apply.
+fn phase(start: Option<f64>, end: Option<f64>) -> f64 {
+    match (start, end) {
+        (Some(s), Some(e)) if s >= 0.0 && e >= s => e - s,
+        _ => -1.0,
+    }
+}
+
+#[derive(Default)]
+struct Req<'a> {
+    sent: Option<&'a Value>,
+    response: Option<&'a Value>,
+    finished: Option<&'a Value>,
+    failed: Option<&'a Value>,
+}
+
+/// Builds the HAR document of one run.
+pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value {
+    let mut order: Vec<&str> = Vec::new();
+    let mut reqs: BTreeMap<&str, Req> = BTreeMap::new();
+    let mut on_load: Option<f64> = None;
+    let mut on_content: Option<f64> = None;
+    for CdpEvent { method, params } in &obs.cdp_events {
+        if let Some(id) = params.get("requestId").and_then(Value::as_str) {
+            let r = reqs.entry(id).or_insert_with(|| {
+                order.push(id);
+                Req::default()
+            });
+            match method.as_str() {
+                "Network.requestWillBeSent" => r.sent = Some(params),
+                "Network.responseReceived" => r.response = Some(params),
+                "Network.loadingFinished" => r.finished = Some(params),
+                "Network.loadingFailed" => r.failed = Some(params),
+                _ => {}
+            }
+        }
+    }
+    if let Some(n) = obs.navigation.as_ref().map(EntryTiming::parse) {
+        on_load = (n.load_event_end > 0.0).then_some(n.load_event_end);
+        on_content =
+            (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
+    }
+    let started = obs
+        .time_origin
+        .map(|t| iso(t / 1000.0))
+        .unwrap_or_else(|| iso(0.0));
+
+    let mut entries = Vec::new();
+    for id in order {
+        let r = &reqs[id];
+        let Some(sent) = r.sent else { continue };
+        let request = &sent["request"];
+        let url = request["url"].as_str().unwrap_or_default();
+        if url.starts_with("data:") {
+            continue;
+        }
+        let resp = r.response.map(|p| &p["response"]);
+        let protocol = resp
+            .and_then(|r| r["protocol"].as_str())
+            .unwrap_or("http/1.1");
+        let t = resp.map(|r| &r["timing"]);
+        let f = |k: &str| t.and_then(|t| t[k].as_f64()).filter(|v| *v >= 0.0);
+        let sent_ts = sent["timestamp"].as_f64().unwrap_or(0.0);
+        let end_ts = r
+            .finished
+            .or(r.failed)
+            .and_then(|p| p["timestamp"].as_f64());
+        let total = end_ts
+            .map(|e| (e - sent_ts) * 1000.0)
+            .unwrap_or(0.0)
+            .max(0.0);
+        let request_time = t.and_then(|t| t["requestTime"].as_f64());
+        let first = [f("dnsStart"), f("connectStart"), f("sendStart")]
+            .into_iter()
+            .flatten()
+            .next();
+        let blocked = match (request_time, first) {
+            (Some(rt), Some(first)) => ((rt - sent_ts) * 1000.0 + first).max(0.0),
+            _ => -1.0,
+        };
+        let wait = phase(f("sendEnd"), f("receiveHeadersEnd"));
+        let receive = match (request_time, f("receiveHeadersEnd"), end_ts) {
+            (Some(rt), Some(h), Some(e)) => ((e - rt) * 1000.0 - h).max(0.0),
+            _ => 0.0,
+        };
+        let body_size = r
+            .finished
+            .and_then(|p| p["encodedDataLength"].as_f64())
+            .unwrap_or(-1.0);
+        let post_size = request["postData"]
+            .as_str()
+            .map(|s| s.len() as f64)
+            .or_else(|| {
+                request["hasPostData"]
+                    .as_bool()
+                    .filter(|b| *b)
+                    .map(|_| -1.0)
+            })
+            .unwrap_or(0.0);
+        let mut entry = json!({
+            "pageref": "page_1",
+            "startedDateTime": iso(sent["wallTime"].as_f64().unwrap_or(0.0)),
+            "time": total,
+            "request": {
+                "method": request["method"].as_str().unwrap_or("GET"),
+                "url": url,
+                "httpVersion": http_version(protocol),
+                "cookies": [],
+                "headers": headers(&request["headers"]),
+                "queryString": query_string(url),
+                "headersSize": -1,
+                "bodySize": post_size,
+            },
+            "response": {
+                "status": resp.and_then(|r| r["status"].as_u64()).unwrap_or(0),
+                "statusText": resp.and_then(|r| r["statusText"].as_str()).unwrap_or(""),
+                "httpVersion": http_version(protocol),
+                "cookies": [],
+                "headers": resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
+                "content": {
+                    "size": body_size.max(0.0),
+                    "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
+                },
+                "redirectURL": "",
+                "headersSize": -1,
+                "bodySize": body_size,
+            },
+            "cache": {},
+            "timings": {
+                "blocked": blocked,
+                "dns": phase(f("dnsStart"), f("dnsEnd")),
+                "connect": phase(f("connectStart"), f("connectEnd")),
+                "ssl": phase(f("sslStart"), f("sslEnd")),
+                "send": phase(f("sendStart"), f("sendEnd")).max(0.0),
+                "wait": wait.max(0.0),
+                "receive": receive,
+            },
+        });
+        if let Some(r) = resp {
+            if let Some(ip) = r["remoteIPAddress"].as_str() {
+                entry["serverIPAddress"] = json!(ip);
+            }
+            if let Some(c) = r["connectionId"].as_f64() {
+                entry["connection"] = json!((c as u64).to_string());
+            }
+        }
+        if let Some(fail) = r.failed {
+            entry["_error"] = fail["errorText"].clone();
+        }
+        entries.push(entry);
+    }
+    json!({
+        "log": {
+            "version": "1.2",
+            "creator": { "name": "pagebench", "version": env!("CARGO_PKG_VERSION") },
+            "browser": { "name": "Chromium", "version": browser_version },
+            "pages": [{
+                "startedDateTime": started,
+                "id": "page_1",
+                "title": page_url,
+                "pageTimings": {
+                    "onContentLoad": on_content.unwrap_or(-1.0),
+                    "onLoad": on_load.unwrap_or(-1.0),
+                },
+            }],
+            "entries": entries,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn har_of_a_recorded_h2_load() {
+        let path = format!(
+            "{}/tests/fixtures/browser/h2-page10.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let obs = Observation {
+            time_origin: v["perf"]["timeOrigin"].as_f64(),
+            navigation: Some(v["perf"]["nav"].clone()),
+            resources: vec![],
+            page_result: None,
+            cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+        };
+        let har = build(&obs, "https://pagebench.test/page10/index.html", "156");
+        let log = &har["log"];
+        assert_eq!(log["version"], "1.2");
+        let entries = log["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 11);
+        for e in entries {
+            assert_eq!(e["request"]["httpVersion"], "HTTP/2");
+            assert_eq!(e["response"]["status"], 200);
+            assert!(e["time"].as_f64().unwrap() > 0.0);
+            for k in [
+                "blocked", "dns", "connect", "ssl", "send", "wait", "receive",
+            ] {
+                let t = e["timings"][k].as_f64().unwrap();
+                assert!(t == -1.0 || t >= 0.0, "{k} = {t}");
+            }
+            assert!(e["startedDateTime"].as_str().unwrap().ends_with('Z'));
+        }
+        // The navigation opened the connection: it has connect and TLS time.
+        assert!(entries[0]["timings"]["connect"].as_f64().unwrap() > 0.0);
+        assert!(log["pages"][0]["pageTimings"]["onLoad"].as_f64().unwrap() > 0.0);
+    }
+}

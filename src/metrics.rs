@@ -1,0 +1,542 @@
+//! Metric derivation (pure): what the browser reported for one load (Navigation and Resource
+//! Timing entries, CDP Network events, the page's own result) in, the numbers of DESIGN.md §5
+//! out. No IO, no clock; tested with recorded fixtures.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::workload::WorkloadKind;
+
+/// One CDP event as recorded in a run (method and params only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CdpEvent {
+    pub method: String,
+    pub params: Value,
+}
+
+/// What the browser reported for one load; the raw material of every metric.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// `performance.timeOrigin` (Unix ms): navigation start.
+    pub time_origin: Option<f64>,
+    /// The PerformanceNavigationTiming entry, as JSON.
+    pub navigation: Option<Value>,
+    /// Every PerformanceResourceTiming entry, as JSON.
+    pub resources: Vec<Value>,
+    /// `window.__pagebench` of the download/upload pages.
+    pub page_result: Option<Value>,
+    /// CDP Network.* and Page.* events of the load.
+    pub cdp_events: Vec<CdpEvent>,
+}
+
+/// The timing fields this module reads from a Navigation/Resource Timing entry (ms from
+/// navigation start; absent fields read 0, as the browser reports them).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EntryTiming {
+    pub name: String,
+    pub initiator_type: String,
+    pub next_hop_protocol: String,
+    pub start_time: f64,
+    pub fetch_start: f64,
+    pub domain_lookup_start: f64,
+    pub domain_lookup_end: f64,
+    pub connect_start: f64,
+    pub secure_connection_start: f64,
+    pub connect_end: f64,
+    pub request_start: f64,
+    pub response_start: f64,
+    pub response_end: f64,
+    pub transfer_size: f64,
+    pub encoded_body_size: f64,
+    pub decoded_body_size: f64,
+    pub response_status: u16,
+    pub dom_content_loaded_event_end: f64,
+    pub load_event_end: f64,
+}
+
+impl EntryTiming {
+    pub fn parse(v: &Value) -> EntryTiming {
+        serde_json::from_value(v.clone()).unwrap_or_default()
+    }
+
+    /// Connection set-up time, when this request opened a new connection.
+    pub fn connect_ms(&self) -> Option<f64> {
+        let d = self.connect_end - self.connect_start;
+        (d > 0.0).then_some(d)
+    }
+
+    /// The URL path (without scheme, host and query).
+    pub fn path(&self) -> String {
+        url_path(&self.name)
+    }
+}
+
+/// `https://host:port/a/b?q` → `/a/b`.
+pub fn url_path(url: &str) -> String {
+    let after_scheme = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let path = after_scheme
+        .find('/')
+        .map(|i| &after_scheme[i..])
+        .unwrap_or("/");
+    path.split(['?', '#']).next().unwrap_or("/").to_string()
+}
+
+/// The CDP view of one request: what `Network.responseReceived` and `loadingFinished` said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CdpRequest {
+    pub request_id: String,
+    pub url: String,
+    pub method: String,
+    pub protocol: Option<String>,
+    pub status: Option<u16>,
+    pub connection_id: Option<u64>,
+    pub connection_reused: Option<bool>,
+    /// `timing.sendStart` … `receiveHeadersEnd`, ms after `timing.requestTime`.
+    pub send_start_ms: Option<f64>,
+    pub receive_headers_end_ms: Option<f64>,
+    /// Bytes on the wire for this response (`loadingFinished.encodedDataLength`).
+    pub encoded_data_length: Option<f64>,
+    pub failed: Option<String>,
+}
+
+/// Joins CDP events by request id, in the order requests were sent.
+pub fn cdp_requests(events: &[CdpEvent]) -> Vec<CdpRequest> {
+    let mut order: Vec<String> = Vec::new();
+    let mut map: BTreeMap<String, CdpRequest> = BTreeMap::new();
+    for e in events {
+        let p = &e.params;
+        let Some(id) = p.get("requestId").and_then(Value::as_str) else {
+            continue;
+        };
+        let entry = map.entry(id.to_string()).or_insert_with(|| {
+            order.push(id.to_string());
+            CdpRequest {
+                request_id: id.to_string(),
+                ..Default::default()
+            }
+        });
+        match e.method.as_str() {
+            "Network.requestWillBeSent" => {
+                if let Some(r) = p.get("request") {
+                    entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
+                    entry.method = r.get("method").and_then(Value::as_str).unwrap_or("").into();
+                }
+            }
+            "Network.responseReceived" => {
+                let r = &p["response"];
+                if entry.url.is_empty() {
+                    entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
+                }
+                entry.protocol = r.get("protocol").and_then(Value::as_str).map(String::from);
+                entry.status = r.get("status").and_then(Value::as_f64).map(|s| s as u16);
+                entry.connection_id = r
+                    .get("connectionId")
+                    .and_then(Value::as_f64)
+                    .map(|c| c as u64);
+                entry.connection_reused = r.get("connectionReused").and_then(Value::as_bool);
+                let t = &r["timing"];
+                entry.send_start_ms = t.get("sendStart").and_then(Value::as_f64);
+                entry.receive_headers_end_ms = t.get("receiveHeadersEnd").and_then(Value::as_f64);
+            }
+            "Network.loadingFinished" => {
+                entry.encoded_data_length = p.get("encodedDataLength").and_then(Value::as_f64);
+            }
+            "Network.loadingFailed" => {
+                entry.failed = Some(
+                    p.get("errorText")
+                        .and_then(Value::as_str)
+                        .unwrap_or("failed")
+                        .to_string(),
+                );
+            }
+            _ => {}
+        }
+    }
+    order.into_iter().filter_map(|id| map.remove(&id)).collect()
+}
+
+/// Per-resource figures (ms from navigation start, or durations in ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceMetrics {
+    pub path: String,
+    pub initiator: String,
+    pub protocol: String,
+    pub start_ms: f64,
+    pub request_start_ms: f64,
+    pub response_start_ms: f64,
+    pub response_end_ms: f64,
+    /// requestStart − startTime: waiting in the browser (plus set-up for a new connection).
+    pub queueing_ms: f64,
+    /// connectEnd − connectStart when this request opened a connection.
+    pub connect_ms: Option<f64>,
+    /// responseStart − requestStart.
+    pub ttfb_ms: f64,
+    /// responseEnd − responseStart.
+    pub download_ms: f64,
+    pub transfer_size: f64,
+    pub encoded_body_size: f64,
+    pub status: u16,
+    /// From CDP: the connection that carried it and whether it was reused.
+    pub connection_id: Option<u64>,
+    pub connection_reused: Option<bool>,
+}
+
+/// Per-run figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    /// The run's headline time (ms from navigation start): loadEventEnd for pages, the
+    /// download's body completion (responseEnd) or the upload's server answer for transfers.
+    pub completion_ms: Option<f64>,
+    pub load_event_end_ms: Option<f64>,
+    pub dom_content_loaded_ms: Option<f64>,
+    /// The navigation's connection set-up (TCP+TLS or QUIC handshake).
+    pub nav_connect_ms: Option<f64>,
+    pub nav_ttfb_ms: Option<f64>,
+    /// nav_connect_ms ÷ the profile's RTT (1 for QUIC, 2 for TCP + TLS 1.3 when all goes well).
+    pub handshake_rtts: Option<f64>,
+    pub resources: usize,
+    pub queueing_median_ms: Option<f64>,
+    pub queueing_p95_ms: Option<f64>,
+    pub ttfb_median_ms: Option<f64>,
+    pub download_median_ms: Option<f64>,
+    /// Connection set-ups among subresources (h1 opens up to 6).
+    pub new_connections: usize,
+    /// Distinct connections CDP saw (navigation included).
+    pub connections: usize,
+    /// Resources with requestStart ≤ mid ≤ responseEnd, mid = middle of the load window.
+    pub onwire_mid: Option<usize>,
+    /// Most resources between requestStart and responseEnd at any instant.
+    pub onwire_peak: Option<usize>,
+    /// Bytes moved by the transfer of a download/upload workload.
+    pub transfer_bytes: Option<u64>,
+    /// Duration of that transfer (request sent → body complete).
+    pub transfer_ms: Option<f64>,
+    pub goodput_mbit: Option<f64>,
+}
+
+/// Linear-interpolated quantile (numpy's default) of an already sorted slice.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
+}
+
+fn quantile(values: impl IntoIterator<Item = f64>, q: f64) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    quantile_sorted(&v, q)
+}
+
+/// On-wire concurrency: resources in flight at the middle of the load window, and the peak.
+pub fn onwire(resources: &[ResourceMetrics]) -> (Option<usize>, Option<usize>) {
+    if resources.is_empty() {
+        return (None, None);
+    }
+    let first = resources
+        .iter()
+        .map(|r| r.start_ms)
+        .fold(f64::INFINITY, f64::min);
+    let last = resources
+        .iter()
+        .map(|r| r.response_end_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mid = (first + last) / 2.0;
+    let at_mid = resources
+        .iter()
+        .filter(|r| r.request_start_ms <= mid && mid <= r.response_end_ms)
+        .count();
+    (Some(at_mid), Some(peak_overlap(resources)))
+}
+
+/// Largest number of `[requestStart, responseEnd]` intervals that overlap (closed intervals:
+/// a start at the same instant as an end counts both).
+fn peak_overlap(resources: &[ResourceMetrics]) -> usize {
+    let mut edges: Vec<(f64, i32)> = Vec::with_capacity(resources.len() * 2);
+    for r in resources {
+        edges.push((r.request_start_ms, 1));
+        edges.push((r.response_end_ms, -1));
+    }
+    // Starts before ends at equal times.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    let (mut cur, mut peak) = (0i32, 0i32);
+    for (_, d) in edges {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    peak.max(0) as usize
+}
+
+/// On-wire count over time, for charts: `(t_ms, in_flight)` at every change.
+pub fn onwire_timeline(resources: &[ResourceMetrics]) -> Vec<(f64, usize)> {
+    let mut edges: Vec<(f64, i32)> = Vec::new();
+    for r in resources {
+        edges.push((r.request_start_ms, 1));
+        edges.push((r.response_end_ms, -1));
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut cur = 0i32;
+    let mut out: Vec<(f64, usize)> = Vec::new();
+    for (t, d) in edges {
+        cur += d;
+        match out.last_mut() {
+            Some(last) if last.0 == t => last.1 = cur.max(0) as usize,
+            _ => out.push((t, cur.max(0) as usize)),
+        }
+    }
+    out
+}
+
+/// Derives per-resource and per-run metrics. `rtt_ms` is the profile's RTT (for handshake
+/// round trips; 0 leaves them out).
+pub fn derive(
+    obs: &Observation,
+    kind: &WorkloadKind,
+    rtt_ms: f64,
+) -> (RunMetrics, Vec<ResourceMetrics>) {
+    let cdp = cdp_requests(&obs.cdp_events);
+    let mut cdp_by_path: BTreeMap<String, Vec<&CdpRequest>> = BTreeMap::new();
+    for c in &cdp {
+        cdp_by_path.entry(url_path(&c.url)).or_default().push(c);
+    }
+    let resources: Vec<ResourceMetrics> = obs
+        .resources
+        .iter()
+        .map(EntryTiming::parse)
+        .map(|t| {
+            let path = t.path();
+            let c = cdp_by_path.get(&path).and_then(|v| v.first());
+            ResourceMetrics {
+                initiator: t.initiator_type.clone(),
+                protocol: t.next_hop_protocol.clone(),
+                start_ms: t.start_time,
+                request_start_ms: t.request_start,
+                response_start_ms: t.response_start,
+                response_end_ms: t.response_end,
+                queueing_ms: t.request_start - t.start_time,
+                connect_ms: t.connect_ms(),
+                ttfb_ms: t.response_start - t.request_start,
+                download_ms: t.response_end - t.response_start,
+                transfer_size: t.transfer_size,
+                encoded_body_size: t.encoded_body_size,
+                status: t.response_status,
+                connection_id: c.and_then(|c| c.connection_id),
+                connection_reused: c.and_then(|c| c.connection_reused),
+                path,
+            }
+        })
+        .collect();
+
+    let nav = obs.navigation.as_ref().map(EntryTiming::parse);
+    let mut m = RunMetrics {
+        resources: resources.len(),
+        ..Default::default()
+    };
+    if let Some(n) = &nav {
+        m.load_event_end_ms = (n.load_event_end > 0.0).then_some(n.load_event_end);
+        m.dom_content_loaded_ms =
+            (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
+        m.nav_connect_ms = n.connect_ms();
+        m.nav_ttfb_ms = (n.response_start > 0.0).then_some(n.response_start - n.request_start);
+        if rtt_ms > 0.0 {
+            m.handshake_rtts = m.nav_connect_ms.map(|c| c / rtt_ms);
+        }
+    }
+    m.queueing_median_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.5);
+    m.queueing_p95_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.95);
+    m.ttfb_median_ms = quantile(resources.iter().map(|r| r.ttfb_ms), 0.5);
+    m.download_median_ms = quantile(resources.iter().map(|r| r.download_ms), 0.5);
+    m.new_connections = resources.iter().filter(|r| r.connect_ms.is_some()).count();
+    m.connections = cdp
+        .iter()
+        .filter_map(|c| c.connection_id)
+        .filter(|id| *id != 0)
+        .collect::<BTreeSet<_>>()
+        .len();
+    (m.onwire_mid, m.onwire_peak) = onwire(&resources);
+
+    match kind {
+        WorkloadKind::Page { .. } => m.completion_ms = m.load_event_end_ms,
+        WorkloadKind::Download { bytes } => {
+            // Only a body the page checked (length and SHA-256) counts as completed.
+            let whole = obs
+                .page_result
+                .as_ref()
+                .and_then(|p| p.get("ok"))
+                .and_then(Value::as_bool)
+                == Some(true);
+            let fetched = resources
+                .iter()
+                .find(|r| r.initiator == "fetch" && r.response_end_ms > 0.0);
+            if let (Some(r), true) = (fetched, whole) {
+                m.completion_ms = Some(r.response_end_ms);
+                m.transfer_bytes = Some(*bytes);
+                m.transfer_ms = Some(r.response_end_ms - r.request_start_ms);
+            }
+        }
+        WorkloadKind::Upload { bytes } => {
+            let p = obs.page_result.as_ref();
+            let f = |k: &str| p.and_then(|p| p.get(k)).and_then(Value::as_f64);
+            let ok = p.and_then(|p| p.get("ok")).and_then(Value::as_bool) == Some(true);
+            if let (Some(start), Some(end), true) = (f("start"), f("end"), ok) {
+                m.completion_ms = Some(end);
+                m.transfer_ms = Some(end - start);
+                m.transfer_bytes = Some(*bytes);
+            }
+        }
+    }
+    if let (Some(b), Some(t)) = (m.transfer_bytes, m.transfer_ms) {
+        if t > 0.0 && b > 0 {
+            m.goodput_mbit = Some(b as f64 * 8.0 / (t * 1000.0));
+        }
+    }
+    (m, resources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorded load: `perf` (timeOrigin, nav, res, pb) and `events`.
+    pub(crate) fn fixture(name: &str) -> Observation {
+        let path = format!(
+            "{}/tests/fixtures/browser/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        Observation {
+            time_origin: v["perf"]["timeOrigin"].as_f64(),
+            navigation: Some(v["perf"]["nav"].clone()),
+            resources: v["perf"]["res"].as_array().unwrap().clone(),
+            page_result: v["perf"].get("pb").cloned().filter(|p| !p.is_null()),
+            cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+        }
+    }
+
+    fn res(start: f64, req: f64, end: f64) -> ResourceMetrics {
+        ResourceMetrics {
+            path: "/x".into(),
+            initiator: "img".into(),
+            protocol: "h2".into(),
+            start_ms: start,
+            request_start_ms: req,
+            response_start_ms: req,
+            response_end_ms: end,
+            queueing_ms: req - start,
+            connect_ms: None,
+            ttfb_ms: 0.0,
+            download_ms: end - req,
+            transfer_size: 0.0,
+            encoded_body_size: 0.0,
+            status: 200,
+            connection_id: None,
+            connection_reused: None,
+        }
+    }
+
+    #[test]
+    fn onwire_counts_request_to_response_end() {
+        // Window 0..100, mid 50. In flight at 50: b (40..60) and c (50..90); a ends at 30,
+        // d is queued until 55 (its startTime variant would count it: that one saturates).
+        let r = vec![
+            res(0.0, 0.0, 30.0),
+            res(0.0, 40.0, 60.0),
+            res(0.0, 50.0, 90.0),
+            res(0.0, 55.0, 100.0),
+        ];
+        assert_eq!(onwire(&r), (Some(2), Some(3)));
+        let tl = onwire_timeline(&r);
+        assert_eq!(tl.first(), Some(&(0.0, 1)));
+        assert_eq!(tl.last(), Some(&(100.0, 0)));
+        assert_eq!(tl.iter().map(|x| x.1).max(), Some(3));
+    }
+
+    #[test]
+    fn quantiles_match_numpy_linear() {
+        let v = [1.0, 2.0, 3.0, 4.0, 10.0];
+        assert_eq!(quantile_sorted(&v, 0.5), Some(3.0));
+        assert_eq!(quantile_sorted(&v, 0.95), Some(8.799999999999999));
+        assert_eq!(quantile_sorted(&[], 0.5), None);
+    }
+
+    #[test]
+    fn url_paths() {
+        assert_eq!(
+            url_path("https://pagebench.test:8443/page10/a.css?x=1"),
+            "/page10/a.css"
+        );
+        assert_eq!(url_path("https://pagebench.test"), "/");
+    }
+
+    #[test]
+    fn h2_page10_fixture() {
+        let obs = fixture("h2-page10");
+        let kind = WorkloadKind::Page {
+            files: 10,
+            file_bytes: None,
+        };
+        let (m, r) = derive(&obs, &kind, 0.0);
+        assert_eq!(m.resources, 10);
+        assert_eq!(r.iter().filter(|r| r.protocol == "h2").count(), 10);
+        assert_eq!(m.completion_ms, m.load_event_end_ms);
+        assert!(m.load_event_end_ms.unwrap() > 0.0);
+        // One h2 connection carries everything.
+        assert_eq!(m.connections, 1);
+        assert_eq!(m.new_connections, 0);
+        assert!(m.nav_connect_ms.unwrap() > 0.0);
+        assert_eq!(m.handshake_rtts, None);
+        let q = m.queueing_median_ms.unwrap();
+        assert!(q >= 0.0 && q <= m.queueing_p95_ms.unwrap());
+        assert!(m.onwire_peak.unwrap() >= m.onwire_mid.unwrap());
+        assert!(r.iter().all(|r| r.connection_id.is_some()));
+    }
+
+    #[test]
+    fn h1_page10_fixture_opens_several_connections() {
+        let obs = fixture("h1-page10");
+        let (m, r) = derive(
+            &obs,
+            &WorkloadKind::Page {
+                files: 10,
+                file_bytes: None,
+            },
+            40.0,
+        );
+        assert!(r.iter().all(|r| r.protocol == "http/1.1"));
+        assert!(m.connections > 1 && m.connections <= 6, "{}", m.connections);
+        assert!(m.new_connections >= 1);
+        assert!(m.handshake_rtts.is_some());
+    }
+
+    #[test]
+    fn download_fixture() {
+        let obs = fixture("h2-download");
+        let (m, r) = derive(&obs, &WorkloadKind::Download { bytes: 3_000_000 }, 0.0);
+        assert_eq!(r.len(), 1);
+        assert_eq!(m.transfer_bytes, Some(3_000_000));
+        let c = m.completion_ms.unwrap();
+        assert_eq!(c, r[0].response_end_ms);
+        let t = m.transfer_ms.unwrap();
+        assert!((m.goodput_mbit.unwrap() - 3_000_000.0 * 8.0 / (t * 1000.0)).abs() < 1e-9);
+        // A body the page found corrupt has no completion.
+        let mut bad = obs.clone();
+        bad.page_result = Some(serde_json::json!({"done": true, "ok": false}));
+        let (m, _) = derive(&bad, &WorkloadKind::Download { bytes: 3_000_000 }, 0.0);
+        assert_eq!(m.completion_ms, None);
+    }
+
+    #[test]
+    fn cdp_view_joins_events() {
+        let obs = fixture("h3-page10");
+        let reqs = cdp_requests(&obs.cdp_events);
+        assert_eq!(reqs.len(), 11);
+        assert!(reqs.iter().all(|r| r.protocol.as_deref() == Some("h3")));
+        assert!(reqs.iter().all(|r| r.encoded_data_length.is_some()));
+    }
+}

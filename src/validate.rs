@@ -1,0 +1,572 @@
+//! Run validation (pure): a run counts only if the protocol was the forced one from three
+//! viewpoints (Resource Timing, CDP, the server's log), every manifest file arrived exactly once
+//! with its exact size, and the download/upload body was whole. Anything else is kept as an
+//! invalid run with its reasons, or as "did not finish".
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::metrics::{cdp_requests, url_path, EntryTiming, Observation};
+use crate::workload::{Manifest, WorkloadKind};
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Valid,
+    Invalid,
+    /// Did not finish within the timeout (a protocol outcome, kept apart from invalid runs).
+    Dnf,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Valid => "valid",
+            Outcome::Invalid => "invalid",
+            Outcome::Dnf => "dnf",
+        }
+    }
+}
+
+/// Why a run is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    Timeout,
+    BrowserCrash,
+    NavigationError,
+    /// Resource Timing's nextHopProtocol differs from the forced protocol.
+    ProtocolMismatch,
+    /// CDP's `response.protocol` differs.
+    CdpProtocolMismatch,
+    /// The server saw another protocol.
+    ServerProtocolMismatch,
+    /// The server's log lacks requests the browser made (or has none at all).
+    ServerLogMismatch,
+    MissingResource,
+    DuplicateResource,
+    ShortResource,
+    HttpError,
+    /// The download/upload body was not whole (length or hash).
+    CorruptBody,
+}
+
+impl ReasonKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasonKind::Timeout => "timeout",
+            ReasonKind::BrowserCrash => "browser_crash",
+            ReasonKind::NavigationError => "navigation_error",
+            ReasonKind::ProtocolMismatch => "protocol_mismatch",
+            ReasonKind::CdpProtocolMismatch => "cdp_protocol_mismatch",
+            ReasonKind::ServerProtocolMismatch => "server_protocol_mismatch",
+            ReasonKind::ServerLogMismatch => "server_log_mismatch",
+            ReasonKind::MissingResource => "missing_resource",
+            ReasonKind::DuplicateResource => "duplicate_resource",
+            ReasonKind::ShortResource => "short_resource",
+            ReasonKind::HttpError => "http_error",
+            ReasonKind::CorruptBody => "corrupt_body",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub kind: ReasonKind,
+    pub detail: String,
+}
+
+/// How the load ended, as the runner saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "end", content = "detail", rename_all = "snake_case")]
+pub enum LoadEnd {
+    Completed,
+    TimedOut(String),
+    Crashed(String),
+    NavigationFailed(String),
+}
+
+/// One request as the server logged it (from the embedded server or an external one's log).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerView {
+    /// As Chromium names it: `http/1.1`, `h2`, `h3`.
+    pub protocol: String,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub reasons: Vec<Reason>,
+    /// Oddities that do not invalidate the run (e.g. an unexpected extra request).
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    /// `kind: detail; kind: detail` — the form written to runs.csv.
+    pub fn reason_text(&self) -> String {
+        self.reasons
+            .iter()
+            .map(|r| format!("{}: {}", r.kind.name(), r.detail))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Lists at most a few items, then "and N more".
+fn few(items: &[String]) -> String {
+    const SHOW: usize = 4;
+    let mut s = items
+        .iter()
+        .take(SHOW)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > SHOW {
+        s.push_str(&format!(" and {} more", items.len() - SHOW));
+    }
+    s
+}
+
+/// Validates one run. `expected` is the ALPN name (`http/1.1`, `h2`, `h3`); `server` is the
+/// server's log for the run, when the server keeps one.
+pub fn validate(
+    expected: &str,
+    manifest: &Manifest,
+    obs: &Observation,
+    end: &LoadEnd,
+    server: Option<&[ServerView]>,
+) -> Verdict {
+    let mut reasons: Vec<Reason> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut add = |kind: ReasonKind, detail: String| reasons.push(Reason { kind, detail });
+
+    let dnf = matches!(end, LoadEnd::TimedOut(_));
+    match end {
+        LoadEnd::Completed => {}
+        LoadEnd::TimedOut(d) => add(ReasonKind::Timeout, d.clone()),
+        LoadEnd::Crashed(d) => add(ReasonKind::BrowserCrash, d.clone()),
+        LoadEnd::NavigationFailed(d) => add(ReasonKind::NavigationError, d.clone()),
+    }
+
+    // 1. Resource Timing: the navigation and every resource on the forced protocol.
+    let nav = obs.navigation.as_ref().map(EntryTiming::parse);
+    match &nav {
+        Some(n) if n.next_hop_protocol != expected => add(
+            ReasonKind::ProtocolMismatch,
+            format!(
+                "the page came over {:?}, not {expected}",
+                n.next_hop_protocol
+            ),
+        ),
+        Some(n) if n.response_status != 0 && n.response_status != 200 => add(
+            ReasonKind::HttpError,
+            format!("the page answered {}", n.response_status),
+        ),
+        Some(_) => {}
+        None if *end == LoadEnd::Completed => add(
+            ReasonKind::NavigationError,
+            "no navigation timing entry".into(),
+        ),
+        None => {}
+    }
+    let entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
+    let wrong: Vec<String> = entries
+        .iter()
+        .filter(|e| e.next_hop_protocol != expected)
+        .map(|e| format!("{} over {:?}", e.path(), e.next_hop_protocol))
+        .collect();
+    if !wrong.is_empty() {
+        add(
+            ReasonKind::ProtocolMismatch,
+            format!(
+                "{} resource(s) not over {expected}: {}",
+                wrong.len(),
+                few(&wrong)
+            ),
+        );
+    }
+
+    // 2. CDP's view of the same responses.
+    let cdp = cdp_requests(&obs.cdp_events);
+    let cdp_wrong: Vec<String> = cdp
+        .iter()
+        .filter(|c| !c.url.starts_with("data:"))
+        .filter_map(|c| match &c.protocol {
+            Some(p) if p != expected => Some(format!("{} over {p:?}", url_path(&c.url))),
+            _ => None,
+        })
+        .collect();
+    if !cdp_wrong.is_empty() {
+        add(
+            ReasonKind::CdpProtocolMismatch,
+            format!(
+                "CDP saw {} response(s) not over {expected}: {}",
+                cdp_wrong.len(),
+                few(&cdp_wrong)
+            ),
+        );
+    }
+    let failed: Vec<String> = cdp
+        .iter()
+        .filter_map(|c| {
+            c.failed
+                .as_ref()
+                .map(|f| format!("{} ({f})", url_path(&c.url)))
+        })
+        .collect();
+
+    // 3. Every manifest file exactly once, with its exact size.
+    let mut seen: BTreeMap<String, Vec<&EntryTiming>> = BTreeMap::new();
+    for e in &entries {
+        seen.entry(e.path()).or_default().push(e);
+    }
+    let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
+    for f in &manifest.files {
+        match seen.get(&f.path).map(Vec::as_slice) {
+            None | Some([]) => missing.push(f.path.clone()),
+            Some([e]) => {
+                if e.response_status != 0 && e.response_status != 200 {
+                    http.push(format!("{} answered {}", f.path, e.response_status));
+                } else if e.encoded_body_size as u64 != f.size {
+                    short.push(format!(
+                        "{} {} of {} bytes",
+                        f.path, e.encoded_body_size, f.size
+                    ));
+                }
+            }
+            Some(many) => dup.push(format!("{} ×{}", f.path, many.len())),
+        }
+    }
+    if !missing.is_empty() {
+        let mut detail = format!(
+            "{} of {} file(s) never loaded: {}",
+            missing.len(),
+            manifest.files.len(),
+            few(&missing)
+        );
+        if !failed.is_empty() {
+            detail.push_str(&format!("; failed requests: {}", few(&failed)));
+        }
+        add(ReasonKind::MissingResource, detail);
+    }
+    if !dup.is_empty() {
+        add(
+            ReasonKind::DuplicateResource,
+            format!("loaded more than once: {}", few(&dup)),
+        );
+    }
+    if !short.is_empty() {
+        add(
+            ReasonKind::ShortResource,
+            format!("wrong body size: {}", few(&short)),
+        );
+    }
+    if !http.is_empty() {
+        add(ReasonKind::HttpError, few(&http));
+    }
+    let extra: Vec<String> = seen
+        .keys()
+        .filter(|p| manifest.file(p).is_none() && **p != manifest.entry)
+        .cloned()
+        .collect();
+    if !extra.is_empty() {
+        warnings.push(format!("requests outside the manifest: {}", few(&extra)));
+    }
+
+    // 4. The transfer workloads' bodies, as the page checked them.
+    let pb = obs.page_result.as_ref();
+    let pb_field = |k: &str| pb.and_then(|p| p.get(k)).cloned().unwrap_or(Value::Null);
+    let body_whole = pb_field("ok") == Value::Bool(true);
+    if *end == LoadEnd::Completed && !body_whole {
+        match manifest.workload.kind {
+            WorkloadKind::Download { bytes } => add(
+                ReasonKind::CorruptBody,
+                format!(
+                    "download of {bytes} bytes not whole: page saw {} bytes{}",
+                    pb_field("bytes"),
+                    match pb_field("error") {
+                        Value::String(e) => format!(" ({e})"),
+                        _ => String::new(),
+                    }
+                ),
+            ),
+            WorkloadKind::Upload { bytes } => add(
+                ReasonKind::CorruptBody,
+                format!(
+                    "upload of {bytes} bytes: server counted {}",
+                    pb_field("server_bytes")
+                ),
+            ),
+            WorkloadKind::Page { .. } => {}
+        }
+    }
+
+    // 5. The server's view: same protocol, and it served what the browser loaded.
+    if let Some(log) = server {
+        if log.is_empty() && nav.is_some() {
+            add(
+                ReasonKind::ServerLogMismatch,
+                "the server logged no request for this run".into(),
+            );
+        }
+        let other: Vec<String> = log
+            .iter()
+            .filter(|s| s.protocol != expected)
+            .map(|s| format!("{} {} over {:?}", s.method, s.path, s.protocol))
+            .collect();
+        if !other.is_empty() {
+            add(
+                ReasonKind::ServerProtocolMismatch,
+                format!(
+                    "the server saw {} request(s) not over {expected}: {}",
+                    other.len(),
+                    few(&other)
+                ),
+            );
+        }
+        if *end == LoadEnd::Completed {
+            let mut unlogged = Vec::new();
+            for f in &manifest.files {
+                let served: Vec<&ServerView> = log.iter().filter(|s| s.path == f.path).collect();
+                if served.is_empty() && seen.contains_key(&f.path) {
+                    unlogged.push(f.path.clone());
+                } else if served.len() == 1
+                    && served[0].status == 200
+                    && served[0].bytes_sent != f.size
+                {
+                    add(
+                        ReasonKind::ShortResource,
+                        format!(
+                            "server sent {} of {} bytes for {}",
+                            served[0].bytes_sent, f.size, f.path
+                        ),
+                    );
+                }
+            }
+            if !unlogged.is_empty() {
+                add(
+                    ReasonKind::ServerLogMismatch,
+                    format!(
+                        "loaded by the browser but not in the server log: {}",
+                        few(&unlogged)
+                    ),
+                );
+            }
+            if let WorkloadKind::Upload { bytes } = manifest.workload.kind {
+                let up: Vec<&ServerView> = log.iter().filter(|s| s.method == "POST").collect();
+                if up.len() != 1 || up[0].bytes_received != bytes {
+                    add(
+                        ReasonKind::CorruptBody,
+                        format!(
+                            "server log: {} upload(s), bytes received {:?}, expected one of {bytes}",
+                            up.len(),
+                            up.iter().map(|u| u.bytes_received).collect::<Vec<_>>()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    let outcome = if dnf {
+        Outcome::Dnf
+    } else if reasons.is_empty() {
+        Outcome::Valid
+    } else {
+        Outcome::Invalid
+    };
+    Verdict {
+        outcome,
+        reasons,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::CdpEvent;
+    use crate::workload::{FileEntry, FileKind, Workload};
+
+    fn fixture(name: &str) -> Observation {
+        let path = format!(
+            "{}/tests/fixtures/browser/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        Observation {
+            time_origin: v["perf"]["timeOrigin"].as_f64(),
+            navigation: Some(v["perf"]["nav"].clone()),
+            resources: v["perf"]["res"].as_array().unwrap().clone(),
+            page_result: v["perf"].get("pb").cloned().filter(|p| !p.is_null()),
+            cdp_events: serde_json::from_value::<Vec<CdpEvent>>(v["events"].clone()).unwrap(),
+        }
+    }
+
+    /// The manifest the fixture was recorded with, rebuilt from its entries.
+    fn manifest_of(obs: &Observation, workload: &str) -> Manifest {
+        let files: Vec<FileEntry> = obs
+            .resources
+            .iter()
+            .map(EntryTiming::parse)
+            .map(|e| FileEntry {
+                path: e.path(),
+                kind: FileKind::Image,
+                content_type: String::new(),
+                size: e.encoded_body_size as u64,
+                sha256: String::new(),
+            })
+            .collect();
+        Manifest {
+            workload: workload.parse::<Workload>().unwrap(),
+            generator_version: 1,
+            seed: 1,
+            entry: format!("/{workload}/index.html"),
+            entry_size: 1,
+            subresource_bytes: files.iter().map(|f| f.size).sum(),
+            files,
+            upload_bytes: None,
+        }
+    }
+
+    fn server_view(obs: &Observation, proto: &str) -> Vec<ServerView> {
+        let mut v = vec![ServerView {
+            protocol: proto.into(),
+            method: "GET".into(),
+            path: url_path(
+                EntryTiming::parse(obs.navigation.as_ref().unwrap())
+                    .name
+                    .as_str(),
+            ),
+            status: 200,
+            bytes_sent: 1,
+            bytes_received: 0,
+        }];
+        for e in obs.resources.iter().map(EntryTiming::parse) {
+            v.push(ServerView {
+                protocol: proto.into(),
+                method: "GET".into(),
+                path: e.path(),
+                status: 200,
+                bytes_sent: e.encoded_body_size as u64,
+                bytes_received: 0,
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn recorded_loads_are_valid_for_their_protocol_only() {
+        for (name, alpn) in [
+            ("h1-page10", "http/1.1"),
+            ("h2-page10", "h2"),
+            ("h3-page10", "h3"),
+        ] {
+            let obs = fixture(name);
+            let m = manifest_of(&obs, "page10");
+            let log = server_view(&obs, alpn);
+            let v = validate(alpn, &m, &obs, &LoadEnd::Completed, Some(&log));
+            assert_eq!(v.outcome, Outcome::Valid, "{name}: {}", v.reason_text());
+            let other = if alpn == "h2" { "h3" } else { "h2" };
+            let v = validate(other, &m, &obs, &LoadEnd::Completed, None);
+            assert_eq!(v.outcome, Outcome::Invalid);
+            let kinds: Vec<_> = v.reasons.iter().map(|r| r.kind).collect();
+            assert!(kinds.contains(&ReasonKind::ProtocolMismatch), "{kinds:?}");
+            assert!(
+                kinds.contains(&ReasonKind::CdpProtocolMismatch),
+                "{kinds:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn server_seeing_another_protocol_invalidates() {
+        let obs = fixture("h3-page10");
+        let m = manifest_of(&obs, "page10");
+        let mut log = server_view(&obs, "h3");
+        log[3].protocol = "h2".into();
+        let v = validate("h3", &m, &obs, &LoadEnd::Completed, Some(&log));
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert_eq!(v.reasons[0].kind, ReasonKind::ServerProtocolMismatch);
+        assert!(validate("h3", &m, &obs, &LoadEnd::Completed, Some(&[]))
+            .reasons
+            .iter()
+            .any(|r| r.kind == ReasonKind::ServerLogMismatch));
+    }
+
+    #[test]
+    fn short_missing_and_duplicate_files() {
+        let obs = fixture("h2-page10");
+        let mut m = manifest_of(&obs, "page10");
+        m.files[0].size += 1;
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, None);
+        assert_eq!(
+            v.reasons[0].kind,
+            ReasonKind::ShortResource,
+            "{}",
+            v.reason_text()
+        );
+        let mut m = manifest_of(&obs, "page10");
+        m.files.push(FileEntry {
+            path: "/page10/img/extra.png".into(),
+            kind: FileKind::Image,
+            content_type: String::new(),
+            size: 10,
+            sha256: String::new(),
+        });
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, None);
+        assert_eq!(v.reasons[0].kind, ReasonKind::MissingResource);
+        let mut dup = obs.clone();
+        dup.resources.push(dup.resources[0].clone());
+        let v = validate(
+            "h2",
+            &manifest_of(&obs, "page10"),
+            &dup,
+            &LoadEnd::Completed,
+            None,
+        );
+        assert_eq!(v.reasons[0].kind, ReasonKind::DuplicateResource);
+    }
+
+    #[test]
+    fn timeout_is_dnf_and_crash_is_invalid() {
+        let obs = fixture("h2-page10");
+        let m = manifest_of(&obs, "page10");
+        let v = validate("h2", &m, &obs, &LoadEnd::TimedOut("120 s".into()), None);
+        assert_eq!(v.outcome, Outcome::Dnf);
+        let v = validate("h2", &m, &obs, &LoadEnd::Crashed("gone".into()), None);
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert_eq!(v.reasons[0].kind, ReasonKind::BrowserCrash);
+        let v = validate(
+            "h2",
+            &m,
+            &Observation::default(),
+            &LoadEnd::NavigationFailed("net::ERR_QUIC_PROTOCOL_ERROR".into()),
+            None,
+        );
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert!(v.reason_text().contains("ERR_QUIC_PROTOCOL_ERROR"));
+    }
+
+    #[test]
+    fn corrupt_download_is_invalid() {
+        let obs = fixture("h2-download");
+        let m = manifest_of(&obs, "download");
+        assert_eq!(
+            validate("h2", &m, &obs, &LoadEnd::Completed, None).outcome,
+            Outcome::Valid
+        );
+        let mut bad = obs.clone();
+        bad.page_result = Some(serde_json::json!({"done": true, "ok": false, "bytes": 12}));
+        let v = validate("h2", &m, &bad, &LoadEnd::Completed, None);
+        assert_eq!(v.reasons[0].kind, ReasonKind::CorruptBody);
+    }
+}
