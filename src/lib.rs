@@ -7,9 +7,11 @@
 pub mod browser;
 pub mod cli;
 pub mod har;
+pub mod matrix;
 pub mod metrics;
 pub mod profile;
 pub mod signals;
+pub mod sysinfo;
 pub mod textfmt;
 pub mod validate;
 pub mod workload;

@@ -75,7 +75,9 @@ impl std::str::FromStr for Protocol {
 /// also pre-seeds the profile with the origin's QUIC alternative service, as a returning
 /// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
 /// and stops throttling low-priority requests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum H3Mode {
     Forced,

@@ -1,0 +1,4 @@
+//! The matrix: profiles × workloads × protocols (× servers), interleaved, persisted run by run,
+//! resumable, summarised with statistics.
+
+pub mod plan;

@@ -1,0 +1,245 @@
+//! The matrix plan (pure): every run of a matrix, in the order it runs, decided entirely by the
+//! request and the seed — so a resumed matrix finishes exactly the missing runs of the same plan.
+//!
+//! Cells are (profile, workload) pairs, profile-major so the link is reconfigured once per
+//! profile. Within a cell, rounds: in each round every (server, protocol variant) runs once, in a
+//! seeded random order — interleaved, never a block of one protocol (the study's H2 → H3 → H2
+//! lesson: a drifting machine must not masquerade as a protocol difference). Warm-up rounds come
+//! first and are kept on disk but left out of the statistics.
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::{bail, Result};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::browser::{H3Mode, Protocol};
+
+/// A protocol as a series: h1, h2, or h3 in a given mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Variant {
+    pub protocol: Protocol,
+    /// Only for h3.
+    pub h3_mode: Option<H3Mode>,
+}
+
+impl Variant {
+    pub fn new(protocol: Protocol, mode: H3Mode) -> Variant {
+        Variant {
+            protocol,
+            h3_mode: (protocol == Protocol::H3).then_some(mode),
+        }
+    }
+
+    /// `h1`, `h2`, `h3` (forced, the study's) or `h3-primed`.
+    pub fn name(&self) -> String {
+        match self.h3_mode {
+            Some(H3Mode::Primed) => "h3-primed".into(),
+            _ => self.protocol.name().into(),
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Variant> {
+        Ok(match s.trim() {
+            "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
+            "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
+            other => Variant::new(
+                other.parse().map_err(|_| {
+                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced or h3-primed")
+                })?,
+                H3Mode::Forced,
+            ),
+        })
+    }
+}
+
+/// Parses `--protocols`; plain `h3` takes `default_mode`.
+pub fn parse_variants(spec: &str, default_mode: H3Mode) -> Result<Vec<Variant>> {
+    let mut out: Vec<Variant> = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut v: Variant = item.parse()?;
+        if item == "h3" {
+            v.h3_mode = Some(default_mode);
+        }
+        if out.contains(&v) {
+            bail!("protocol {item:?} is listed twice in --protocols");
+        }
+        out.push(v);
+    }
+    if out.is_empty() {
+        bail!("--protocols is empty: give e.g. h1,h2,h3");
+    }
+    Ok(out)
+}
+
+/// What the user asked for; together with the seed it fixes the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSpec {
+    pub profiles: Vec<String>,
+    pub workloads: Vec<String>,
+    pub servers: Vec<String>,
+    pub variants: Vec<Variant>,
+    pub runs: u32,
+    pub warmup: u32,
+    pub seed: u64,
+}
+
+/// Whether a run counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Warmup,
+    Measure,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Warmup => "warmup",
+            Phase::Measure => "measure",
+        }
+    }
+}
+
+/// One run of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedRun {
+    /// Position in the whole plan (0-based).
+    pub index: usize,
+    /// Stable name, also the raw record's file name.
+    pub id: String,
+    pub profile: String,
+    pub workload: String,
+    pub server: String,
+    pub variant: Variant,
+    pub phase: Phase,
+    /// 1-based within its phase.
+    pub round: u32,
+    /// 1-based position within its round.
+    pub position: u32,
+}
+
+/// A seed for one cell, so that adding a profile does not reshuffle the others.
+fn cell_seed(seed: u64, profile: &str, workload: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key.copy_from_slice(
+        &Sha256::new()
+            .chain_update(seed.to_le_bytes())
+            .chain_update(profile.as_bytes())
+            .chain_update([0])
+            .chain_update(workload.as_bytes())
+            .finalize(),
+    );
+    key
+}
+
+/// The whole plan, in run order.
+pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
+    let mut out = Vec::new();
+    let combos: Vec<(String, Variant)> = spec
+        .servers
+        .iter()
+        .flat_map(|s| spec.variants.iter().map(move |v| (s.clone(), *v)))
+        .collect();
+    let multi_server = spec.servers.len() > 1;
+    for profile in &spec.profiles {
+        for workload in &spec.workloads {
+            let mut rng = ChaCha8Rng::from_seed(cell_seed(spec.seed, profile, workload));
+            let phases = (1..=spec.warmup)
+                .map(|r| (Phase::Warmup, r))
+                .chain((1..=spec.runs).map(|r| (Phase::Measure, r)));
+            for (phase, round) in phases {
+                let mut order = combos.clone();
+                order.shuffle(&mut rng);
+                for (pos, (server, variant)) in order.into_iter().enumerate() {
+                    let tag = match phase {
+                        Phase::Warmup => format!("w{round}"),
+                        Phase::Measure => format!("r{round:02}"),
+                    };
+                    let server_part = if multi_server { format!("-{server}") } else { String::new() };
+                    out.push(PlannedRun {
+                        index: out.len(),
+                        id: format!("{profile}-{workload}-{tag}{server_part}-{variant}"),
+                        profile: profile.clone(),
+                        workload: workload.clone(),
+                        server,
+                        variant,
+                        phase,
+                        round,
+                        position: pos as u32 + 1,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(seed: u64) -> PlanSpec {
+        PlanSpec {
+            profiles: vec!["wired".into(), "mobile".into()],
+            workloads: vec!["page10".into(), "download".into()],
+            servers: vec!["embedded".into()],
+            variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
+            runs: 5,
+            warmup: 1,
+            seed,
+        }
+    }
+
+    #[test]
+    fn every_round_runs_each_protocol_once() {
+        let p = plan(&spec(7));
+        assert_eq!(p.len(), 2 * 2 * (5 + 1) * 3);
+        for chunk in p.chunks(3) {
+            let mut names: Vec<String> = chunk.iter().map(|r| r.variant.name()).collect();
+            names.sort();
+            assert_eq!(names, ["h1", "h2", "h3"]);
+            assert!(chunk.iter().all(|r| r.round == chunk[0].round && r.phase == chunk[0].phase));
+            assert_eq!(chunk.iter().map(|r| r.position).collect::<Vec<_>>(), [1, 2, 3]);
+        }
+        assert_eq!(p[0].phase, Phase::Warmup);
+        assert_eq!(p[3].phase, Phase::Measure);
+        let ids: std::collections::BTreeSet<_> = p.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids.len(), p.len(), "ids are unique");
+    }
+
+    #[test]
+    fn order_is_seeded_and_varies() {
+        assert_eq!(plan(&spec(7)), plan(&spec(7)));
+        let a: Vec<String> = plan(&spec(7)).iter().map(|r| r.id.clone()).collect();
+        let b: Vec<String> = plan(&spec(8)).iter().map(|r| r.id.clone()).collect();
+        assert_ne!(a, b);
+        // Not always the same order within rounds.
+        let firsts: std::collections::BTreeSet<String> =
+            plan(&spec(7)).chunks(3).map(|c| c[0].variant.name()).collect();
+        assert!(firsts.len() > 1);
+    }
+
+    #[test]
+    fn variants_parse() {
+        let v = parse_variants("h2,h3-primed,h3-forced", H3Mode::Forced).unwrap();
+        assert_eq!(v.iter().map(|v| v.name()).collect::<Vec<_>>(), ["h2", "h3-primed", "h3"]);
+        let v = parse_variants("h3", H3Mode::Primed).unwrap();
+        assert_eq!(v[0].name(), "h3-primed");
+        assert!(parse_variants("h2,h2", H3Mode::Forced).is_err());
+        assert!(parse_variants("h4", H3Mode::Forced).unwrap_err().to_string().contains("h4"));
+    }
+}
