@@ -10,6 +10,7 @@ pub mod har;
 pub mod matrix;
 pub mod metrics;
 pub mod profile;
+pub mod record;
 pub mod signals;
 pub mod sysinfo;
 pub mod textfmt;

@@ -2,3 +2,4 @@
 //! resumable, summarised with statistics.
 
 pub mod plan;
+pub mod store;
