@@ -11,6 +11,7 @@ pub mod matrix;
 pub mod metrics;
 pub mod profile;
 pub mod record;
+pub mod reference;
 pub mod signals;
 pub mod sysinfo;
 pub mod textfmt;

@@ -153,8 +153,20 @@ impl RunRecord {
         let t = self.transport.clone().unwrap_or_default();
         let has_link = self.link.is_some();
         let has_t = self.transport.is_some();
-        let lu = |v: u64| if has_link { v.to_string() } else { String::new() };
-        let lf = |v: f64| if has_link { format!("{v:.3}") } else { String::new() };
+        let lu = |v: u64| {
+            if has_link {
+                v.to_string()
+            } else {
+                String::new()
+            }
+        };
+        let lf = |v: f64| {
+            if has_link {
+                format!("{v:.3}")
+            } else {
+                String::new()
+            }
+        };
         let tu = |v: u64| if has_t { v.to_string() } else { String::new() };
         let mut warnings = self.warnings.clone();
         warnings.extend(l.self_check_warnings.iter().cloned());
@@ -244,7 +256,9 @@ impl RunRecord {
                     format!("{}", r.transfer_size as u64),
                     r.status.to_string(),
                     r.connection_id.map(|c| c.to_string()).unwrap_or_default(),
-                    r.connection_reused.map(|c| c.to_string()).unwrap_or_default(),
+                    r.connection_reused
+                        .map(|c| c.to_string())
+                        .unwrap_or_default(),
                 ]
             })
             .collect()

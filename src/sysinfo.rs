@@ -113,7 +113,9 @@ impl MachineInfo {
                 .trim()
                 .to_string(),
             cpu_model,
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             memory_gib: (mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0,
             chromium: chromium_version(),
         }
@@ -160,8 +162,19 @@ mod tests {
     #[test]
     fn parses_proc_stat() {
         let c = parse_cpu_line("cpu  100 5 50 1000 10 1 2 30 0 0");
-        assert_eq!(c, CpuTimes { busy: 158, idle: 1010, steal: 30 });
-        let b = CpuTimes { busy: 258, idle: 1110, steal: 130 };
+        assert_eq!(
+            c,
+            CpuTimes {
+                busy: 158,
+                idle: 1010,
+                steal: 30
+            }
+        );
+        let b = CpuTimes {
+            busy: 258,
+            idle: 1110,
+            steal: 130,
+        };
         let s = sample_between(&c, &b);
         assert!((s.steal_pct - 100.0 / 300.0 * 100.0).abs() < 1e-9);
     }

@@ -76,7 +76,17 @@ impl std::str::FromStr for Protocol {
 /// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
 /// and stops throttling low-priority requests).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum H3Mode {

@@ -169,7 +169,11 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                         Phase::Warmup => format!("w{round}"),
                         Phase::Measure => format!("r{round:02}"),
                     };
-                    let server_part = if multi_server { format!("-{server}") } else { String::new() };
+                    let server_part = if multi_server {
+                        format!("-{server}")
+                    } else {
+                        String::new()
+                    };
                     out.push(PlannedRun {
                         index: out.len(),
                         id: format!("{profile}-{workload}-{tag}{server_part}-{variant}"),
@@ -212,8 +216,13 @@ mod tests {
             let mut names: Vec<String> = chunk.iter().map(|r| r.variant.name()).collect();
             names.sort();
             assert_eq!(names, ["h1", "h2", "h3"]);
-            assert!(chunk.iter().all(|r| r.round == chunk[0].round && r.phase == chunk[0].phase));
-            assert_eq!(chunk.iter().map(|r| r.position).collect::<Vec<_>>(), [1, 2, 3]);
+            assert!(chunk
+                .iter()
+                .all(|r| r.round == chunk[0].round && r.phase == chunk[0].phase));
+            assert_eq!(
+                chunk.iter().map(|r| r.position).collect::<Vec<_>>(),
+                [1, 2, 3]
+            );
         }
         assert_eq!(p[0].phase, Phase::Warmup);
         assert_eq!(p[3].phase, Phase::Measure);
@@ -228,18 +237,26 @@ mod tests {
         let b: Vec<String> = plan(&spec(8)).iter().map(|r| r.id.clone()).collect();
         assert_ne!(a, b);
         // Not always the same order within rounds.
-        let firsts: std::collections::BTreeSet<String> =
-            plan(&spec(7)).chunks(3).map(|c| c[0].variant.name()).collect();
+        let firsts: std::collections::BTreeSet<String> = plan(&spec(7))
+            .chunks(3)
+            .map(|c| c[0].variant.name())
+            .collect();
         assert!(firsts.len() > 1);
     }
 
     #[test]
     fn variants_parse() {
         let v = parse_variants("h2,h3-primed,h3-forced", H3Mode::Forced).unwrap();
-        assert_eq!(v.iter().map(|v| v.name()).collect::<Vec<_>>(), ["h2", "h3-primed", "h3"]);
+        assert_eq!(
+            v.iter().map(|v| v.name()).collect::<Vec<_>>(),
+            ["h2", "h3-primed", "h3"]
+        );
         let v = parse_variants("h3", H3Mode::Primed).unwrap();
         assert_eq!(v[0].name(), "h3-primed");
         assert!(parse_variants("h2,h2", H3Mode::Forced).is_err());
-        assert!(parse_variants("h4", H3Mode::Forced).unwrap_err().to_string().contains("h4"));
+        assert!(parse_variants("h4", H3Mode::Forced)
+            .unwrap_err()
+            .to_string()
+            .contains("h4"));
     }
 }

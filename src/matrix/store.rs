@@ -56,14 +56,21 @@ impl Meta {
             diffs.push(format!("profiles {:?} vs {:?}", p.0.profiles, p.1.profiles));
         }
         if p.0.workloads != p.1.workloads {
-            diffs.push(format!("workloads {:?} vs {:?}", p.0.workloads, p.1.workloads));
+            diffs.push(format!(
+                "workloads {:?} vs {:?}",
+                p.0.workloads, p.1.workloads
+            ));
         }
         if p.0.servers != p.1.servers {
             diffs.push(format!("servers {:?} vs {:?}", p.0.servers, p.1.servers));
         }
         if p.0.variants != p.1.variants {
             let n = |v: &[super::plan::Variant]| v.iter().map(|x| x.name()).collect::<Vec<_>>();
-            diffs.push(format!("protocols {:?} vs {:?}", n(&p.0.variants), n(&p.1.variants)));
+            diffs.push(format!(
+                "protocols {:?} vs {:?}",
+                n(&p.0.variants),
+                n(&p.1.variants)
+            ));
         }
         if p.0.runs != p.1.runs {
             diffs.push(format!("--runs {} vs {}", p.0.runs, p.1.runs));
@@ -81,10 +88,16 @@ impl Meta {
             diffs.push("server configuration (server or knobs) differs".into());
         }
         if self.timeout_s != other.timeout_s {
-            diffs.push(format!("--timeout {} s vs {} s", self.timeout_s, other.timeout_s));
+            diffs.push(format!(
+                "--timeout {} s vs {} s",
+                self.timeout_s, other.timeout_s
+            ));
         }
         if self.pages_seed != other.pages_seed {
-            diffs.push(format!("pages seed {} vs {}", self.pages_seed, other.pages_seed));
+            diffs.push(format!(
+                "pages seed {} vs {}",
+                self.pages_seed, other.pages_seed
+            ));
         }
         (!diffs.is_empty()).then(|| diffs.join("; "))
     }
@@ -92,16 +105,23 @@ impl Meta {
 
 pub fn read_meta(dir: &Path) -> Result<Meta> {
     let path = dir.join(META);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}: is {} a pagebench results directory?", path.display(), dir.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a valid pagebench meta.json", path.display()))
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {}: is {} a pagebench results directory?",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid pagebench meta.json", path.display()))
 }
 
 /// Writes a file atomically (temporary sibling, sync, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut f =
+            File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
         f.write_all(bytes)?;
         f.sync_data()?;
     }
@@ -110,7 +130,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
-    write_atomic(&dir.join(META), (serde_json::to_string_pretty(meta)? + "\n").as_bytes())
+    write_atomic(
+        &dir.join(META),
+        (serde_json::to_string_pretty(meta)? + "\n").as_bytes(),
+    )
 }
 
 /// An open results directory that runs are appended to.
@@ -129,7 +152,11 @@ fn truncate_partial_line(path: &Path) -> Result<()> {
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         return Ok(());
     }
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let keep = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
     f.set_len(keep as u64)?;
     f.seek(std::io::SeekFrom::End(0))?;
     Ok(())
@@ -141,7 +168,8 @@ pub fn committed_ids(dir: &Path) -> Result<BTreeSet<String>> {
     if !path.exists() {
         return Ok(BTreeSet::new());
     }
-    let mut r = csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut r =
+        csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut ids = BTreeSet::new();
     for row in r.records() {
         let row = row.with_context(|| format!("{} has a malformed row", path.display()))?;
@@ -248,7 +276,10 @@ impl Store {
     /// Persists one finished run: raw record, resource rows, then the commit row; each synced.
     pub fn append(&mut self, rec: &RunRecord) -> Result<()> {
         let raw = serde_json::to_vec(rec)?;
-        write_atomic(&self.dir.join(RUNS_DIR).join(format!("{}.json", rec.id)), &raw)?;
+        write_atomic(
+            &self.dir.join(RUNS_DIR).join(format!("{}.json", rec.id)),
+            &raw,
+        )?;
         for row in rec.resource_rows() {
             self.resources.write_record(&row)?;
         }
@@ -266,7 +297,8 @@ impl Store {
 pub fn read_record(dir: &Path, id: &str) -> Result<RunRecord> {
     let path = dir.join(RUNS_DIR).join(format!("{id}.json"));
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not a valid run record", path.display()))
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a valid run record", path.display()))
 }
 
 #[cfg(test)]
