@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod profile;
 pub mod signals;
+pub mod stats;
 pub mod textfmt;
 pub mod workload;
 
