@@ -1,0 +1,124 @@
+//! Reference numbers from numpy/scipy/statsmodels (`tests/fixtures/stats/*.json`, written by
+//! `make_fixtures.py`), embedded at compile time so the tests do no IO.
+
+use serde::Deserialize;
+
+macro_rules! fixture_text {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/stats/",
+            $name
+        ))
+    };
+}
+
+fn parse<T: serde::de::DeserializeOwned>(name: &str, text: &str) -> T {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("fixture {name} does not parse: {e}"))
+}
+
+pub fn descriptive() -> DescriptiveFixture {
+    parse("descriptive.json", fixture_text!("descriptive.json"))
+}
+
+pub fn mann_whitney() -> MannWhitneyFixture {
+    parse("mann_whitney.json", fixture_text!("mann_whitney.json"))
+}
+
+pub fn holm() -> HolmFixture {
+    parse("holm.json", fixture_text!("holm.json"))
+}
+
+pub fn bootstrap() -> BootstrapFixture {
+    parse("bootstrap.json", fixture_text!("bootstrap.json"))
+}
+
+/// `|got − want| ≤ rel·max(|want|, 1e-300)`; `rel = 0` demands bit equality (up to ±0).
+pub fn assert_close(got: f64, want: f64, rel: f64, what: &str) {
+    let tolerance = rel * want.abs().max(1e-300);
+    assert!(
+        (got - want).abs() <= tolerance,
+        "{what}: got {got:e}, reference {want:e} (relative tolerance {rel:e})"
+    );
+}
+
+#[derive(Deserialize)]
+pub struct DescriptiveFixture {
+    pub cases: Vec<DescriptiveCase>,
+}
+
+#[derive(Deserialize)]
+pub struct DescriptiveCase {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub n: usize,
+    pub min: f64,
+    pub max: f64,
+    pub median: f64,
+    pub q1: f64,
+    pub q3: f64,
+    pub iqr: f64,
+    pub quantiles: Vec<QuantileRef>,
+}
+
+#[derive(Deserialize)]
+pub struct QuantileRef {
+    pub p: f64,
+    pub value: f64,
+}
+
+#[derive(Deserialize)]
+pub struct MannWhitneyFixture {
+    pub cases: Vec<MannWhitneyCase>,
+}
+
+#[derive(Deserialize)]
+pub struct MannWhitneyCase {
+    pub name: String,
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub u: f64,
+    pub p: f64,
+    pub method: String,
+    pub p_exact: f64,
+    pub p_asymptotic: f64,
+}
+
+#[derive(Deserialize)]
+pub struct HolmFixture {
+    pub cases: Vec<HolmCase>,
+}
+
+#[derive(Deserialize)]
+pub struct HolmCase {
+    pub name: String,
+    pub p: Vec<f64>,
+    pub adjusted: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+pub struct BootstrapFixture {
+    pub n_resamples: usize,
+    pub median: MedianBootstrapRef,
+    pub ratio: RatioBootstrapRef,
+}
+
+#[derive(Deserialize)]
+pub struct MedianBootstrapRef {
+    pub values: Vec<f64>,
+    pub median: f64,
+    pub sorted: Vec<f64>,
+    /// P(bootstrap median ≤ k-th order statistic), k = 1..n, from the binomial formula.
+    pub exact_bootstrap_cdf: Vec<f64>,
+    pub scipy_low: Vec<f64>,
+    pub scipy_high: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+pub struct RatioBootstrapRef {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub ratio: f64,
+    pub scipy_low: Vec<f64>,
+    pub scipy_high: Vec<f64>,
+}
