@@ -217,21 +217,10 @@ pub struct RunMetrics {
     pub goodput_mbit: Option<f64>,
 }
 
-/// Linear-interpolated quantile (numpy's default) of an already sorted slice.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
-}
-
+/// Quantile (numpy's linear method) of the finite values; `None` when there are none.
 fn quantile(values: impl IntoIterator<Item = f64>, q: f64) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    quantile_sorted(&v, q)
+    let v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    crate::stats::quantile(&v, q).ok()
 }
 
 /// On-wire concurrency: resources in flight at the middle of the load window, and the peak.
@@ -455,14 +444,6 @@ mod tests {
         assert_eq!(tl.first(), Some(&(0.0, 1)));
         assert_eq!(tl.last(), Some(&(100.0, 0)));
         assert_eq!(tl.iter().map(|x| x.1).max(), Some(3));
-    }
-
-    #[test]
-    fn quantiles_match_numpy_linear() {
-        let v = [1.0, 2.0, 3.0, 4.0, 10.0];
-        assert_eq!(quantile_sorted(&v, 0.5), Some(3.0));
-        assert_eq!(quantile_sorted(&v, 0.95), Some(8.799999999999999));
-        assert_eq!(quantile_sorted(&[], 0.5), None);
     }
 
     #[test]

@@ -3,3 +3,4 @@
 
 pub mod plan;
 pub mod store;
+pub mod summary;

@@ -1,0 +1,725 @@
+//! The matrix's statistics: per series (profile, workload, server, protocol variant) the
+//! distribution of the headline time and of the breakdown metrics, and per cell the protocol
+//! comparisons (h2 vs h1, h3 vs h2, h3 vs h1, …), Holm-corrected across the whole matrix.
+//! Reads `runs.csv` (only `measure` runs count; warm-ups are discarded), writes
+//! `summary.json`, `summary.csv` and `comparisons.csv`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::store::{write_atomic, RUNS_CSV};
+use crate::stats::{
+    self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
+    CompareConfig, Comparison, SeriesInput, SeriesSummary, Verdict,
+};
+use crate::validate::Outcome;
+
+/// The columns of `runs.csv` the statistics read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub profile: String,
+    pub workload: String,
+    pub server: String,
+    pub phase: String,
+    pub round: u32,
+    pub position: u32,
+    pub variant: String,
+    pub outcome: Outcome,
+    pub invalid_reason: String,
+    pub completion_ms: Option<f64>,
+    pub queueing_median_ms: Option<f64>,
+    pub queueing_p95_ms: Option<f64>,
+    pub ttfb_median_ms: Option<f64>,
+    pub connect_ms: Option<f64>,
+    pub handshake_rtts: Option<f64>,
+    pub onwire_mid: Option<f64>,
+    pub onwire_peak: Option<f64>,
+    pub goodput_mbit: Option<f64>,
+    pub steal_ms: Option<f64>,
+}
+
+pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
+    let path = dir.join(RUNS_CSV);
+    let mut r =
+        csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, row) in r.deserialize().enumerate() {
+        let row: RunRow =
+            row.with_context(|| format!("{} row {}: malformed", path.display(), i + 2))?;
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// Identifies a series.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SeriesKey {
+    pub profile: String,
+    pub workload: String,
+    pub server: String,
+    pub variant: String,
+}
+
+impl SeriesKey {
+    pub fn label(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.profile, self.workload, self.server, self.variant
+        )
+    }
+}
+
+/// The breakdown metrics summarised besides the headline time.
+pub const BREAKDOWN: [&str; 8] = [
+    "queueing_median_ms",
+    "queueing_p95_ms",
+    "ttfb_median_ms",
+    "connect_ms",
+    "handshake_rtts",
+    "onwire_mid",
+    "onwire_peak",
+    "goodput_mbit",
+];
+
+fn breakdown_value(r: &RunRow, metric: &str) -> Option<f64> {
+    match metric {
+        "queueing_median_ms" => r.queueing_median_ms,
+        "queueing_p95_ms" => r.queueing_p95_ms,
+        "ttfb_median_ms" => r.ttfb_median_ms,
+        "connect_ms" => r.connect_ms,
+        "handshake_rtts" => r.handshake_rtts,
+        "onwire_mid" => r.onwire_mid,
+        "onwire_peak" => r.onwire_peak,
+        "goodput_mbit" => r.goodput_mbit,
+        _ => None,
+    }
+}
+
+/// One series' statistics.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SeriesStats {
+    pub key: SeriesKey,
+    /// The headline time (loadEventEnd / transfer completion), ms.
+    pub completion: SeriesSummary,
+    /// Median (and spread) of each breakdown metric over the valid runs.
+    pub breakdown: BTreeMap<String, SeriesSummary>,
+    /// Invalid-run reasons with their counts.
+    pub invalid_reasons: BTreeMap<String, usize>,
+    /// The valid runs' headline times in run order (for CDFs).
+    pub values: Vec<f64>,
+    /// The run id whose headline time is closest to the median (for waterfalls).
+    pub median_run: Option<String>,
+}
+
+/// One protocol (or server) comparison within a cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellComparison {
+    pub profile: String,
+    pub workload: String,
+    /// Servers of the two sides (equal for protocol comparisons).
+    pub server_a: String,
+    pub server_b: String,
+    /// Series names: ratio = median(a) / median(b).
+    pub a: String,
+    pub b: String,
+    pub comparison: Comparison,
+}
+
+impl CellComparison {
+    /// `h3 vs h2`, or `caddy h3 vs embedded h3` across servers.
+    pub fn label(&self) -> String {
+        if self.server_a == self.server_b {
+            format!("{} vs {}", self.a, self.b)
+        } else {
+            format!(
+                "{} {} vs {} {}",
+                self.server_a, self.a, self.server_b, self.b
+            )
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub metric: String,
+    pub alpha: f64,
+    pub bootstrap_resamples: usize,
+    /// Comparisons tested (the Holm family).
+    pub holm_family: usize,
+    pub series: Vec<SeriesStats>,
+    pub comparisons: Vec<CellComparison>,
+    pub warnings: Vec<String>,
+}
+
+/// The comparisons made within a cell, by series name: (a, b), ratio a/b.
+fn protocol_pairs(variants: &[String]) -> Vec<(String, String)> {
+    let has = |v: &str| variants.iter().any(|x| x == v);
+    let mut pairs = Vec::new();
+    if has("h2") && has("h1") {
+        pairs.push(("h2".to_string(), "h1".to_string()));
+    }
+    for h3 in ["h3", "h3-primed"] {
+        if has(h3) {
+            for base in ["h2", "h1"] {
+                if has(base) {
+                    pairs.push((h3.to_string(), base.to_string()));
+                }
+            }
+        }
+    }
+    if has("h3-primed") && has("h3") {
+        pairs.push(("h3-primed".into(), "h3".into()));
+    }
+    pairs
+}
+
+fn input_of(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> SeriesInput {
+    SeriesInput {
+        values: rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Valid)
+            .filter_map(|r| value(r))
+            .filter(|v| v.is_finite())
+            .collect(),
+        invalid: rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Invalid)
+            .count(),
+        dnf: rows.iter().filter(|r| r.outcome == Outcome::Dnf).count(),
+    }
+}
+
+/// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible.
+pub fn summarize_runs(rows: &[RunRow], seed: u64, resamples: usize) -> Result<Summary> {
+    let alpha = 0.05;
+    let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
+    // Keep the plan's first-seen order of profiles/workloads/variants for presentation.
+    let mut order: Vec<SeriesKey> = Vec::new();
+    for r in rows.iter().filter(|r| r.phase == "measure") {
+        let key = SeriesKey {
+            profile: r.profile.clone(),
+            workload: r.workload.clone(),
+            server: r.server.clone(),
+            variant: r.variant.clone(),
+        };
+        if !by_series.contains_key(&key) {
+            order.push(key.clone());
+        }
+        by_series.entry(key).or_default().push(r);
+    }
+    let mut warnings = Vec::new();
+    let mut series = Vec::new();
+    let mut inputs: BTreeMap<SeriesKey, SeriesInput> = BTreeMap::new();
+    for key in &order {
+        let runs = &by_series[key];
+        let boot = BootstrapConfig {
+            resamples,
+            ..BootstrapConfig::default()
+        }
+        .with_seed(derive_seed(seed, &key.label()));
+        let input = input_of(runs, |r| r.completion_ms);
+        let completion =
+            summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
+        let mut breakdown = BTreeMap::new();
+        for metric in BREAKDOWN {
+            let inp = input_of(runs, |r| breakdown_value(r, metric));
+            if inp.values.is_empty() {
+                continue;
+            }
+            let b = boot.with_seed(derive_seed(seed, &format!("{}/{metric}", key.label())));
+            breakdown.insert(metric.to_string(), summarize(&inp, &b)?);
+        }
+        let mut invalid_reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for r in runs.iter().filter(|r| r.outcome == Outcome::Invalid) {
+            let kind = r
+                .invalid_reason
+                .split(':')
+                .next()
+                .unwrap_or("unknown")
+                .trim()
+                .to_string();
+            *invalid_reasons.entry(kind).or_default() += 1;
+        }
+        let median_run = completion.median.and_then(|m| {
+            runs.iter()
+                .filter(|r| r.outcome == Outcome::Valid)
+                .filter_map(|r| r.completion_ms.map(|c| ((c - m).abs(), r.run_id.clone())))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, id)| id)
+        });
+        series.push(SeriesStats {
+            key: key.clone(),
+            completion,
+            breakdown,
+            invalid_reasons,
+            values: input.values.clone(),
+            median_run,
+        });
+        inputs.insert(key.clone(), input);
+    }
+
+    // Comparisons per cell: protocols within each server, then servers per protocol.
+    let mut cells: Vec<(String, String)> = Vec::new();
+    for k in &order {
+        let c = (k.profile.clone(), k.workload.clone());
+        if !cells.contains(&c) {
+            cells.push(c);
+        }
+    }
+    let mut comparisons = Vec::new();
+    for (profile, workload) in &cells {
+        let in_cell: Vec<&SeriesKey> = order
+            .iter()
+            .filter(|k| &k.profile == profile && &k.workload == workload)
+            .collect();
+        let mut servers: Vec<String> = Vec::new();
+        let mut variants: Vec<String> = Vec::new();
+        for k in &in_cell {
+            if !servers.contains(&k.server) {
+                servers.push(k.server.clone());
+            }
+            if !variants.contains(&k.variant) {
+                variants.push(k.variant.clone());
+            }
+        }
+        let key = |server: &str, variant: &str| SeriesKey {
+            profile: profile.clone(),
+            workload: workload.clone(),
+            server: server.to_string(),
+            variant: variant.to_string(),
+        };
+        let mut push = |sa: &str, a: &str, sb: &str, b: &str| -> Result<()> {
+            let (ka, kb) = (key(sa, a), key(sb, b));
+            let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
+                return Ok(());
+            };
+            let label = format!("{} vs {}", ka.label(), kb.label());
+            let cfg = CompareConfig {
+                alpha,
+                bootstrap: BootstrapConfig {
+                    resamples,
+                    ..BootstrapConfig::default()
+                }
+                .with_seed(derive_seed(seed, &label)),
+            };
+            comparisons.push(CellComparison {
+                profile: profile.clone(),
+                workload: workload.clone(),
+                server_a: sa.to_string(),
+                server_b: sb.to_string(),
+                a: a.to_string(),
+                b: b.to_string(),
+                comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
+            });
+            Ok(())
+        };
+        for server in &servers {
+            for (a, b) in protocol_pairs(&variants) {
+                push(server, &a, server, &b)?;
+            }
+        }
+        for i in 1..servers.len() {
+            for v in &variants {
+                push(&servers[i], v, &servers[0], v)?;
+            }
+        }
+    }
+    let mut cmp: Vec<Comparison> = comparisons.iter().map(|c| c.comparison.clone()).collect();
+    apply_holm(&mut cmp)?;
+    for (c, adjusted) in comparisons.iter_mut().zip(cmp) {
+        c.comparison = adjusted;
+    }
+    let family = comparisons
+        .iter()
+        .filter(|c| c.comparison.p.is_some())
+        .count();
+    if family > 0 {
+        let n_min = series
+            .iter()
+            .map(|s| s.completion.n_valid)
+            .filter(|n| *n > 0)
+            .min()
+            .unwrap_or(0);
+        let best = smallest_attainable_p(n_min, n_min);
+        if best * family as f64 >= alpha {
+            warnings.push(format!(
+                "with {n_min} valid runs per series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
+                alpha / family as f64
+            ));
+        }
+    }
+    Ok(Summary {
+        metric: "completion_ms".into(),
+        alpha,
+        bootstrap_resamples: resamples,
+        holm_family: family,
+        series,
+        comparisons,
+        warnings,
+    })
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3}")).unwrap_or_default()
+}
+
+/// Writes `summary.json`, `summary.csv` (one row per series) and `comparisons.csv`.
+pub fn write(dir: &Path, s: &Summary) -> Result<()> {
+    write_atomic(
+        &dir.join("summary.json"),
+        (serde_json::to_string_pretty(s)? + "\n").as_bytes(),
+    )?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = [
+        "profile",
+        "workload",
+        "server",
+        "variant",
+        "n_valid",
+        "n_invalid",
+        "n_dnf",
+        "dnf_majority",
+        "median_ms",
+        "ci_low_ms",
+        "ci_high_ms",
+        "q1_ms",
+        "q3_ms",
+        "iqr_ms",
+        "min_ms",
+        "max_ms",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    header.extend(BREAKDOWN.iter().map(|m| format!("median_{m}")));
+    header.push("invalid_reasons".into());
+    w.write_record(&header)?;
+    for st in &s.series {
+        let c = &st.completion;
+        let mut row = vec![
+            st.key.profile.clone(),
+            st.key.workload.clone(),
+            st.key.server.clone(),
+            st.key.variant.clone(),
+            c.n_valid.to_string(),
+            c.n_invalid.to_string(),
+            c.n_dnf.to_string(),
+            c.dnf_majority.to_string(),
+            fmt_opt(c.median),
+            fmt_opt(c.ci_low),
+            fmt_opt(c.ci_high),
+            fmt_opt(c.q1),
+            fmt_opt(c.q3),
+            fmt_opt(c.iqr),
+            fmt_opt(c.min),
+            fmt_opt(c.max),
+        ];
+        for m in BREAKDOWN {
+            row.push(fmt_opt(st.breakdown.get(m).and_then(|b| b.median)));
+        }
+        row.push(
+            st.invalid_reasons
+                .iter()
+                .map(|(k, n)| format!("{k}×{n}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        w.write_record(&row)?;
+    }
+    write_atomic(&dir.join("summary.csv"), &w.into_inner()?)?;
+
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "profile",
+        "workload",
+        "server_a",
+        "a",
+        "server_b",
+        "b",
+        "n_a",
+        "n_b",
+        "ratio",
+        "ratio_ci_low",
+        "ratio_ci_high",
+        "u",
+        "p",
+        "p_holm",
+        "verdict",
+        "decided_by_dnf",
+    ])?;
+    for c in &s.comparisons {
+        let x = &c.comparison;
+        w.write_record([
+            c.profile.clone(),
+            c.workload.clone(),
+            c.server_a.clone(),
+            c.a.clone(),
+            c.server_b.clone(),
+            c.b.clone(),
+            x.n_valid_a.to_string(),
+            x.n_valid_b.to_string(),
+            fmt_opt(x.ratio),
+            fmt_opt(x.ratio_ci_low),
+            fmt_opt(x.ratio_ci_high),
+            fmt_opt(x.u),
+            x.p.map(|p| format!("{p:.3e}")).unwrap_or_default(),
+            x.p_holm.map(|p| format!("{p:.3e}")).unwrap_or_default(),
+            x.verdict.to_string(),
+            x.decided_by_dnf.to_string(),
+        ])?;
+    }
+    write_atomic(&dir.join("comparisons.csv"), &w.into_inner()?)?;
+    Ok(())
+}
+
+pub fn read(dir: &Path) -> Result<Summary> {
+    let p = dir.join("summary.json");
+    let text =
+        std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a pagebench summary", p.display()))
+}
+
+/// A verdict as a short mark for tables: `faster`→`▼`, `slower`→`▲`, n.s.→`=`, else `?`.
+pub fn verdict_mark(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoSignificantDifference => "n.s.",
+        Verdict::Undetermined(_) => "?",
+    }
+}
+
+/// Formats a median with its CI, or the reason there is none.
+pub fn fmt_series(s: &SeriesSummary) -> String {
+    if s.dnf_majority {
+        return format!("DNF ({}/{})", s.n_dnf, s.n_dnf + s.n_valid);
+    }
+    match (s.median, s.ci_low, s.ci_high) {
+        (Some(m), Some(lo), Some(hi)) => format!("{m:.0} [{lo:.0}–{hi:.0}]"),
+        (Some(m), _, _) => format!("{m:.0}"),
+        _ => "—".into(),
+    }
+}
+
+/// The terminal summary: one table per (workload, server), profiles × variants, then the
+/// comparisons with their verdicts.
+pub fn terminal(s: &Summary) -> String {
+    let mut out = String::new();
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for st in &s.series {
+        let g = (st.key.workload.clone(), st.key.server.clone());
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    for (workload, server) in &groups {
+        let in_group: Vec<&SeriesStats> = s
+            .series
+            .iter()
+            .filter(|x| &x.key.workload == workload && &x.key.server == server)
+            .collect();
+        let mut variants: Vec<String> = Vec::new();
+        let mut profiles: Vec<String> = Vec::new();
+        for x in &in_group {
+            if !variants.contains(&x.key.variant) {
+                variants.push(x.key.variant.clone());
+            }
+            if !profiles.contains(&x.key.profile) {
+                profiles.push(x.key.profile.clone());
+            }
+        }
+        variants.sort();
+        let pairs: Vec<(String, String)> = protocol_pairs(&variants);
+        out.push_str(&format!(
+            "\n{workload} on {server}: median ms [95 % CI] (valid/invalid/DNF)\n"
+        ));
+        let mut header = vec!["profile".to_string()];
+        header.extend(variants.iter().cloned());
+        header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+        let mut rows = vec![header];
+        for p in &profiles {
+            let mut row = vec![p.clone()];
+            for v in &variants {
+                let cell = in_group
+                    .iter()
+                    .find(|x| &x.key.profile == p && &x.key.variant == v)
+                    .map(|x| {
+                        let c = &x.completion;
+                        format!(
+                            "{} ({}/{}/{})",
+                            fmt_series(c),
+                            c.n_valid,
+                            c.n_invalid,
+                            c.n_dnf
+                        )
+                    })
+                    .unwrap_or_default();
+                row.push(cell);
+            }
+            for (a, b) in &pairs {
+                let cell = s
+                    .comparisons
+                    .iter()
+                    .find(|c| {
+                        &c.profile == p
+                            && &c.workload == workload
+                            && &c.server_a == server
+                            && &c.server_b == server
+                            && &c.a == a
+                            && &c.b == b
+                    })
+                    .map(|c| match c.comparison.ratio {
+                        Some(r) => format!("{r:.2} {}", verdict_mark(&c.comparison.verdict)),
+                        None => verdict_mark(&c.comparison.verdict).to_string(),
+                    })
+                    .unwrap_or_default();
+                row.push(cell);
+            }
+            rows.push(row);
+        }
+        out.push_str(&crate::textfmt::table(&rows));
+    }
+    out.push_str(&format!(
+        "\nratio = median(a)/median(b); verdict at α = {} after Holm over {} comparisons (faster/slower need the ratio's 95 % CI to exclude 1)\n",
+        s.alpha, s.holm_family
+    ));
+    for w in &s.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+/// Re-exported for the report.
+pub use stats::UndeterminedReason;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(profile: &str, variant: &str, round: u32, outcome: Outcome, ms: f64) -> RunRow {
+        RunRow {
+            run_id: format!("{profile}-page10-r{round}-{variant}"),
+            profile: profile.into(),
+            workload: "page10".into(),
+            server: "embedded".into(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            variant: variant.into(),
+            outcome,
+            invalid_reason: if outcome == Outcome::Invalid {
+                "protocol_mismatch: x".into()
+            } else {
+                String::new()
+            },
+            completion_ms: (outcome == Outcome::Valid).then_some(ms),
+            queueing_median_ms: Some(ms / 10.0),
+            queueing_p95_ms: Some(ms / 5.0),
+            ttfb_median_ms: Some(1.0),
+            connect_ms: Some(2.0),
+            handshake_rtts: None,
+            onwire_mid: Some(3.0),
+            onwire_peak: Some(6.0),
+            goodput_mbit: None,
+            steal_ms: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn comparisons_and_invalid_runs() {
+        let mut rows = Vec::new();
+        for r in 1..=12 {
+            rows.push(row("wired", "h1", r, Outcome::Valid, 500.0 + r as f64));
+            rows.push(row("wired", "h2", r, Outcome::Valid, 300.0 + r as f64));
+            rows.push(row(
+                "wired",
+                "h3",
+                r,
+                Outcome::Valid,
+                301.0 + r as f64 * 0.5,
+            ));
+        }
+        // An invalid run with an absurd time must not move anything.
+        let mut bad = row("wired", "h2", 13, Outcome::Invalid, 1.0);
+        bad.completion_ms = Some(1.0);
+        rows.push(bad);
+        let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
+        warm.phase = "warmup".into();
+        rows.push(warm);
+        let s = summarize_runs(&rows, 1, 2000).unwrap();
+        assert_eq!(s.series.len(), 3);
+        let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
+        assert_eq!(h2.completion.n_valid, 12);
+        assert_eq!(h2.completion.n_invalid, 1);
+        assert_eq!(h2.completion.median, Some(306.5));
+        assert_eq!(h2.invalid_reasons.get("protocol_mismatch"), Some(&1));
+        let h1 = s.series.iter().find(|x| x.key.variant == "h1").unwrap();
+        assert_eq!(h1.completion.max, Some(512.0), "warm-up runs are discarded");
+        assert_eq!(s.comparisons.len(), 3);
+        let c = |a: &str, b: &str| s.comparisons.iter().find(|c| c.a == a && c.b == b).unwrap();
+        assert_eq!(c("h2", "h1").comparison.verdict, Verdict::Faster);
+        assert_eq!(c("h3", "h1").comparison.verdict, Verdict::Faster);
+        assert!(c("h2", "h1").comparison.p_holm.unwrap() >= c("h2", "h1").comparison.p.unwrap());
+        assert_eq!(s.holm_family, 3);
+        assert!(s.warnings.is_empty());
+        let t = terminal(&s);
+        assert!(
+            t.contains("page10 on embedded") && t.contains("h2/h1"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn few_runs_warn_that_nothing_can_be_significant() {
+        let mut rows = Vec::new();
+        for r in 1..=5 {
+            for (p, base) in [
+                ("a", 100.0),
+                ("b", 200.0),
+                ("c", 300.0),
+                ("d", 400.0),
+                ("e", 500.0),
+                ("f", 600.0),
+            ] {
+                rows.push(row(p, "h1", r, Outcome::Valid, base * 2.0 + r as f64));
+                rows.push(row(p, "h2", r, Outcome::Valid, base + r as f64));
+                rows.push(row(p, "h3", r, Outcome::Valid, base * 1.5 + r as f64));
+            }
+        }
+        let s = summarize_runs(&rows, 1, 500).unwrap();
+        assert_eq!(s.holm_family, 18);
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert!(s
+            .comparisons
+            .iter()
+            .all(|c| c.comparison.verdict == Verdict::NoSignificantDifference));
+    }
+
+    #[test]
+    fn dnf_majority_series_reports_dnf() {
+        let mut rows = Vec::new();
+        for r in 1..=6 {
+            rows.push(row("cell-edge", "h2", r, Outcome::Valid, 1800.0 + r as f64));
+            rows.push(row(
+                "cell-edge",
+                "h3",
+                r,
+                if r <= 4 { Outcome::Dnf } else { Outcome::Valid },
+                9000.0,
+            ));
+        }
+        let s = summarize_runs(&rows, 1, 500).unwrap();
+        let h3 = s.series.iter().find(|x| x.key.variant == "h3").unwrap();
+        assert!(h3.completion.dnf_majority);
+        assert_eq!(fmt_series(&h3.completion), "DNF (4/6)");
+        let c = &s.comparisons[0];
+        assert_eq!((c.a.as_str(), c.b.as_str()), ("h3", "h2"));
+        assert_eq!(c.comparison.verdict, Verdict::Slower);
+        assert!(c.comparison.decided_by_dnf);
+    }
+}
