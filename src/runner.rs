@@ -1,0 +1,207 @@
+//! One run, start to finish: a fresh Chromium in the client namespace, one load through the
+//! emulated link, the server's and the link's view of it, metrics, validation — one
+//! [`RunRecord`]. Errors only when the run could not be attempted at all (or a signal arrived);
+//! every failure of the load itself is a recorded invalid or DNF run.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use crate::browser::launch::{Browser, BrowserOverhead, LaunchOptions};
+use crate::browser::{load, H3Mode, CHROMIUM, HOST};
+use crate::matrix::plan::Variant;
+use crate::metrics::{self, Observation};
+use crate::netem::SelfCheck;
+use crate::profile::Profile;
+use crate::record::{LinkSummary, RunRecord};
+use crate::signals;
+use crate::snmp;
+use crate::sysinfo::{sample_between, CpuTimes};
+use crate::testbed::Testbed;
+use crate::validate::{self, LoadEnd, Outcome, Reason, ReasonKind};
+use crate::workload::{Manifest, WorkloadKind};
+
+/// Everything that identifies and configures one run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub id: String,
+    pub profile: Profile,
+    pub manifest: Manifest,
+    pub variant: Variant,
+    pub server: String,
+    pub phase: String,
+    pub round: u32,
+    pub position: u32,
+    pub timeout: Duration,
+    pub settle_max: Duration,
+}
+
+/// The URL of a workload's page on a server port.
+pub fn page_url(port: u16, manifest: &Manifest) -> String {
+    if port == 443 {
+        format!("https://{HOST}{}", manifest.entry)
+    } else {
+        format!("https://{HOST}:{port}{}", manifest.entry)
+    }
+}
+
+fn link_summary(stats: &crate::netem::LinkStats, check: &SelfCheck) -> LinkSummary {
+    let drops = |d: &crate::netem::DirectionStats| d.dropped_loss + d.dropped_queue + d.dropped_not_for_peer;
+    LinkSummary {
+        bytes_up: stats.up.bytes_in,
+        bytes_down: stats.down.bytes_in,
+        packets_up: stats.up.packets_in,
+        packets_down: stats.down.packets_in,
+        drops_up: drops(&stats.up),
+        drops_down: drops(&stats.down),
+        lateness_p99_up_us: stats.up.lateness.p99_us as f64,
+        lateness_p99_down_us: stats.down.lateness.p99_us as f64,
+        loss_achieved_up_pct: check.up.measured_loss_pct,
+        loss_achieved_down_pct: check.down.measured_loss_pct,
+        tun_tx_dropped: stats.up.tun_tx_dropped + stats.down.tun_tx_dropped,
+        self_check_warnings: check.warnings.clone(),
+    }
+}
+
+/// UDP/TCP counters of both namespaces.
+fn snmp_both(tb: &Testbed) -> (snmp::Counters, snmp::Counters) {
+    let c = tb.link.client().run(snmp::read_thread).unwrap_or_default();
+    let s = tb.link.server().run(snmp::read_thread).unwrap_or_default();
+    (c, s)
+}
+
+/// Performs one run on the testbed (whose link must already have `spec.profile`).
+pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
+    let wall = Instant::now();
+    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let variant = spec.variant;
+    let server_ip = std::net::IpAddr::V4(tb.link.server_ip());
+    let spki = tb.spki().to_string();
+    let slot = tb
+        .server_mut(&spec.server)
+        .ok_or_else(|| anyhow::anyhow!("server {} is not running", spec.server))?;
+    let port = slot.port();
+    let url = page_url(port, &spec.manifest);
+    let opts = LaunchOptions {
+        protocol: variant.protocol,
+        h3_mode: variant.h3_mode.unwrap_or(H3Mode::Forced),
+        server_ip,
+        port,
+        spki,
+        settle_max: spec.settle_max,
+        extra_args: vec![],
+    };
+    let kind = spec.manifest.workload.kind;
+
+    let mut overhead = BrowserOverhead::default();
+    let launched = Browser::launch(tb.link.client().command(CHROMIUM), &opts);
+    // Measure only the load: counters start after the browser settled.
+    let slot = tb.server_mut(&spec.server).expect("checked above");
+    slot.mark();
+    let _ = tb.link.take_stats();
+    let (snmp_c0, snmp_s0) = snmp_both(tb);
+    let cpu0 = CpuTimes::read();
+    let (obs, end) = match launched {
+        Ok(mut browser) => {
+            let loaded = load::load(
+                &mut browser,
+                &url,
+                &kind,
+                spec.manifest.files.len(),
+                spec.timeout,
+            );
+            browser.close();
+            overhead = browser.overhead.clone();
+            match loaded {
+                Ok(x) => x,
+                Err(e) => {
+                    if signals::interrupted() {
+                        return Err(e);
+                    }
+                    (Observation::default(), LoadEnd::Crashed(format!("{e:#}")))
+                }
+            }
+        }
+        Err(e) => (
+            Observation::default(),
+            LoadEnd::Crashed(format!("Chromium did not start: {e:#}")),
+        ),
+    };
+    let cpu1 = CpuTimes::read();
+    let link_stats = tb.link.take_stats().ok();
+    let (snmp_c1, snmp_s1) = snmp_both(tb);
+    let slot = tb.server_mut(&spec.server).expect("checked above");
+    let server = slot.collect();
+
+    let (metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
+    let mut verdict = validate::validate(
+        variant.protocol.alpn(),
+        &spec.manifest,
+        &obs,
+        &end,
+        server.views.as_deref(),
+    );
+    if server.views.is_none() {
+        verdict
+            .warnings
+            .push("the server keeps no readable log: cross-checked by the browser and CDP only".into());
+    }
+    // A completed load without a headline time cannot be counted.
+    if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
+        verdict.outcome = Outcome::Invalid;
+        verdict.reasons.push(Reason {
+            kind: if matches!(kind, WorkloadKind::Page { .. }) {
+                ReasonKind::NavigationError
+            } else {
+                ReasonKind::CorruptBody
+            },
+            detail: "no completion time".into(),
+        });
+    }
+    let (link, self_check) = match &link_stats {
+        Some(s) => {
+            let check = tb.link.self_check(s, &spec.profile);
+            (Some(link_summary(s, &check)), serde_json::to_value(&check).unwrap_or(Value::Null))
+        }
+        None => (None, Value::Null),
+    };
+    let snmp = json!({
+        "client": snmp::delta(&snmp_c0, &snmp_c1),
+        "server": snmp::delta(&snmp_s0, &snmp_s1),
+    });
+    Ok(RunRecord {
+        id: spec.id.clone(),
+        started_at,
+        protocol: variant.protocol.name().into(),
+        h3_mode: variant.h3_mode.map(|m| m.name().to_string()),
+        variant: variant.name(),
+        workload: spec.manifest.workload.name.clone(),
+        profile: spec.profile.name.clone(),
+        server: spec.server.clone(),
+        phase: spec.phase.clone(),
+        round: spec.round,
+        position: spec.position,
+        url,
+        outcome: verdict.outcome,
+        reasons: verdict.reasons,
+        warnings: verdict.warnings,
+        end,
+        metrics,
+        resources,
+        overhead,
+        wall_ms: wall.elapsed().as_secs_f64() * 1e3,
+        machine: sample_between(&cpu0, &cpu1),
+        link,
+        transport: server.summary,
+        snmp,
+        server_requests: server.views.unwrap_or_default(),
+        observation: obs,
+        link_stats: json!({
+            "stats": link_stats.map(|s| serde_json::to_value(s).unwrap_or(Value::Null)),
+            "self_check": self_check,
+        }),
+        server_transport: server.transport,
+        server_log: server.log,
+    })
+}
