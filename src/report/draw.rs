@@ -126,7 +126,8 @@ pub fn encode_png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
         let mut enc = png::Encoder::new(&mut out, width, height);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Fast);
+        enc.set_compression(png::Compression::Default);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut w = enc.write_header().context("PNG header")?;
         w.write_image_data(rgb).context("PNG data")?;
     }
