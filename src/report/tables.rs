@@ -768,3 +768,118 @@ pub fn problem_runs(data: &ReportData) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::plan::{PlanSpec, Variant};
+    use crate::matrix::store::Meta;
+    use crate::matrix::summary::{summarize_runs, RunRow};
+    use crate::validate::Outcome;
+
+    fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
+        RunRow {
+            run_id: format!("wired-{workload}-r{round:02}-{server}-{variant}"),
+            profile: "wired".into(),
+            workload: workload.into(),
+            server: server.into(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            variant: variant.into(),
+            outcome: Outcome::Valid,
+            invalid_reason: String::new(),
+            completion_ms: Some(ms),
+            queueing_median_ms: Some(1.0),
+            queueing_p95_ms: Some(2.0),
+            ttfb_median_ms: Some(40.0),
+            connect_ms: Some(80.0),
+            handshake_rtts: Some(2.0),
+            onwire_mid: Some(1.0),
+            onwire_peak: Some(1.0),
+            goodput_mbit: Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
+            steal_ms: Some(0.0),
+        }
+    }
+
+    fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
+        let summary = summarize_runs(rows, 3, 500).unwrap();
+        let meta = Meta {
+            pagebench_version: "0".into(),
+            git_revision: "x".into(),
+            machine: Default::default(),
+            started_at: "t".into(),
+            ended_at: None,
+            status: "complete".into(),
+            planned_runs: rows.len(),
+            plan: PlanSpec {
+                profiles: vec!["wired".into()],
+                workloads: vec!["upload".into()],
+                servers: servers.iter().map(|s| s.to_string()).collect(),
+                variants: ["h2", "h3"]
+                    .iter()
+                    .map(|v| v.parse::<Variant>().unwrap())
+                    .collect(),
+                runs: 10,
+                warmup: 0,
+                seed: 3,
+            },
+            profiles: vec![],
+            servers: serde_json::Value::Null,
+            timeout_s: 120.0,
+            pages_seed: 1,
+            resumed_at: vec![],
+        };
+        ReportData::new(meta, summary)
+    }
+
+    #[test]
+    fn upload_table_with_goodput_and_no_study_tables() {
+        let mut rows = Vec::new();
+        for r in 1..=10 {
+            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
+            rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
+        }
+        let d = data(&rows, &["embedded"]);
+        let t = uploads(&d, "embedded");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].id, "upload-upload");
+        assert_eq!(t[0].title, "The 20 MB upload");
+        assert_eq!(
+            t[0].get(&["wired"], "h3/h2").unwrap().class,
+            CellClass::Slower
+        );
+        assert_eq!(
+            t[0].get(&["wired"], "goodput (Mbit/s)").unwrap().text,
+            "h2 80 / h3 40"
+        );
+        assert!(h2_vs_h1(&d, "embedded").is_err());
+        assert!(download(&d, "embedded").is_err());
+        assert!(!has_sweep(&d) && sweep(&d, "embedded", None).is_none());
+        assert!(servers(&d).is_empty());
+    }
+
+    #[test]
+    fn server_table_is_oriented_against_the_first_server_of_the_plan() {
+        let mut rows = Vec::new();
+        // caddy's runs come first in runs.csv, so the statistics compare embedded vs caddy.
+        for r in 1..=10 {
+            rows.push(row("upload", "caddy", "h2", r, 3000.0 + r as f64));
+            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
+        }
+        let d = data(&rows, &["embedded", "caddy"]);
+        let raw = &d.summary.comparisons[0];
+        assert_eq!(
+            (raw.server_a.as_str(), raw.server_b.as_str()),
+            ("embedded", "caddy")
+        );
+        let t = servers(&d);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].header[5], "caddy/embedded");
+        let c = t[0]
+            .get(&["wired", "upload", "h2"], "caddy/embedded")
+            .unwrap();
+        assert_eq!(c.class, CellClass::Slower, "{}", c.text);
+        assert!(c.text.starts_with("1.50 ["), "{}", c.text);
+    }
+}
