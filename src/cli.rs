@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{profile, workload, NotBuilt};
+use crate::{profile, report, workload, NotBuilt};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,7 +41,7 @@ pub enum Command {
     /// Benchmarks (emulator precision and rate, server throughput).
     Bench,
     /// Turn a results directory into tables, charts and an HTML page.
-    Report,
+    Report(ReportArgs),
     /// Explain slow transfers in a results directory (windows, buffers, losses).
     Diagnose,
 }
@@ -56,6 +56,12 @@ pub struct PagesArgs {
     /// Generation seed (the same seed always gives the same bytes).
     #[arg(long, default_value_t = workload::DEFAULT_SEED)]
     pub seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The results directory (as written by `pagebench matrix`).
+    pub dir: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -105,7 +111,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Shell => Err(NotBuilt("shell").into()),
         Command::Cleanup => Err(NotBuilt("cleanup").into()),
         Command::Bench => Err(NotBuilt("bench").into()),
-        Command::Report => Err(NotBuilt("report").into()),
+        Command::Report(a) => report(a),
         Command::Diagnose => Err(NotBuilt("diagnose").into()),
     }
 }
@@ -132,5 +138,19 @@ fn pages(a: PagesArgs) -> Result<ExitCode> {
 fn profiles(a: ProfilesArgs) -> Result<ExitCode> {
     let selected = profile::select(&a.profiles, &a.dir)?;
     print!("{}", profile::table(&selected));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(a: ReportArgs) -> Result<ExitCode> {
+    let out = report::generate(&a.dir)?;
+    if out.summary_computed {
+        println!("computed {}", a.dir.join("summary.json").display());
+    }
+    for p in out.paths() {
+        println!("wrote {}", p.display());
+    }
+    for w in &out.warnings {
+        println!("warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
 }

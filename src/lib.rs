@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod profile;
 pub mod record;
 pub mod reference;
+pub mod report;
 pub mod signals;
 pub mod snmp;
 pub mod stats;

@@ -1,0 +1,412 @@
+//! Assembling the report document (pure): header, how to read, warnings, the study's tables,
+//! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
+
+use serde_json::Value;
+
+use super::chart_data::{Chart, ChartData};
+use super::doc::{Block, Document, Table};
+use super::model::{workload_title, ReportData};
+use super::tables::{self, Skipped};
+
+/// A chart with its encoded PNG, ready to be placed in the document.
+pub struct PlacedChart<'a> {
+    pub chart: &'a Chart,
+    pub png: &'a [u8],
+}
+
+/// Flattens a server's configuration into `key=value` pairs (nested keys joined by dots).
+pub fn flatten_knobs(v: &Value) -> Vec<String> {
+    fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Null => {}
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, x, out);
+                }
+            }
+            Value::Array(a) => {
+                let items: Vec<String> = a
+                    .iter()
+                    .map(|x| match x {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                out.push(format!("{prefix}=[{}]", items.join(", ")));
+            }
+            Value::String(s) => out.push(format!("{prefix}={s}")),
+            other => out.push(format!("{prefix}={other}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", v, &mut out);
+    out
+}
+
+fn setup(data: &ReportData) -> Vec<(String, String)> {
+    let m = &data.meta;
+    let mc = &m.machine;
+    let mut kv: Vec<(String, String)> = Vec::new();
+    kv.push((
+        "machine".into(),
+        format!(
+            "{}: {}, {} CPUs, {} GiB, kernel {}",
+            mc.hostname, mc.cpu_model, mc.cpus, mc.memory_gib, mc.kernel
+        ),
+    ));
+    kv.push(("browser".into(), mc.chromium.clone()));
+    kv.push((
+        "pagebench".into(),
+        format!("{} (git {})", m.pagebench_version, m.git_revision),
+    ));
+    let servers: Vec<String> = data
+        .servers
+        .iter()
+        .map(|s| {
+            let knobs = m.servers.get(s).map(flatten_knobs).unwrap_or_default();
+            if knobs.is_empty() {
+                format!("{s} (no configuration recorded)")
+            } else {
+                format!("{s}: {}", knobs.join(", "))
+            }
+        })
+        .collect();
+    kv.push((
+        if servers.len() > 1 {
+            "servers"
+        } else {
+            "server"
+        }
+        .into(),
+        servers.join("; "),
+    ));
+    let mut h3 = Vec::new();
+    if data.has_variant("h3") {
+        h3.push(
+            "forced (`h3`): cold, `--origin-to-force-quic-on`, the study's method; Chromium then \
+throttles low-priority requests as for HTTP/1.1",
+        );
+    }
+    if data.has_variant("h3-primed") {
+        h3.push(
+            "primed (`h3-primed`): the profile already knows the origin's QUIC alternative \
+service, as a returning visitor's browser does",
+        );
+    }
+    kv.push((
+        "HTTP/3 mode".into(),
+        if h3.is_empty() {
+            "HTTP/3 not measured".into()
+        } else {
+            h3.join("; ")
+        },
+    ));
+    kv.push(("protocols".into(), data.variants.join(", ")));
+    let profiles: Vec<String> = data
+        .profiles
+        .iter()
+        .map(|name| match m.profiles.iter().find(|p| &p.name == name) {
+            Some(p) => {
+                let mut t = format!(
+                    "{} (RTT {} ms, jitter ±{} ms, loss {} %",
+                    p.name, p.rtt_ms, p.jitter_ms, p.loss_pct
+                );
+                if let Some(d) = p.down_mbit {
+                    t.push_str(&format!(", down {d} Mbit/s"));
+                }
+                if let Some(u) = p.up_mbit {
+                    t.push_str(&format!(", up {u} Mbit/s"));
+                }
+                t.push(')');
+                t
+            }
+            None => format!("{name} (values not recorded)"),
+        })
+        .collect();
+    kv.push(("profiles".into(), profiles.join("; ")));
+    kv.push((
+        "workloads".into(),
+        data.workloads
+            .iter()
+            .map(|w| format!("{w} ({})", workload_title(w)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    ));
+    kv.push((
+        "runs".into(),
+        format!(
+            "{} measured + {} warm-up per series, protocols interleaved in a seeded random order \
+(seed {}); timeout {} s; pages seed {}",
+            m.plan.runs, m.plan.warmup, m.plan.seed, m.timeout_s, m.pages_seed
+        ),
+    ));
+    let s = &data.summary;
+    kv.push((
+        "statistics".into(),
+        format!(
+            "median with a 95 % percentile-bootstrap CI ({} resamples); Mann-Whitney U test, \
+Holm's correction over the {} tested comparisons, α = {}",
+            s.bootstrap_resamples, s.holm_family, s.alpha
+        ),
+    ));
+    let mut dates = format!(
+        "started {}, ended {} (status: {})",
+        m.started_at,
+        m.ended_at.as_deref().unwrap_or("—"),
+        m.status
+    );
+    if !m.resumed_at.is_empty() {
+        dates.push_str(&format!("; resumed {}", m.resumed_at.join(", ")));
+    }
+    kv.push(("dates".into(), dates));
+    kv
+}
+
+fn how_to_read(data: &ReportData) -> Vec<String> {
+    let mut v = vec![
+        "Series cells: the median of the headline time (loadEventEnd for pages, body complete \
+for downloads) over the valid runs, in ms, with its 95 % bootstrap confidence interval in \
+brackets. `· 1 invalid, 2 DNF` counts the runs left out: invalid = a measurement failure (e.g. \
+the wrong protocol on the wire, a short body), DNF = did not finish within the timeout. \
+`DNF (k/n)`: the series did not finish in most runs."
+            .to_string(),
+        "Ratio a/b = median(a) ÷ median(b) with its 95 % CI: below 1 means a is faster, above 1 \
+slower."
+            .to_string(),
+        format!(
+            "Marks: `↓ faster` / `↑ slower` = significant after Holm's correction over all {} \
+comparisons of the matrix (two-sided Mann-Whitney U, α = {}) and the ratio's CI excludes 1; \
+`≈ n.s.` = no significant difference; `?` = undetermined (e.g. too few valid runs). p is the \
+Holm-adjusted p-value.",
+            data.summary.holm_family, data.summary.alpha
+        ),
+        "Study columns (grey, italic in HTML): the published study's medians (Chromium 141, \
+Caddy 2.8.4, HTTP/3 forced). `vs study`: our verdict against the study's direction — agrees, \
+disagrees, not confirmed (the study saw a difference we cannot call significant), or differs \
+(we see a significant difference where the study's two numbers were within 5 %). The study gave \
+no confidence intervals."
+            .to_string(),
+        "`—`: not measured in this matrix (or not published by the study).".to_string(),
+    ];
+    if data.has_variant("h3-primed") {
+        v.push(
+            "`h3` is HTTP/3 forced cold (the study's method); `h3-primed` is HTTP/3 as a \
+returning visitor's browser reaches it. The difference between the two is Chromium's request \
+throttling for origins it only knows by force, not the protocol."
+                .into(),
+        );
+    }
+    v
+}
+
+/// Places a table, or says why it is absent (for the first server only: other servers often
+/// measure a subset on purpose).
+fn push_table(
+    doc: &mut Document,
+    r: Result<Table, Skipped>,
+    tables: &mut Vec<Table>,
+    explain_absence: bool,
+) {
+    match r {
+        Ok(t) => {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+        Err(s) if explain_absence => doc.para(format!("**{}**: {}.", s.title, s.why)),
+        Err(_) => {}
+    }
+}
+
+fn figure(doc: &mut Document, c: &PlacedChart) {
+    doc.blocks.push(Block::Figure {
+        path: c.chart.file.clone(),
+        alt: c.chart.title.clone(),
+        caption: c.chart.caption.clone(),
+        png: c.png.to_vec(),
+    });
+}
+
+fn figures_where(doc: &mut Document, charts: &[PlacedChart], pred: impl Fn(&Chart) -> bool) {
+    for c in charts.iter().filter(|c| pred(c.chart)) {
+        figure(doc, c);
+    }
+}
+
+/// The whole document, and the tables in it (for tests and callers).
+pub fn document(
+    data: &ReportData,
+    title: &str,
+    charts: &[PlacedChart],
+    warnings: &[String],
+) -> (Document, Vec<Table>) {
+    let mut doc = Document {
+        title: title.to_string(),
+        blocks: Vec::new(),
+    };
+    let mut tables: Vec<Table> = Vec::new();
+    let s = &data.summary;
+    let (valid, invalid, dnf) = s.series.iter().fold((0, 0, 0), |acc, x| {
+        (
+            acc.0 + x.completion.n_valid,
+            acc.1 + x.completion.n_invalid,
+            acc.2 + x.completion.n_dnf,
+        )
+    });
+    doc.para(format!(
+        "{} series ({} profiles × {} workloads × {} protocols{}), {} measured runs: {valid} valid, \
+{invalid} invalid, {dnf} did not finish. Is HTTP/1.1, HTTP/2 or HTTP/3 faster for these pages on \
+these networks — and why?",
+        s.series.len(),
+        data.profiles.len(),
+        data.workloads.len(),
+        data.variants.len(),
+        if data.servers.len() > 1 {
+            format!(" × {} servers", data.servers.len())
+        } else {
+            String::new()
+        },
+        valid + invalid + dnf
+    ));
+
+    doc.heading(2, "Setup", "setup");
+    doc.blocks.push(Block::KeyValues(setup(data)));
+
+    doc.heading(2, "How to read", "how-to-read");
+    doc.blocks.push(Block::List(how_to_read(data)));
+
+    doc.heading(2, "Warnings", "warnings");
+    if warnings.is_empty() {
+        doc.para("None.");
+    } else {
+        doc.blocks.push(Block::List(warnings.to_vec()));
+    }
+
+    doc.heading(2, "Overview", "overview");
+    figures_where(&mut doc, charts, |c| {
+        matches!(c.data, ChartData::Heatmap(_))
+    });
+
+    doc.heading(2, "The study's tables, from our data", "study");
+    for (i, server) in data.servers.iter().enumerate() {
+        let first = i == 0;
+        push_table(&mut doc, tables::h2_vs_h1(data, server), &mut tables, first);
+        push_table(
+            &mut doc,
+            tables::h3_vs_h2(data, "page10", server),
+            &mut tables,
+            first,
+        );
+        push_table(
+            &mut doc,
+            tables::h3_vs_h2(data, "page50", server),
+            &mut tables,
+            first,
+        );
+        push_table(&mut doc, tables::download(data, server), &mut tables, first);
+    }
+
+    doc.heading(2, "Why: the 50-file page taken apart", "breakdown");
+    for (i, server) in data.servers.iter().enumerate() {
+        push_table(
+            &mut doc,
+            tables::breakdown(data, "page50", server),
+            &mut tables,
+            i == 0,
+        );
+    }
+    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Onwire(_)));
+    figures_where(&mut doc, charts, |c| {
+        matches!(c.data, ChartData::Waterfall(_))
+    });
+
+    if tables::has_sweep(data) {
+        doc.heading(2, "File-count sweep", "sweep");
+        for server in &data.servers {
+            for metric in [Some("queueing_median_ms"), None] {
+                if let Some(t) = tables::sweep(data, server, metric) {
+                    tables.push(t.clone());
+                    doc.blocks.push(Block::Table(t));
+                }
+            }
+        }
+        figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Sweep(_)));
+    }
+
+    let uploads: Vec<Table> = data
+        .servers
+        .iter()
+        .flat_map(|s| tables::uploads(data, s))
+        .collect();
+    if !uploads.is_empty() {
+        doc.heading(2, "Uploads", "uploads");
+        for t in uploads {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
+    let servers = tables::servers(data);
+    if !servers.is_empty() {
+        doc.heading(2, "Server against server", "servers");
+        for t in servers {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
+    doc.heading(2, "Distributions", "distributions");
+    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Bars(_)));
+    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Cdf(_)));
+
+    doc.heading(2, "Every series", "all-series");
+    doc.para(
+        "Every workload on every server, with every protocol comparison made (ratios a/b, \
+verdicts after Holm).",
+    );
+    for w in &data.workloads {
+        for server in &data.servers {
+            if let Some(t) = tables::all_series(data, w, server) {
+                tables.push(t.clone());
+                doc.blocks.push(Block::Table(t));
+            }
+        }
+    }
+
+    doc.heading(2, "Invalid and unfinished runs", "problem-runs");
+    let problems = tables::problem_runs(data);
+    if problems.is_empty() {
+        doc.para("Every measured run was valid and finished.");
+    } else {
+        doc.blocks.push(Block::List(problems));
+    }
+    doc.para(format!(
+        "Generated by `pagebench report` {} from `meta.json`, `runs.csv`, `summary.json` and the \
+median runs' records in `runs/`.",
+        env!("CARGO_PKG_VERSION")
+    ));
+    (doc, tables)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knobs_flatten() {
+        let v = serde_json::json!({"kind": "embedded", "quic": {"stream_window": 65536, "cc": "cubic"}, "x": null, "alpn": ["h2", "http/1.1"]});
+        assert_eq!(
+            flatten_knobs(&v),
+            [
+                "alpn=[h2, http/1.1]",
+                "kind=embedded",
+                "quic.cc=cubic",
+                "quic.stream_window=65536"
+            ]
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! The report: a results directory in, `report.md`, `charts/*.png` and a self-contained
+//! `report.html` out. Pure layers (tables, chart data, the document) with a thin IO shell here:
+//! read the metadata, the statistics (computed when missing or stale) and the median runs'
+//! records, render, write.
+
+pub mod build;
+pub mod chart_data;
+pub mod doc;
+pub mod draw;
+pub mod glyph;
+pub mod model;
+pub mod study;
+pub mod tables;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::matrix::store::{self, read_meta, read_record, write_atomic};
+use crate::matrix::summary::{self, RunRow, Summary};
+use crate::metrics::ResourceMetrics;
+
+pub use chart_data::Chart;
+pub use doc::Table;
+pub use model::ReportData;
+
+/// Bootstrap resamples when the report has to compute the statistics itself.
+pub const RESAMPLES: usize = 10_000;
+pub const MARKDOWN: &str = "report.md";
+pub const HTML: &str = "report.html";
+pub const CHARTS_DIR: &str = "charts";
+
+/// A chart as written: its file and the data the renderer was given.
+#[derive(Debug, Clone)]
+pub struct WrittenChart {
+    pub path: PathBuf,
+    pub chart: Chart,
+}
+
+/// What [`generate`] wrote, and what it was made of.
+#[derive(Debug, Clone)]
+pub struct ReportOutput {
+    pub markdown: PathBuf,
+    pub html: PathBuf,
+    pub charts: Vec<WrittenChart>,
+    /// The tables, as printed.
+    pub tables: Vec<Table>,
+    /// True when `summary.json` was (re)computed from `runs.csv`.
+    pub summary_computed: bool,
+    /// The warnings printed in the report (the matrix's and the report's own).
+    pub warnings: Vec<String>,
+}
+
+impl ReportOutput {
+    /// Every file written.
+    pub fn paths(&self) -> Vec<&Path> {
+        let mut v: Vec<&Path> = vec![&self.markdown, &self.html];
+        v.extend(self.charts.iter().map(|c| c.path.as_path()));
+        v
+    }
+
+    pub fn table(&self, id: &str) -> Option<&Table> {
+        self.tables.iter().find(|t| t.id == id)
+    }
+}
+
+/// Measured runs per series in `runs.csv` vs in the summary: a mismatch means the summary is
+/// older than the runs.
+fn summary_is_current(rows: &[RunRow], s: &Summary) -> bool {
+    let measured = rows.iter().filter(|r| r.phase == "measure").count();
+    let summarized: usize = s
+        .series
+        .iter()
+        .map(|x| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf)
+        .sum();
+    measured == summarized
+}
+
+/// Reads `summary.json`, or computes and writes it when it is missing or older than `runs.csv`.
+/// Returns the summary, whether it was computed, and the number of rows in `runs.csv`.
+pub fn load_summary(dir: &Path, seed: u64) -> Result<(Summary, bool, usize)> {
+    let rows = summary::read_runs(dir)?;
+    let n = rows.len();
+    if rows.iter().all(|r| r.phase != "measure") {
+        anyhow::bail!(
+            "{} has no measured runs yet: nothing to report (run or resume the matrix first)",
+            dir.join(store::RUNS_CSV).display()
+        );
+    }
+    if dir.join("summary.json").exists() {
+        let s = summary::read(dir)?;
+        if summary_is_current(&rows, &s) {
+            return Ok((s, false, n));
+        }
+        tracing::info!("summary.json is older than runs.csv: recomputing it");
+    }
+    let s = summary::summarize_runs(&rows, seed, RESAMPLES)
+        .with_context(|| format!("computing the statistics of {}", dir.display()))?;
+    summary::write(dir, &s)?;
+    Ok((s, true, n))
+}
+
+/// Renders every chart (two threads: the machine has two cores).
+fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
+    let half = charts.len().div_ceil(2);
+    let (a, b) = charts.split_at(half);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| b.iter().map(draw::render_png).collect::<Result<Vec<_>>>());
+        let mut first: Vec<Vec<u8>> = a.iter().map(draw::render_png).collect::<Result<_>>()?;
+        let second = other
+            .join()
+            .map_err(|_| anyhow::anyhow!("a chart-drawing thread panicked"))??;
+        first.extend(second);
+        Ok(first)
+    })
+}
+
+/// Writes the report of the results directory `dir`: `report.md`, `charts/*.png`,
+/// `report.html` (computing `summary.json` first when it is missing or stale).
+pub fn generate(dir: &Path) -> Result<ReportOutput> {
+    let meta = read_meta(dir)?;
+    let (summary, summary_computed, rows) = load_summary(dir, meta.plan.seed)?;
+    let mut warnings: Vec<String> = summary.warnings.clone();
+    if meta.status != "complete" {
+        warnings.push(format!(
+            "the matrix's status is {:?}: the tables show the runs that finished (resume it with \
+`pagebench matrix --resume {}`)",
+            meta.status,
+            dir.display()
+        ));
+    }
+    if rows < meta.planned_runs {
+        warnings.push(format!(
+            "{rows} of the {} planned runs (warm-ups included) are on record",
+            meta.planned_runs
+        ));
+    }
+    let data = ReportData::new(meta, summary);
+
+    let mut records: BTreeMap<String, Vec<ResourceMetrics>> = BTreeMap::new();
+    for id in chart_data::needed_runs(&data) {
+        match read_record(dir, &id) {
+            Ok(r) => {
+                records.insert(id, r.resources);
+            }
+            Err(e) => warnings.push(format!(
+                "the median run's record is unreadable ({e:#}): its waterfall and on-wire line are left out"
+            )),
+        }
+    }
+
+    let charts = chart_data::all(&data, &records);
+    let pngs = render_all(&charts)?;
+    let charts_dir = dir.join(CHARTS_DIR);
+    std::fs::create_dir_all(&charts_dir)
+        .with_context(|| format!("cannot create {}", charts_dir.display()))?;
+    // Charts of an earlier report that this one does not draw would mislead: remove them.
+    if let Ok(entries) = std::fs::read_dir(&charts_dir) {
+        for e in entries.flatten() {
+            let name = format!("{CHARTS_DIR}/{}", e.file_name().to_string_lossy());
+            if name.ends_with(".png") && !charts.iter().any(|c| c.file == name) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let mut written = Vec::new();
+    for (c, png) in charts.iter().zip(&pngs) {
+        let path = dir.join(&c.file);
+        write_atomic(&path, png)?;
+        written.push(WrittenChart {
+            path,
+            chart: c.clone(),
+        });
+    }
+
+    let placed: Vec<build::PlacedChart> = charts
+        .iter()
+        .zip(&pngs)
+        .map(|(chart, png)| build::PlacedChart { chart, png })
+        .collect();
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| dir.display().to_string());
+    let title = format!("pagebench report — {name}");
+    let (document, tables) = build::document(&data, &title, &placed, &warnings);
+    let markdown = dir.join(MARKDOWN);
+    write_atomic(&markdown, doc::to_markdown(&document).as_bytes())?;
+    let html = dir.join(HTML);
+    write_atomic(&html, doc::to_html(&document, draw::FONT_TTF).as_bytes())?;
+    Ok(ReportOutput {
+        markdown,
+        html,
+        charts: written,
+        tables,
+        summary_computed,
+        warnings,
+    })
+}

@@ -1,0 +1,482 @@
+//! What the report is made from (pure): the matrix's metadata and statistics, with the
+//! presentation order of profiles, workloads, servers and series, lookups, and the number
+//! formats every table and chart shares.
+
+use crate::matrix::store::Meta;
+use crate::matrix::summary::{CellComparison, SeriesStats, Summary};
+use crate::stats::{SeriesSummary, Side, UndeterminedReason, Verdict};
+use crate::workload::{Workload, WorkloadKind};
+
+/// Series names in presentation order; others follow alphabetically.
+pub const VARIANT_ORDER: [&str; 4] = ["h1", "h2", "h3", "h3-primed"];
+
+/// The inputs of one report with their presentation order.
+#[derive(Debug, Clone)]
+pub struct ReportData {
+    pub meta: Meta,
+    pub summary: Summary,
+    /// Profiles in the plan's order (then any others found in the summary).
+    pub profiles: Vec<String>,
+    pub workloads: Vec<String>,
+    pub servers: Vec<String>,
+    pub variants: Vec<String>,
+}
+
+fn push_new(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+impl ReportData {
+    pub fn new(meta: Meta, summary: Summary) -> ReportData {
+        let mut profiles = Vec::new();
+        let mut workloads = Vec::new();
+        let mut servers = Vec::new();
+        let mut variants: Vec<String> = Vec::new();
+        let present = |f: &dyn Fn(&SeriesStats) -> &str, name: &str| {
+            summary.series.iter().any(|s| f(s) == name)
+        };
+        for p in &meta.plan.profiles {
+            if present(&|s| &s.key.profile, p) {
+                push_new(&mut profiles, p);
+            }
+        }
+        for w in &meta.plan.workloads {
+            if present(&|s| &s.key.workload, w) {
+                push_new(&mut workloads, w);
+            }
+        }
+        for s in &meta.plan.servers {
+            if present(&|x| &x.key.server, s) {
+                push_new(&mut servers, s);
+            }
+        }
+        for s in &summary.series {
+            push_new(&mut profiles, &s.key.profile);
+            push_new(&mut workloads, &s.key.workload);
+            push_new(&mut servers, &s.key.server);
+            push_new(&mut variants, &s.key.variant);
+        }
+        variants.sort_by_key(|v| {
+            (
+                VARIANT_ORDER
+                    .iter()
+                    .position(|x| x == v)
+                    .unwrap_or(VARIANT_ORDER.len()),
+                v.clone(),
+            )
+        });
+        ReportData {
+            meta,
+            summary,
+            profiles,
+            workloads,
+            servers,
+            variants,
+        }
+    }
+
+    pub fn series(
+        &self,
+        profile: &str,
+        workload: &str,
+        server: &str,
+        variant: &str,
+    ) -> Option<&SeriesStats> {
+        self.summary.series.iter().find(|s| {
+            s.key.profile == profile
+                && s.key.workload == workload
+                && s.key.server == server
+                && s.key.variant == variant
+        })
+    }
+
+    /// The protocol comparison `a` vs `b` within one server's cell.
+    pub fn comparison(
+        &self,
+        profile: &str,
+        workload: &str,
+        server: &str,
+        a: &str,
+        b: &str,
+    ) -> Option<&CellComparison> {
+        self.server_comparison(profile, workload, server, a, server, b)
+    }
+
+    /// `server_a`'s `a` against `server_b`'s `b`, whichever way round the statistics made it.
+    pub fn server_comparison_either(
+        &self,
+        profile: &str,
+        workload: &str,
+        server_a: &str,
+        a: &str,
+        server_b: &str,
+        b: &str,
+    ) -> Option<CellComparison> {
+        self.server_comparison(profile, workload, server_a, a, server_b, b)
+            .cloned()
+            .or_else(|| {
+                self.server_comparison(profile, workload, server_b, b, server_a, a)
+                    .map(invert)
+            })
+    }
+
+    pub fn server_comparison(
+        &self,
+        profile: &str,
+        workload: &str,
+        server_a: &str,
+        a: &str,
+        server_b: &str,
+        b: &str,
+    ) -> Option<&CellComparison> {
+        self.summary.comparisons.iter().find(|c| {
+            c.profile == profile
+                && c.workload == workload
+                && c.server_a == server_a
+                && c.server_b == server_b
+                && c.a == a
+                && c.b == b
+        })
+    }
+
+    pub fn has_workload(&self, w: &str) -> bool {
+        self.workloads.iter().any(|x| x == w)
+    }
+
+    pub fn has_variant(&self, v: &str) -> bool {
+        self.variants.iter().any(|x| x == v)
+    }
+
+    /// Variants that have at least one series for this workload and server.
+    pub fn variants_in(&self, workload: &str, server: &str) -> Vec<String> {
+        self.variants
+            .iter()
+            .filter(|v| {
+                self.summary.series.iter().any(|s| {
+                    s.key.workload == workload && s.key.server == server && &s.key.variant == *v
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Profiles that have at least one series for this workload and server.
+    pub fn profiles_in(&self, workload: &str, server: &str) -> Vec<String> {
+        self.profiles
+            .iter()
+            .filter(|p| {
+                self.summary.series.iter().any(|s| {
+                    s.key.workload == workload && s.key.server == server && &s.key.profile == *p
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the server has any series of this workload.
+    pub fn server_has(&self, workload: &str, server: &str) -> bool {
+        self.summary
+            .series
+            .iter()
+            .any(|s| s.key.workload == workload && s.key.server == server)
+    }
+}
+
+/// The parsed workload, when its name is one pagebench knows.
+pub fn workload_kind(name: &str) -> Option<WorkloadKind> {
+    name.parse::<Workload>().ok().map(|w| w.kind)
+}
+
+/// What the headline time is for a workload, for axis titles.
+pub fn headline_label(workload: &str) -> &'static str {
+    match workload_kind(workload) {
+        Some(WorkloadKind::Download { .. }) => "download complete (ms)",
+        Some(WorkloadKind::Upload { .. }) => "upload answered (ms)",
+        _ => "loadEventEnd (ms)",
+    }
+}
+
+/// A human name of a workload: `page50` → `50-file page`, `download` → `3 MB download`.
+pub fn workload_title(workload: &str) -> String {
+    match workload_kind(workload) {
+        Some(WorkloadKind::Page {
+            files,
+            file_bytes: None,
+        }) => format!("{files}-file page"),
+        Some(WorkloadKind::Page {
+            files,
+            file_bytes: Some(b),
+        }) => format!("{files} × {} page", fmt_bytes(b)),
+        Some(WorkloadKind::Download { bytes }) => format!("{} download", fmt_bytes(bytes)),
+        Some(WorkloadKind::Upload { bytes }) => format!("{} upload", fmt_bytes(bytes)),
+        None => workload.to_string(),
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    if b >= 1_000_000 && b % 100_000 == 0 {
+        format!("{} MB", fmt_trim(b as f64 / 1e6))
+    } else if b >= 1_000 && b % 100 == 0 {
+        format!("{} KB", fmt_trim(b as f64 / 1e3))
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn fmt_trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+/// Numbers as tables print them: one decimal below 10, none above.
+pub fn fmt_num(v: f64) -> String {
+    if v.abs() < 10.0 && v.fract() != 0.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// How a metric's values are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumFormat {
+    /// Milliseconds, counts: [`fmt_num`].
+    Plain,
+    /// Two decimals (handshake round trips, ratios).
+    Fine,
+}
+
+impl NumFormat {
+    pub fn fmt(self, v: f64) -> String {
+        match self {
+            NumFormat::Plain => fmt_num(v),
+            NumFormat::Fine => format!("{v:.2}"),
+        }
+    }
+}
+
+/// A series cell: `median [CI low–high]`, `DNF (k/n)`, or `—`, then the invalid/DNF counts
+/// when there are any.
+pub fn series_text(s: &SeriesSummary, f: NumFormat) -> String {
+    let mut t = if s.dnf_majority {
+        format!("DNF ({}/{})", s.n_dnf, s.n_dnf + s.n_valid)
+    } else {
+        match (s.median, s.ci_low, s.ci_high) {
+            (Some(m), Some(lo), Some(hi)) => format!("{} [{}–{}]", f.fmt(m), f.fmt(lo), f.fmt(hi)),
+            (Some(m), _, _) => format!("{} (no CI: n={})", f.fmt(m), s.n_valid),
+            _ => "—".into(),
+        }
+    };
+    let mut extra = Vec::new();
+    if s.n_invalid > 0 {
+        extra.push(format!("{} invalid", s.n_invalid));
+    }
+    if s.n_dnf > 0 && !s.dnf_majority {
+        extra.push(format!("{} DNF", s.n_dnf));
+    }
+    if !extra.is_empty() {
+        t.push_str(&format!(" · {}", extra.join(", ")));
+    }
+    t
+}
+
+/// The verdict of a comparison as a class (for colours) and a mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum VerdictClass {
+    Faster,
+    Slower,
+    NotSignificant,
+    Undetermined,
+}
+
+impl VerdictClass {
+    pub fn of(v: &Verdict) -> VerdictClass {
+        match v {
+            Verdict::Faster => VerdictClass::Faster,
+            Verdict::Slower => VerdictClass::Slower,
+            Verdict::NoSignificantDifference => VerdictClass::NotSignificant,
+            Verdict::Undetermined(_) => VerdictClass::Undetermined,
+        }
+    }
+
+    /// The mark printed after a ratio (glyphs the bundled font has).
+    pub fn mark(self) -> &'static str {
+        match self {
+            VerdictClass::Faster => "↓ faster",
+            VerdictClass::Slower => "↑ slower",
+            VerdictClass::NotSignificant => "≈ n.s.",
+            VerdictClass::Undetermined => "?",
+        }
+    }
+
+    pub fn legend(self) -> &'static str {
+        match self {
+            VerdictClass::Faster => "faster (significant)",
+            VerdictClass::Slower => "slower (significant)",
+            VerdictClass::NotSignificant => "no significant difference",
+            VerdictClass::Undetermined => "undetermined",
+        }
+    }
+
+    pub const ALL: [VerdictClass; 4] = [
+        VerdictClass::Faster,
+        VerdictClass::Slower,
+        VerdictClass::NotSignificant,
+        VerdictClass::Undetermined,
+    ];
+}
+
+/// A comparison cell: `0.55 [0.52–0.58] ↓ faster (p=0.003)`; DNF-decided and undetermined
+/// comparisons say why.
+pub fn comparison_text(c: &CellComparison) -> String {
+    let x = &c.comparison;
+    let class = VerdictClass::of(&x.verdict);
+    if x.decided_by_dnf {
+        let who = if class == VerdictClass::Slower {
+            &c.a
+        } else {
+            &c.b
+        };
+        return format!("{} ({who} did not finish)", class.mark());
+    }
+    if let Verdict::Undetermined(reason) = &x.verdict {
+        let side = |s: &Side| if *s == Side::A { &c.a } else { &c.b };
+        let why = match reason {
+            UndeterminedReason::NoRuns { side: s } => format!("{} has no valid runs", side(s)),
+            UndeterminedReason::BothDnf => "both did not finish".into(),
+            UndeterminedReason::TooFewValid {
+                side: s,
+                n_valid,
+                needed,
+            } => format!("{} has {n_valid} valid runs, {needed} needed", side(s)),
+        };
+        return format!("? undetermined ({why})");
+    }
+    let ratio = match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {
+        (Some(r), Some(lo), Some(hi)) => format!("{r:.2} [{lo:.2}–{hi:.2}]"),
+        (Some(r), _, _) => format!("{r:.2}"),
+        _ => String::new(),
+    };
+    let p = x
+        .p_holm
+        .map(|p| format!(" (p={})", fmt_p(p)))
+        .unwrap_or_default();
+    format!("{ratio} {}{p}", class.mark()).trim().to_string()
+}
+
+/// The same comparison seen from the other side: b vs a (ratio and CI inverted, faster and
+/// slower swapped).
+pub fn invert(c: &CellComparison) -> CellComparison {
+    let mut x = c.comparison.clone();
+    std::mem::swap(&mut x.n_valid_a, &mut x.n_valid_b);
+    x.ratio = x.ratio.map(|r| 1.0 / r);
+    let (lo, hi) = (x.ratio_ci_low, x.ratio_ci_high);
+    x.ratio_ci_low = hi.map(|h| 1.0 / h);
+    x.ratio_ci_high = lo.map(|l| 1.0 / l);
+    x.u = match (x.u, c.comparison.n_valid_a, c.comparison.n_valid_b) {
+        (Some(u), na, nb) => Some((na * nb) as f64 - u),
+        (None, _, _) => None,
+    };
+    x.verdict = match x.verdict {
+        Verdict::Faster => Verdict::Slower,
+        Verdict::Slower => Verdict::Faster,
+        Verdict::Undetermined(UndeterminedReason::NoRuns { side }) => {
+            Verdict::Undetermined(UndeterminedReason::NoRuns { side: other(side) })
+        }
+        Verdict::Undetermined(UndeterminedReason::TooFewValid {
+            side,
+            n_valid,
+            needed,
+        }) => Verdict::Undetermined(UndeterminedReason::TooFewValid {
+            side: other(side),
+            n_valid,
+            needed,
+        }),
+        v => v,
+    };
+    CellComparison {
+        profile: c.profile.clone(),
+        workload: c.workload.clone(),
+        server_a: c.server_b.clone(),
+        server_b: c.server_a.clone(),
+        a: c.b.clone(),
+        b: c.a.clone(),
+        comparison: x,
+    }
+}
+
+fn other(s: Side) -> Side {
+    match s {
+        Side::A => Side::B,
+        Side::B => Side::A,
+    }
+}
+
+/// A p-value in three significant figures, or `<0.001`.
+pub fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else if p < 0.01 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(median: Option<f64>, n_valid: usize, n_invalid: usize, n_dnf: usize) -> SeriesSummary {
+        SeriesSummary {
+            n_valid,
+            n_invalid,
+            n_dnf,
+            median,
+            q1: None,
+            q3: None,
+            iqr: None,
+            min: None,
+            max: None,
+            ci_low: median.map(|m| m - 10.0),
+            ci_high: median.map(|m| m + 12.0),
+            dnf_majority: 2 * n_dnf > n_valid + n_dnf,
+        }
+    }
+
+    #[test]
+    fn series_cells() {
+        assert_eq!(
+            series_text(&s(Some(321.4), 8, 0, 0), NumFormat::Plain),
+            "321 [311–333]"
+        );
+        assert_eq!(
+            series_text(&s(Some(321.0), 7, 1, 1), NumFormat::Plain),
+            "321 [311–333] · 1 invalid, 1 DNF"
+        );
+        assert_eq!(
+            series_text(&s(None, 3, 0, 5), NumFormat::Plain),
+            "DNF (5/8)"
+        );
+        assert_eq!(
+            series_text(&s(None, 0, 8, 0), NumFormat::Plain),
+            "— · 8 invalid"
+        );
+        assert_eq!(fmt_num(3.25), "3.2");
+        assert_eq!(fmt_num(3.0), "3");
+        assert_eq!(fmt_num(180.6), "181");
+    }
+
+    #[test]
+    fn workload_titles() {
+        assert_eq!(workload_title("page50"), "50-file page");
+        assert_eq!(workload_title("download"), "3 MB download");
+        assert_eq!(workload_title("page50x900"), "50 × 900 B page");
+        assert_eq!(workload_title("upload5mb"), "5 MB upload");
+        assert_eq!(workload_title("weird"), "weird");
+        assert_eq!(headline_label("download"), "download complete (ms)");
+        assert_eq!(headline_label("page10"), "loadEventEnd (ms)");
+    }
+}

@@ -1,0 +1,885 @@
+//! The report's tables (pure): the study's tables from our data, with the published numbers
+//! beside ours, the 50-file breakdown, the file-count sweep, uploads, server against server and
+//! every series. Tables skip what the matrix did not measure and mark missing cells `—`.
+
+use super::doc::{Cell, CellClass, Table};
+use super::model::{
+    comparison_text, fmt_num, headline_label, series_text, workload_kind, workload_title,
+    NumFormat, ReportData, VerdictClass,
+};
+use super::study::{study_ratio, study_value, StudyValue};
+use crate::workload::WorkloadKind;
+
+/// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
+pub const PAIRS: [(&str, &str); 6] = [
+    ("h2", "h1"),
+    ("h3", "h2"),
+    ("h3", "h1"),
+    ("h3-primed", "h2"),
+    ("h3-primed", "h1"),
+    ("h3-primed", "h3"),
+];
+
+/// The comparisons a compact table shows: h2/h1, h3/h2, h3-primed/h2 (those measured).
+fn main_pairs(vs: &[String]) -> Vec<(&'static str, &'static str)> {
+    [("h2", "h1"), ("h3", "h2"), ("h3-primed", "h2")]
+        .into_iter()
+        .filter(|(a, b)| vs.iter().any(|v| v == a) && vs.iter().any(|v| v == b))
+        .collect()
+}
+
+/// A table id, with the server appended when the matrix has several.
+fn table_id(data: &ReportData, base: &str, server: &str) -> String {
+    if data.servers.len() > 1 {
+        format!("{base}-{server}")
+    } else {
+        base.to_string()
+    }
+}
+
+fn title_suffix(data: &ReportData, server: &str) -> String {
+    if data.servers.len() > 1 {
+        format!(" — server {server}")
+    } else {
+        String::new()
+    }
+}
+
+pub fn series_cell(
+    data: &ReportData,
+    profile: &str,
+    workload: &str,
+    server: &str,
+    variant: &str,
+) -> Cell {
+    match data.series(profile, workload, server, variant) {
+        None => Cell::missing(),
+        Some(s) => {
+            let class = if s.completion.dnf_majority {
+                CellClass::Dnf
+            } else {
+                CellClass::Text
+            };
+            Cell::new(series_text(&s.completion, NumFormat::Plain), class)
+        }
+    }
+}
+
+fn metric_cell(
+    data: &ReportData,
+    profile: &str,
+    workload: &str,
+    server: &str,
+    variant: &str,
+    metric: &str,
+    f: NumFormat,
+) -> Cell {
+    let Some(s) = data.series(profile, workload, server, variant) else {
+        return Cell::missing();
+    };
+    if s.completion.dnf_majority {
+        return Cell::new("DNF", CellClass::Dnf);
+    }
+    match s.breakdown.get(metric) {
+        Some(b) if b.median.is_some() => {
+            let mut b = b.clone();
+            // Counts are shown once, in the headline column.
+            b.n_invalid = 0;
+            b.n_dnf = 0;
+            Cell::text(series_text(&b, f))
+        }
+        _ => Cell::missing(),
+    }
+}
+
+pub fn comparison_cell(
+    data: &ReportData,
+    profile: &str,
+    workload: &str,
+    server: &str,
+    a: &str,
+    b: &str,
+) -> Cell {
+    match data.comparison(profile, workload, server, a, b) {
+        None => Cell::missing(),
+        Some(c) => Cell::new(
+            comparison_text(c),
+            verdict_cell_class(&c.comparison.verdict),
+        ),
+    }
+}
+
+fn verdict_cell_class(v: &crate::stats::Verdict) -> CellClass {
+    match VerdictClass::of(v) {
+        VerdictClass::Faster => CellClass::Faster,
+        VerdictClass::Slower => CellClass::Slower,
+        VerdictClass::NotSignificant => CellClass::NotSignificant,
+        VerdictClass::Undetermined => CellClass::Undetermined,
+    }
+}
+
+fn study_cell(workload: &str, profile: &str, variant: &str) -> Cell {
+    match study_value(workload, profile, variant) {
+        Some(v) => Cell::new(v.text(), CellClass::Study),
+        None => Cell::missing(),
+    }
+}
+
+fn study_ratio_cell(workload: &str, profile: &str, a: &str, b: &str) -> Cell {
+    match study_ratio(workload, profile, a, b) {
+        Some(r) => Cell::new(format!("{r:.2}"), CellClass::Study),
+        None => match (
+            study_value(workload, profile, a),
+            study_value(workload, profile, b),
+        ) {
+            (Some(StudyValue::DidNotFinish), Some(StudyValue::Ms(_))) => {
+                Cell::new(format!("{a} DNF"), CellClass::Study)
+            }
+            _ => Cell::missing(),
+        },
+    }
+}
+
+/// Whether our verdict on `a` vs `b` reproduces the study's direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// Same direction (or both: no real difference).
+    Agrees,
+    /// Opposite direction.
+    Disagrees,
+    /// The study saw a difference; we cannot call one significant.
+    NotConfirmed,
+    /// We see a significant difference where the study's numbers were within 5 %.
+    Differs,
+}
+
+impl Agreement {
+    pub fn text(self) -> &'static str {
+        match self {
+            Agreement::Agrees => "agrees",
+            Agreement::Disagrees => "disagrees",
+            Agreement::NotConfirmed => "not confirmed",
+            Agreement::Differs => "differs (study ≈ equal)",
+        }
+    }
+}
+
+/// Study ratios within this of 1 count as "no difference" (the study gave no intervals).
+const STUDY_EQUAL_BAND: f64 = 0.05;
+
+/// Compares our verdict with the study's direction for `a` vs `b`; `None` when either side
+/// has nothing to compare (not published, or our comparison is undetermined).
+pub fn agreement(
+    data: &ReportData,
+    profile: &str,
+    workload: &str,
+    server: &str,
+    a: &str,
+    b: &str,
+) -> Option<Agreement> {
+    let ours = VerdictClass::of(
+        &data
+            .comparison(profile, workload, server, a, b)?
+            .comparison
+            .verdict,
+    );
+    // Study direction: -1 a faster, +1 a slower, 0 about equal.
+    let dir = match (
+        study_value(workload, profile, a)?,
+        study_value(workload, profile, b)?,
+    ) {
+        (StudyValue::Ms(x), StudyValue::Ms(y)) => {
+            let r = x / y;
+            if (r - 1.0).abs() < STUDY_EQUAL_BAND {
+                0
+            } else if r < 1.0 {
+                -1
+            } else {
+                1
+            }
+        }
+        (StudyValue::DidNotFinish, StudyValue::Ms(_)) => 1,
+        (StudyValue::Ms(_), StudyValue::DidNotFinish) => -1,
+        _ => return None,
+    };
+    Some(match (ours, dir) {
+        (VerdictClass::Undetermined, _) => return None,
+        (VerdictClass::NotSignificant, 0) => Agreement::Agrees,
+        (VerdictClass::NotSignificant, _) => Agreement::NotConfirmed,
+        (_, 0) => Agreement::Differs,
+        (VerdictClass::Faster, -1) | (VerdictClass::Slower, 1) => Agreement::Agrees,
+        _ => Agreement::Disagrees,
+    })
+}
+
+fn agreement_cell(
+    data: &ReportData,
+    profile: &str,
+    workload: &str,
+    server: &str,
+    a: &str,
+    b: &str,
+) -> Cell {
+    match agreement(data, profile, workload, server, a, b) {
+        Some(x) => Cell::text(x.text()),
+        None => Cell::missing(),
+    }
+}
+
+/// Why a study table is absent, for the reader.
+pub struct Skipped {
+    pub title: String,
+    pub why: String,
+}
+
+/// Table 1: h1 → h2 on the 50-file page.
+pub fn h2_vs_h1(data: &ReportData, server: &str) -> Result<Table, Skipped> {
+    let w = "page50";
+    let title = format!("h1 → h2 on the 50-file page{}", title_suffix(data, server));
+    let vs = data.variants_in(w, server);
+    if !(vs.iter().any(|v| v == "h1") && vs.iter().any(|v| v == "h2")) {
+        return Err(Skipped {
+            title,
+            why: "not measured (needs page50 with h1 and h2)".into(),
+        });
+    }
+    let header = [
+        "profile",
+        "h1 (ms)",
+        "h2 (ms)",
+        "h2/h1",
+        "study h1",
+        "study h2",
+        "study h2/h1",
+        "vs study",
+    ];
+    let rows = data
+        .profiles_in(w, server)
+        .iter()
+        .map(|p| {
+            vec![
+                Cell::label(p),
+                series_cell(data, p, w, server, "h1"),
+                series_cell(data, p, w, server, "h2"),
+                comparison_cell(data, p, w, server, "h2", "h1"),
+                study_cell(w, p, "h1"),
+                study_cell(w, p, "h2"),
+                study_ratio_cell(w, p, "h2", "h1"),
+                agreement_cell(data, p, w, server, "h2", "h1"),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        id: table_id(data, "h2-vs-h1-page50", server),
+        title,
+        intro: vec![format!(
+            "Median {} [95 % CI]; h2/h1 below 1 means h2 is faster (the study's \"gain\").",
+            headline_label(w)
+        )],
+        header: header.iter().map(|s| s.to_string()).collect(),
+        rows,
+        notes: vec![],
+    })
+}
+
+/// Tables 2 and 3: h2 vs h3 on the 10- and 50-file pages (and primed h3 when measured).
+pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &str) -> Result<Table, Skipped> {
+    let title = format!(
+        "h2 vs h3 on the {}{}",
+        workload_title(workload),
+        title_suffix(data, server)
+    );
+    let vs = data.variants_in(workload, server);
+    let h3s: Vec<&str> = ["h3", "h3-primed"]
+        .into_iter()
+        .filter(|h| vs.iter().any(|v| v == h))
+        .collect();
+    if !vs.iter().any(|v| v == "h2") || h3s.is_empty() {
+        return Err(Skipped {
+            title,
+            why: format!("not measured (needs {workload} with h2 and h3)"),
+        });
+    }
+    let mut header: Vec<String> = vec!["profile".into(), "h2 (ms)".into()];
+    for h in &h3s {
+        header.push(format!("{h} (ms)"));
+    }
+    for h in &h3s {
+        header.push(format!("{h}/h2"));
+    }
+    header.extend(
+        ["study h2", "study h3", "study h3/h2", "vs study (h3/h2)"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let rows = data
+        .profiles_in(workload, server)
+        .iter()
+        .map(|p| {
+            let mut r = vec![Cell::label(p), series_cell(data, p, workload, server, "h2")];
+            for h in &h3s {
+                r.push(series_cell(data, p, workload, server, h));
+            }
+            for h in &h3s {
+                r.push(comparison_cell(data, p, workload, server, h, "h2"));
+            }
+            r.push(study_cell(workload, p, "h2"));
+            r.push(study_cell(workload, p, "h3"));
+            r.push(study_ratio_cell(workload, p, "h3", "h2"));
+            r.push(agreement_cell(data, p, workload, server, "h3", "h2"));
+            r
+        })
+        .collect();
+    let mut intro = vec![format!(
+        "Median {} [95 % CI]; h3/h2 below 1 means h3 is faster.",
+        headline_label(workload)
+    )];
+    if h3s.contains(&"h3-primed") {
+        intro.push(
+            "`h3` is forced cold (the study's method, which Chromium throttles like HTTP/1.1); \
+`h3-primed` starts from a profile that already knows the origin speaks h3 (a returning visitor). \
+The study measured forced h3 only."
+                .into(),
+        );
+    }
+    Ok(Table {
+        id: table_id(data, &format!("h3-vs-h2-{workload}"), server),
+        title,
+        intro,
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
+/// Table 4: the 3 MB download.
+pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
+    let w = "download";
+    let title = format!("The 3 MB download{}", title_suffix(data, server));
+    let vs = data.variants_in(w, server);
+    if vs.is_empty() {
+        return Err(Skipped {
+            title,
+            why: "not measured (no download series)".into(),
+        });
+    }
+    let pairs = main_pairs(&vs);
+    let mut header: Vec<String> = vec!["profile".into()];
+    header.extend(vs.iter().map(|v| format!("{v} (ms)")));
+    header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+    header.push("goodput (Mbit/s)".into());
+    header.extend(
+        ["study h1", "study h2", "study h3", "vs study (h3/h2)"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let rows = data
+        .profiles_in(w, server)
+        .iter()
+        .map(|p| {
+            let mut r = vec![Cell::label(p)];
+            r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
+            r.extend(
+                pairs
+                    .iter()
+                    .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
+            );
+            r.push(goodput_cell(data, p, w, server, &vs));
+            for v in ["h1", "h2", "h3"] {
+                r.push(study_cell(w, p, v));
+            }
+            r.push(agreement_cell(data, p, w, server, "h3", "h2"));
+            r
+        })
+        .collect();
+    Ok(Table {
+        id: table_id(data, "download", server),
+        title,
+        intro: vec![format!(
+            "Median {} [95 % CI] of a page that `fetch()`es one 3 MB file; goodput = bytes ÷ \
+(request sent → body complete), medians per protocol.",
+            headline_label(w)
+        )],
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
+fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[String]) -> Cell {
+    let parts: Vec<String> = vs
+        .iter()
+        .filter_map(|v| {
+            let s = data.series(p, w, server, v)?;
+            if s.completion.dnf_majority {
+                return Some(format!("{v} DNF"));
+            }
+            let g = s.breakdown.get("goodput_mbit")?.median?;
+            Some(format!("{v} {}", fmt_num(g)))
+        })
+        .collect();
+    if parts.is_empty() {
+        Cell::missing()
+    } else {
+        Cell::text(parts.join(" / "))
+    }
+}
+
+/// The breakdown metrics of the 50-file table: (metric, column header, format).
+pub const BREAKDOWN_COLUMNS: [(&str, &str, NumFormat); 7] = [
+    ("connect_ms", "connect (ms)", NumFormat::Plain),
+    ("handshake_rtts", "handshake RTTs", NumFormat::Fine),
+    (
+        "queueing_median_ms",
+        "queueing median (ms)",
+        NumFormat::Plain,
+    ),
+    ("queueing_p95_ms", "queueing p95 (ms)", NumFormat::Plain),
+    ("ttfb_median_ms", "TTFB median (ms)", NumFormat::Plain),
+    ("onwire_mid", "on-wire at mid-window", NumFormat::Plain),
+    ("onwire_peak", "on-wire peak", NumFormat::Plain),
+];
+
+/// Table 5: why — the breakdown of the 50-file page per protocol.
+pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Table, Skipped> {
+    let title = format!(
+        "Breakdown of the {}{}",
+        workload_title(workload),
+        title_suffix(data, server)
+    );
+    let vs = data.variants_in(workload, server);
+    if vs.is_empty() {
+        return Err(Skipped {
+            title,
+            why: format!("not measured (no {workload} series)"),
+        });
+    }
+    let mut header: Vec<String> = vec![
+        "profile".into(),
+        "protocol".into(),
+        "loadEventEnd (ms)".into(),
+    ];
+    header.extend(BREAKDOWN_COLUMNS.iter().map(|(_, h, _)| h.to_string()));
+    let mut rows = Vec::new();
+    for p in data.profiles_in(workload, server) {
+        for v in &vs {
+            if data.series(&p, workload, server, v).is_none() {
+                continue;
+            }
+            let mut r = vec![
+                Cell::label(&p),
+                Cell::label(v),
+                series_cell(data, &p, workload, server, v),
+            ];
+            for (m, _, f) in BREAKDOWN_COLUMNS {
+                r.push(metric_cell(data, &p, workload, server, v, m, f));
+            }
+            rows.push(r);
+        }
+    }
+    Ok(Table {
+        id: table_id(data, &format!("breakdown-{workload}"), server),
+        title,
+        intro: vec![
+            "Medians over the valid runs [95 % CI] of per-run figures: connect = the navigation's \
+connection set-up; handshake RTTs = connect ÷ the profile's RTT; queueing = requestStart − \
+startTime per resource (time waiting in the browser), its median and p95 within a run; TTFB = \
+responseStart − requestStart; on-wire = resources between requestStart and responseEnd at the \
+middle of the load window, and the most at any instant."
+                .into(),
+        ],
+        header,
+        rows,
+        notes: vec![super::study::STUDY_BREAKDOWN_NOTE.to_string()],
+    })
+}
+
+/// The plain `pageN` workloads (file count, name), by file count.
+pub fn sweep_workloads(data: &ReportData) -> Vec<(u32, String)> {
+    let mut v: Vec<(u32, String)> = data
+        .workloads
+        .iter()
+        .filter_map(|w| match workload_kind(w) {
+            Some(WorkloadKind::Page {
+                files,
+                file_bytes: None,
+            }) => Some((files, w.clone())),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A sweep is present when a page other than the study's 10 and 50 files was measured.
+pub fn has_sweep(data: &ReportData) -> bool {
+    sweep_workloads(data)
+        .iter()
+        .any(|(n, _)| *n != 10 && *n != 50)
+}
+
+/// Whether a server measured at least three file counts (a line, not two points).
+pub fn server_has_sweep(data: &ReportData, server: &str) -> bool {
+    sweep_workloads(data)
+        .iter()
+        .filter(|(_, w)| data.server_has(w, server))
+        .count()
+        >= 3
+}
+
+/// Fixed-size pages (`page50x900`…): the "many streams, few bytes" companions of a sweep.
+fn fixed_size_pages(data: &ReportData) -> Vec<String> {
+    data.workloads
+        .iter()
+        .filter(|w| {
+            matches!(
+                workload_kind(w),
+                Some(WorkloadKind::Page {
+                    file_bytes: Some(_),
+                    ..
+                })
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+/// Table 6: the file-count sweep, for one metric (`None`: the headline time).
+pub fn sweep(data: &ReportData, server: &str, metric: Option<&str>) -> Option<Table> {
+    if !has_sweep(data) {
+        return None;
+    }
+    if !server_has_sweep(data, server) {
+        return None;
+    }
+    let mut cols: Vec<String> = sweep_workloads(data).into_iter().map(|(_, w)| w).collect();
+    cols.extend(fixed_size_pages(data));
+    cols.retain(|w| data.server_has(w, server));
+    let mut header: Vec<String> = vec!["profile".into(), "protocol".into()];
+    header.extend(cols.iter().map(|w| workload_title(w)));
+    let mut rows = Vec::new();
+    for p in &data.profiles {
+        for v in &data.variants {
+            if !cols.iter().any(|w| data.series(p, w, server, v).is_some()) {
+                continue;
+            }
+            let mut r = vec![Cell::label(p), Cell::label(v)];
+            for w in &cols {
+                r.push(match metric {
+                    Some(m) => metric_cell(data, p, w, server, v, m, NumFormat::Plain),
+                    None => series_cell(data, p, w, server, v),
+                });
+            }
+            rows.push(r);
+        }
+    }
+    let (id, what) = match metric {
+        Some(_) => ("sweep-queueing", "Queueing median (ms) by file count"),
+        None => ("sweep-load", "loadEventEnd (ms) by file count"),
+    };
+    Some(Table {
+        id: table_id(data, id, server),
+        title: format!("{what}{}", title_suffix(data, server)),
+        intro: vec![
+            "Medians [95 % CI]. Pages of N files keep the study's byte budget per file; pages of \
+N × SIZE have equal small files (many streams, few bytes)."
+                .into(),
+        ],
+        header,
+        rows,
+        notes: if metric.is_some() {
+            vec![super::study::STUDY_SWEEP_NOTE.to_string()]
+        } else {
+            vec![]
+        },
+    })
+}
+
+/// Upload workloads, one table each.
+pub fn uploads(data: &ReportData, server: &str) -> Vec<Table> {
+    data.workloads
+        .iter()
+        .filter(|w| matches!(workload_kind(w), Some(WorkloadKind::Upload { .. })))
+        .filter(|w| data.server_has(w, server))
+        .map(|w| {
+            let vs = data.variants_in(w, server);
+            let pairs = main_pairs(&vs);
+            let mut header: Vec<String> = vec!["profile".into()];
+            header.extend(vs.iter().map(|v| format!("{v} (ms)")));
+            header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+            header.push("goodput (Mbit/s)".into());
+            let rows = data
+                .profiles_in(w, server)
+                .iter()
+                .map(|p| {
+                    let mut r = vec![Cell::label(p)];
+                    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
+                    r.extend(
+                        pairs
+                            .iter()
+                            .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
+                    );
+                    r.push(goodput_cell(data, p, w, server, &vs));
+                    r
+                })
+                .collect();
+            Table {
+                id: table_id(data, &format!("upload-{w}"), server),
+                title: format!("The {}{}", workload_title(w), title_suffix(data, server)),
+                intro: vec![format!(
+                    "Median {} [95 % CI]: the page POSTs a generated body and waits for the \
+server's answer. HTTP/2 uploads suffer from small flow-control windows, HTTP/3 uploads from UDP \
+receive-buffer overflow (see `RcvbufErrors` in the run records).",
+                    headline_label(w)
+                )],
+                header,
+                rows,
+                notes: vec![],
+            }
+        })
+        .collect()
+}
+
+/// Server against server: each other server vs the first, per protocol.
+pub fn servers(data: &ReportData) -> Vec<Table> {
+    let Some(base) = data.servers.first() else {
+        return vec![];
+    };
+    data.servers
+        .iter()
+        .skip(1)
+        .filter_map(|other| {
+            let mut rows = Vec::new();
+            for w in &data.workloads {
+                for p in &data.profiles {
+                    for v in &data.variants {
+                        let Some(c) = data.server_comparison_either(p, w, other, v, base, v) else {
+                            continue;
+                        };
+                        rows.push(vec![
+                            Cell::label(p),
+                            Cell::label(w),
+                            Cell::label(v),
+                            series_cell(data, p, w, base, v),
+                            series_cell(data, p, w, other, v),
+                            Cell::new(
+                                comparison_text(&c),
+                                verdict_cell_class(&c.comparison.verdict),
+                            ),
+                        ]);
+                    }
+                }
+            }
+            if rows.is_empty() {
+                return None;
+            }
+            Some(Table {
+                id: format!("server-{other}-vs-{base}"),
+                title: format!("Server {other} against server {base}"),
+                intro: vec![format!(
+                    "Same protocol, same profile and workload; ratio = {other} / {base}, below 1 \
+means {other} is faster."
+                )],
+                header: vec![
+                    "profile".into(),
+                    "workload".into(),
+                    "protocol".into(),
+                    format!("{base} (ms)"),
+                    format!("{other} (ms)"),
+                    format!("{other}/{base}"),
+                ],
+                rows,
+                notes: vec![],
+            })
+        })
+        .collect()
+}
+
+/// Every series of one workload on one server, with every protocol comparison.
+pub fn all_series(data: &ReportData, workload: &str, server: &str) -> Option<Table> {
+    let vs = data.variants_in(workload, server);
+    if vs.is_empty() {
+        return None;
+    }
+    let pairs: Vec<(&str, &str)> = PAIRS
+        .iter()
+        .copied()
+        .filter(|(a, b)| {
+            data.profiles
+                .iter()
+                .any(|p| data.comparison(p, workload, server, a, b).is_some())
+        })
+        .collect();
+    let mut header: Vec<String> = vec!["profile".into()];
+    header.extend(vs.iter().map(|v| format!("{v} (ms)")));
+    header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+    let rows = data
+        .profiles_in(workload, server)
+        .iter()
+        .map(|p| {
+            let mut r = vec![Cell::label(p)];
+            r.extend(vs.iter().map(|v| series_cell(data, p, workload, server, v)));
+            r.extend(
+                pairs
+                    .iter()
+                    .map(|(a, b)| comparison_cell(data, p, workload, server, a, b)),
+            );
+            r
+        })
+        .collect();
+    Some(Table {
+        id: format!("all-{workload}-{server}"),
+        title: format!("{} on {server}", workload_title(workload)),
+        intro: vec![format!("Median {} [95 % CI].", headline_label(workload))],
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
+/// One line per series with invalid or DNF runs: what went wrong, how often.
+pub fn problem_runs(data: &ReportData) -> Vec<String> {
+    data.summary
+        .series
+        .iter()
+        .filter(|s| s.completion.n_invalid > 0 || s.completion.n_dnf > 0)
+        .map(|s| {
+            let c = &s.completion;
+            let total = c.n_valid + c.n_invalid + c.n_dnf;
+            let mut t = format!(
+                "`{}`: {} of {total} runs valid, {} invalid, {} did not finish",
+                s.key.label(),
+                c.n_valid,
+                c.n_invalid,
+                c.n_dnf
+            );
+            if !s.invalid_reasons.is_empty() {
+                let reasons: Vec<String> = s
+                    .invalid_reasons
+                    .iter()
+                    .map(|(k, n)| format!("{k} × {n}"))
+                    .collect();
+                t.push_str(&format!(" (invalid: {})", reasons.join(", ")));
+            }
+            if c.dnf_majority {
+                t.push_str(" — reported as DNF");
+            }
+            t
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::plan::{PlanSpec, Variant};
+    use crate::matrix::store::Meta;
+    use crate::matrix::summary::{summarize_runs, RunRow};
+    use crate::validate::Outcome;
+
+    fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
+        RunRow {
+            run_id: format!("wired-{workload}-r{round:02}-{server}-{variant}"),
+            profile: "wired".into(),
+            workload: workload.into(),
+            server: server.into(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            variant: variant.into(),
+            outcome: Outcome::Valid,
+            invalid_reason: String::new(),
+            completion_ms: Some(ms),
+            queueing_median_ms: Some(1.0),
+            queueing_p95_ms: Some(2.0),
+            ttfb_median_ms: Some(40.0),
+            connect_ms: Some(80.0),
+            handshake_rtts: Some(2.0),
+            onwire_mid: Some(1.0),
+            onwire_peak: Some(1.0),
+            goodput_mbit: Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
+            steal_ms: Some(0.0),
+        }
+    }
+
+    fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
+        let summary = summarize_runs(rows, 3, 500).unwrap();
+        let meta = Meta {
+            pagebench_version: "0".into(),
+            git_revision: "x".into(),
+            machine: Default::default(),
+            started_at: "t".into(),
+            ended_at: None,
+            status: "complete".into(),
+            planned_runs: rows.len(),
+            plan: PlanSpec {
+                profiles: vec!["wired".into()],
+                workloads: vec!["upload".into()],
+                servers: servers.iter().map(|s| s.to_string()).collect(),
+                variants: ["h2", "h3"]
+                    .iter()
+                    .map(|v| v.parse::<Variant>().unwrap())
+                    .collect(),
+                runs: 10,
+                warmup: 0,
+                seed: 3,
+            },
+            profiles: vec![],
+            servers: serde_json::Value::Null,
+            timeout_s: 120.0,
+            pages_seed: 1,
+            resumed_at: vec![],
+        };
+        ReportData::new(meta, summary)
+    }
+
+    #[test]
+    fn upload_table_with_goodput_and_no_study_tables() {
+        let mut rows = Vec::new();
+        for r in 1..=10 {
+            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
+            rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
+        }
+        let d = data(&rows, &["embedded"]);
+        let t = uploads(&d, "embedded");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].id, "upload-upload");
+        assert_eq!(t[0].title, "The 20 MB upload");
+        assert_eq!(
+            t[0].get(&["wired"], "h3/h2").unwrap().class,
+            CellClass::Slower
+        );
+        assert_eq!(
+            t[0].get(&["wired"], "goodput (Mbit/s)").unwrap().text,
+            "h2 80 / h3 40"
+        );
+        assert!(h2_vs_h1(&d, "embedded").is_err());
+        assert!(download(&d, "embedded").is_err());
+        assert!(!has_sweep(&d) && sweep(&d, "embedded", None).is_none());
+        assert!(servers(&d).is_empty());
+    }
+
+    #[test]
+    fn server_table_is_oriented_against_the_first_server_of_the_plan() {
+        let mut rows = Vec::new();
+        // caddy's runs come first in runs.csv, so the statistics compare embedded vs caddy.
+        for r in 1..=10 {
+            rows.push(row("upload", "caddy", "h2", r, 3000.0 + r as f64));
+            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
+        }
+        let d = data(&rows, &["embedded", "caddy"]);
+        let raw = &d.summary.comparisons[0];
+        assert_eq!(
+            (raw.server_a.as_str(), raw.server_b.as_str()),
+            ("embedded", "caddy")
+        );
+        let t = servers(&d);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].header[5], "caddy/embedded");
+        let c = t[0]
+            .get(&["wired", "upload", "h2"], "caddy/embedded")
+            .unwrap();
+        assert_eq!(c.class, CellClass::Slower, "{}", c.text);
+        assert!(c.text.starts_with("1.50 ["), "{}", c.text);
+    }
+}
