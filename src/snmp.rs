@@ -14,7 +14,9 @@ pub fn parse(text: &str) -> Counters {
     let lines: Vec<&str> = text.lines().collect();
     for pair in lines.chunks(2) {
         let [names, values] = pair else { continue };
-        let (Some((proto, names)), Some((proto2, values))) = (names.split_once(':'), values.split_once(':')) else {
+        let (Some((proto, names)), Some((proto2, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
             continue;
         };
         if proto != proto2 {

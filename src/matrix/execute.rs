@@ -198,7 +198,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     store::write_meta(&dir, &meta)?;
     if done > 0 {
         let rows = summary::read_runs(&dir)?;
-        let s = summary::summarize_runs(&rows, req.seed, crate::stats::DEFAULT_RESAMPLES)?;
+        let s = summary::summarize_runs(&rows, req.seed, crate::stats::DEFAULT_RESAMPLES, &meta.plan.servers)?;
         summary::write(&dir, &s)?;
         if !req.quiet {
             println!("{}", summary::terminal(&s));

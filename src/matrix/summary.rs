@@ -193,8 +193,15 @@ fn input_of(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> SeriesI
     }
 }
 
-/// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible.
-pub fn summarize_runs(rows: &[RunRow], seed: u64, resamples: usize) -> Result<Summary> {
+/// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible;
+/// `server_order` (the plan's `--servers`) makes the first server the baseline of server
+/// comparisons (servers not listed follow in first-seen order).
+pub fn summarize_runs(
+    rows: &[RunRow],
+    seed: u64,
+    resamples: usize,
+    server_order: &[String],
+) -> Result<Summary> {
     let alpha = 0.05;
     let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
     // Keep the plan's first-seen order of profiles/workloads/variants for presentation.
@@ -278,6 +285,11 @@ pub fn summarize_runs(rows: &[RunRow], seed: u64, resamples: usize) -> Result<Su
             .collect();
         let mut servers: Vec<String> = Vec::new();
         let mut variants: Vec<String> = Vec::new();
+        for s in server_order {
+            if in_cell.iter().any(|k| &k.server == s) {
+                servers.push(s.clone());
+            }
+        }
         for k in &in_cell {
             if !servers.contains(&k.server) {
                 servers.push(k.server.clone());
@@ -333,21 +345,26 @@ pub fn summarize_runs(rows: &[RunRow], seed: u64, resamples: usize) -> Result<Su
     for (c, adjusted) in comparisons.iter_mut().zip(cmp) {
         c.comparison = adjusted;
     }
-    let family = comparisons
+    let tested: Vec<&Comparison> = comparisons
         .iter()
-        .filter(|c| c.comparison.p.is_some())
-        .count();
+        .map(|c| &c.comparison)
+        .filter(|c| c.p.is_some())
+        .collect();
+    let family = tested.len();
     if family > 0 {
-        let n_min = series
+        // The best any tested comparison could do: its sample sizes bound its p-value.
+        let best = tested
             .iter()
-            .map(|s| s.completion.n_valid)
-            .filter(|n| *n > 0)
-            .min()
-            .unwrap_or(0);
-        let best = smallest_attainable_p(n_min, n_min);
+            .map(|c| smallest_attainable_p(c.n_valid_a, c.n_valid_b))
+            .fold(f64::INFINITY, f64::min);
         if best * family as f64 >= alpha {
+            let n = tested
+                .iter()
+                .map(|c| c.n_valid_a.min(c.n_valid_b))
+                .max()
+                .unwrap_or(0);
             warnings.push(format!(
-                "with {n_min} valid runs per series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
+                "with at most {n} valid runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
                 alpha / family as f64
             ));
         }
@@ -651,7 +668,7 @@ mod tests {
         let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
         warm.phase = "warmup".into();
         rows.push(warm);
-        let s = summarize_runs(&rows, 1, 2000).unwrap();
+        let s = summarize_runs(&rows, 1, 2000, &[]).unwrap();
         assert_eq!(s.series.len(), 3);
         let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
         assert_eq!(h2.completion.n_valid, 12);
@@ -691,7 +708,7 @@ mod tests {
                 rows.push(row(p, "h3", r, Outcome::Valid, base * 1.5 + r as f64));
             }
         }
-        let s = summarize_runs(&rows, 1, 500).unwrap();
+        let s = summarize_runs(&rows, 1, 500, &[]).unwrap();
         assert_eq!(s.holm_family, 18);
         assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
         assert!(s
@@ -713,7 +730,7 @@ mod tests {
                 9000.0,
             ));
         }
-        let s = summarize_runs(&rows, 1, 500).unwrap();
+        let s = summarize_runs(&rows, 1, 500, &[]).unwrap();
         let h3 = s.series.iter().find(|x| x.key.variant == "h3").unwrap();
         assert!(h3.completion.dnf_majority);
         assert_eq!(fmt_series(&h3.completion), "DNF (4/6)");

@@ -79,7 +79,7 @@ fn summary_is_current(rows: &[RunRow], s: &Summary) -> bool {
 
 /// Reads `summary.json`, or computes and writes it when it is missing or older than `runs.csv`.
 /// Returns the summary, whether it was computed, and the number of rows in `runs.csv`.
-pub fn load_summary(dir: &Path, seed: u64) -> Result<(Summary, bool, usize)> {
+pub fn load_summary(dir: &Path, seed: u64, servers: &[String]) -> Result<(Summary, bool, usize)> {
     let rows = summary::read_runs(dir)?;
     let n = rows.len();
     if rows.iter().all(|r| r.phase != "measure") {
@@ -95,7 +95,7 @@ pub fn load_summary(dir: &Path, seed: u64) -> Result<(Summary, bool, usize)> {
         }
         tracing::info!("summary.json is older than runs.csv: recomputing it");
     }
-    let s = summary::summarize_runs(&rows, seed, RESAMPLES)
+    let s = summary::summarize_runs(&rows, seed, RESAMPLES, servers)
         .with_context(|| format!("computing the statistics of {}", dir.display()))?;
     summary::write(dir, &s)?;
     Ok((s, true, n))
@@ -120,7 +120,7 @@ fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
 /// `report.html` (computing `summary.json` first when it is missing or stale).
 pub fn generate(dir: &Path) -> Result<ReportOutput> {
     let meta = read_meta(dir)?;
-    let (summary, summary_computed, rows) = load_summary(dir, meta.plan.seed)?;
+    let (summary, summary_computed, rows) = load_summary(dir, meta.plan.seed, &meta.plan.servers)?;
     let mut warnings: Vec<String> = summary.warnings.clone();
     if meta.status != "complete" {
         warnings.push(format!(

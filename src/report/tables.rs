@@ -803,7 +803,7 @@ mod tests {
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        let summary = summarize_runs(rows, 3, 500).unwrap();
+        let summary = summarize_runs(rows, 3, 500, &[]).unwrap();
         let meta = Meta {
             pagebench_version: "0".into(),
             git_revision: "x".into(),
