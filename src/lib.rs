@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod profile;
+pub mod server;
 pub mod signals;
 pub mod textfmt;
 pub mod workload;
