@@ -201,9 +201,20 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
     })?;
     let applied = srv.knobs_applied().clone();
     let port = srv.port();
-    let offered: Vec<&str> = applied.knobs.protocols.iter().map(|p| p.short_name()).collect();
+    let offered: Vec<&str> = applied
+        .knobs
+        .protocols
+        .iter()
+        .map(|p| p.short_name())
+        .collect();
     let mut out = std::io::stdout().lock();
-    writeln!(out, "pagebench serve: {} on {} (protocols {})", a.root.display(), srv.addr(), offered.join(","))?;
+    writeln!(
+        out,
+        "pagebench serve: {} on {} (protocols {})",
+        a.root.display(),
+        srv.addr(),
+        offered.join(",")
+    )?;
     writeln!(out, "port: {port}")?;
     writeln!(out, "spki: {}", srv.spki())?;
     if let (Some(c), Some(k)) = (cert.cert_path(), cert.key_path()) {
@@ -217,7 +228,11 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
         srv.addr().ip(),
         server::cert::HOST
     )?;
-    writeln!(out, "knobs applied: {}", serde_json::to_string_pretty(&applied)?)?;
+    writeln!(
+        out,
+        "knobs applied: {}",
+        serde_json::to_string_pretty(&applied)?
+    )?;
     let ready = serde_json::json!({
         "port": port,
         "spki": srv.spki(),

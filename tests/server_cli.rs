@@ -78,11 +78,22 @@ fn serve_prints_ready_applies_flags_and_stops_gracefully() {
     let cert_dir = p.dir.path().join("cert");
     let root = p.root.display().to_string();
     let mut serve = Serve::spawn(&[
-        "--root", &root, "--port", "0",
-        "--cert-dir", cert_dir.to_str().unwrap(),
-        "--log", log.to_str().unwrap(),
-        "--h3-send-buffer", "64KiB", "--quic-congestion", "bbr", "--tcp-congestion", "reno",
-        "--h2-max-concurrent-streams", "33",
+        "--root",
+        &root,
+        "--port",
+        "0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+        "--h3-send-buffer",
+        "64KiB",
+        "--quic-congestion",
+        "bbr",
+        "--tcp-congestion",
+        "reno",
+        "--h2-max-concurrent-streams",
+        "33",
     ]);
     let ready = serve.ready();
     let port = ready["port"].as_u64().unwrap();
@@ -95,7 +106,15 @@ fn serve_prints_ready_applies_flags_and_stops_gracefully() {
     assert!(cert_dir.join("cert.pem").exists() && cert_dir.join("key.pem").exists());
     // The printed SPKI is what curl sees on the wire.
     let out = Command::new("curl")
-        .args(["-sS", "-k", "--http2", "-o", "/dev/null", "-w", "%{http_code}"])
+        .args([
+            "-sS",
+            "-k",
+            "--http2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
         .arg("--resolve")
         .arg(format!("pagebench.test:{port}:127.0.0.1"))
         .arg("--pinnedpubkey")
@@ -111,12 +130,22 @@ fn serve_prints_ready_applies_flags_and_stops_gracefully() {
         "{rest:?}"
     );
     let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["protocol"], "h2");
     assert_eq!(lines[0]["path"], "/page10/index.html");
     // A second run reuses the cached certificate: same SPKI for Chromium's flag.
-    let mut again = Serve::spawn(&["--root", &root, "--port", "0", "--cert-dir", cert_dir.to_str().unwrap()]);
+    let mut again = Serve::spawn(&[
+        "--root",
+        &root,
+        "--port",
+        "0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+    ]);
     assert_eq!(again.ready()["spki"], spki.as_str());
     assert!(again.terminate().0.success());
 }
@@ -134,14 +163,21 @@ fn serve_on_a_taken_port_exits_with_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("port {port}/tcp")) && err.contains("already in use"), "{err}");
+    assert!(
+        err.contains(&format!("port {port}/tcp")) && err.contains("already in use"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_config_file_names_file_line_and_field() {
     let p = pages(&["page10"]);
     let cfg = p.dir.path().join("server.toml");
-    std::fs::write(&cfg, "[server]\ngso = false\nh3_stream_recieve_window = \"1MB\"\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "[server]\ngso = false\nh3_stream_recieve_window = \"1MB\"\n",
+    )
+    .unwrap();
     let out = Command::new(BIN)
         .args(["serve", "--root", p.root.to_str().unwrap(), "--port", "0"])
         .args(["--config", cfg.to_str().unwrap()])
@@ -149,10 +185,23 @@ fn bad_config_file_names_file_line_and_field() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("server.toml") && err.contains("line 3") && err.contains("h3_stream_recieve_window"), "{err}");
+    assert!(
+        err.contains("server.toml")
+            && err.contains("line 3")
+            && err.contains("h3_stream_recieve_window"),
+        "{err}"
+    );
     // A flag out of range names the flag.
     let out = Command::new(BIN)
-        .args(["serve", "--root", p.root.to_str().unwrap(), "--port", "0", "--h2-initial-connection-window", "100"])
+        .args([
+            "serve",
+            "--root",
+            p.root.to_str().unwrap(),
+            "--port",
+            "0",
+            "--h2-initial-connection-window",
+            "100",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -169,18 +218,39 @@ fn bad_config_file_names_file_line_and_field() {
 #[test]
 fn bench_server_reports_every_offered_protocol() {
     let out = Command::new(BIN)
-        .args(["bench", "server", "--reps", "1", "--size", "200KB", "--json"])
+        .args([
+            "bench", "server", "--reps", "1", "--size", "200KB", "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let protos: Vec<&str> = r["figures"].as_array().unwrap().iter().map(|f| f["protocol"].as_str().unwrap()).collect();
+    let protos: Vec<&str> = r["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["protocol"].as_str().unwrap())
+        .collect();
     assert_eq!(protos, ["http/1.1", "h2", "h3"]);
     for f in r["figures"].as_array().unwrap() {
         assert!(f["mb_per_s_median"].as_f64().unwrap() > 0.0, "{f}");
     }
     let out = Command::new(BIN)
-        .args(["bench", "server", "--reps", "1", "--size", "100KB", "--protocols", "h3", "--json"])
+        .args([
+            "bench",
+            "server",
+            "--reps",
+            "1",
+            "--size",
+            "100KB",
+            "--protocols",
+            "h3",
+            "--json",
+        ])
         .output()
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -19,7 +19,11 @@ fn curl_page50(flag: &str, parallel: bool, expect_protocol: &str) {
     std::fs::create_dir_all(&out_dir).unwrap();
     let urls = p.urls("page50");
     assert_eq!(urls.len(), 51);
-    let mut args: Vec<String> = vec![flag.into(), "-w".into(), "%{http_version} %{http_code}\\n".into()];
+    let mut args: Vec<String> = vec![
+        flag.into(),
+        "-w".into(),
+        "%{http_version} %{http_code}\\n".into(),
+    ];
     if parallel {
         args.extend(["--parallel".into(), "--parallel-max".into(), "16".into()]);
     }
@@ -31,13 +35,30 @@ fn curl_page50(flag: &str, parallel: bool, expect_protocol: &str) {
     let mark = server.request_log_mark();
     let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = curl(&server, &args_ref);
-    assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let versions = String::from_utf8_lossy(&out.stdout);
-    let want_version = if expect_protocol == "h2" { "2 200" } else { "1.1 200" };
-    assert_eq!(versions.lines().filter(|l| *l == want_version).count(), 51, "{versions}");
+    let want_version = if expect_protocol == "h2" {
+        "2 200"
+    } else {
+        "1.1 200"
+    };
+    assert_eq!(
+        versions.lines().filter(|l| *l == want_version).count(),
+        51,
+        "{versions}"
+    );
     for (i, u) in urls.iter().enumerate() {
         let got = std::fs::read(out_dir.join(format!("f{i}"))).unwrap();
-        assert!(got == p.bytes(u), "{u}: body differs ({} vs {} bytes)", got.len(), p.bytes(u).len());
+        assert!(
+            got == p.bytes(u),
+            "{u}: body differs ({} vs {} bytes)",
+            got.len(),
+            p.bytes(u).len()
+        );
     }
     let log = wait_requests(&server, mark, 51);
     check_log(&log, &p, &urls, expect_protocol);
@@ -59,9 +80,12 @@ fn curl_page50(flag: &str, parallel: bool, expect_protocol: &str) {
 
 fn check_log(log: &[RequestRecord], p: &Pages, urls: &[String], protocol: &str) {
     assert_eq!(log.len(), urls.len(), "one log line per request");
-    let by_path: BTreeMap<&str, &RequestRecord> = log.iter().map(|r| (r.path.as_str(), r)).collect();
+    let by_path: BTreeMap<&str, &RequestRecord> =
+        log.iter().map(|r| (r.path.as_str(), r)).collect();
     for u in urls {
-        let r = by_path.get(u.as_str()).unwrap_or_else(|| panic!("{u} not logged"));
+        let r = by_path
+            .get(u.as_str())
+            .unwrap_or_else(|| panic!("{u} not logged"));
         assert_eq!(r.protocol, protocol, "{u}");
         assert_eq!((r.method.as_str(), r.status), ("GET", 200), "{u}");
         assert_eq!(r.bytes_sent, p.bytes(u).len() as u64, "{u}");
@@ -91,11 +115,16 @@ fn h3_client_fetches_page50_byte_exact() {
     let mark = server.request_log_mark();
     let rt = runtime();
     rt.block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         for u in &urls {
             let f = c.get(u).await.unwrap();
             assert_eq!(f.status, 200, "{u}");
-            assert!(f.body.as_ref() == p.bytes(u).as_slice(), "{u}: body differs");
+            assert!(
+                f.body.as_ref() == p.bytes(u).as_slice(),
+                "{u}: body differs"
+            );
             assert_eq!(
                 f.headers["content-length"].to_str().unwrap(),
                 p.bytes(u).len().to_string()
@@ -108,13 +137,18 @@ fn h3_client_fetches_page50_byte_exact() {
     // h3 lines carry the QUIC stream ids: client bidi streams 0, 4, 8, …
     let mut ids: Vec<u64> = log.iter().map(|r| r.stream_id.unwrap()).collect();
     ids.sort();
-    assert_eq!(ids, (0..urls.len() as u64).map(|i| 4 * i).collect::<Vec<_>>());
+    assert_eq!(
+        ids,
+        (0..urls.len() as u64).map(|i| 4 * i).collect::<Vec<_>>()
+    );
     let seqs: Vec<u64> = log.iter().map(|r| r.seq_on_connection).collect();
     assert_eq!(seqs, (0..urls.len() as u64).collect::<Vec<_>>());
 }
 
 /// The server's certificate as the probe client pins it.
-fn server_cert(server: &pagebench::server::EmbeddedServer) -> rustls::pki_types::CertificateDer<'static> {
+fn server_cert(
+    server: &pagebench::server::EmbeddedServer,
+) -> rustls::pki_types::CertificateDer<'static> {
     server.certificate().cert_der().clone()
 }
 
@@ -133,19 +167,40 @@ fn headers_head_errors_and_content_types() {
         // GET with Accept-Encoding: still never compressed, exact length, no-store, Alt-Svc.
         let out = curl(
             &server,
-            &[flag, "-D", "-", "-o", "/dev/null", "-H", "Accept-Encoding: gzip, br", &url(&server, &css.path)],
+            &[
+                flag,
+                "-D",
+                "-",
+                "-o",
+                "/dev/null",
+                "-H",
+                "Accept-Encoding: gzip, br",
+                &url(&server, &css.path),
+            ],
         );
         let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
-        assert!(head.contains(&format!("content-length: {}", css.size)), "{head}");
-        assert!(head.contains("content-type: text/css; charset=utf-8"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", css.size)),
+            "{head}"
+        );
+        assert!(
+            head.contains("content-type: text/css; charset=utf-8"),
+            "{head}"
+        );
         assert!(head.contains("cache-control: no-store"), "{head}");
-        assert!(head.contains(&format!("alt-svc: h3=\":{}\"; ma=86400", server.port())), "{head}");
+        assert!(
+            head.contains(&format!("alt-svc: h3=\":{}\"; ma=86400", server.port())),
+            "{head}"
+        );
         assert!(!head.contains("content-encoding"), "{head}");
         // HEAD: the length of the body that is not sent.
         let out = curl(&server, &[flag, "-I", &url(&server, &css.path)]);
         let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
         assert!(head.contains(" 200"), "{head}");
-        assert!(head.contains(&format!("content-length: {}", css.size)), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", css.size)),
+            "{head}"
+        );
         // 404, 405 for other methods, 405 for GET /upload.
         for (method, path, code) in [
             ("GET", "/page10/nope.png", "404"),
@@ -154,13 +209,43 @@ fn headers_head_errors_and_content_types() {
             ("GET", "/upload", "405"),
         ] {
             let u = url(&server, path);
-            let out = curl(&server, &[flag, "-X", method, "-o", "/dev/null", "-w", "%{http_code}", &u]);
-            assert_eq!(String::from_utf8_lossy(&out.stdout), code, "{flag} {method} {path}");
+            let out = curl(
+                &server,
+                &[
+                    flag,
+                    "-X",
+                    method,
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    &u,
+                ],
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                code,
+                "{flag} {method} {path}"
+            );
         }
     }
     let mark = server.request_log_mark();
-    let out = curl(&server, &["--http2", "-X", "DELETE", "-D", "-", "-o", "/dev/null", &url(&server, "/page10/index.html")]);
-    assert!(String::from_utf8_lossy(&out.stdout).to_ascii_lowercase().contains("allow: get, head"));
+    let out = curl(
+        &server,
+        &[
+            "--http2",
+            "-X",
+            "DELETE",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            &url(&server, "/page10/index.html"),
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .to_ascii_lowercase()
+        .contains("allow: get, head"));
     let log = wait_requests(&server, mark, 1);
     assert_eq!((log[0].method.as_str(), log[0].status), ("DELETE", 405));
 }
@@ -171,7 +256,15 @@ fn wrong_pin_is_refused_by_curl() {
     // independently, and rejects another one.
     let p = pages(&["page10"]);
     let server = start(&p.root, ServerKnobs::default(), None);
-    let ok = curl(&server, &["--http2", "-o", "/dev/null", &url(&server, "/page10/index.html")]);
+    let ok = curl(
+        &server,
+        &[
+            "--http2",
+            "-o",
+            "/dev/null",
+            &url(&server, "/page10/index.html"),
+        ],
+    );
     assert!(ok.status.success());
     let other = pagebench::server::Certificate::generate().unwrap();
     let bad = std::process::Command::new("curl")
@@ -182,7 +275,11 @@ fn wrong_pin_is_refused_by_curl() {
         .arg(url(&server, "/page10/index.html"))
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(90), "curl exit 90 = pinned key mismatch");
+    assert_eq!(
+        bad.status.code(),
+        Some(90),
+        "curl exit 90 = pinned key mismatch"
+    );
 }
 
 #[test]
@@ -196,19 +293,38 @@ fn uploads_are_counted_on_every_protocol() {
     let data = format!("@{}", file.display());
     for (flag, proto) in [("--http1.1", "http/1.1"), ("--http2", "h2")] {
         let mark = server.request_log_mark();
-        let out = curl(&server, &[flag, "--data-binary", &data, "-H", "content-type: application/octet-stream", &url(&server, "/upload")]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = curl(
+            &server,
+            &[
+                flag,
+                "--data-binary",
+                &data,
+                "-H",
+                "content-type: application/octet-stream",
+                &url(&server, "/upload"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(j["bytes"], n as u64, "{flag}: {j}");
         assert!(j["duration_ms"].as_f64().unwrap() >= 0.0);
         let log = wait_requests(&server, mark, 1);
-        assert_eq!((log[0].protocol.as_str(), log[0].method.as_str()), (proto, "POST"));
+        assert_eq!(
+            (log[0].protocol.as_str(), log[0].method.as_str()),
+            (proto, "POST")
+        );
         assert_eq!(log[0].bytes_received, n as u64);
     }
     let cert = server_cert(&server);
     let mark = server.request_log_mark();
     runtime().block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         let f = c
             .request(http::Method::POST, "/upload", Bytes::from(body.clone()))
             .await
@@ -218,7 +334,10 @@ fn uploads_are_counted_on_every_protocol() {
         c.close().await;
     });
     let log = wait_requests(&server, mark, 1);
-    assert_eq!((log[0].protocol.as_str(), log[0].bytes_received), ("h3", n as u64));
+    assert_eq!(
+        (log[0].protocol.as_str(), log[0].bytes_received),
+        ("h3", n as u64)
+    );
 }
 
 #[test]
@@ -228,10 +347,25 @@ fn protocol_subsets_are_what_alpn_offers() {
     // h1 only: curl asking for h2 gets http/1.1; no UDP socket, so no Alt-Svc either.
     let server = start(
         &p.root,
-        ServerKnobs { protocols: Some(vec![Protocol::H1]), ..Default::default() },
+        ServerKnobs {
+            protocols: Some(vec![Protocol::H1]),
+            ..Default::default()
+        },
         None,
     );
-    let out = curl(&server, &["--http2", "-D", "-", "-o", "/dev/null", "-w", "%{http_version}", &url(&server, page)]);
+    let out = curl(
+        &server,
+        &[
+            "--http2",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version}",
+            &url(&server, page),
+        ],
+    );
     let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(text.ends_with("1.1") && !text.contains("alt-svc"), "{text}");
     assert_eq!(server.knobs_applied().tcp_alpn, vec!["http/1.1"]);
@@ -239,15 +373,39 @@ fn protocol_subsets_are_what_alpn_offers() {
     // h2 only: an HTTP/1.1-only client fails the TLS handshake (no common ALPN).
     let server = start(
         &p.root,
-        ServerKnobs { protocols: Some(vec![Protocol::H2]), ..Default::default() },
+        ServerKnobs {
+            protocols: Some(vec![Protocol::H2]),
+            ..Default::default()
+        },
         None,
     );
-    let out = curl(&server, &["--http1.1", "-o", "/dev/null", &url(&server, page)]);
-    assert!(!out.status.success(), "h1 must be refused when only h2 is offered");
-    let out = curl(&server, &["--http2", "-o", "/dev/null", "-w", "%{http_version}", &url(&server, page)]);
+    let out = curl(
+        &server,
+        &["--http1.1", "-o", "/dev/null", &url(&server, page)],
+    );
+    assert!(
+        !out.status.success(),
+        "h1 must be refused when only h2 is offered"
+    );
+    let out = curl(
+        &server,
+        &[
+            "--http2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version}",
+            &url(&server, page),
+        ],
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2");
     let stats = server.transport_stats();
-    assert!(stats.iter().any(|s| s.error.as_deref().is_some_and(|e| e.contains("TLS"))), "{stats:?}");
+    assert!(
+        stats
+            .iter()
+            .any(|s| s.error.as_deref().is_some_and(|e| e.contains("TLS"))),
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -255,16 +413,32 @@ fn h3_off_means_no_udp_socket_and_no_alt_svc() {
     let p = pages(&["page10"]);
     let server = start(
         &p.root,
-        ServerKnobs { protocols: Some(vec![Protocol::H1, Protocol::H2]), ..Default::default() },
+        ServerKnobs {
+            protocols: Some(vec![Protocol::H1, Protocol::H2]),
+            ..Default::default()
+        },
         None,
     );
-    let out = curl(&server, &["--http2", "-D", "-", "-o", "/dev/null", &url(&server, "/page10/index.html")]);
+    let out = curl(
+        &server,
+        &[
+            "--http2",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            &url(&server, "/page10/index.html"),
+        ],
+    );
     let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(head.contains(" 200") && !head.contains("alt-svc"), "{head}");
     assert!(server.knobs_applied().alt_svc.is_none());
     // Nothing listens on UDP: the port is free to bind…
     let probe = std::net::UdpSocket::bind(("127.0.0.1", server.port()));
-    assert!(probe.is_ok(), "the server must not hold the UDP port when h3 is off");
+    assert!(
+        probe.is_ok(),
+        "the server must not hold the UDP port when h3 is off"
+    );
     drop(probe);
     // …and a QUIC client gets no answer.
     let cert = server_cert(&server);
@@ -276,7 +450,10 @@ fn h3_off_means_no_udp_socket_and_no_alt_svc() {
         )
         .await
     });
-    assert!(!matches!(r, Ok(Ok(_))), "h3 must not connect when h3 is off");
+    assert!(
+        !matches!(r, Ok(Ok(_))),
+        "h3 must not connect when h3 is off"
+    );
 }
 
 #[test]
@@ -284,13 +461,18 @@ fn transport_stats_cover_tcp_and_quic_connections() {
     let p = pages(&["download"]);
     let server = start(&p.root, ServerKnobs::default(), None);
     let path = &p.manifest("download").files[0].path;
-    let out = curl(&server, &["--http2", "-o", "/dev/null", &url(&server, path)]);
+    let out = curl(
+        &server,
+        &["--http2", "-o", "/dev/null", &url(&server, path)],
+    );
     assert!(out.status.success());
     let cert = server_cert(&server);
     let rt = runtime();
     let conn_mark = server.connection_mark();
     let open_snapshot = rt.block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         let f = c.get(path).await.unwrap();
         assert_eq!(f.body.len(), 3_000_000);
         let snap = server.transport_stats_since(conn_mark);
@@ -301,7 +483,10 @@ fn transport_stats_cover_tcp_and_quic_connections() {
     assert_eq!(open_snapshot.len(), 1);
     let q = open_snapshot[0].quic.as_ref().unwrap();
     assert!(open_snapshot[0].closed_unix_ms.is_none());
-    assert!(q.udp_tx_bytes > 3_000_000 && q.sent_packets > 2000 && q.cwnd > 0 && q.rtt_us > 0, "{q:?}");
+    assert!(
+        q.udp_tx_bytes > 3_000_000 && q.sent_packets > 2000 && q.cwnd > 0 && q.rtt_us > 0,
+        "{q:?}"
+    );
     assert_eq!(q.congestion_controller, "cubic");
     // After closing: final numbers of both connections.
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -310,11 +495,20 @@ fn transport_stats_cover_tcp_and_quic_connections() {
     let tcp = &all[0];
     assert_eq!((tcp.protocol.as_deref(), tcp.requests), (Some("h2"), 1));
     let t = tcp.tcp.as_ref().unwrap();
-    assert!(t.bytes_acked.unwrap() >= 3_000_000 && t.snd_cwnd > 0 && t.rtt_us > 0, "{t:?}");
+    assert!(
+        t.bytes_acked.unwrap() >= 3_000_000 && t.snd_cwnd > 0 && t.rtt_us > 0,
+        "{t:?}"
+    );
     assert!(tcp.closed_unix_ms.is_some() && tcp.handshake_ms.is_some());
     let quic = &all[1];
     assert_eq!((quic.protocol.as_deref(), quic.requests), (Some("h3"), 1));
     assert!(quic.closed_unix_ms.is_some(), "{quic:?}");
-    assert!(quic.error.is_none(), "closed with H3_NO_ERROR is clean: {:?}", quic.error);
-    assert!(serde_json::to_string(&all).unwrap().contains("\"transport\":\"quic\""));
+    assert!(
+        quic.error.is_none(),
+        "closed with H3_NO_ERROR is clean: {:?}",
+        quic.error
+    );
+    assert!(serde_json::to_string(&all)
+        .unwrap()
+        .contains("\"transport\":\"quic\""));
 }

@@ -38,7 +38,10 @@ impl crypto::ClientConfig for CaptureParams {
         server_name: &str,
         params: &TransportParameters,
     ) -> Result<Box<dyn Session>, ConnectError> {
-        let inner = self.inner.clone().start_session(version, server_name, params)?;
+        let inner = self
+            .inner
+            .clone()
+            .start_session(version, server_name, params)?;
         Ok(Box::new(CaptureSession {
             inner,
             seen: self.seen.clone(),
@@ -138,7 +141,8 @@ fn quic_client(
     server: &EmbeddedServer,
     transport: Option<quinn::TransportConfig>,
 ) -> (quinn::ClientConfig, Arc<Mutex<Option<Vec<u8>>>>) {
-    let crypto = tls::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
+    let crypto =
+        tls::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
     let inner = Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap());
     let seen = Arc::new(Mutex::new(None));
     let mut cfg = quinn::ClientConfig::new(Arc::new(CaptureParams {
@@ -154,10 +158,16 @@ fn quic_client(
 fn peer_params(server: &EmbeddedServer) -> BTreeMap<u64, u64> {
     let (cfg, seen) = quic_client(server, None);
     runtime().block_on(async {
-        let c = ProbeConnection::connect_h3(server.addr(), cfg).await.unwrap();
+        let c = ProbeConnection::connect_h3(server.addr(), cfg)
+            .await
+            .unwrap();
         c.close().await;
     });
-    let wire = seen.lock().unwrap().clone().expect("transport parameters seen");
+    let wire = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("transport parameters seen");
     decode_params(&wire)
 }
 
@@ -190,7 +200,10 @@ fn third_request_blocks(max_streams: u64) -> bool {
     let p = pages(&["download"]);
     let server = start(
         &p.root,
-        ServerKnobs { h3_max_concurrent_streams: Some(max_streams), ..Default::default() },
+        ServerKnobs {
+            h3_max_concurrent_streams: Some(max_streams),
+            ..Default::default()
+        },
         None,
     );
     let big = p.manifest("download").files[0].path.clone();
@@ -201,10 +214,20 @@ fn third_request_blocks(max_streams: u64) -> bool {
     runtime().block_on(async move {
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
         endpoint.set_default_client_config(cfg);
-        let conn = endpoint.connect(server.addr(), "pagebench.test").unwrap().await.unwrap();
-        let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn.clone())).await.unwrap();
+        let conn = endpoint
+            .connect(server.addr(), "pagebench.test")
+            .unwrap()
+            .await
+            .unwrap();
+        let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+            .await
+            .unwrap();
         tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
-        let get = |path: &str| http::Request::get(format!("{authority}{path}")).body(()).unwrap();
+        let get = |path: &str| {
+            http::Request::get(format!("{authority}{path}"))
+                .body(())
+                .unwrap()
+        };
         let mut open = Vec::new();
         for _ in 0..2 {
             let mut s = send.send_request(get(&big)).await.unwrap();
@@ -212,7 +235,11 @@ fn third_request_blocks(max_streams: u64) -> bool {
             assert_eq!(s.recv_response().await.unwrap().status(), 200);
             open.push(s);
         }
-        let third = tokio::time::timeout(Duration::from_millis(800), send.send_request(get("/download/index.html"))).await;
+        let third = tokio::time::timeout(
+            Duration::from_millis(800),
+            send.send_request(get("/download/index.html")),
+        )
+        .await;
         let blocked = third.is_err();
         drop(third);
         // Reading one stream to its end frees a slot: the next request goes through.
@@ -224,10 +251,13 @@ fn third_request_blocks(max_streams: u64) -> bool {
         }
         assert_eq!(n, 3_000_000);
         drop(first);
-        let mut s = tokio::time::timeout(Duration::from_secs(10), send.send_request(get("/download/index.html")))
-            .await
-            .expect("a slot must free up")
-            .unwrap();
+        let mut s = tokio::time::timeout(
+            Duration::from_secs(10),
+            send.send_request(get("/download/index.html")),
+        )
+        .await
+        .expect("a slot must free up")
+        .unwrap();
         s.finish().await.unwrap();
         assert_eq!(s.recv_response().await.unwrap().status(), 200);
         conn.close(quinn::VarInt::from_u32(0x100), b"");
@@ -237,21 +267,36 @@ fn third_request_blocks(max_streams: u64) -> bool {
 
 #[test]
 fn h3_max_concurrent_streams_blocks_the_next_stream() {
-    assert!(third_request_blocks(2), "with 2 streams allowed, a third must wait");
-    assert!(!third_request_blocks(3), "with 3 allowed, the third opens at once");
+    assert!(
+        third_request_blocks(2),
+        "with 2 streams allowed, a third must wait"
+    );
+    assert!(
+        !third_request_blocks(3),
+        "with 3 allowed, the third opens at once"
+    );
 }
 
 // ---- QUIC congestion controllers ------------------------------------------------------------
 
 fn quic_download_with(cc: QuicCongestion, name: &str) {
     let p = pages(&["download"]);
-    let server = start(&p.root, ServerKnobs { quic_congestion: Some(cc), ..Default::default() }, None);
+    let server = start(
+        &p.root,
+        ServerKnobs {
+            quic_congestion: Some(cc),
+            ..Default::default()
+        },
+        None,
+    );
     assert_eq!(server.knobs_applied().knobs.quic_congestion, cc);
     let path = p.manifest("download").files[0].path.clone();
     let want = p.bytes(&path);
     let cert = server.certificate().cert_der().clone();
     let live = runtime().block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         let f = c.get(&path).await.unwrap();
         assert!(f.body.as_ref() == want.as_slice(), "{name}: body differs");
         let live = server.transport_stats();
@@ -259,7 +304,10 @@ fn quic_download_with(cc: QuicCongestion, name: &str) {
         live
     });
     let q = live[0].quic.as_ref().unwrap();
-    assert_eq!(q.congestion_controller, name, "the live connection's controller");
+    assert_eq!(
+        q.congestion_controller, name,
+        "the live connection's controller"
+    );
     assert!(q.udp_tx_bytes > 3_000_000);
 }
 
@@ -282,18 +330,29 @@ fn quic_bbr_transfer_completes() {
 
 fn tcp_download_with(cc: TcpCongestion) {
     let name = cc.kernel_name();
-    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    let avail =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
     if !avail.split_whitespace().any(|n| n == name) {
         eprintln!("skipped: {name} is not available in this kernel ({avail})");
         return;
     }
     let p = pages(&["download"]);
-    let server = start(&p.root, ServerKnobs { tcp_congestion: Some(cc), ..Default::default() }, None);
+    let server = start(
+        &p.root,
+        ServerKnobs {
+            tcp_congestion: Some(cc),
+            ..Default::default()
+        },
+        None,
+    );
     assert_eq!(server.knobs_applied().tcp_congestion.as_deref(), Some(name));
     let path = p.manifest("download").files[0].path.clone();
     let out_file = p.dir.path().join("out.bin");
     for flag in ["--http1.1", "--http2"] {
-        let out = curl(&server, &[flag, "-o", out_file.to_str().unwrap(), &url(&server, &path)]);
+        let out = curl(
+            &server,
+            &[flag, "-o", out_file.to_str().unwrap(), &url(&server, &path)],
+        );
         assert!(out.status.success());
         assert!(std::fs::read(&out_file).unwrap() == p.bytes(&path));
     }
@@ -302,7 +361,11 @@ fn tcp_download_with(cc: TcpCongestion) {
     assert_eq!(stats.len(), 2);
     for s in stats {
         let t = s.tcp.unwrap();
-        assert_eq!(t.congestion_control.as_deref(), Some(name), "TCP_CONGESTION of the accepted socket");
+        assert_eq!(
+            t.congestion_control.as_deref(),
+            Some(name),
+            "TCP_CONGESTION of the accepted socket"
+        );
         assert!(t.bytes_acked.unwrap() >= 3_000_000);
     }
 }
@@ -326,15 +389,27 @@ fn tcp_bbr_per_socket() {
 
 /// `rb`/`tb` of the UDP socket on `port`, as `ss` reports it (the kernel's own view).
 fn ss_buffers(port: u16) -> (u64, u64) {
-    let out = std::process::Command::new("ss").args(["-uamnH"]).output().unwrap();
+    let out = std::process::Command::new("ss")
+        .args(["-uamnH"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
         if l.contains(&format!("127.0.0.1:{port} ")) {
-            let mem = if l.contains("skmem:") { l.to_string() } else { lines.next().unwrap().to_string() };
+            let mem = if l.contains("skmem:") {
+                l.to_string()
+            } else {
+                lines.next().unwrap().to_string()
+            };
             let field = |key: &str| -> u64 {
                 let i = mem.find(key).unwrap() + key.len();
-                mem[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
+                mem[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect::<String>()
+                    .parse()
+                    .unwrap()
             };
             return (field(",rb"), field(",tb"));
         }
@@ -352,9 +427,16 @@ fn udp_buffers_are_applied_and_reported_as_the_kernel_sees_them() {
     };
     let server = start(&p.root, knobs, None);
     let a = server.knobs_applied();
-    let (rcv, snd) = (a.udp_recv_buffer.clone().unwrap(), a.udp_send_buffer.clone().unwrap());
+    let (rcv, snd) = (
+        a.udp_recv_buffer.clone().unwrap(),
+        a.udp_send_buffer.clone().unwrap(),
+    );
     let (rb, tb) = ss_buffers(server.port());
-    assert_eq!((rcv.applied, snd.applied), (rb, tb), "the report is the kernel's value");
+    assert_eq!(
+        (rcv.applied, snd.applied),
+        (rb, tb),
+        "the report is the kernel's value"
+    );
     if unsafe { libc::geteuid() } == 0 {
         // As root the FORCE options pass net.core.rmem_max; the kernel doubles the request.
         assert_eq!(rcv.method, "SO_RCVBUFFORCE");
@@ -373,31 +455,50 @@ fn udp_buffers_are_applied_and_reported_as_the_kernel_sees_them() {
 /// Sends 3 MB over h3 and returns (datagrams, send calls) of the server's connection.
 fn gso_counts(gso: bool) -> (u64, u64, Option<usize>) {
     let p = pages(&["download"]);
-    let server = start(&p.root, ServerKnobs { gso: Some(gso), ..Default::default() }, None);
+    let server = start(
+        &p.root,
+        ServerKnobs {
+            gso: Some(gso),
+            ..Default::default()
+        },
+        None,
+    );
     let path = p.manifest("download").files[0].path.clone();
     let cert = server.certificate().cert_der().clone();
     let stats = runtime().block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         assert_eq!(c.get(&path).await.unwrap().body.len(), 3_000_000);
         let s = server.transport_stats();
         c.close().await;
         s
     });
     let q = stats[0].quic.clone().unwrap();
-    (q.udp_tx_datagrams, q.udp_tx_ios, server.knobs_applied().gso_max_segments)
+    (
+        q.udp_tx_datagrams,
+        q.udp_tx_ios,
+        server.knobs_applied().gso_max_segments,
+    )
 }
 
 #[test]
 fn gso_switch_changes_how_quinn_sends() {
     let (dgrams_off, ios_off, _) = gso_counts(false);
-    assert_eq!(dgrams_off, ios_off, "without GSO every datagram is its own send call");
+    assert_eq!(
+        dgrams_off, ios_off,
+        "without GSO every datagram is its own send call"
+    );
     let (dgrams_on, ios_on, segs) = gso_counts(true);
     eprintln!("GSO off: {dgrams_off} datagrams in {ios_off} sends; on: {dgrams_on} in {ios_on}");
     if segs.unwrap_or(1) <= 1 {
         eprintln!("skipped the GSO-on half: the kernel offers no UDP GSO here");
         return;
     }
-    assert!(ios_on * 2 < dgrams_on, "with GSO, datagrams are batched: {ios_on} sends for {dgrams_on} datagrams");
+    assert!(
+        ios_on * 2 < dgrams_on,
+        "with GSO, datagrams are batched: {ios_on} sends for {dgrams_on} datagrams"
+    );
 }
 
 // ---- h2 SETTINGS on the wire ------------------------------------------------------------------
@@ -405,14 +506,20 @@ fn gso_switch_changes_how_quinn_sends() {
 /// Reads the server's first SETTINGS frame and connection-level WINDOW_UPDATE from a raw h2
 /// connection: (settings id → value, connection window increment).
 fn h2_settings(server: &EmbeddedServer) -> (BTreeMap<u16, u32>, u32) {
-    let crypto = tls::pinned_client_config(server.certificate().cert_der(), &[b"h2"], false).unwrap();
+    let crypto =
+        tls::pinned_client_config(server.certificate().cert_der(), &[b"h2"], false).unwrap();
     let addr = server.addr();
     runtime().block_on(async move {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("pagebench.test").unwrap();
-        let mut s = tokio_rustls::TlsConnector::from(Arc::new(crypto)).connect(name, tcp).await.unwrap();
+        let mut s = tokio_rustls::TlsConnector::from(Arc::new(crypto))
+            .connect(name, tcp)
+            .await
+            .unwrap();
         assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
         s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // empty SETTINGS
         s.flush().await.unwrap();
         let (mut settings, mut window) = (None, 0u32);
@@ -430,16 +537,27 @@ fn h2_settings(server: &EmbeddedServer) -> (BTreeMap<u16, u32>, u32) {
                         settings = Some(
                             payload
                                 .chunks(6)
-                                .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+                                .map(|c| {
+                                    (
+                                        u16::from_be_bytes([c[0], c[1]]),
+                                        u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                                    )
+                                })
                                 .collect::<BTreeMap<_, _>>(),
                         );
                     }
-                    8 if stream == 0 => window = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff,
+                    8 if stream == 0 => {
+                        window =
+                            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                                & 0x7fff_ffff
+                    }
                     _ => {}
                 }
             }
         };
-        tokio::time::timeout(Duration::from_secs(5), read).await.expect("SETTINGS and WINDOW_UPDATE arrive");
+        tokio::time::timeout(Duration::from_secs(5), read)
+            .await
+            .expect("SETTINGS and WINDOW_UPDATE arrive");
         (settings.unwrap(), window)
     })
 }
@@ -458,8 +576,14 @@ fn h2_settings_on_the_wire_match_the_knobs() {
     };
     let server = start(&p.root, knobs, None);
     let (settings, conn_increment) = h2_settings(&server);
-    assert_eq!(settings[&SETTINGS_MAX_CONCURRENT_STREAMS], 7, "{settings:?}");
-    assert_eq!(settings[&SETTINGS_INITIAL_WINDOW_SIZE], 100_000, "{settings:?}");
+    assert_eq!(
+        settings[&SETTINGS_MAX_CONCURRENT_STREAMS], 7,
+        "{settings:?}"
+    );
+    assert_eq!(
+        settings[&SETTINGS_INITIAL_WINDOW_SIZE], 100_000,
+        "{settings:?}"
+    );
     // The connection window starts at 65535; the server raises it to the knob at once.
     assert_eq!(65_535 + conn_increment, 3_000_000);
     let defaults = start(&p.root, ServerKnobs::default(), None);
@@ -470,7 +594,15 @@ fn h2_settings_on_the_wire_match_the_knobs() {
     // An upload larger than the stream window still completes (the server grants more).
     let up = p.dir.path().join("up.bin");
     std::fs::write(&up, vec![5u8; 1_000_000]).unwrap();
-    let out = curl(&server, &["--http2", "--data-binary", &format!("@{}", up.display()), &url(&server, "/upload")]);
+    let out = curl(
+        &server,
+        &[
+            "--http2",
+            "--data-binary",
+            &format!("@{}", up.display()),
+            &url(&server, "/upload"),
+        ],
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["bytes"], 1_000_000);
 }

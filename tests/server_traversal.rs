@@ -45,19 +45,36 @@ fn traversal_over_h1_and_h2_is_refused() {
         // Control: a normal file is served by the same command line.
         let out = curl(
             &server,
-            &[flag, "--path-as-is", "-w", "\n%{http_code}", &url(&server, "/page10/index.html")],
+            &[
+                flag,
+                "--path-as-is",
+                "-w",
+                "\n%{http_code}",
+                &url(&server, "/page10/index.html"),
+            ],
         );
         assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n200"));
         for attack in ATTACKS {
             // --request-target puts the target on the wire exactly as written.
             let out = curl(
                 &server,
-                &[flag, "--path-as-is", "--request-target", attack, "-w", "\n%{http_code}", &url(&server, "/")],
+                &[
+                    flag,
+                    "--path-as-is",
+                    "--request-target",
+                    attack,
+                    "-w",
+                    "\n%{http_code}",
+                    &url(&server, "/"),
+                ],
             );
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(!text.contains(SECRET), "{flag} {attack}: leaked the secret");
             let code = text.rsplit('\n').next().unwrap();
-            assert!(code == "400" || code == "404", "{flag} {attack}: status {code}");
+            assert!(
+                code == "400" || code == "404",
+                "{flag} {attack}: status {code}"
+            );
         }
     }
     let log = server.requests_since(0);
@@ -69,7 +86,9 @@ fn traversal_over_h3_is_refused() {
     let (_p, server) = setup();
     let cert = server.certificate().cert_der().clone();
     runtime().block_on(async {
-        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert).await.unwrap();
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
         assert_eq!(c.get("/page10/index.html").await.unwrap().status, 200);
         for attack in ATTACKS.iter().filter(|a| !a.contains('\\')) {
             let f = c.get(attack).await.unwrap();
@@ -77,7 +96,11 @@ fn traversal_over_h3_is_refused() {
                 !String::from_utf8_lossy(&f.body).contains(SECRET),
                 "h3 {attack}: leaked the secret"
             );
-            assert!(f.status == 400 || f.status == 404, "h3 {attack}: status {}", f.status);
+            assert!(
+                f.status == 400 || f.status == 404,
+                "h3 {attack}: status {}",
+                f.status
+            );
         }
         c.close().await;
     });
@@ -87,13 +110,28 @@ fn traversal_over_h3_is_refused() {
 fn absolute_paths_stay_below_the_root() {
     let (p, server) = setup();
     let abs = p.dir.path().join("secret.txt");
-    for target in [format!("/{}", abs.display()), "//etc/passwd".into(), "/etc/passwd".into()] {
+    for target in [
+        format!("/{}", abs.display()),
+        "//etc/passwd".into(),
+        "/etc/passwd".into(),
+    ] {
         let out = curl(
             &server,
-            &["--http1.1", "--path-as-is", "--request-target", &target, "-w", "\n%{http_code}", &url(&server, "/")],
+            &[
+                "--http1.1",
+                "--path-as-is",
+                "--request-target",
+                &target,
+                "-w",
+                "\n%{http_code}",
+                &url(&server, "/"),
+            ],
         );
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains(SECRET) && !text.contains("root:"), "{target}: leaked");
+        assert!(
+            !text.contains(SECRET) && !text.contains("root:"),
+            "{target}: leaked"
+        );
         assert!(text.ends_with("\n404"), "{target}: {text}");
     }
 }

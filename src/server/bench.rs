@@ -132,7 +132,12 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
                             + s.quic.as_ref().map_or(0, |q| q.lost_packets)
                     })
                     .sum();
-                samples.push((p, connect.as_secs_f64() * 1e3, took.as_secs_f64() * 1e3, lost));
+                samples.push((
+                    p,
+                    connect.as_secs_f64() * 1e3,
+                    took.as_secs_f64() * 1e3,
+                    lost,
+                ));
             }
         }
         Ok::<(), anyhow::Error>(())

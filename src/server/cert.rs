@@ -47,9 +47,9 @@ impl Certificate {
         let mut params =
             rcgen::CertificateParams::new(vec![HOST.to_string(), "localhost".to_string()])
                 .context("bad certificate names")?;
-        params
-            .subject_alt_names
-            .push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+        params.subject_alt_names.push(rcgen::SanType::IpAddress(
+            std::net::Ipv4Addr::LOCALHOST.into(),
+        ));
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, HOST);
@@ -63,8 +63,8 @@ impl Certificate {
     fn from_pem(cert_pem: String, key_pem: String, dir: Option<PathBuf>) -> Result<Certificate> {
         let cert_der =
             CertificateDer::from_pem_slice(cert_pem.as_bytes()).context("no certificate in PEM")?;
-        let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-            .context("no private key in PEM")?;
+        let key_der =
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("no private key in PEM")?;
         let key = rustls::crypto::ring::sign::any_supported_type(&key_der)
             .context("unsupported private key")?;
         CertifiedKey::new(vec![cert_der.clone()], key.clone())
@@ -88,10 +88,10 @@ impl Certificate {
     /// Loads `cert.pem` and `key.pem` from `dir`.
     pub fn load(dir: &Path) -> Result<Certificate> {
         let (cp, kp) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
-        let cert_pem =
-            std::fs::read_to_string(&cp).with_context(|| format!("cannot read {}", cp.display()))?;
-        let key_pem =
-            std::fs::read_to_string(&kp).with_context(|| format!("cannot read {}", kp.display()))?;
+        let cert_pem = std::fs::read_to_string(&cp)
+            .with_context(|| format!("cannot read {}", cp.display()))?;
+        let key_pem = std::fs::read_to_string(&kp)
+            .with_context(|| format!("cannot read {}", kp.display()))?;
         Self::from_pem(cert_pem, key_pem, Some(dir.to_path_buf())).with_context(|| {
             format!(
                 "{} / {} are not a usable certificate and key (delete them to get new ones)",
@@ -112,7 +112,10 @@ impl Certificate {
                     if cp.exists() && kp.exists() {
                         return Err(e);
                     }
-                    tracing::warn!("incomplete certificate cache in {}: regenerating", dir.display());
+                    tracing::warn!(
+                        "incomplete certificate cache in {}: regenerating",
+                        dir.display()
+                    );
                 }
             }
         }
@@ -172,7 +175,10 @@ impl Certificate {
 
     /// The key and certificate as rustls serves them.
     pub(crate) fn certified_key(&self) -> Arc<CertifiedKey> {
-        Arc::new(CertifiedKey::new(vec![self.cert_der.clone()], self.key.clone()))
+        Arc::new(CertifiedKey::new(
+            vec![self.cert_der.clone()],
+            self.key.clone(),
+        ))
     }
 }
 
@@ -187,7 +193,9 @@ mod tests {
         assert_eq!(c1.spki_sha256_base64().len(), 44);
         assert!(c1.cert_pem().contains("BEGIN CERTIFICATE"));
         let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions(),
+            &std::fs::metadata(dir.path().join(KEY_FILE))
+                .unwrap()
+                .permissions(),
         );
         assert_eq!(mode & 0o777, 0o600);
         // Cached: the same key comes back.

@@ -126,7 +126,10 @@ impl ProbeConnection {
     }
 
     /// h3 with a caller-made quinn client configuration (e.g. custom transport or crypto).
-    pub async fn connect_h3(addr: SocketAddr, config: quinn::ClientConfig) -> Result<ProbeConnection> {
+    pub async fn connect_h3(
+        addr: SocketAddr,
+        config: quinn::ClientConfig,
+    ) -> Result<ProbeConnection> {
         let t0 = Instant::now();
         let local: SocketAddr = if addr.is_ipv4() {
             "0.0.0.0:0".parse()?

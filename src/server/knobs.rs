@@ -32,7 +32,17 @@ const MAX_SOCKET_BUFFER: u64 = 1 << 30;
 
 /// A protocol the server can offer.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
@@ -527,7 +537,10 @@ mod tests {
         assert_eq!("4MiB".parse::<ByteSize>().unwrap().0, 4 << 20);
         assert_eq!("2k".parse::<ByteSize>().unwrap().0, 2000);
         for bad in ["", "abc", "1.5", "64XB", "-3", "1.0000001KB"] {
-            assert!(bad.parse::<ByteSize>().is_err(), "{bad:?} should be rejected");
+            assert!(
+                bad.parse::<ByteSize>().is_err(),
+                "{bad:?} should be rejected"
+            );
         }
     }
 
@@ -546,7 +559,10 @@ mod tests {
         assert_eq!(e.quic_congestion, QuicCongestion::Bbr);
         assert_eq!(e.tcp_congestion, Some(TcpCongestion::Reno));
         assert!(!e.gso);
-        assert_eq!(e.h3_max_concurrent_streams, DEFAULT_H3_MAX_CONCURRENT_STREAMS);
+        assert_eq!(
+            e.h3_max_concurrent_streams,
+            DEFAULT_H3_MAX_CONCURRENT_STREAMS
+        );
         assert!(!e.offers(Protocol::H1));
     }
 
@@ -573,9 +589,11 @@ mod tests {
 
     #[test]
     fn out_of_range_names_field_and_line() {
-        let err = ServerKnobs::from_toml_str("[server]\ngso = true\nh2_initial_connection_window = 100\n")
-            .unwrap_err()
-            .to_string();
+        let err = ServerKnobs::from_toml_str(
+            "[server]\ngso = true\nh2_initial_connection_window = 100\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("line 3") && err.contains("server.h2_initial_connection_window"),
             "{err}"
@@ -588,7 +606,9 @@ mod tests {
 
     #[test]
     fn missing_server_table_is_an_error() {
-        let err = ServerKnobs::from_toml_str("gso = true\n").unwrap_err().to_string();
+        let err = ServerKnobs::from_toml_str("gso = true\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("[server]"), "{err}");
     }
 

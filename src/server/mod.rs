@@ -31,9 +31,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use cert::Certificate;
-pub use knobs::{
-    ByteSize, EffectiveKnobs, Protocol, QuicCongestion, ServerKnobs, TcpCongestion,
-};
+pub use knobs::{ByteSize, EffectiveKnobs, Protocol, QuicCongestion, ServerKnobs, TcpCongestion};
 pub use log::RequestRecord;
 pub use sockets::SocketBuffer;
 pub use stats::{ConnectionStats, QuicInfo, TcpInfo, Transport};
@@ -177,7 +175,10 @@ impl EmbeddedServer {
                 {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(anyhow::Error::new(e).context("cannot start the server runtime")));
+                        let _ =
+                            ready_tx
+                                .send(Err(anyhow::Error::new(e)
+                                    .context("cannot start the server runtime")));
                         return;
                     }
                 };

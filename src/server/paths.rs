@@ -104,12 +104,27 @@ mod tests {
     #[test]
     fn serves_files_and_directory_indexes() {
         let (_b, root) = tree();
-        assert_eq!(resolve(&root, "/a/b.css"), Resolved::File(root.join("a/b.css")));
-        assert_eq!(resolve(&root, "/a/b.css?x=1"), Resolved::File(root.join("a/b.css")));
-        assert_eq!(resolve(&root, "/a//b.css"), Resolved::File(root.join("a/b.css")));
-        assert_eq!(resolve(&root, "/%61/b.css"), Resolved::File(root.join("a/b.css")));
+        assert_eq!(
+            resolve(&root, "/a/b.css"),
+            Resolved::File(root.join("a/b.css"))
+        );
+        assert_eq!(
+            resolve(&root, "/a/b.css?x=1"),
+            Resolved::File(root.join("a/b.css"))
+        );
+        assert_eq!(
+            resolve(&root, "/a//b.css"),
+            Resolved::File(root.join("a/b.css"))
+        );
+        assert_eq!(
+            resolve(&root, "/%61/b.css"),
+            Resolved::File(root.join("a/b.css"))
+        );
         assert_eq!(resolve(&root, "/"), Resolved::File(root.join("index.html")));
-        assert_eq!(resolve(&root, "/link-in"), Resolved::File(root.join("a/b.css")));
+        assert_eq!(
+            resolve(&root, "/link-in"),
+            Resolved::File(root.join("a/b.css"))
+        );
         assert_eq!(resolve(&root, "/a"), Resolved::NotFound);
         assert_eq!(resolve(&root, "/nope.js"), Resolved::NotFound);
     }
@@ -150,7 +165,9 @@ mod tests {
 
     #[test]
     fn missing_root_is_a_clear_error() {
-        let err = canonical_root(Path::new("/nonexistent/pages")).unwrap_err().to_string();
+        let err = canonical_root(Path::new("/nonexistent/pages"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pagebench pages"), "{err}");
     }
 }

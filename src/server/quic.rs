@@ -10,6 +10,12 @@
 //! With several active streams the streams share the sum: the total is what per-stream buffers
 //! would allow, but one stream may borrow an idle neighbour's share (quinn cannot account
 //! acknowledgements per stream). Unset, quinn's own 10 MB connection-wide window applies.
+//!
+//! quinn counts a written chunk against the window until *all* of it is acknowledged (its
+//! `send_window` bounds retained bytes). Written in one piece, a window's worth would free up
+//! only once its last byte is acknowledged — about two round trips per window with pacing. So
+//! with a send buffer set, bodies are written in chunks of 1/16 of it: the retained bytes then
+//! track the unacknowledged ones to within 1/16 of the buffer.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -37,14 +43,20 @@ pub(crate) fn transport_config(k: &EffectiveKnobs) -> Result<TransportConfig> {
         VarInt::from_u64(v).with_context(|| format!("{what} = {v} is too large for QUIC"))
     };
     let mut t = TransportConfig::default();
-    t.max_concurrent_bidi_streams(varint(k.h3_max_concurrent_streams, "h3_max_concurrent_streams")?)
-        .stream_receive_window(varint(k.h3_stream_receive_window, "h3_stream_receive_window")?)
-        .receive_window(varint(
-            k.h3_connection_receive_window,
-            "h3_connection_receive_window",
-        )?)
-        .send_window(initial_send_window(k))
-        .enable_segmentation_offload(k.gso);
+    t.max_concurrent_bidi_streams(varint(
+        k.h3_max_concurrent_streams,
+        "h3_max_concurrent_streams",
+    )?)
+    .stream_receive_window(varint(
+        k.h3_stream_receive_window,
+        "h3_stream_receive_window",
+    )?)
+    .receive_window(varint(
+        k.h3_connection_receive_window,
+        "h3_connection_receive_window",
+    )?)
+    .send_window(initial_send_window(k))
+    .enable_segmentation_offload(k.gso);
     match k.quic_congestion {
         QuicCongestion::Cubic => {
             t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()))
@@ -74,6 +86,14 @@ pub(crate) fn send_window_rule(k: &EffectiveKnobs) -> String {
         None => format!(
             "quinn default: send_window = {DEFAULT_QUIC_SEND_WINDOW} B per connection, shared by its streams"
         ),
+    }
+}
+
+/// Bytes per write to quinn: 1/16 of the send buffer when one is set (see the module docs).
+pub(crate) fn write_chunk(k: &EffectiveKnobs) -> usize {
+    match k.h3_send_buffer {
+        Some(b) => ((b / 16) as usize).clamp(1200, CHUNK),
+        None => CHUNK,
     }
 }
 
@@ -134,7 +154,11 @@ pub(crate) async fn accept_loop(
     let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
 }
 
-async fn serve_connection(incoming: quinn::Incoming, ctx: Arc<Ctx>, shutdown: watch::Receiver<bool>) {
+async fn serve_connection(
+    incoming: quinn::Incoming,
+    ctx: Arc<Ctx>,
+    shutdown: watch::Receiver<bool>,
+) {
     let peer = incoming.remote_address();
     let t0 = Instant::now();
     let conn = match incoming.await {
@@ -249,7 +273,8 @@ async fn handle_request(
         }
     };
     pending.rec.status = reply.status.as_u16();
-    match send(&mut stream, &ctx.site, &reply, &mut pending).await {
+    let chunk = write_chunk(&ctx.knobs);
+    match send(&mut stream, &ctx.site, &reply, chunk, &mut pending).await {
         Ok(()) => pending.set_complete(),
         Err(e) => pending.rec.error = Some(e.to_string()),
     }
@@ -259,6 +284,7 @@ async fn send(
     stream: &mut H3Stream,
     site: &Site,
     reply: &Reply,
+    chunk: usize,
     pending: &mut PendingRecord,
 ) -> Result<(), h3::error::StreamError> {
     stream.send_response(site.head(reply)).await?;
@@ -266,7 +292,7 @@ async fn send(
         let body = &reply.body;
         let mut pos = 0;
         while pos < body.len() {
-            let end = (pos + CHUNK).min(body.len());
+            let end = (pos + chunk).min(body.len());
             stream.send_data(body.slice(pos..end)).await?;
             pending.rec.bytes_sent += (end - pos) as u64;
             pos = end;

@@ -148,14 +148,23 @@ fn in_use_error(e: io::Error, ip: IpAddr, port: u16, proto: &str) -> anyhow::Err
 }
 
 fn bind_tcp(addr: SocketAddr, knobs: &EffectiveKnobs) -> io::Result<BoundTcp> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(SockProto::TCP))?;
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(SockProto::TCP),
+    )?;
     // Lets a restarted server bind while old connections sit in TIME_WAIT; it does NOT let two
     // listeners share the port (that would need SO_REUSEPORT, which is never set).
     s.set_reuse_address(true)?;
     if let Some(cc) = knobs.tcp_congestion {
         // Accepted sockets inherit the listener's congestion control.
         s.set_tcp_congestion(cc.kernel_name().as_bytes())
-            .map_err(|e| io::Error::new(e.kind(), format!("TCP_CONGESTION {}: {e}", cc.kernel_name())))?;
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("TCP_CONGESTION {}: {e}", cc.kernel_name()),
+                )
+            })?;
     }
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;

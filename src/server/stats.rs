@@ -309,11 +309,7 @@ impl Registry {
             .filter(|s| s.connection_id >= mark)
             .cloned()
             .collect();
-        out.extend(
-            self.open_map()
-                .range(mark..)
-                .map(|(_, o)| o.snapshot()),
-        );
+        out.extend(self.open_map().range(mark..).map(|(_, o)| o.snapshot()));
         out.sort_by_key(|s| s.connection_id);
         out
     }
@@ -331,7 +327,12 @@ pub(crate) struct ConnGuard {
 }
 
 impl ConnGuard {
-    pub fn new(registry: Arc<Registry>, transport: Transport, client: SocketAddr, probe: Probe) -> ConnGuard {
+    pub fn new(
+        registry: Arc<Registry>,
+        transport: Transport,
+        client: SocketAddr,
+        probe: Probe,
+    ) -> ConnGuard {
         let id = registry.open(transport, client, probe);
         ConnGuard {
             registry,

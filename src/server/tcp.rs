@@ -104,13 +104,14 @@ async fn serve_tls(
         }
     };
     let id = guard.id;
-    guard
-        .registry()
-        .established(id, protocol.wire_name(), t0.elapsed().as_secs_f64() * 1000.0);
+    guard.registry().established(
+        id,
+        protocol.wire_name(),
+        t0.elapsed().as_secs_f64() * 1000.0,
+    );
     let svc_ctx = ctx.clone();
-    let svc = hyper::service::service_fn(move |req| {
-        handle(req, svc_ctx.clone(), id, peer, protocol)
-    });
+    let svc =
+        hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer, protocol));
     let io = TokioIo::new(tls);
     // Drives a hyper connection; on shutdown it finishes in-flight requests, then closes.
     macro_rules! drive {
@@ -195,7 +196,10 @@ async fn handle(
     };
     pending.rec.status = reply.status.as_u16();
     let (parts, ()) = ctx.site.head(&reply).into_parts();
-    Ok(Response::from_parts(parts, ResponseBody::new(reply, pending)))
+    Ok(Response::from_parts(
+        parts,
+        ResponseBody::new(reply, pending),
+    ))
 }
 
 /// A response body that counts what hyper takes from it and logs the request when done.

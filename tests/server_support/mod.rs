@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use pagebench::server::{
-    Certificate, EmbeddedServer, RequestRecord, ServerConfig, ServerKnobs,
-};
+use pagebench::server::{Certificate, EmbeddedServer, RequestRecord, ServerConfig, ServerKnobs};
 use pagebench::workload::{self, Manifest};
 
 pub struct Pages {
