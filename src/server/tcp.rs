@@ -144,9 +144,22 @@ async fn serve_tls(
         }
     };
     result.map_err(|e| {
-        tracing::debug!("connection {id} from {peer}: {e}");
-        e.to_string()
+        let msg = error_chain(&e);
+        tracing::debug!("connection {id} from {peer}: {msg}");
+        msg
     })
+}
+
+/// "error: cause: cause…" — hyper's own message alone is often just "connection error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }
 
 async fn handle(
