@@ -283,6 +283,42 @@ fn wrong_pin_is_refused_by_curl() {
 }
 
 #[test]
+fn failed_quic_handshakes_are_in_the_transport_stats() {
+    // E.g. a browser whose SPKI pin does not match: over QUIC it just fails; the server says so.
+    let p = pages(&["page10"]);
+    let server = start(&p.root, ServerKnobs::default(), None);
+    let other = pagebench::server::Certificate::generate().unwrap();
+    let r = runtime().block_on(ProbeConnection::connect(
+        server.addr(),
+        Protocol::H3,
+        other.cert_der(),
+    ));
+    assert!(
+        r.is_err(),
+        "a client pinned to another certificate must fail"
+    );
+    let stats = wait_stats(&server, 1);
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    let e = stats[0].error.as_deref().unwrap_or("");
+    assert!(e.contains("QUIC handshake failed"), "{e}");
+    assert!(stats[0].protocol.is_none() && stats[0].closed_unix_ms.is_some());
+}
+
+fn wait_stats(
+    server: &pagebench::server::EmbeddedServer,
+    n: usize,
+) -> Vec<pagebench::server::ConnectionStats> {
+    for _ in 0..200 {
+        let s = server.transport_stats();
+        if s.len() >= n {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    server.transport_stats()
+}
+
+#[test]
 fn uploads_are_counted_on_every_protocol() {
     let p = pages(&["page10"]);
     let server = start(&p.root, ServerKnobs::default(), None);

@@ -83,7 +83,8 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
         None => ServerKnobs::default(),
     };
     knobs = knobs.overlay(&args.knobs);
-    let dir = tempfile_dir()?;
+    let tmp = TempDir::new()?;
+    let dir = tmp.0.clone();
     let body = {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let mut b = vec![0u8; args.size.0 as usize];
@@ -144,7 +145,6 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
     });
     let applied = server.knobs_applied().to_json();
     server.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
     result?;
     let figures = protocols
         .iter()
@@ -198,11 +198,24 @@ async fn transfer(
     Ok((connect, f.elapsed))
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("pagebench-bench-server-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
+/// The benchmark's body lives in a per-process temp dir, removed on every exit path.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let dir =
+            std::env::temp_dir().join(format!("pagebench-bench-server-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The human table.

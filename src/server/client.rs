@@ -136,14 +136,6 @@ impl ProbeConnection {
         } else {
             "[::]:0".parse()?
         };
-        let local = SocketAddr::new(
-            if addr.ip().is_loopback() {
-                addr.ip()
-            } else {
-                local.ip()
-            },
-            0,
-        );
         // A roomy receive buffer: a bulk transfer over loopback otherwise overflows the
         // kernel's default (~208 KiB) and the client, not the server, drops packets.
         let (socket, _) = super::sockets::udp_socket(local, Some(CLIENT_UDP_BUFFER), None)

@@ -164,7 +164,11 @@ async fn serve_connection(
     let conn = match incoming.await {
         Ok(c) => c,
         Err(e) => {
+            // Kept in the statistics: a browser refusing the certificate over QUIC shows here.
             tracing::debug!("QUIC handshake from {peer} failed: {e}");
+            let mut guard =
+                ConnGuard::new(ctx.registry.clone(), Transport::Quic, peer, Probe::None);
+            guard.error = Some(format!("QUIC handshake failed: {e}"));
             return;
         }
     };

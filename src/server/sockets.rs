@@ -68,12 +68,12 @@ pub(crate) fn bind(ip: IpAddr, port: u16, knobs: &EffectiveKnobs) -> Result<Boun
         bind_any_port(ip, knobs, want_tcp, want_udp)?
     };
     let port = match (&tcp, &udp) {
-        (Some((t, _)), _) => t.local_addr()?.port(),
+        (Some(t), _) => t.local_addr()?.port(),
         (None, Some((u, _))) => u.local_addr()?.port(),
         (None, None) => bail!("no protocol offered"),
     };
     let tcp_congestion = match &tcp {
-        Some((t, _)) => Some(
+        Some(t) => Some(
             super::stats::tcp_congestion(std::os::fd::AsFd::as_fd(t))
                 .context("cannot read the listener's TCP_CONGESTION")?,
         ),
@@ -94,7 +94,7 @@ pub(crate) fn bind(ip: IpAddr, port: u16, knobs: &EffectiveKnobs) -> Result<Boun
     };
     Ok(Bound {
         port,
-        tcp: tcp.map(|(t, _)| t),
+        tcp,
         udp: udp_sock,
         udp_recv_buffer,
         udp_send_buffer,
@@ -104,14 +104,13 @@ pub(crate) fn bind(ip: IpAddr, port: u16, knobs: &EffectiveKnobs) -> Result<Boun
 }
 
 type BoundUdp = (std::net::UdpSocket, (SocketBuffer, SocketBuffer));
-type BoundTcp = (std::net::TcpListener, ());
 
 fn bind_any_port(
     ip: IpAddr,
     knobs: &EffectiveKnobs,
     want_tcp: bool,
     want_udp: bool,
-) -> Result<(Option<BoundTcp>, Option<BoundUdp>)> {
+) -> Result<(Option<std::net::TcpListener>, Option<BoundUdp>)> {
     if !want_tcp {
         let udp = bind_udp(SocketAddr::new(ip, 0), knobs)
             .with_context(|| format!("cannot bind a UDP socket on {ip}"))?;
@@ -123,7 +122,7 @@ fn bind_any_port(
         if !want_udp {
             return Ok((Some(tcp), None));
         }
-        let port = tcp.0.local_addr()?.port();
+        let port = tcp.local_addr()?.port();
         match bind_udp(SocketAddr::new(ip, port), knobs) {
             Ok(udp) => return Ok((Some(tcp), Some(udp))),
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
@@ -147,7 +146,7 @@ fn in_use_error(e: io::Error, ip: IpAddr, port: u16, proto: &str) -> anyhow::Err
     }
 }
 
-fn bind_tcp(addr: SocketAddr, knobs: &EffectiveKnobs) -> io::Result<BoundTcp> {
+fn bind_tcp(addr: SocketAddr, knobs: &EffectiveKnobs) -> io::Result<std::net::TcpListener> {
     let s = Socket::new(
         Domain::for_address(addr),
         Type::STREAM,
@@ -169,7 +168,7 @@ fn bind_tcp(addr: SocketAddr, knobs: &EffectiveKnobs) -> io::Result<BoundTcp> {
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
     s.listen(1024)?;
-    Ok((s.into(), ()))
+    Ok(s.into())
 }
 
 fn bind_udp(addr: SocketAddr, knobs: &EffectiveKnobs) -> io::Result<BoundUdp> {

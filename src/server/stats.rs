@@ -197,6 +197,8 @@ pub(crate) enum Probe {
     /// A duplicate of the socket's fd, so reading never races with the fd being closed.
     Tcp(Arc<OwnedFd>),
     Quic(quinn::Connection),
+    /// Nothing left to read (e.g. a QUIC handshake that failed).
+    None,
 }
 
 struct Open {
@@ -213,6 +215,7 @@ impl Open {
                 s.tcp = tcp_info(fd.as_fd()).ok();
             }
             Probe::Quic(c) => s.quic = Some(quic_info(c)),
+            Probe::None => {}
         }
         s
     }
