@@ -525,8 +525,14 @@ fn transport_stats_cover_tcp_and_quic_connections() {
     );
     assert_eq!(q.congestion_controller, "cubic");
     // After closing: final numbers of both connections.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let all = server.transport_stats();
+    let mut all = server.transport_stats();
+    for _ in 0..500 {
+        if all.iter().all(|s| s.closed_unix_ms.is_some()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        all = server.transport_stats();
+    }
     assert_eq!(all.len(), 2, "{all:?}");
     let tcp = &all[0];
     assert_eq!((tcp.protocol.as_deref(), tcp.requests), (Some("h2"), 1));
