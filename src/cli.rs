@@ -1,12 +1,16 @@
 //! The command line: one subcommand per job, each a thin shell over the library.
 
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{profile, report, workload, NotBuilt};
+use crate::server::{self, Certificate, EmbeddedServer, ServerConfig, ServerKnobs};
+use crate::{profile, report, signals, workload, NotBuilt};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -33,13 +37,13 @@ pub enum Command {
     /// One or more page loads of one protocol, workload and profile.
     Run,
     /// Serve the workloads over h1/h2 (TCP) and h3 (QUIC) on one port.
-    Serve,
+    Serve(ServeArgs),
     /// Build the emulated link, run a server command and a client command through it.
     Shell,
     /// Remove namespaces and TUN devices left behind by dead pagebench processes.
     Cleanup,
     /// Benchmarks (emulator precision and rate, server throughput).
-    Bench,
+    Bench(BenchArgs),
     /// Turn a results directory into tables, charts and an HTML page.
     Report(ReportArgs),
     /// Explain slow transfers in a results directory (windows, buffers, losses).
@@ -72,6 +76,45 @@ pub struct ProfilesArgs {
     /// Directory of the shipped profiles.
     #[arg(long, default_value = "profiles")]
     pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The workload tree to serve (`pagebench pages` generates it).
+    #[arg(long, default_value = "pages")]
+    pub root: PathBuf,
+    /// Port for TCP (h1, h2) and UDP (h3) alike; 0 picks one free on both.
+    #[arg(long, default_value_t = 8443)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Server knobs from the `[server]` table of a TOML file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// JSON-lines request log (appended).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Where cert.pem and key.pem are cached (reused while valid, so the SPKI stays stable).
+    #[arg(long, default_value = "results/cert", value_name = "DIR")]
+    pub cert_dir: PathBuf,
+    /// Generate a new certificate for this run (written to --cert-dir, replacing the old one).
+    #[arg(long)]
+    pub fresh_cert: bool,
+    #[command(flatten)]
+    pub knobs: ServerKnobs,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub target: BenchTarget,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchTarget {
+    /// Loopback throughput of the embedded server per protocol (default: a 3 MB body).
+    Server(server::bench::BenchServerArgs),
 }
 
 /// Entry point of the binary: runs the command, prints one clear error, picks the exit code.
@@ -107,10 +150,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Profiles(a) => profiles(a),
         Command::Matrix => Err(NotBuilt("matrix").into()),
         Command::Run => Err(NotBuilt("run").into()),
-        Command::Serve => Err(NotBuilt("serve").into()),
+        Command::Serve(a) => serve(a),
         Command::Shell => Err(NotBuilt("shell").into()),
         Command::Cleanup => Err(NotBuilt("cleanup").into()),
-        Command::Bench => Err(NotBuilt("bench").into()),
+        Command::Bench(a) => bench(a),
         Command::Report(a) => report(a),
         Command::Diagnose => Err(NotBuilt("diagnose").into()),
     }
@@ -153,4 +196,98 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         println!("warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn serve(a: ServeArgs) -> Result<ExitCode> {
+    signals::install();
+    let mut knobs = match &a.config {
+        Some(p) => ServerKnobs::load_toml(p)?,
+        None => ServerKnobs::default(),
+    };
+    knobs = knobs.overlay(&a.knobs);
+    let cert = if a.fresh_cert {
+        let mut c = Certificate::generate()?;
+        c.write_pem(&a.cert_dir)?;
+        c
+    } else {
+        Certificate::load_or_create(&a.cert_dir)?
+    };
+    let mut srv = EmbeddedServer::start(ServerConfig {
+        root: a.root.clone(),
+        bind: SocketAddr::new(a.bind, a.port),
+        knobs,
+        cert: cert.clone(),
+        log_path: a.log.clone(),
+    })?;
+    let applied = srv.knobs_applied().clone();
+    let port = srv.port();
+    let offered: Vec<&str> = applied
+        .knobs
+        .protocols
+        .iter()
+        .map(|p| p.short_name())
+        .collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "pagebench serve: {} on {} (protocols {})",
+        a.root.display(),
+        srv.addr(),
+        offered.join(",")
+    )?;
+    writeln!(out, "port: {port}")?;
+    writeln!(out, "spki: {}", srv.spki())?;
+    if let (Some(c), Some(k)) = (cert.cert_path(), cert.key_path()) {
+        writeln!(out, "cert: {}  key: {}", c.display(), k.display())?;
+    }
+    writeln!(
+        out,
+        "chromium: --ignore-certificate-errors-spki-list={} --host-resolver-rules=\"MAP {} {}, MAP * ~NOTFOUND\" https://{}:{port}/page10/",
+        srv.spki(),
+        server::cert::HOST,
+        srv.addr().ip(),
+        server::cert::HOST
+    )?;
+    writeln!(
+        out,
+        "knobs applied: {}",
+        serde_json::to_string_pretty(&applied)?
+    )?;
+    let ready = serde_json::json!({
+        "port": port,
+        "spki": srv.spki(),
+        "cert": cert.cert_path(),
+        "key": cert.key_path(),
+        "applied": applied,
+    });
+    writeln!(out, "ready {ready}")?;
+    out.flush()?;
+    drop(out);
+    while !signals::interrupted() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    srv.shutdown();
+    let requests = srv.requests_since(0).len();
+    let connections = srv.transport_stats().len();
+    println!("pagebench serve: stopped after {requests} requests on {connections} connections");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(a: BenchArgs) -> Result<ExitCode> {
+    signals::install();
+    match a.target {
+        BenchTarget::Server(args) => {
+            let report = server::bench::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "loopback, {} bytes per transfer, a fresh connection each, protocols interleaved:",
+                    report.size_bytes
+                );
+                print!("{}", server::bench::table(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod profile;
 pub mod record;
 pub mod reference;
 pub mod report;
+pub mod server;
 pub mod signals;
 pub mod snmp;
 pub mod stats;

@@ -1,0 +1,284 @@
+//! HTTP/1.1 and HTTP/2 over TLS over TCP: accept, TLS handshake, pick the protocol by ALPN,
+//! serve with hyper, and count what goes out.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use super::knobs::Protocol;
+use super::log::PendingRecord;
+use super::site::{upload_reply, Plan, Reply, CHUNK};
+use super::stats::{ConnGuard, Probe, Transport};
+use super::Ctx;
+
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts until shutdown, then lets open connections finish (at most `grace`).
+pub(crate) async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    acceptor: TlsAcceptor,
+    ctx: Arc<Ctx>,
+    mut shutdown: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    conns.spawn(serve_connection(stream, peer, acceptor.clone(), ctx.clone(), shutdown.clone()));
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = super::stop_requested(&mut shutdown) => break,
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+    conns.shutdown().await;
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    ctx: Arc<Ctx>,
+    shutdown: watch::Receiver<bool>,
+) {
+    super::sockets::tune_accepted(&stream);
+    let probe = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => Probe::Tcp(Arc::new(fd)),
+        Err(e) => {
+            tracing::warn!("cannot duplicate a socket for TCP_INFO: {e}");
+            return;
+        }
+    };
+    let mut guard = ConnGuard::new(ctx.registry.clone(), Transport::Tcp, peer, probe);
+    guard.error = serve_tls(stream, peer, acceptor, &ctx, &guard, shutdown)
+        .await
+        .err();
+}
+
+async fn serve_tls(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    ctx: &Arc<Ctx>,
+    guard: &ConnGuard,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => return Err(format!("TLS handshake failed: {e}")),
+        Err(_) => return Err("TLS handshake timed out".into()),
+    };
+    let protocol = match tls.get_ref().1.alpn_protocol() {
+        Some(super::tls::ALPN_H2) => Protocol::H2,
+        Some(super::tls::ALPN_H1) => Protocol::H1,
+        None if ctx.knobs.offers(Protocol::H1) => Protocol::H1,
+        None => return Err("the client offered no ALPN and HTTP/1.1 is not offered".into()),
+        Some(other) => {
+            return Err(format!(
+                "unexpected ALPN {:?}",
+                String::from_utf8_lossy(other)
+            ))
+        }
+    };
+    let id = guard.id;
+    guard.registry().established(
+        id,
+        protocol.wire_name(),
+        t0.elapsed().as_secs_f64() * 1000.0,
+    );
+    let svc_ctx = ctx.clone();
+    let svc =
+        hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer, protocol));
+    let io = TokioIo::new(tls);
+    // Drives a hyper connection; on shutdown it finishes in-flight requests, then closes.
+    macro_rules! drive {
+        ($conn:expr) => {{
+            let conn = $conn;
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = super::stop_requested(&mut shutdown) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            }
+        }};
+    }
+    let result = match protocol {
+        Protocol::H2 => {
+            let k = &ctx.knobs;
+            let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            b.timer(TokioTimer::new())
+                .max_concurrent_streams(k.h2_max_concurrent_streams)
+                .initial_stream_window_size(k.h2_initial_stream_window as u32)
+                .initial_connection_window_size(k.h2_initial_connection_window as u32);
+            drive!(b.serve_connection(io, svc))
+        }
+        _ => {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new()).keep_alive(true);
+            drive!(b.serve_connection(io, svc))
+        }
+    };
+    result.map_err(|e| {
+        let msg = error_chain(&e);
+        tracing::debug!("connection {id} from {peer}: {msg}");
+        msg
+    })
+}
+
+/// "error: cause: cause…" — hyper's own message alone is often just "connection error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    ctx: Arc<Ctx>,
+    conn_id: u64,
+    peer: SocketAddr,
+    protocol: Protocol,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let seq = ctx.registry.next_request(conn_id);
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| req.uri().to_string());
+    let mut pending = PendingRecord::new(
+        ctx.log.clone(),
+        peer,
+        protocol.wire_name(),
+        req.method().as_str(),
+        &target,
+        conn_id,
+        seq,
+        None,
+    );
+    let reply = match ctx.site.plan(req.method(), &target).await {
+        Plan::Respond(r) => r,
+        Plan::Upload => {
+            let mut body = req.into_body();
+            let mut n = 0u64;
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Some(d) = f.data_ref() {
+                            n += d.len() as u64;
+                        }
+                    }
+                    Err(e) => {
+                        pending.rec.error = Some(format!("upload body: {e}"));
+                        break;
+                    }
+                }
+            }
+            pending.rec.bytes_received = n;
+            upload_reply(n, pending.start.elapsed())
+        }
+    };
+    pending.rec.status = reply.status.as_u16();
+    let (parts, ()) = ctx.site.head(&reply).into_parts();
+    Ok(Response::from_parts(
+        parts,
+        ResponseBody::new(reply, pending),
+    ))
+}
+
+/// A response body that counts what hyper takes from it and logs the request when done.
+pub(crate) struct ResponseBody {
+    data: Bytes,
+    pos: usize,
+    pending: Option<PendingRecord>,
+}
+
+impl ResponseBody {
+    fn new(reply: Reply, pending: PendingRecord) -> ResponseBody {
+        let data = if reply.head_only {
+            Bytes::new()
+        } else {
+            reply.body
+        };
+        let mut body = ResponseBody {
+            data,
+            pos: 0,
+            pending: Some(pending),
+        };
+        if body.data.is_empty() {
+            // Nothing for hyper to poll: the head is the whole response.
+            body.finish();
+        }
+        body
+    }
+
+    fn finish(&mut self) {
+        if let Some(mut p) = self.pending.take() {
+            p.set_complete();
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let len = self.data.len();
+        if self.pos >= len {
+            self.finish();
+            return Poll::Ready(None);
+        }
+        let end = (self.pos + CHUNK).min(len);
+        let chunk = self.data.slice(self.pos..end);
+        self.pos = end;
+        if let Some(p) = self.pending.as_mut() {
+            p.rec.bytes_sent += chunk.len() as u64;
+        }
+        if self.pos >= len {
+            // hyper may not poll again after the last frame of a sized body.
+            self.finish();
+        }
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact((self.data.len() - self.pos) as u64)
+    }
+}
