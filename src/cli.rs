@@ -33,9 +33,9 @@ pub enum Command {
     /// List the network profiles.
     Profiles(ProfilesArgs),
     /// Run the study matrix: profiles × workloads × protocols, interleaved and resumable.
-    Matrix,
+    Matrix(MatrixArgs),
     /// One or more page loads of one protocol, workload and profile.
-    Run,
+    Run(RunArgs),
     /// Serve the workloads over h1/h2 (TCP) and h3 (QUIC) on one port.
     Serve(ServeArgs),
     /// Build the emulated link, run a server command and a client command through it.
@@ -105,6 +105,134 @@ pub struct ServeArgs {
     pub knobs: ServerKnobs,
 }
 
+/// Where the servers come from and how they are tuned (shared by `run` and `matrix`).
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Servers under test, comma-separated: embedded (hyper + quinn), caddy (Debian's, quic-go),
+    /// nginx (Debian's, h1/h2 only). Several are interleaved in one plan.
+    #[arg(long, alias = "server", default_value = "embedded", value_name = "LIST")]
+    pub servers: String,
+    /// Your own server as a command line, run in the server namespace with {port}, {root},
+    /// {cert}, {key}, {log}, {ip} and {work} filled in; added to --servers as `custom`.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
+    /// Server knobs from the `[server]` table of a TOML file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub server_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub knobs: ServerKnobs,
+}
+
+impl ServerArgs {
+    /// The knobs to apply: file, then flags; TCP congestion control defaults to cubic (like
+    /// quinn's default QUIC controller) so h2 and h3 differ by protocol, not by controller —
+    /// the system default here is bbr.
+    pub fn knobs(&self) -> Result<ServerKnobs> {
+        let base = match &self.server_config {
+            Some(p) => ServerKnobs::load_toml(p)?,
+            None => ServerKnobs::default(),
+        };
+        let mut k = base.overlay(&self.knobs);
+        if k.tcp_congestion.is_none() {
+            k.tcp_congestion = Some(server::knobs::TcpCongestion::Cubic);
+        }
+        Ok(k)
+    }
+
+    pub fn servers(&self) -> Result<Vec<crate::testbed::ServerChoice>> {
+        crate::testbed::parse_servers(&self.servers, self.server_cmd.as_deref())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MatrixArgs {
+    /// Network profiles: `all` (the study's six), `extended`, `every`, names or TOML paths.
+    #[arg(long, default_value = "all")]
+    pub profiles: String,
+    /// Browser protocols: h1, h2, h3 (in --h3-mode), h3-forced, h3-primed.
+    #[arg(long, default_value = "h1,h2,h3")]
+    pub protocols: String,
+    /// Workloads: page10, page50, download, upload, pageN, pageNxSIZE, uploadSIZE…
+    #[arg(long, default_value = "page10,page50,download")]
+    pub workloads: String,
+    /// Measured runs per series.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Warm-up rounds per cell (run, saved, left out of the statistics).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    /// Seed of the run order (and of the bootstrap and the emulator's draws).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Per-run limit; a run over it "did not finish".
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// How plain `h3` reaches HTTP/3: forced (the study's, cold) or primed (a returning visitor).
+    #[arg(long, value_enum, default_value = "forced")]
+    pub h3_mode: crate::browser::H3Mode,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Results directory [default: results/<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Finish the missing runs of an interrupted matrix (same command line as before).
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
+    /// No progress bar and no terminal summary.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Skip the report at the end (`pagebench report DIR` makes it later).
+    #[arg(long)]
+    pub no_report: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Paths and browser settings shared by `run` and `matrix`.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Where the workloads are generated.
+    #[arg(long, default_value = "pages", value_name = "DIR")]
+    pub pages: PathBuf,
+    /// Directory of the shipped profiles.
+    #[arg(long, default_value = "profiles", value_name = "DIR")]
+    pub profiles_dir: PathBuf,
+    /// Upper bound of the wait for Chromium's start-up CPU burst to end before navigating.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub settle_max: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// h1, h2 or h3.
+    #[arg(long)]
+    pub protocol: crate::browser::Protocol,
+    /// page10, page50, download, upload, pageN, pageNxSIZE…
+    #[arg(long, default_value = "page10")]
+    pub workload: String,
+    /// A profile name or a TOML file.
+    #[arg(long, default_value = "datacenter")]
+    pub profile: String,
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    #[arg(long, value_enum, default_value = "forced")]
+    pub h3_mode: crate::browser::H3Mode,
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print each run record as one line of JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har).
+    #[arg(long, value_name = "FILE")]
+    pub har: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -148,8 +276,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Pages(a) => pages(a),
         Command::Profiles(a) => profiles(a),
-        Command::Matrix => Err(NotBuilt("matrix").into()),
-        Command::Run => Err(NotBuilt("run").into()),
+        Command::Matrix(a) => matrix(a),
+        Command::Run(a) => run_cmd(a),
         Command::Serve(a) => serve(a),
         Command::Shell => Err(NotBuilt("shell").into()),
         Command::Cleanup => Err(NotBuilt("cleanup").into()),
@@ -290,4 +418,98 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn matrix(a: MatrixArgs) -> Result<ExitCode> {
+    let req = crate::matrix::execute::MatrixRequest {
+        profiles: a.profiles,
+        profiles_dir: a.common.profiles_dir,
+        workloads: a.workloads,
+        protocols: a.protocols,
+        h3_mode: a.h3_mode,
+        servers: a.server.servers()?,
+        knobs: a.server.knobs()?,
+        runs: a.runs,
+        warmup: a.warmup,
+        seed: a.seed,
+        timeout: a.timeout,
+        settle_max: a.common.settle_max,
+        pages_root: a.common.pages,
+        out: a.out,
+        resume: a.resume,
+        quiet: a.quiet,
+        report: !a.no_report,
+    };
+    let out = crate::matrix::execute::run(&req)?;
+    let interrupted = signals::interrupted() && !out.completed;
+    eprintln!(
+        "pagebench matrix: {} of {} planned runs in {}{}",
+        out.runs_done,
+        out.planned,
+        out.dir.display(),
+        if out.completed {
+            String::new()
+        } else {
+            format!(" — incomplete: continue with `pagebench matrix --resume {}` and the same options", out.dir.display())
+        }
+    );
+    // Interrupted: 130, as a shell reports Ctrl-C, so scripts know the matrix is incomplete.
+    Ok(if interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+/// `FILE.har` for one run, `FILE-i.har` for several.
+fn har_path(base: &std::path::Path, index: u32, total: u32) -> PathBuf {
+    if total <= 1 {
+        return base.to_path_buf();
+    }
+    let stem = base.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
+    let ext = base.extension().and_then(|s| s.to_str()).unwrap_or("har");
+    base.with_file_name(format!("{stem}-{index}.{ext}"))
+}
+
+fn run_cmd(a: RunArgs) -> Result<ExitCode> {
+    let profile = crate::profile::select(&a.profile, &a.common.profiles_dir)?;
+    if profile.len() != 1 {
+        anyhow::bail!("--profile takes one profile, not a set ({} profiles)", profile.len());
+    }
+    let servers = a.server.servers()?;
+    if servers.len() != 1 {
+        anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
+    }
+    let req = crate::runner::SeriesRequest {
+        profile: profile[0].clone(),
+        workload: a.workload.parse()?,
+        variant: crate::matrix::plan::Variant::new(a.protocol, a.h3_mode),
+        server: servers[0].clone(),
+        knobs: a.server.knobs()?,
+        runs: a.runs,
+        timeout: a.timeout,
+        settle_max: a.common.settle_max,
+        pages_root: a.common.pages,
+        seed: a.seed,
+    };
+    if req.runs == 0 {
+        anyhow::bail!("--runs must be at least 1");
+    }
+    let chromium = crate::sysinfo::chromium_version();
+    let mut index = 0;
+    crate::runner::run_series(&req, |rec| {
+        index += 1;
+        if a.json {
+            println!("{}", serde_json::to_string(rec)?);
+        } else {
+            print!("{}", crate::runner::describe(rec));
+        }
+        if let Some(base) = &a.har {
+            let path = har_path(base, index, req.runs);
+            let har = crate::har::build(&rec.observation, &rec.url, &chromium);
+            std::fs::write(&path, serde_json::to_vec_pretty(&har)?)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            if !a.json {
+                println!("  HAR: {}", path.display());
+            }
+        }
+        Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

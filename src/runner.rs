@@ -205,3 +205,154 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         server_log: server.log,
     })
 }
+
+/// What `pagebench run` asks: several runs of one series on a fresh testbed.
+#[derive(Debug, Clone)]
+pub struct SeriesRequest {
+    pub profile: Profile,
+    pub workload: crate::workload::Workload,
+    pub variant: Variant,
+    pub server: crate::testbed::ServerChoice,
+    pub knobs: crate::server::ServerKnobs,
+    pub runs: u32,
+    pub timeout: Duration,
+    pub settle_max: Duration,
+    pub pages_root: std::path::PathBuf,
+    pub seed: u64,
+}
+
+/// Runs a series and hands each record to `each` as it finishes (so it is printed or saved
+/// before the next run starts). Stops early on a signal.
+pub fn run_series(req: &SeriesRequest, mut each: impl FnMut(&RunRecord) -> Result<()>) -> Result<usize> {
+    signals::install();
+    let manifest = crate::workload::ensure(&req.pages_root, &req.workload, crate::workload::DEFAULT_SEED)?;
+    let mut tb = Testbed::start(&crate::testbed::TestbedConfig {
+        profile: req.profile.clone(),
+        servers: vec![req.server.clone()],
+        knobs: req.knobs.clone(),
+        pages_root: req.pages_root.clone(),
+        seed: req.seed,
+        log_dir: None,
+    })?;
+    let server = req.server.name().to_string();
+    let mut done = 0;
+    for round in 1..=req.runs {
+        if signals::interrupted() {
+            break;
+        }
+        let spec = RunSpec {
+            id: format!("{}-{}-r{round:02}-{}", req.profile.name, req.workload.name, req.variant),
+            profile: req.profile.clone(),
+            manifest: manifest.clone(),
+            variant: req.variant,
+            server: server.clone(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            timeout: req.timeout,
+            settle_max: req.settle_max,
+        };
+        match run_once(&mut tb, &spec) {
+            Ok(rec) => {
+                each(&rec)?;
+                done += 1;
+            }
+            Err(e) if signals::interrupted() => {
+                tracing::info!("interrupted: {e:#}");
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// The human summary of one run.
+pub fn describe(rec: &RunRecord) -> String {
+    let m = &rec.metrics;
+    let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into());
+    let mut s = format!(
+        "{} · {} {} on {} ({}) · {}\n",
+        rec.id,
+        rec.variant,
+        rec.workload,
+        rec.profile,
+        rec.server,
+        rec.outcome.name().to_uppercase()
+    );
+    for r in &rec.reasons {
+        s.push_str(&format!("  ✗ {}: {}\n", r.kind.name(), r.detail));
+    }
+    for w in &rec.warnings {
+        s.push_str(&format!("  ! {w}\n"));
+    }
+    s.push_str(&format!(
+        "  completion {} ms (loadEventEnd {}) · connect {} ms ({} RTT) · queueing median {} / p95 {} ms · TTFB median {} ms\n",
+        f(m.completion_ms),
+        f(m.load_event_end_ms),
+        f(m.nav_connect_ms),
+        f(m.handshake_rtts),
+        f(m.queueing_median_ms),
+        f(m.queueing_p95_ms),
+        f(m.ttfb_median_ms)
+    ));
+    s.push_str(&format!(
+        "  {} resources over {} connection(s) · on-wire mid {} / peak {}",
+        m.resources,
+        m.connections,
+        m.onwire_mid.map(|x| x.to_string()).unwrap_or_else(|| "—".into()),
+        m.onwire_peak.map(|x| x.to_string()).unwrap_or_else(|| "—".into()),
+    ));
+    if let Some(g) = m.goodput_mbit {
+        s.push_str(&format!(" · goodput {g:.1} Mbit/s over {} ms", f(m.transfer_ms)));
+    }
+    s.push('\n');
+    let proto_ok = rec.reasons.iter().all(|r| {
+        !matches!(
+            r.kind,
+            ReasonKind::ProtocolMismatch | ReasonKind::CdpProtocolMismatch | ReasonKind::ServerProtocolMismatch
+        )
+    });
+    s.push_str(&format!(
+        "  protocol {}: Resource Timing, CDP and the server log ({} requests) {}\n",
+        rec.protocol,
+        rec.server_requests.len(),
+        if proto_ok { "agree" } else { "DISAGREE" }
+    ));
+    if let Some(l) = &rec.link {
+        s.push_str(&format!(
+            "  link: {} B up / {} B down, {} / {} packets, emulator drops {} / {}, lateness p99 {:.0} / {:.0} µs{}\n",
+            l.bytes_up,
+            l.bytes_down,
+            l.packets_up,
+            l.packets_down,
+            l.drops_up,
+            l.drops_down,
+            l.lateness_p99_up_us,
+            l.lateness_p99_down_us,
+            if l.self_check_warnings.is_empty() { String::new() } else { format!(" · WARN {}", l.self_check_warnings.join("; ")) }
+        ));
+    }
+    if let Some(t) = &rec.transport {
+        s.push_str(&format!(
+            "  server transport: {} TCP conn ({} retransmits), {} QUIC conn ({} lost packets, {} congestion events), RTT {} ms\n",
+            t.tcp_connections,
+            t.tcp_retransmits,
+            t.quic_connections,
+            t.quic_lost_packets,
+            t.quic_congestion_events,
+            f(t.server_rtt_ms)
+        ));
+    }
+    s.push_str(&format!(
+        "  overhead: launch {:.0} ms, settle {:.0} ms{}, teardown {:.0} ms, whole run {:.0} ms · load {:.2}, steal {:.1} ms\n",
+        rec.overhead.launch_ms,
+        rec.overhead.settle_ms,
+        if rec.overhead.settled { "" } else { " (cap hit)" },
+        rec.overhead.teardown_ms,
+        rec.wall_ms,
+        rec.machine.load1,
+        rec.machine.steal_ms
+    ));
+    s
+}

@@ -225,7 +225,11 @@ pub struct Testbed {
 
 impl Testbed {
     pub fn start(cfg: &TestbedConfig) -> Result<Testbed> {
-        let link = Link::new(&cfg.profile, LinkOptions { seed: cfg.seed, realtime: true })?;
+        let link = Link::new(&cfg.profile, LinkOptions {
+                seed: cfg.seed,
+                realtime: true,
+                ..LinkOptions::default()
+            })?;
         let work = crate::browser::launch::make_temp_dir("pagebench-testbed")?;
         let cert = Certificate::load_or_create(&work.join("cert"))?;
         let root = std::fs::canonicalize(&cfg.pages_root)
@@ -281,8 +285,8 @@ impl Testbed {
                         ip: server_ip,
                         port,
                         root: root.clone(),
-                        cert: tb.cert.cert_path(&tb.work.join("cert")),
-                        key: tb.cert.key_path(&tb.work.join("cert")),
+                        cert: tb.cert.cert_path().context("the certificate has no PEM file")?,
+                        key: tb.cert.key_path().context("the certificate has no PEM file")?,
                         log: dir.join("access.log"),
                         work: dir,
                         sink_port: 0,

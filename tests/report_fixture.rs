@@ -677,6 +677,7 @@ fn generate(
         servers: Value::Object(server_cfg),
         timeout_s: 120.0,
         pages_seed: 1,
+        servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
     };
     Generated { meta, records }

@@ -247,7 +247,7 @@ fn bench_server_reports_every_offered_protocol() {
             "1",
             "--size",
             "100KB",
-            "--protocols",
+            "--server-protocols",
             "h3",
             "--json",
         ])

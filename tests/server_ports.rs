@@ -77,7 +77,7 @@ fn udp_port_in_use_is_a_clear_error() {
         "{err}"
     );
     assert!(
-        err.contains("--protocols h1,h2"),
+        err.contains("--server-protocols h1,h2"),
         "the error says how to go on: {err}"
     );
     // The failed start left nothing behind: the TCP port is free again.

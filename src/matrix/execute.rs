@@ -110,6 +110,7 @@ fn meta_for(req: &MatrixRequest, r: &Resolved, spec: &PlanSpec, planned: usize, 
         servers,
         timeout_s: req.timeout.as_secs_f64(),
         pages_seed: workload::DEFAULT_SEED,
+        servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
     }
 }
@@ -215,10 +216,18 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     })
 }
 
-/// Writes the report when the report module is built in.
+/// Writes the report (tables, charts, HTML); a failure here does not lose any run.
 fn report_hook(dir: &Path) -> Result<()> {
-    let _ = dir;
-    Ok(())
+    match crate::report::generate(dir) {
+        Ok(out) => {
+            eprintln!("report: {}", out.html.display());
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("pagebench: the report could not be written ({e:#}); the runs are safe: retry with `pagebench report {}`", dir.display());
+            Ok(())
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -243,9 +252,7 @@ fn run_plan(
     })
     .context("cannot build the testbed")?;
     // Record what the servers really applied.
-    if let serde_json::Value::Object(ref mut m) = meta.servers {
-        m.insert("applied".into(), tb.describe());
-    }
+    meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {
         let slot = tb.server_mut(s.name()).expect("started");

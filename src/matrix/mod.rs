@@ -1,6 +1,7 @@
 //! The matrix: profiles × workloads × protocols (× servers), interleaved, persisted run by run,
 //! resumable, summarised with statistics.
 
+pub mod execute;
 pub mod plan;
 pub mod store;
 pub mod summary;

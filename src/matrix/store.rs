@@ -42,6 +42,10 @@ pub struct Meta {
     pub servers: Value,
     pub timeout_s: f64,
     pub pages_seed: u64,
+    /// What the servers really applied (versions, knobs with the kernel's answers), by server;
+    /// informative, not part of the identity (a kernel may answer differently on resume).
+    #[serde(default)]
+    pub servers_applied: Value,
     /// Per resumed session: when it started (the first is `started_at`).
     #[serde(default)]
     pub resumed_at: Vec<String>,

@@ -45,7 +45,6 @@ pub fn caddyfile(s: &Site) -> String {
         "{{\n\
          \tauto_https off\n\
          \tadmin off\n\
-         \tpersist_config off\n\
          \tstorage file_system {{\n\t\troot {work}/caddy-data\n\t}}\n\
          \tservers {{\n\t\tprotocols {protocols}\n\t}}\n\
          }}\n\

@@ -4,3 +4,5 @@
 
 pub mod access_log;
 pub mod config;
+pub mod process;
+pub mod sink;

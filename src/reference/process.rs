@@ -233,13 +233,18 @@ impl ExternalServer {
         if matches!(self.kind, Kind::Command(_)) {
             not_applicable.push("protocols");
         }
+        let applied: Vec<&str> = if matches!(self.kind, Kind::Command(_)) {
+            vec![]
+        } else {
+            vec!["protocols"]
+        };
         json!({
             "server": self.kind.name(),
             "version": self.version,
             "command": match &self.kind { Kind::Command(c) => c.clone(), _ => String::new() },
             "port": self.site.port,
             "protocols": { "h1": self.site.h1, "h2": self.site.h2, "h3": self.site.h3 },
-            "knobs_applied": ["protocols"].iter().filter(|_| !matches!(self.kind, Kind::Command(_))).collect::<Vec<_>>(),
+            "knobs_applied": applied,
             "knobs_not_applicable": not_applicable,
         })
     }

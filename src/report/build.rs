@@ -68,7 +68,12 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         .servers
         .iter()
         .map(|s| {
-            let knobs = m.servers.get(s).map(flatten_knobs).unwrap_or_default();
+            let knobs = m
+                .servers_applied
+                .get(s)
+                .or_else(|| m.servers.get(s))
+                .map(flatten_knobs)
+                .unwrap_or_default();
             if knobs.is_empty() {
                 format!("{s} (no configuration recorded)")
             } else {

@@ -207,7 +207,7 @@ impl<'de> Deserialize<'de> for ByteSize {
 pub struct ServerKnobs {
     /// Protocols offered, comma-separated subset of h1,h2,h3 [default: h1,h2,h3]. Without h3 no
     /// UDP socket is opened and no Alt-Svc is sent; without h1 and h2 no TCP listener.
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(id = "server_protocols", long = "server-protocols", value_delimiter = ',', value_name = "LIST")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocols: Option<Vec<Protocol>>,
 
@@ -267,6 +267,14 @@ pub struct ServerKnobs {
           value_parser = clap::builder::BoolishValueParser::new())]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gso: Option<bool>,
+    /// Also send `Alt-Svc` on HTTP/3 responses: true/false [default: false, as Caddy/quic-go].
+    /// Chromium learns the origin's QUIC alternative service from such a header even on a
+    /// forced-QUIC load, and then stops throttling low-priority requests (the study's h3
+    /// penalty); servers that advertise only over TCP leave the forced load throttled.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alt_svc_over_h3: Option<bool>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -288,6 +296,7 @@ pub struct EffectiveKnobs {
     pub udp_recv_buffer: Option<u64>,
     pub udp_send_buffer: Option<u64>,
     pub gso: bool,
+    pub alt_svc_over_h3: bool,
 }
 
 impl EffectiveKnobs {
@@ -368,7 +377,8 @@ impl ServerKnobs {
             tcp_congestion,
             udp_recv_buffer,
             udp_send_buffer,
-            gso
+            gso,
+            alt_svc_over_h3
         )
     }
 
@@ -499,6 +509,7 @@ impl ServerKnobs {
             udp_recv_buffer: self.udp_recv_buffer.map(|b| b.0),
             udp_send_buffer: self.udp_send_buffer.map(|b| b.0),
             gso: self.gso.unwrap_or(true),
+            alt_svc_over_h3: self.alt_svc_over_h3.unwrap_or(false),
         }
     }
 }
@@ -622,7 +633,7 @@ mod tests {
     fn flags_parse_and_override_the_file() {
         let cli = TestCli::try_parse_from([
             "x",
-            "--protocols",
+            "--server-protocols",
             "h1,h3",
             "--h3-send-buffer",
             "32KiB",

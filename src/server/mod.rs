@@ -156,7 +156,11 @@ impl EmbeddedServer {
             knobs: knobs.clone(),
         };
         let ctx = Arc::new(Ctx {
-            site: site::Site { root, alt_svc },
+            site: site::Site {
+                root,
+                alt_svc,
+                alt_svc_over_h3: knobs.alt_svc_over_h3,
+            },
             log: log.clone(),
             registry: registry.clone(),
             knobs,
@@ -205,7 +209,7 @@ impl EmbeddedServer {
                 anyhow::bail!("the server thread ended during start-up");
             }
         }
-        tracing::info!("serving on {addr} ({:?})", applied.knobs.protocols);
+        tracing::debug!("serving on {addr} ({:?})", applied.knobs.protocols);
         Ok(EmbeddedServer {
             addr,
             cert: config.cert,

@@ -291,7 +291,7 @@ async fn send(
     chunk: usize,
     pending: &mut PendingRecord,
 ) -> Result<(), h3::error::StreamError> {
-    stream.send_response(site.head(reply)).await?;
+    stream.send_response(site.head(reply, true)).await?;
     if !reply.head_only {
         let body = &reply.body;
         let mut pos = 0;

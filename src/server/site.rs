@@ -20,6 +20,8 @@ pub(crate) struct Site {
     pub root: PathBuf,
     /// `h3=":<port>"; ma=86400` when h3 is offered.
     pub alt_svc: Option<HeaderValue>,
+    /// Send it on HTTP/3 responses too (see the `alt_svc_over_h3` knob).
+    pub alt_svc_over_h3: bool,
 }
 
 /// What to do with a request.
@@ -89,8 +91,9 @@ impl Site {
         Plan::Respond(reply)
     }
 
-    /// The response head: never compressed, never cached, Alt-Svc when h3 is offered.
-    pub fn head(&self, reply: &Reply) -> Response<()> {
+    /// The response head: never compressed, never cached, Alt-Svc when h3 is offered (on
+    /// HTTP/3 responses only with the `alt_svc_over_h3` knob).
+    pub fn head(&self, reply: &Reply, over_h3: bool) -> Response<()> {
         let mut r = Response::new(());
         *r.status_mut() = reply.status;
         let h = r.headers_mut();
@@ -98,7 +101,7 @@ impl Site {
         h.insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(SERVER, HeaderValue::from_static("pagebench"));
-        if let Some(a) = &self.alt_svc {
+        if let Some(a) = self.alt_svc.as_ref().filter(|_| !over_h3 || self.alt_svc_over_h3) {
             h.insert(http::header::ALT_SVC, a.clone());
         }
         if let Some(allow) = reply.allow {

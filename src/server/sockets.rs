@@ -136,7 +136,7 @@ fn in_use_error(e: io::Error, ip: IpAddr, port: u16, proto: &str) -> anyhow::Err
     if e.kind() == io::ErrorKind::AddrInUse {
         let hint = if proto == "udp" {
             "h3 needs the same port on UDP: stop whatever holds it (`ss -lunp`), pick another \
-             --port, or offer no h3 (--protocols h1,h2)"
+             --port, or offer no h3 (--server-protocols h1,h2)"
         } else {
             "stop whatever holds it (`ss -ltnp`) or pick another --port"
         };

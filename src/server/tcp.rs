@@ -208,7 +208,7 @@ async fn handle(
         }
     };
     pending.rec.status = reply.status.as_u16();
-    let (parts, ()) = ctx.site.head(&reply).into_parts();
+    let (parts, ()) = ctx.site.head(&reply, false).into_parts();
     Ok(Response::from_parts(
         parts,
         ResponseBody::new(reply, pending),

@@ -1,0 +1,288 @@
+//! Real Chromium through the emulated link, against the embedded server: protocols forced and
+//! verified three ways, invalid runs caught, the forced-vs-primed scheduler effect, and the
+//! physical floors of a 150 ms RTT.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pagebench::browser::{H3Mode, Protocol};
+use pagebench::matrix::plan::Variant;
+use pagebench::profile::{self, Profile};
+use pagebench::record::RunRecord;
+use pagebench::runner::{run_once, RunSpec};
+use pagebench::server::ServerKnobs;
+use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::validate::{Outcome, ReasonKind};
+use pagebench::workload::{self, Manifest, Workload};
+
+fn profile(name: &str) -> Profile {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    profile::select(name, &dir).unwrap().remove(0)
+}
+
+/// A private pages root per test binary (generated once).
+fn pages(root: &Path, names: &[&str]) -> Vec<Manifest> {
+    names
+        .iter()
+        .map(|n| {
+            workload::ensure(
+                root,
+                &n.parse::<Workload>().unwrap(),
+                workload::DEFAULT_SEED,
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+fn temp_root(tag: &str) -> PathBuf {
+    pagebench::browser::launch::make_temp_dir(&format!("pagebench-test-{tag}")).unwrap()
+}
+
+fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
+    Testbed::start(&TestbedConfig {
+        profile: profile.clone(),
+        servers: vec![ServerChoice::Embedded],
+        knobs,
+        pages_root: root.to_path_buf(),
+        seed: 7,
+        log_dir: None,
+    })
+    .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)")
+}
+
+fn spec(id: &str, profile: &Profile, manifest: &Manifest, variant: Variant) -> RunSpec {
+    RunSpec {
+        id: id.into(),
+        profile: profile.clone(),
+        manifest: manifest.clone(),
+        variant,
+        server: "embedded".into(),
+        phase: "measure".into(),
+        round: 1,
+        position: 1,
+        timeout: Duration::from_secs(60),
+        settle_max: Duration::from_secs(3),
+    }
+}
+
+fn assert_valid(rec: &RunRecord, alpn: &str) {
+    assert_eq!(
+        rec.outcome,
+        Outcome::Valid,
+        "{}: {:?} {:?}",
+        rec.id,
+        rec.reasons,
+        rec.end
+    );
+    // Three viewpoints agree: Resource Timing, CDP, the server's log.
+    assert!(
+        rec.resources.iter().all(|r| r.protocol == alpn),
+        "{}",
+        rec.id
+    );
+    assert!(!rec.server_requests.is_empty());
+    assert!(
+        rec.server_requests.iter().all(|s| s.protocol == alpn),
+        "{}",
+        rec.id
+    );
+    let cdp = pagebench::metrics::cdp_requests(&rec.observation.cdp_events);
+    assert!(
+        cdp.iter().all(|c| c.protocol.as_deref() == Some(alpn)),
+        "{}",
+        rec.id
+    );
+    assert!(rec.metrics.completion_ms.unwrap() > 0.0);
+}
+
+#[test]
+fn page10_over_each_protocol_on_datacenter_and_wired() {
+    let root = temp_root("p10");
+    let m = pages(&root, &["page10"]).remove(0);
+    let dc = profile("datacenter");
+    let wired = profile("wired");
+    let mut tb = testbed(&dc, &root, ServerKnobs::default());
+    for p in [&dc, &wired] {
+        tb.link.set_profile(p).unwrap();
+        for proto in Protocol::ALL {
+            let v = Variant::new(proto, H3Mode::Forced);
+            let rec = run_once(&mut tb, &spec(&format!("{}-{proto}", p.name), p, &m, v)).unwrap();
+            assert_valid(&rec, proto.alpn());
+            assert_eq!(rec.metrics.resources, 10);
+            assert_eq!(rec.server_requests.len(), 11, "page + 10 files");
+            let link = rec.link.as_ref().unwrap();
+            assert!(
+                link.bytes_down > m.total_bytes(),
+                "every byte crossed the emulator"
+            );
+            if p.name == "wired" {
+                // At 40 ms RTT nothing completes in less than connect + request round trips.
+                assert!(rec.metrics.completion_ms.unwrap() > 2.0 * p.min_rtt_ms());
+                assert!(rec.metrics.handshake_rtts.unwrap() > 0.5);
+            }
+        }
+    }
+    drop(tb);
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn forced_h3_against_a_server_without_h3_is_invalid() {
+    let root = temp_root("noh3");
+    let m = pages(&root, &["page10"]).remove(0);
+    let dc = profile("datacenter");
+    let knobs = ServerKnobs::from_toml_str("[server]\nprotocols = [\"h1\", \"h2\"]\n").unwrap();
+    let mut tb = testbed(&dc, &root, knobs);
+    let mut s = spec("noh3", &dc, &m, Variant::new(Protocol::H3, H3Mode::Forced));
+    s.timeout = Duration::from_secs(20);
+    let rec = run_once(&mut tb, &s).unwrap();
+    assert_ne!(
+        rec.outcome,
+        Outcome::Valid,
+        "never counted as valid h2 data"
+    );
+    let text = format!("{:?}", rec.reasons);
+    assert!(
+        rec.reasons.iter().any(|r| matches!(
+            r.kind,
+            ReasonKind::NavigationError | ReasonKind::ProtocolMismatch | ReasonKind::Timeout
+        )),
+        "{text}"
+    );
+    drop(tb);
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn truncated_file_is_invalid() {
+    let root = temp_root("trunc");
+    let m = pages(&root, &["page10"]).remove(0);
+    let victim = m
+        .files
+        .iter()
+        .find(|f| f.kind == workload::FileKind::Image)
+        .unwrap();
+    let path = root.join(victim.path.trim_start_matches('/'));
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let dc = profile("datacenter");
+    let mut tb = testbed(&dc, &root, ServerKnobs::default());
+    let rec = run_once(
+        &mut tb,
+        &spec("trunc", &dc, &m, Variant::new(Protocol::H2, H3Mode::Forced)),
+    )
+    .unwrap();
+    assert_eq!(rec.outcome, Outcome::Invalid);
+    let short = rec
+        .reasons
+        .iter()
+        .find(|r| r.kind == ReasonKind::ShortResource)
+        .expect("short resource");
+    assert!(short.detail.contains(&victim.path), "{}", short.detail);
+    drop(tb);
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Median on-wire peak and mid-window count of `rounds` h3 loads of page50 in `mode`.
+fn h3_onwire(
+    tb: &mut Testbed,
+    p: &Profile,
+    m: &Manifest,
+    mode: H3Mode,
+    rounds: usize,
+    tag: &str,
+) -> (f64, f64, Vec<f64>) {
+    let (mut peaks, mut mids) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let v = Variant::new(Protocol::H3, mode);
+        let rec = run_once(tb, &spec(&format!("{tag}-{}-{round}", v.name()), p, m, v)).unwrap();
+        assert_valid(&rec, "h3");
+        peaks.push(rec.metrics.onwire_peak.unwrap() as f64);
+        mids.push(rec.metrics.onwire_mid.unwrap() as f64);
+    }
+    (median(peaks.clone()), median(mids), peaks)
+}
+
+#[test]
+fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
+    let root = temp_root("primed");
+    let m = pages(&root, &["page50"]).remove(0);
+    let wired = profile("wired");
+    // Like Caddy/quic-go, the embedded server advertises Alt-Svc over TCP only (the default).
+    let mut tb = testbed(&wired, &root, ServerKnobs::default());
+    // Interleaved: forced, primed, forced, primed…
+    let (mut fp, mut fm, mut pp, mut pm) = (vec![], vec![], vec![], vec![]);
+    for round in 0..4 {
+        let f = h3_onwire(&mut tb, &wired, &m, H3Mode::Forced, 1, &format!("r{round}"));
+        fp.push(f.0);
+        fm.push(f.1);
+        let p = h3_onwire(&mut tb, &wired, &m, H3Mode::Primed, 1, &format!("r{round}"));
+        pp.push(p.0);
+        pm.push(p.1);
+    }
+    let forced = (median(fp.clone()), median(fm.clone()));
+    let primed = (median(pp.clone()), median(pm.clone()));
+    eprintln!("page50 over h3 on wired, on-wire peak / mid-window: forced {fp:?} / {fm:?}, primed {pp:?} / {pm:?}");
+    // Forced QUIC: Chromium throttles low-priority requests as for h1; primed: nearly all 50 go.
+    assert!(
+        primed.0 >= forced.0 + 3.0,
+        "peak: forced {fp:?} vs primed {pp:?}"
+    );
+    assert!(
+        primed.1 >= forced.1 + 3.0,
+        "mid-window: forced {fm:?} vs primed {pm:?}"
+    );
+    drop(tb);
+
+    // A server that also sends Alt-Svc on its h3 responses teaches the forced browser the
+    // alternative service during the load: the throttle goes away without priming.
+    let knobs = ServerKnobs::from_toml_str("[server]\nalt_svc_over_h3 = true\n").unwrap();
+    let mut tb = testbed(&wired, &root, knobs);
+    let taught = h3_onwire(&mut tb, &wired, &m, H3Mode::Forced, 3, "altsvc");
+    eprintln!(
+        "forced h3 with Alt-Svc over h3: on-wire peaks {:?}",
+        taught.2
+    );
+    assert!(
+        taught.0 >= forced.0 + 3.0,
+        "forced {fp:?} vs forced+Alt-Svc {:?}",
+        taught.2
+    );
+    drop(tb);
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn intercontinental_floors_hold() {
+    let root = temp_root("floors");
+    let m = pages(&root, &["page50"]).remove(0);
+    let ic = profile("intercontinental");
+    let rtt = ic.min_rtt_ms();
+    let mut tb = testbed(&ic, &root, ServerKnobs::default());
+    for (proto, floor_rtts) in [
+        (Protocol::H1, 9.0),
+        (Protocol::H2, 3.0),
+        (Protocol::H3, 2.0),
+    ] {
+        let v = Variant::new(proto, H3Mode::Forced);
+        let rec = run_once(&mut tb, &spec(&format!("ic-{proto}"), &ic, &m, v)).unwrap();
+        assert_valid(&rec, proto.alpn());
+        let t = rec.metrics.completion_ms.unwrap();
+        eprintln!(
+            "intercontinental page50 {proto}: {t:.0} ms = {:.1} minimal RTTs",
+            t / rtt
+        );
+        assert!(
+            t >= floor_rtts * rtt,
+            "{proto}: {t} ms < {floor_rtts} × {rtt} ms"
+        );
+    }
+    drop(tb);
+    std::fs::remove_dir_all(root).unwrap();
+}

@@ -1,0 +1,312 @@
+//! Real matrices through the `pagebench` binary: interleaved and seeded order, persistence,
+//! invalid runs kept out of the statistics, and resuming after SIGINT and SIGKILL with exactly
+//! the planned runs and no namespace left behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pagebench::browser::H3Mode;
+use pagebench::matrix::plan::{self, PlanSpec};
+use pagebench::matrix::summary;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
+    c.env("PAGEBENCH_LOG", "warn");
+    c
+}
+
+fn temp(tag: &str) -> PathBuf {
+    pagebench::browser::launch::make_temp_dir(&format!("pagebench-mtest-{tag}")).unwrap()
+}
+
+/// Namespaces created by `pid` (pagebench names them `pb-<pid>-…`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("pb-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+fn matrix_args(tmp: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let mut a: Vec<String> = vec![
+        "matrix".into(),
+        "--quiet".into(),
+        "--no-report".into(),
+        "--pages".into(),
+        tmp.join("pages").display().to_string(),
+        "--profiles-dir".into(),
+        profiles.display().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--timeout".into(),
+        "30s".into(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn runs_csv(dir: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut r = csv::Reader::from_path(dir.join("runs.csv")).unwrap();
+    let headers = r.headers().unwrap().clone();
+    r.records()
+        .map(|row| {
+            let row = row.unwrap();
+            headers
+                .iter()
+                .map(String::from)
+                .zip(row.iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+fn planned_ids(
+    profiles: &[&str],
+    workloads: &[&str],
+    protocols: &str,
+    runs: u32,
+    warmup: u32,
+    seed: u64,
+) -> Vec<String> {
+    plan::plan(&PlanSpec {
+        profiles: profiles.iter().map(|s| s.to_string()).collect(),
+        workloads: workloads.iter().map(|s| s.to_string()).collect(),
+        servers: vec!["embedded".into()],
+        variants: plan::parse_variants(protocols, H3Mode::Forced).unwrap(),
+        runs,
+        warmup,
+        seed,
+    })
+    .into_iter()
+    .map(|p| p.id)
+    .collect()
+}
+
+#[test]
+fn small_matrix_is_interleaved_seeded_and_summarised() {
+    let tmp = temp("small");
+    let out = tmp.join("results");
+    let args = matrix_args(
+        &tmp,
+        &out,
+        &[
+            "--profiles",
+            "datacenter,wired",
+            "--workloads",
+            "page10,download",
+            "--protocols",
+            "h1,h2,h3",
+            "--runs",
+            "3",
+            "--warmup",
+            "0",
+            "--seed",
+            "5",
+        ],
+    );
+    let status = bin().args(&args).status().unwrap();
+    assert!(status.success());
+    let rows = runs_csv(&out);
+    assert_eq!(rows.len(), 2 * 2 * 3 * 3);
+    // Exactly the seeded plan, in its order.
+    let ids: Vec<String> = rows.iter().map(|r| r["run_id"].clone()).collect();
+    assert_eq!(
+        ids,
+        planned_ids(
+            &["datacenter", "wired"],
+            &["page10", "download"],
+            "h1,h2,h3",
+            3,
+            0,
+            5
+        )
+    );
+    // Interleaved: every consecutive triple is one round with each protocol once, and the
+    // protocol order differs between rounds (never a block of one protocol).
+    let mut orders = BTreeSet::new();
+    for round in rows.chunks(3) {
+        let mut protos: Vec<&str> = round.iter().map(|r| r["protocol"].as_str()).collect();
+        orders.insert(protos.join(","));
+        protos.sort();
+        assert_eq!(protos, ["h1", "h2", "h3"]);
+        assert!(round.iter().all(|r| r["round"] == round[0]["round"]));
+    }
+    assert!(orders.len() > 1, "one fixed order: {orders:?}");
+    for r in &rows {
+        assert_eq!(
+            r["outcome"], "valid",
+            "{}: {}",
+            r["run_id"], r["invalid_reason"]
+        );
+        assert!(!r["completion_ms"].is_empty());
+        assert!(!r["bytes_down"].is_empty());
+    }
+    // Raw records, resources and the summary are there.
+    assert_eq!(
+        std::fs::read_dir(out.join("runs")).unwrap().count(),
+        rows.len()
+    );
+    let res = csv::Reader::from_path(out.join("resources.csv"))
+        .unwrap()
+        .records()
+        .count();
+    assert_eq!(res, 2 * 3 * 3 * 10 + 2 * 3 * 3);
+    let s = summary::read(&out).unwrap();
+    assert_eq!(s.series.len(), 12);
+    assert_eq!(s.comparisons.len(), 12);
+    let meta = pagebench::matrix::store::read_meta(&out).unwrap();
+    assert_eq!(meta.status, "complete");
+    assert!(meta.machine.chromium.contains("Chromium"));
+    assert!(namespaces_of(std::process::id()).is_empty());
+    std::fs::remove_dir_all(tmp).unwrap();
+}
+
+/// Starts the matrix in the background, its stderr into `log`.
+fn spawn(args: &[String], log: &Path) -> Child {
+    let err = std::fs::File::create(log).unwrap();
+    bin()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap()
+}
+
+fn rows_now(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs.csv"))
+        .map(|s| s.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+fn wait_rows(dir: &Path, n: usize, child: &mut Child, log: &Path) {
+    let end = Instant::now() + Duration::from_secs(180);
+    while rows_now(dir) < n {
+        let stderr = || std::fs::read_to_string(log).unwrap_or_default();
+        assert!(Instant::now() < end, "no progress: {}", stderr());
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("matrix exited early ({status}): {}", stderr());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
+    let tmp = temp("resume");
+    let out = tmp.join("results");
+    // No h3 on the server: the h3 runs must be kept as invalid and left out of the statistics.
+    let extra = [
+        "--profiles",
+        "datacenter",
+        "--workloads",
+        "page10",
+        "--protocols",
+        "h2,h3",
+        "--runs",
+        "5",
+        "--warmup",
+        "1",
+        "--seed",
+        "9",
+        "--server-protocols",
+        "h1,h2",
+    ];
+    let planned = planned_ids(&["datacenter"], &["page10"], "h2,h3", 5, 1, 9);
+
+    // 1. SIGINT mid-way: a graceful stop, finished runs kept, namespaces removed.
+    let log = tmp.join("stderr.log");
+    let mut child = spawn(&matrix_args(&tmp, &out, &extra), &log);
+    wait_rows(&out, 3, &mut child, &log);
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "an interrupted matrix says so: {status}"
+    );
+    assert!(
+        namespaces_of(child.id()).is_empty(),
+        "SIGINT left namespaces"
+    );
+    let after_int = rows_now(&out);
+    assert!(after_int >= 3 && after_int < planned.len());
+    let meta = pagebench::matrix::store::read_meta(&out).unwrap();
+    assert_eq!(meta.status, "interrupted");
+
+    // 2. A resume with a different matrix is refused.
+    let mut other = matrix_args(&tmp, &out, &extra);
+    let i = other.iter().position(|a| a == "--out").unwrap();
+    other[i] = "--resume".into();
+    let j = other.iter().position(|a| a == "--runs").unwrap();
+    other[j + 1] = "6".into();
+    let refused = bin().args(&other).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--runs 5 vs 6"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // 3. Resume, then SIGKILL mid-way: no graceful path at all.
+    let mut resume = matrix_args(&tmp, &out, &extra);
+    let i = resume.iter().position(|a| a == "--out").unwrap();
+    resume[i] = "--resume".into();
+    let mut child = spawn(&resume, &log);
+    wait_rows(&out, after_int + 2, &mut child, &log);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let killed_pid = child.id();
+
+    // 4. Resume to the end: it also removes what the killed process left.
+    let status = bin().args(&resume).status().unwrap();
+    assert!(status.success());
+    assert!(
+        namespaces_of(killed_pid).is_empty(),
+        "namespaces of the killed run were not cleaned"
+    );
+    let rows = runs_csv(&out);
+    let ids: Vec<String> = rows.iter().map(|r| r["run_id"].clone()).collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a run was duplicated");
+    assert_eq!(
+        unique,
+        planned.iter().collect::<BTreeSet<_>>(),
+        "exactly the planned runs"
+    );
+    // resources.csv holds rows only for committed runs.
+    let mut r = csv::Reader::from_path(out.join("resources.csv")).unwrap();
+    for row in r.records() {
+        assert!(unique.contains(&row.unwrap()[0].to_string()));
+    }
+
+    // Invalid runs: in runs.csv with their reason, never in the statistics.
+    for r in &rows {
+        if r["protocol"] == "h3" {
+            assert_eq!(r["outcome"], "invalid", "{}", r["run_id"]);
+            assert!(!r["invalid_reason"].is_empty());
+        } else {
+            assert_eq!(
+                r["outcome"], "valid",
+                "{}: {}",
+                r["run_id"], r["invalid_reason"]
+            );
+        }
+    }
+    let s = summary::read(&out).unwrap();
+    let h3 = s.series.iter().find(|x| x.key.variant == "h3").unwrap();
+    assert_eq!((h3.completion.n_valid, h3.completion.n_invalid), (0, 5));
+    assert!(h3.completion.median.is_none() && h3.values.is_empty());
+    let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
+    assert_eq!(h2.completion.n_valid, 5, "warm-ups are not counted");
+    assert_eq!(
+        pagebench::matrix::store::read_meta(&out).unwrap().status,
+        "complete"
+    );
+    std::fs::remove_dir_all(tmp).unwrap();
+}
