@@ -47,7 +47,7 @@ pub enum Command {
     /// Turn a results directory into tables, charts and an HTML page.
     Report(ReportArgs),
     /// Explain slow transfers in a results directory (windows, buffers, losses).
-    Diagnose,
+    Diagnose(DiagnoseArgs),
 }
 
 #[derive(Args, Debug)]
@@ -203,6 +203,12 @@ pub struct CommonArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct DiagnoseArgs {
+    /// A results directory (from `pagebench matrix`).
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct RunArgs {
     /// h1, h2 or h3.
     #[arg(long)]
@@ -283,7 +289,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup => Err(NotBuilt("cleanup").into()),
         Command::Bench(a) => bench(a),
         Command::Report(a) => report(a),
-        Command::Diagnose => Err(NotBuilt("diagnose").into()),
+        Command::Diagnose(a) => diagnose(a),
     }
 }
 
@@ -511,5 +517,16 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         }
         Ok(())
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn diagnose(a: DiagnoseArgs) -> Result<ExitCode> {
+    let d = crate::diagnose::run(&a.dir)?;
+    print!("{}", crate::diagnose::markdown(&d));
+    println!(
+        "wrote {} and {}",
+        a.dir.join("diagnosis.md").display(),
+        a.dir.join("diagnosis.json").display()
+    );
     Ok(ExitCode::SUCCESS)
 }

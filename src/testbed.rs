@@ -230,6 +230,29 @@ impl Testbed {
                 realtime: true,
                 ..LinkOptions::default()
             })?;
+        // The namespaces' default TCP congestion control, so that reference servers (which do
+        // not set it per socket) use the knob's too. Best effort: a child namespace may only
+        // default to algorithms in the host's tcp_allowed_congestion_control.
+        let mut ns_tcp_note = None;
+        if let Some(cc) = cfg.knobs.tcp_congestion {
+            for ns in [link.server(), link.client()] {
+                let set = ns.run(move || {
+                    std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", cc.kernel_name())
+                })?;
+                if let Err(e) = set {
+                    ns_tcp_note = Some(format!(
+                        "could not make {} the namespace default ({e}; the host allows only: {}): reference servers use the namespace default",
+                        cc.kernel_name(),
+                        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control").unwrap_or_default().trim()
+                    ));
+                }
+            }
+        }
+        let ns_tcp_cc = link
+            .server()
+            .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default())?
+            .trim()
+            .to_string();
         let work = crate::browser::launch::make_temp_dir("pagebench-testbed")?;
         let cert = Certificate::load_or_create(&work.join("cert"))?;
         let root = std::fs::canonicalize(&cfg.pages_root)
@@ -302,9 +325,14 @@ impl Testbed {
                     .into_iter()
                     .collect();
                     let server = ExternalServer::start(kind, tb.link.server(), site)?;
+                    let mut description = server.describe();
+                    description["tcp_congestion"] = json!(ns_tcp_cc);
+                    if let Some(note) = &ns_tcp_note {
+                        description["tcp_congestion_note"] = json!(note);
+                    }
                     ServerSlot {
                         name: other.name().to_string(),
-                        description: server.describe(),
+                        description,
                         target: Target::External(server),
                         offers,
                         mark: Mark { requests: 0, connections: 0 },

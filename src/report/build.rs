@@ -248,6 +248,7 @@ pub fn document(
     title: &str,
     charts: &[PlacedChart],
     warnings: &[String],
+    diagnosis: Option<&crate::diagnose::Diagnosis>,
 ) -> (Document, Vec<Table>) {
     let mut doc = Document {
         title: title.to_string(),
@@ -361,6 +362,26 @@ these networks — and why?",
         for t in servers {
             tables.push(t.clone());
             doc.blocks.push(Block::Table(t));
+        }
+    }
+
+    if let Some(d) = diagnosis.filter(|d| !d.transfers.is_empty()) {
+        doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");
+        doc.para(
+            "For each download/upload series: goodput × RTT is the window that was effectively in \
+flight; far below what the path carried, with no loss, it means a fixed window capped the transfer. \
+UDP buffer overflows are read from `/proc/net/snmp` inside each namespace; retransmissions come from \
+the server's TCP_INFO and quinn's statistics, drops from the emulator.",
+        );
+        if d.findings.is_empty() {
+            doc.para("No finding: no transfer was window-limited, no UDP buffer overflowed, and retransmissions match the emulator's drops.");
+        } else {
+            doc.blocks.push(Block::List(
+                d.findings
+                    .iter()
+                    .map(|f| format!("{} ({} of {} runs)", f.sentence, f.runs, f.of))
+                    .collect(),
+            ));
         }
     }
 

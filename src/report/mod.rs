@@ -185,7 +185,14 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
         .unwrap_or_else(|| dir.display().to_string());
     let title = format!("pagebench report — {name}");
-    let (document, tables) = build::document(&data, &title, &placed, &warnings);
+    let diagnosis = match crate::diagnose::analyze(dir) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            warnings.push(format!("the diagnostics could not be computed: {e:#}"));
+            None
+        }
+    };
+    let (document, tables) = build::document(&data, &title, &placed, &warnings, diagnosis.as_ref());
     let markdown = dir.join(MARKDOWN);
     write_atomic(&markdown, doc::to_markdown(&document).as_bytes())?;
     let html = dir.join(HTML);

@@ -1,0 +1,442 @@
+//! Diagnostics (pure analysis of a results directory): why a download or upload was slow.
+//! For each transfer series: goodput, goodput × RTT (the window that was effectively in flight),
+//! emulator drops against transport retransmissions, and UDP buffer overflows in each namespace.
+//! Each finding is one plain sentence naming the knob that addresses it.
+//!
+//! Window-limited means the sender never had more than a fixed window in flight: the effective
+//! window sits far below what the path carried (the link's rate × RTT, or the best goodput seen
+//! in the same cell), no loss explains it, and it is near a power of two — or it matches a
+//! window the server was configured with (`h3_send_buffer` for h3 downloads; the h2/h3 receive
+//! windows for uploads).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::matrix::store::{read_meta, read_record, Meta};
+use crate::matrix::summary::{read_runs, RunRow};
+use crate::record::RunRecord;
+use crate::validate::Outcome;
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    WindowLimited,
+    UdpReceiveBufferOverflow,
+    UdpSendBufferOverflow,
+    RetransmissionsBeyondLoss,
+    LossLimited,
+    /// TCP left slow start without a loss (HyStart's delay signal) and never caught up.
+    SlowStartExit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    /// `profile/workload/server/variant`.
+    pub series: String,
+    /// Runs of the series that show it, of the valid transfer runs.
+    pub runs: usize,
+    pub of: usize,
+    /// One plain sentence, with the knob.
+    pub sentence: String,
+}
+
+/// Per-series transfer figures (medians over valid runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransferRow {
+    pub series: String,
+    pub profile: String,
+    pub workload: String,
+    pub server: String,
+    pub variant: String,
+    pub runs: usize,
+    pub goodput_mbit: Option<f64>,
+    pub rtt_ms: f64,
+    /// goodput × RTT, bytes.
+    pub effective_window_bytes: Option<f64>,
+    /// Rate limit × RTT of the data direction, or the best goodput of the cell × RTT.
+    pub path_window_bytes: Option<f64>,
+    pub emulator_loss_drops: f64,
+    pub tcp_retransmits: f64,
+    pub quic_lost_packets: f64,
+    pub udp_rcvbuf_errors_server: f64,
+    pub udp_rcvbuf_errors_client: f64,
+    pub udp_sndbuf_errors: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub transfers: Vec<TransferRow>,
+    pub findings: Vec<Finding>,
+}
+
+/// The power of two nearest to `bytes` and the ratio to it, for windows of 4 KiB – 64 MiB.
+pub fn nearest_power_of_two(bytes: f64) -> Option<(u64, f64)> {
+    if !(bytes.is_finite() && bytes > 0.0) {
+        return None;
+    }
+    let p = 2f64.powf(bytes.log2().round());
+    if !(4096.0..=67_108_864.0).contains(&p) {
+        return None;
+    }
+    Some((p as u64, bytes / p))
+}
+
+/// `65536` → `64 KiB`.
+pub fn fmt_bytes(b: f64) -> String {
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.3} MiB", b / 1024.0 / 1024.0).replace(".000", "")
+    } else if b >= 1024.0 {
+        format!("{:.0} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    crate::stats::median(&v).ok()
+}
+
+/// A configured window that bounds this transfer, from the server's applied knobs:
+/// (bytes, knob flag).
+fn configured_window(meta: &Meta, server: &str, protocol: &str, upload: bool) -> Option<(u64, &'static str)> {
+    let applied = meta.servers_applied.get(server)?.get("applied")?.get("knobs")?;
+    let get = |k: &str| applied.get(k).and_then(Value::as_u64);
+    match (protocol, upload) {
+        ("h3", false) => get("h3_send_buffer").map(|b| (b, "--h3-send-buffer")),
+        ("h3", true) => get("h3_stream_receive_window").map(|b| (b, "--h3-stream-receive-window")),
+        ("h2", true) => get("h2_initial_stream_window").map(|b| (b, "--h2-initial-stream-window")),
+        _ => None,
+    }
+}
+
+/// What the server's TCP_INFO says about the connection that carried the transfer (the one
+/// with the most bytes): shares of busy time limited by the receive window and by the send
+/// buffer, and whether slow start ended without a loss (ssthresh set, nothing retransmitted).
+#[derive(Debug, Clone, Copy, Default)]
+struct TcpEvidence {
+    rwnd_share: f64,
+    sndbuf_share: f64,
+    slow_start_exit_without_loss: bool,
+    cwnd_bytes: f64,
+}
+
+fn tcp_evidence(rec: &RunRecord) -> Option<TcpEvidence> {
+    let conns = rec.server_transport.as_array()?;
+    let tcp = conns
+        .iter()
+        .filter_map(|c| c.get("tcp").filter(|t| t.is_object()))
+        .max_by_key(|t| {
+            t.get("bytes_acked").and_then(Value::as_u64).unwrap_or(0)
+                + t.get("bytes_received").and_then(Value::as_u64).unwrap_or(0)
+        })?;
+    let f = |k: &str| tcp.get(k).and_then(Value::as_f64);
+    let busy = f("busy_time_us").filter(|b| *b > 0.0)?;
+    let ssthresh = f("snd_ssthresh").unwrap_or(f64::MAX);
+    Some(TcpEvidence {
+        rwnd_share: f("rwnd_limited_us").unwrap_or(0.0) / busy,
+        sndbuf_share: f("sndbuf_limited_us").unwrap_or(0.0) / busy,
+        // The kernel keeps ssthresh at "infinity" (2^31 − 1) until slow start ends.
+        slow_start_exit_without_loss: ssthresh < 1e9 && f("total_retrans").unwrap_or(0.0) == 0.0,
+        cwnd_bytes: f("snd_cwnd").unwrap_or(0.0) * f("snd_mss").unwrap_or(0.0),
+    })
+}
+
+fn snmp(rec: &RunRecord, ns: &str, key: &str) -> f64 {
+    rec.snmp
+        .get(ns)
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+}
+
+/// Analyses a results directory.
+pub fn analyze(dir: &Path) -> Result<Diagnosis> {
+    let meta = read_meta(dir)?;
+    let rows = read_runs(dir)?;
+    let mut by_series: BTreeMap<(String, String, String, String), Vec<&RunRow>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.phase == "measure" && r.outcome == Outcome::Valid) {
+        by_series
+            .entry((r.profile.clone(), r.workload.clone(), r.server.clone(), r.variant.clone()))
+            .or_default()
+            .push(r);
+    }
+    let mut out = Diagnosis::default();
+    // Best goodput per (profile, workload): what the path demonstrably carried.
+    let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for ((p, w, _, _), runs) in &by_series {
+        for r in runs {
+            if let Some(g) = r.goodput_mbit {
+                let e = best.entry((p.clone(), w.clone())).or_insert(0.0);
+                *e = e.max(g);
+            }
+        }
+    }
+    for ((profile, workload, server, variant), runs) in &by_series {
+        if runs.iter().all(|r| r.goodput_mbit.is_none()) {
+            continue;
+        }
+        let series = format!("{profile}/{workload}/{server}/{variant}");
+        let prof = meta.profiles.iter().find(|p| &p.name == profile);
+        let rtt_ms = prof.map(|p| p.rtt_ms).unwrap_or(0.0);
+        let owned: Vec<RunRecord> = runs.iter().filter_map(|r| read_record(dir, &r.run_id).ok()).collect();
+        let recs: Vec<&RunRecord> = owned.iter().collect();
+        let upload = recs.first().map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload")).unwrap_or(false);
+        let protocol = recs.first().map(|r| r.protocol.clone()).unwrap_or_default();
+        let goodput = median(runs.iter().filter_map(|r| r.goodput_mbit).collect());
+        let window = goodput.map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3).filter(|_| rtt_ms > 0.0);
+        let rate = prof.and_then(|p| if upload { p.up_mbit } else { p.down_mbit });
+        let path_rate = rate.or_else(|| best.get(&(profile.clone(), workload.clone())).copied());
+        let path_window = path_rate.map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3).filter(|_| rtt_ms > 0.0);
+        let per_run = |f: &dyn Fn(&RunRecord) -> f64| median(recs.iter().map(|r| f(r)).collect()).unwrap_or(0.0);
+        let loss_drops = per_run(&|r| {
+            r.link_stats["stats"]
+                .as_object()
+                .map(|_| {
+                    let d = |dir: &str| r.link_stats["stats"][dir]["dropped_loss"].as_f64().unwrap_or(0.0);
+                    d("up") + d("down")
+                })
+                .unwrap_or(0.0)
+        });
+        let row = TransferRow {
+            series: series.clone(),
+            profile: profile.clone(),
+            workload: workload.clone(),
+            server: server.clone(),
+            variant: variant.clone(),
+            runs: runs.len(),
+            goodput_mbit: goodput,
+            rtt_ms,
+            effective_window_bytes: window,
+            path_window_bytes: path_window,
+            emulator_loss_drops: loss_drops,
+            tcp_retransmits: per_run(&|r| r.transport.as_ref().map(|t| t.tcp_retransmits as f64).unwrap_or(0.0)),
+            quic_lost_packets: per_run(&|r| r.transport.as_ref().map(|t| t.quic_lost_packets as f64).unwrap_or(0.0)),
+            udp_rcvbuf_errors_server: per_run(&|r| snmp(r, "server", "Udp.RcvbufErrors")),
+            udp_rcvbuf_errors_client: per_run(&|r| snmp(r, "client", "Udp.RcvbufErrors")),
+            udp_sndbuf_errors: per_run(&|r| snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors")),
+        };
+
+        // Window-limited? Evidence first (a configured window, TCP_INFO), then the heuristic.
+        let tcp: Vec<TcpEvidence> = recs.iter().filter_map(|r| tcp_evidence(r)).collect();
+        let share = |f: &dyn Fn(&TcpEvidence) -> f64| median(tcp.iter().map(f).collect()).unwrap_or(0.0);
+        let (rwnd_share, sndbuf_share) = (share(&|t| t.rwnd_share), share(&|t| t.sndbuf_share));
+        let hystart_runs = tcp.iter().filter(|t| t.slow_start_exit_without_loss).count();
+        let cwnd_end = share(&|t| t.cwnd_bytes);
+        let transfer_rtts = median(recs.iter().filter_map(|r| r.metrics.transfer_ms).collect())
+            .map(|t| if rtt_ms > 0.0 { t / rtt_ms } else { 0.0 })
+            .unwrap_or(0.0);
+        let mut sentence = |kind: FindingKind, text: String| {
+            out.findings.push(Finding {
+                kind,
+                series: series.clone(),
+                runs: runs.len(),
+                of: runs.len(),
+                sentence: format!("{series}: {text}"),
+            })
+        };
+        let carried = path_window
+            .map(|pw| format!("while the path carried {}", fmt_bytes(pw)))
+            .unwrap_or_else(|| "far below the path's capacity".into());
+        if let Some(w) = window {
+            let far_below = path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
+            let by_knob = configured_window(&meta, server, &protocol, upload)
+                .filter(|(b, _)| (0.5..=1.2).contains(&(w / *b as f64)));
+            let pow2 = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r));
+            let receiver = if upload { "server" } else { "client" };
+            let sender = if upload { "client" } else { "server" };
+            if let Some((bytes, flag)) = by_knob.filter(|_| far_below || path_window.is_none()) {
+                sentence(
+                    FindingKind::WindowLimited,
+                    format!(
+                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight, the server's configured {} ({flag} {}), {carried}: raise {flag}.",
+                        goodput.unwrap_or(0.0),
+                        fmt_bytes(w),
+                        if upload { "receive window" } else { "per-stream send buffer" },
+                        fmt_bytes(bytes as f64),
+                    ),
+                );
+            } else if rwnd_share >= 0.3 {
+                sentence(
+                    FindingKind::WindowLimited,
+                    format!(
+                        "window-limited — the {receiver}'s TCP receive window held the sender back {:.0} % of its busy time (TCP_INFO), {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {carried}: raise net.ipv4.tcp_rmem in the {receiver} namespace{}.",
+                        rwnd_share * 100.0,
+                        goodput.unwrap_or(0.0),
+                        fmt_bytes(w),
+                        if upload && protocol == "h2" { " and --h2-initial-stream-window" } else { "" },
+                    ),
+                );
+            } else if sndbuf_share >= 0.3 {
+                sentence(
+                    FindingKind::WindowLimited,
+                    format!(
+                        "window-limited — the {sender}'s TCP send buffer held it back {:.0} % of its busy time (TCP_INFO): raise net.ipv4.tcp_wmem in the {sender} namespace.",
+                        sndbuf_share * 100.0
+                    ),
+                );
+            } else if !tcp.is_empty() {
+                // TCP with its own statistics: no window held it back. Slow start?
+                let slow = path_window.map(|pw| w < 0.6 * pw).unwrap_or(false);
+                if slow && hystart_runs * 2 > tcp.len() && loss_drops == 0.0 {
+                    sentence(
+                        FindingKind::SlowStartExit,
+                        format!(
+                            "slow start ended early without a loss in {hystart_runs} of {} runs (TCP_INFO: ssthresh set, nothing retransmitted — HyStart reacting to RTT jitter); cwnd ended at {}, {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {carried}: a controller without delay-based slow-start exit (--tcp-congestion bbr or reno) fills the path.",
+                            tcp.len(),
+                            fmt_bytes(cwnd_end),
+                            goodput.unwrap_or(0.0),
+                            fmt_bytes(w),
+                        ),
+                    );
+                }
+            } else if let (true, 0.0, Some((p2, _)), true) = (w < 0.4 * path_window.unwrap_or(0.0), loss_drops, pow2, transfer_rtts >= 30.0) {
+                // No transport statistics (a reference server): the shape alone.
+                sentence(
+                    FindingKind::WindowLimited,
+                    format!(
+                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight for {transfer_rtts:.0} round trips, near {} and far below the {} the path carried, with no loss: a fixed {} window caps each round trip ({}).",
+                        goodput.unwrap_or(0.0),
+                        fmt_bytes(w),
+                        fmt_bytes(p2 as f64),
+                        fmt_bytes(path_window.unwrap_or(0.0)),
+                        if upload { "receive" } else { "send/flow-control" },
+                        match (protocol.as_str(), upload) {
+                            ("h3", false) => "the server's per-stream send buffer or QUIC flow control",
+                            ("h3", true) => "the server's QUIC stream receive window",
+                            ("h2", true) => "the server's h2 stream window",
+                            _ => "the server's send buffer or the client's receive window",
+                        }
+                    ),
+                );
+            }
+        }
+        // UDP buffers.
+        if row.udp_rcvbuf_errors_server > 0.0 || row.udp_rcvbuf_errors_client > 0.0 {
+            let n = recs
+                .iter()
+                .filter(|r| snmp(r, "server", "Udp.RcvbufErrors") + snmp(r, "client", "Udp.RcvbufErrors") > 0.0)
+                .count();
+            let server_side = row.udp_rcvbuf_errors_server >= row.udp_rcvbuf_errors_client;
+            out.findings.push(Finding {
+                kind: FindingKind::UdpReceiveBufferOverflow,
+                series: series.clone(),
+                runs: n,
+                of: recs.len(),
+                sentence: format!(
+                    "{series}: the {} UDP receive buffer overflowed (RcvbufErrors median {:.0} per run in the {} namespace): QUIC packets were dropped by the kernel before {} read them — raise {}.",
+                    if server_side { "server's" } else { "client's" },
+                    if server_side { row.udp_rcvbuf_errors_server } else { row.udp_rcvbuf_errors_client },
+                    if server_side { "server" } else { "client" },
+                    if server_side { "the server" } else { "Chromium" },
+                    if server_side { "--udp-recv-buffer (SO_RCVBUF)" } else { "net.core.rmem_default in the client namespace" },
+                ),
+            });
+        }
+        if row.udp_sndbuf_errors > 0.0 {
+            out.findings.push(Finding {
+                kind: FindingKind::UdpSendBufferOverflow,
+                series: series.clone(),
+                runs: recs.iter().filter(|r| snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors") > 0.0).count(),
+                of: recs.len(),
+                sentence: format!(
+                    "{series}: UDP send buffers overflowed (SndbufErrors median {:.0} per run): raise --udp-send-buffer (SO_SNDBUF).",
+                    row.udp_sndbuf_errors
+                ),
+            });
+        }
+        // Retransmissions against the emulator's drops.
+        let retrans = row.tcp_retransmits + row.quic_lost_packets;
+        if retrans > 0.0 && retrans > 2.0 * loss_drops + 5.0 {
+            out.findings.push(Finding {
+                kind: FindingKind::RetransmissionsBeyondLoss,
+                series: series.clone(),
+                runs: recs.len(),
+                of: recs.len(),
+                sentence: format!(
+                    "{series}: the transport resent {retrans:.0} packets per run (median) while the emulator dropped {loss_drops:.0}: losses the link did not cause (queue overflow, spurious timeouts or receive-buffer drops) — check the queue size of the profile and the UDP buffers (--udp-recv-buffer)."
+                ),
+            });
+        } else if loss_drops > 0.0 {
+            if let (Some(w), Some(pw)) = (window, path_window) {
+                if w < 0.5 * pw {
+                    out.findings.push(Finding {
+                        kind: FindingKind::LossLimited,
+                        series: series.clone(),
+                        runs: recs.len(),
+                        of: recs.len(),
+                        sentence: format!(
+                            "{series}: loss-limited — the emulator dropped {loss_drops:.0} packets per run and the transport resent {retrans:.0}; {} in flight against {} the path carried: the congestion controller's response to loss sets the pace (try --quic-congestion / --tcp-congestion).",
+                            fmt_bytes(w),
+                            fmt_bytes(pw)
+                        ),
+                    });
+                }
+            }
+        }
+        out.transfers.push(row);
+    }
+    Ok(out)
+}
+
+/// Markdown of the diagnosis (also used by the report).
+pub fn markdown(d: &Diagnosis) -> String {
+    let mut s = String::new();
+    if d.findings.is_empty() {
+        s.push_str("No finding: no transfer was window-limited, no UDP buffer overflowed, and retransmissions match the emulator's drops.\n\n");
+    } else {
+        for f in &d.findings {
+            s.push_str(&format!("- {} ({} of {} runs)\n", f.sentence, f.runs, f.of));
+        }
+        s.push('\n');
+    }
+    if !d.transfers.is_empty() {
+        s.push_str("| series | goodput Mbit/s | RTT ms | goodput × RTT | path carried | emulator loss drops | TCP retrans | QUIC lost | UDP RcvbufErrors (server/client) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for t in &d.transfers {
+            s.push_str(&format!(
+                "| {} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} / {:.0} |\n",
+                t.series,
+                t.goodput_mbit.map(|g| format!("{g:.1}")).unwrap_or_else(|| "—".into()),
+                t.rtt_ms,
+                t.effective_window_bytes.map(fmt_bytes).unwrap_or_else(|| "—".into()),
+                t.path_window_bytes.map(fmt_bytes).unwrap_or_else(|| "—".into()),
+                t.emulator_loss_drops,
+                t.tcp_retransmits,
+                t.quic_lost_packets,
+                t.udp_rcvbuf_errors_server,
+                t.udp_rcvbuf_errors_client
+            ));
+        }
+    }
+    s
+}
+
+/// `pagebench diagnose DIR`: analyses, writes `diagnosis.json` and `diagnosis.md`, prints.
+pub fn run(dir: &Path) -> Result<Diagnosis> {
+    let d = analyze(dir).with_context(|| format!("diagnosing {}", dir.display()))?;
+    crate::matrix::store::write_atomic(&dir.join("diagnosis.json"), (serde_json::to_string_pretty(&d)? + "\n").as_bytes())?;
+    crate::matrix::store::write_atomic(&dir.join("diagnosis.md"), format!("# Diagnosis\n\n{}", markdown(&d)).as_bytes())?;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn powers_of_two() {
+        assert_eq!(nearest_power_of_two(60_000.0).map(|x| x.0), Some(65_536));
+        let (p, r) = nearest_power_of_two(700_000.0).unwrap();
+        assert_eq!(p, 524_288);
+        assert!(r > 1.3);
+        assert!(nearest_power_of_two(100.0).is_none());
+        assert_eq!(fmt_bytes(65_536.0), "64 KiB");
+        assert_eq!(fmt_bytes(1_048_576.0), "1 MiB");
+    }
+}
