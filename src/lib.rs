@@ -5,6 +5,7 @@
 //! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
 
 pub mod cli;
+pub mod netem;
 pub mod profile;
 pub mod signals;
 pub mod textfmt;
