@@ -4,14 +4,16 @@
 //!
 //! Both commands see `PAGEBENCH_CLIENT_IP`, `PAGEBENCH_SERVER_IP`, `PAGEBENCH_CLIENT_NS` and
 //! `PAGEBENCH_SERVER_NS`. The client command stays in pagebench's process group (so it can be
-//! interactive and receives Ctrl-C from the terminal); the server command gets its own group,
+//! interactive and receives Ctrl-C from the terminal); the server command writes to stderr (so
+//! stdout is the client's alone), gets its own process group,
 //! is killed with its children when the client is done, and dies with pagebench
 //! (`PR_SET_PDEATHSIG`) even if pagebench is killed.
 
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -70,6 +72,10 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
                 .arg(cmd)
                 .envs(env.iter().cloned())
                 .process_group(0);
+            // The server's output goes to stderr: stdout stays the client's, for pipes.
+            if let Ok(err) = std::io::stderr().as_fd().try_clone_to_owned() {
+                c.stdout(Stdio::from(err));
+            }
             // SAFETY: prctl is async-signal-safe.
             unsafe {
                 c.pre_exec(|| {

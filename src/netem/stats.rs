@@ -313,6 +313,13 @@ impl SelfCheck {
             self.profile, self.elapsed_s, self.emulator_cpu_pct, self.steal_ms
         );
         for (label, d) in [("up  ", &self.up), ("down", &self.down)] {
+            if d.lateness.count == 0 && d.loss_trials == 0 {
+                out.push_str(&format!(
+                    "  {label} no packets (delay {:.3} ms configured)\n",
+                    d.configured_delay_ms
+                ));
+                continue;
+            }
             out.push_str(&format!(
                 "  {label} delay {:.3} ms configured, {:.3} ms achieved (lateness median {:.0} µs, p99 {:.0} µs, max {:.0} µs; FIFO hold {:.3} ms)\n",
                 d.configured_delay_ms,
