@@ -366,6 +366,13 @@ mod tests {
     }
 
     #[test]
+    fn a_link_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Link>();
+        shareable::<Namespace>();
+    }
+
+    #[test]
     fn direction_seeds_differ() {
         assert_ne!(
             direction_seed(1, Direction::Up),

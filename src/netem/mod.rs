@@ -23,7 +23,7 @@
 //! packets, which sends TCP and QUIC into loss recovery), at a price: when packets arrive closer
 //! together than the jitter range (bulk transfers), each one waits for the slowest draw before
 //! it, so the delay is skewed upwards — towards `delay + jitter` at high packet rates. The skew
-//! is measured (`mean_fifo_hold_ms` in [`LinkStats`]) and flagged by the self-check above
+//! is measured (`mean_fifo_hold_ms` in [`LinkStats`]) and noted by the self-check above
 //! 0.5 ms. Profiles with `reorder = true` get independent jitter instead.
 //!
 //! **Precision.** Arrival is stamped when the emulator reads the packet; a packet is written at
