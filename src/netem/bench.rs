@@ -2,7 +2,9 @@
 //!
 //! - **Delay error**: UDP probes every few ms from the client, echoed by the server, each stamped
 //!   on send, on the server's receive and on return (one process, one monotonic clock), at
-//!   one-way delays of 0, 20 and 75 ms without jitter; idle and beside a bulk TCP download.
+//!   one-way delays of 0, 20 and 75 ms without jitter; idle and beside a bulk TCP download. The
+//!   probe threads run at SCHED_FIFO below the emulator, so that other load on the machine
+//!   delays the measuring endpoints as little as possible; the other load is reported.
 //!   Error = measured − configured, for each direction and for the round trip. Samples close to
 //!   a CPU-steal tick (`/proc/stat`, sampled every 5 ms) are counted and also left out in a
 //!   second p99, so a hypervisor hiccup is told apart from the emulator's own error.
@@ -298,7 +300,7 @@ fn measure_precision(
         std::thread::Builder::new()
             .name("probe-rx".into())
             .spawn(move || {
-                host::set_timer_slack_1ns();
+                probe_thread_setup();
                 let mut buf = [0u8; 256];
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(len) = receiver_socket.recv(&mut buf) else {
@@ -328,20 +330,30 @@ fn measure_precision(
     };
     let _ = link.take_stats()?;
     let load = OtherLoad::start();
-    host::set_timer_slack_1ns();
-    let start = Instant::now();
-    let mut buf = [0u8; PROBE_LEN];
-    for seq in 0..n {
-        let tick = start + opts.probe_interval * seq as u32;
-        if let Some(wait) = tick.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let t = nanos_since(base);
-        sent_at[seq].store(t, Ordering::Relaxed);
-        buf[..8].copy_from_slice(&(seq as u64).to_le_bytes());
-        buf[8..16].copy_from_slice(&t.to_le_bytes());
-        let _ = socket.send(&buf);
-    }
+    let sender = {
+        let (sent_at, interval) = (sent_at.clone(), opts.probe_interval);
+        std::thread::Builder::new()
+            .name("probe-tx".into())
+            .spawn(move || {
+                probe_thread_setup();
+                let start = Instant::now();
+                let mut buf = [0u8; PROBE_LEN];
+                for (seq, slot) in sent_at.iter().enumerate() {
+                    let tick = start + interval * seq as u32;
+                    if let Some(wait) = tick.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let t = nanos_since(base);
+                    slot.store(t, Ordering::Relaxed);
+                    buf[..8].copy_from_slice(&(seq as u64).to_le_bytes());
+                    buf[8..16].copy_from_slice(&t.to_le_bytes());
+                    let _ = socket.send(&buf);
+                }
+            })?
+    };
+    sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("probe sender panicked"))?;
     std::thread::sleep(
         Duration::from_secs_f64(2.0 * one_way_ms / 1e3) + Duration::from_millis(300),
     );
@@ -428,6 +440,17 @@ impl OtherLoad {
     }
 }
 
+/// Priority of the probe threads: real-time (so other load on the machine does not delay the
+/// measuring endpoints) but below the emulator's.
+const PROBE_RT_PRIORITY: i32 = 5;
+
+/// Timer slack 1 ns and SCHED_FIFO for a probe thread (best effort: at normal priority the
+/// figures include the endpoints' own scheduling delays).
+fn probe_thread_setup() {
+    host::set_timer_slack_1ns();
+    let _ = host::set_sched_fifo(PROBE_RT_PRIORITY);
+}
+
 /// A UDP echo server in the server namespace that stamps receive and send times.
 struct UdpEcho {
     addr: SocketAddr,
@@ -446,6 +469,7 @@ impl UdpEcho {
         let thread = std::thread::Builder::new()
             .name("probe-echo".into())
             .spawn(move || {
+                probe_thread_setup();
                 let mut buf = [0u8; 256];
                 while !s.load(Ordering::Relaxed) {
                     let Ok((len, from)) = socket.recv_from(&mut buf) else {

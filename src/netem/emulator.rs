@@ -249,7 +249,7 @@ impl Loop {
                 return Err(io::Error::last_os_error()).context("epoll_ctl");
             }
         }
-        Ok(Loop {
+        let lp = Loop {
             tuns: [client_tun, server_tun],
             wake,
             epoll,
@@ -260,7 +260,12 @@ impl Loop {
             spin,
             margin: SpinMargin::default(),
             cpu_start_ns: host::thread_cpu_ns(),
-        })
+        };
+        let mut probe = [libc::epoll_event { events: 0, u64: 0 }; 1];
+        lp.wait(&mut probe, Some(Duration::ZERO)).map_err(|e| {
+            anyhow!("epoll_pwait2 does not work here ({e}); the emulator needs Linux 5.11 or later")
+        })?;
+        Ok(lp)
     }
 
     fn run(&mut self) {
@@ -288,7 +293,14 @@ impl Loop {
                     }
                 }
             }
-            let n = self.wait(&mut events, timeout);
+            let n = match self.wait(&mut events, timeout) {
+                Ok(n) => n,
+                Err(e) => {
+                    // Never spin on a failing wait; the link stops and its API reports it.
+                    tracing::error!("emulator: epoll_pwait2 failed ({e}); the link stopped");
+                    return;
+                }
+            };
             if let (0, Some(target)) = (n, wake_target) {
                 self.margin
                     .record(Instant::now().saturating_duration_since(target));
@@ -307,8 +319,13 @@ impl Loop {
         }
     }
 
-    /// Waits for readiness or the timeout (`None`: no timeout). Returns the number of events.
-    fn wait(&self, events: &mut [libc::epoll_event], timeout: Option<Duration>) -> usize {
+    /// Waits for readiness or the timeout (`None`: no timeout). Returns the number of events
+    /// (0 after a timeout or a signal).
+    fn wait(
+        &self,
+        events: &mut [libc::epoll_event],
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -326,11 +343,14 @@ impl Loop {
                 std::ptr::null(),
             )
         };
-        if n < 0 {
-            // EINTR (a signal): just go round again.
-            return 0;
+        if n >= 0 {
+            return Ok(n as usize);
         }
-        n as usize
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINTR) {
+            return Ok(0);
+        }
+        Err(err)
     }
 
     /// Busy-waits until `deadline` (SCHED_FIFO only), reading arrivals as they come.
