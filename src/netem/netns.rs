@@ -71,8 +71,16 @@ impl Namespace {
     /// Creates `pb-<pid>-<instance>-<role>` with its loopback up and IPv6 disabled.
     pub fn create(instance: u64, role: &str) -> Result<Namespace> {
         let name = namespace_name(std::process::id(), instance, role);
-        run_ip(&["netns", "add", &name])
-            .with_context(|| format!("creating network namespace {name}"))?;
+        if let Err(e) = run_ip(&["netns", "add", &name]) {
+            // A namespace of a dead process that had our PID may hold the name: clear stale
+            // ones and try once more.
+            if !namespace_path(&name).exists() {
+                return Err(e).with_context(|| format!("creating network namespace {name}"));
+            }
+            super::cleanup::remove_stale()?;
+            run_ip(&["netns", "add", &name])
+                .with_context(|| format!("creating network namespace {name}"))?;
+        }
         // From here on the namespace exists: make sure every exit path deletes it.
         let cleanup_name = name.clone();
         let guard = signals::register_cleanup(move || {
