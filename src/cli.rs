@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::server::{self, Certificate, EmbeddedServer, ServerConfig, ServerKnobs};
@@ -39,7 +39,7 @@ pub enum Command {
     /// Serve the workloads over h1/h2 (TCP) and h3 (QUIC) on one port.
     Serve(ServeArgs),
     /// Build the emulated link, run a server command and a client command through it.
-    Shell,
+    Shell(ShellArgs),
     /// Remove namespaces and TUN devices left behind by dead pagebench processes.
     Cleanup,
     /// Benchmarks (emulator precision and rate, server throughput).
@@ -110,7 +110,12 @@ pub struct ServeArgs {
 pub struct ServerArgs {
     /// Servers under test, comma-separated: embedded (hyper + quinn), caddy (Debian's, quic-go),
     /// nginx (Debian's, h1/h2 only). Several are interleaved in one plan.
-    #[arg(long, alias = "server", default_value = "embedded", value_name = "LIST")]
+    #[arg(
+        long,
+        alias = "server",
+        default_value = "embedded",
+        value_name = "LIST"
+    )]
     pub servers: String,
     /// Your own server as a command line, run in the server namespace with {port}, {root},
     /// {cert}, {key}, {log}, {ip} and {work} filled in; added to --servers as `custom`.
@@ -240,15 +245,77 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Both commands see PAGEBENCH_CLIENT_IP, PAGEBENCH_SERVER_IP, PAGEBENCH_CLIENT_NS and \
+PAGEBENCH_SERVER_NS. Example:\n  pagebench shell --profile wired --server-cmd 'python3 -m http.server \
+--bind $PAGEBENCH_SERVER_IP 8000' --wait-tcp 8000 -- sh -c 'curl -so /dev/null -w \"%{time_total}\\n\" \
+http://$PAGEBENCH_SERVER_IP:8000/'"
+)]
+pub struct ShellArgs {
+    /// Network profile: a name from the profiles directory or a path to a TOML file.
+    #[arg(long)]
+    pub profile: String,
+    /// Directory of the shipped profiles.
+    #[arg(long, default_value = "profiles")]
+    pub profiles_dir: PathBuf,
+    /// Command run with `sh -c` in the server namespace while the client command runs.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
+    /// Start the client command only once the server accepts TCP connections on this port.
+    #[arg(long, value_name = "PORT")]
+    pub wait_tcp: Option<u16>,
+    /// Seed of the link's loss and jitter draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run the emulator at normal priority instead of SCHED_FIFO.
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Let idle CPUs halt while the link runs (less host CPU, slower wake-ups on VMs).
+    #[arg(long)]
+    pub let_cpus_sleep: bool,
+    /// Also write the link's counters and self-check as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub stats_json: Option<PathBuf>,
+    /// The command to run in the client namespace (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
     pub target: BenchTarget,
 }
 
+/// What to benchmark.
 #[derive(Subcommand, Debug)]
 pub enum BenchTarget {
+    /// The link emulator: delay error at 0/20/75 ms (idle and under bulk TCP), forwarding rate.
+    Netem(BenchNetemArgs),
     /// Loopback throughput of the embedded server per protocol (default: a 3 MB body).
     Server(server::bench::BenchServerArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchNetemArgs {
+    /// Probing time per delay and load, in seconds.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// Blasting time of each forwarding-rate test, in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub rate_seconds: f64,
+    /// One-way delays to measure at, in ms, comma-separated.
+    #[arg(long, default_value = "0,20,75", value_delimiter = ',')]
+    pub delays: Vec<f64>,
+    /// Run the emulator at normal priority instead of SCHED_FIFO.
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Let idle CPUs halt during the benchmark (less host CPU, slower wake-ups on VMs).
+    #[arg(long)]
+    pub let_cpus_sleep: bool,
+    /// Also write the figures as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 /// Entry point of the binary: runs the command, prints one clear error, picks the exit code.
@@ -285,8 +352,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Matrix(a) => matrix(a),
         Command::Run(a) => run_cmd(a),
         Command::Serve(a) => serve(a),
-        Command::Shell => Err(NotBuilt("shell").into()),
-        Command::Cleanup => Err(NotBuilt("cleanup").into()),
+        Command::Shell(a) => shell(a),
+        Command::Cleanup => cleanup(),
         Command::Bench(a) => bench(a),
         Command::Report(a) => report(a),
         Command::Diagnose(a) => diagnose(a),
@@ -410,6 +477,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
 fn bench(a: BenchArgs) -> Result<ExitCode> {
     signals::install();
     match a.target {
+        BenchTarget::Netem(n) => bench_netem(n),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -456,11 +524,18 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
         if out.completed {
             String::new()
         } else {
-            format!(" — incomplete: continue with `pagebench matrix --resume {}` and the same options", out.dir.display())
+            format!(
+                " — incomplete: continue with `pagebench matrix --resume {}` and the same options",
+                out.dir.display()
+            )
         }
     );
     // Interrupted: 130, as a shell reports Ctrl-C, so scripts know the matrix is incomplete.
-    Ok(if interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `FILE.har` for one run, `FILE-i.har` for several.
@@ -476,7 +551,10 @@ fn har_path(base: &std::path::Path, index: u32, total: u32) -> PathBuf {
 fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     let profile = crate::profile::select(&a.profile, &a.common.profiles_dir)?;
     if profile.len() != 1 {
-        anyhow::bail!("--profile takes one profile, not a set ({} profiles)", profile.len());
+        anyhow::bail!(
+            "--profile takes one profile, not a set ({} profiles)",
+            profile.len()
+        );
     }
     let servers = a.server.servers()?;
     if servers.len() != 1 {
@@ -528,5 +606,76 @@ fn diagnose(a: DiagnoseArgs) -> Result<ExitCode> {
         a.dir.join("diagnosis.md").display(),
         a.dir.join("diagnosis.json").display()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shell(a: ShellArgs) -> Result<ExitCode> {
+    let profile = single_profile(&a.profile, &a.profiles_dir)?;
+    let outcome = crate::netem::shell::run(&crate::netem::shell::ShellOptions {
+        profile,
+        server_cmd: a.server_cmd,
+        wait_tcp: a.wait_tcp,
+        command: a.command,
+        link: crate::netem::LinkOptions {
+            seed: a.seed,
+            realtime: !a.no_realtime,
+            hold_cpus_awake: !a.let_cpus_sleep,
+        },
+        stats_json: a.stats_json,
+    })?;
+    Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+/// Exactly one profile from a `--profile` value.
+fn single_profile(spec: &str, dir: &std::path::Path) -> Result<profile::Profile> {
+    let mut selected = profile::select(spec, dir)?;
+    if selected.len() != 1 {
+        anyhow::bail!(
+            "--profile {spec:?} selects {} profiles; give exactly one name or TOML path",
+            selected.len()
+        );
+    }
+    Ok(selected.remove(0))
+}
+
+fn cleanup() -> Result<ExitCode> {
+    let removed = crate::netem::cleanup::remove_stale()?;
+    if removed.is_empty() {
+        println!("no stale pagebench namespaces");
+    } else {
+        for name in &removed {
+            println!("removed {name}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
+    for (flag, v) in [("--seconds", a.seconds), ("--rate-seconds", a.rate_seconds)] {
+        if !(v.is_finite() && (0.5..=600.0).contains(&v)) {
+            anyhow::bail!("{flag} {v}: give a duration between 0.5 and 600 seconds");
+        }
+    }
+    if let Some(d) = a
+        .delays
+        .iter()
+        .find(|d| !(d.is_finite() && (0.0..=30_000.0).contains(*d)))
+    {
+        anyhow::bail!("--delays: {d} is not a one-way delay between 0 and 30000 ms");
+    }
+    let opts = crate::netem::bench::BenchOptions {
+        one_way_ms: a.delays,
+        probe_seconds: a.seconds,
+        rate_seconds: a.rate_seconds,
+        realtime: !a.no_realtime,
+        hold_cpus_awake: !a.let_cpus_sleep,
+        ..Default::default()
+    };
+    let report = crate::netem::bench::run(&opts, |step| eprintln!("bench: {step} …"))?;
+    print!("{}", crate::netem::bench::render(&report));
+    if let Some(path) = a.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

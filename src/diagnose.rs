@@ -105,8 +105,17 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// A configured window that bounds this transfer, from the server's applied knobs:
 /// (bytes, knob flag).
-fn configured_window(meta: &Meta, server: &str, protocol: &str, upload: bool) -> Option<(u64, &'static str)> {
-    let applied = meta.servers_applied.get(server)?.get("applied")?.get("knobs")?;
+fn configured_window(
+    meta: &Meta,
+    server: &str,
+    protocol: &str,
+    upload: bool,
+) -> Option<(u64, &'static str)> {
+    let applied = meta
+        .servers_applied
+        .get(server)?
+        .get("applied")?
+        .get("knobs")?;
     let get = |k: &str| applied.get(k).and_then(Value::as_u64);
     match (protocol, upload) {
         ("h3", false) => get("h3_send_buffer").map(|b| (b, "--h3-send-buffer")),
@@ -161,9 +170,17 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let meta = read_meta(dir)?;
     let rows = read_runs(dir)?;
     let mut by_series: BTreeMap<(String, String, String, String), Vec<&RunRow>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.phase == "measure" && r.outcome == Outcome::Valid) {
+    for r in rows
+        .iter()
+        .filter(|r| r.phase == "measure" && r.outcome == Outcome::Valid)
+    {
         by_series
-            .entry((r.profile.clone(), r.workload.clone(), r.server.clone(), r.variant.clone()))
+            .entry((
+                r.profile.clone(),
+                r.workload.clone(),
+                r.server.clone(),
+                r.variant.clone(),
+            ))
             .or_default()
             .push(r);
     }
@@ -185,21 +202,37 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         let series = format!("{profile}/{workload}/{server}/{variant}");
         let prof = meta.profiles.iter().find(|p| &p.name == profile);
         let rtt_ms = prof.map(|p| p.rtt_ms).unwrap_or(0.0);
-        let owned: Vec<RunRecord> = runs.iter().filter_map(|r| read_record(dir, &r.run_id).ok()).collect();
+        let owned: Vec<RunRecord> = runs
+            .iter()
+            .filter_map(|r| read_record(dir, &r.run_id).ok())
+            .collect();
         let recs: Vec<&RunRecord> = owned.iter().collect();
-        let upload = recs.first().map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload")).unwrap_or(false);
+        let upload = recs
+            .first()
+            .map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload"))
+            .unwrap_or(false);
         let protocol = recs.first().map(|r| r.protocol.clone()).unwrap_or_default();
         let goodput = median(runs.iter().filter_map(|r| r.goodput_mbit).collect());
-        let window = goodput.map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3).filter(|_| rtt_ms > 0.0);
+        let window = goodput
+            .map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3)
+            .filter(|_| rtt_ms > 0.0);
         let rate = prof.and_then(|p| if upload { p.up_mbit } else { p.down_mbit });
         let path_rate = rate.or_else(|| best.get(&(profile.clone(), workload.clone())).copied());
-        let path_window = path_rate.map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3).filter(|_| rtt_ms > 0.0);
-        let per_run = |f: &dyn Fn(&RunRecord) -> f64| median(recs.iter().map(|r| f(r)).collect()).unwrap_or(0.0);
+        let path_window = path_rate
+            .map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3)
+            .filter(|_| rtt_ms > 0.0);
+        let per_run = |f: &dyn Fn(&RunRecord) -> f64| {
+            median(recs.iter().map(|r| f(r)).collect()).unwrap_or(0.0)
+        };
         let loss_drops = per_run(&|r| {
             r.link_stats["stats"]
                 .as_object()
                 .map(|_| {
-                    let d = |dir: &str| r.link_stats["stats"][dir]["dropped_loss"].as_f64().unwrap_or(0.0);
+                    let d = |dir: &str| {
+                        r.link_stats["stats"][dir]["dropped_loss"]
+                            .as_f64()
+                            .unwrap_or(0.0)
+                    };
                     d("up") + d("down")
                 })
                 .unwrap_or(0.0)
@@ -216,18 +249,34 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             effective_window_bytes: window,
             path_window_bytes: path_window,
             emulator_loss_drops: loss_drops,
-            tcp_retransmits: per_run(&|r| r.transport.as_ref().map(|t| t.tcp_retransmits as f64).unwrap_or(0.0)),
-            quic_lost_packets: per_run(&|r| r.transport.as_ref().map(|t| t.quic_lost_packets as f64).unwrap_or(0.0)),
+            tcp_retransmits: per_run(&|r| {
+                r.transport
+                    .as_ref()
+                    .map(|t| t.tcp_retransmits as f64)
+                    .unwrap_or(0.0)
+            }),
+            quic_lost_packets: per_run(&|r| {
+                r.transport
+                    .as_ref()
+                    .map(|t| t.quic_lost_packets as f64)
+                    .unwrap_or(0.0)
+            }),
             udp_rcvbuf_errors_server: per_run(&|r| snmp(r, "server", "Udp.RcvbufErrors")),
             udp_rcvbuf_errors_client: per_run(&|r| snmp(r, "client", "Udp.RcvbufErrors")),
-            udp_sndbuf_errors: per_run(&|r| snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors")),
+            udp_sndbuf_errors: per_run(&|r| {
+                snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors")
+            }),
         };
 
         // Window-limited? Evidence first (a configured window, TCP_INFO), then the heuristic.
         let tcp: Vec<TcpEvidence> = recs.iter().filter_map(|r| tcp_evidence(r)).collect();
-        let share = |f: &dyn Fn(&TcpEvidence) -> f64| median(tcp.iter().map(f).collect()).unwrap_or(0.0);
+        let share =
+            |f: &dyn Fn(&TcpEvidence) -> f64| median(tcp.iter().map(f).collect()).unwrap_or(0.0);
         let (rwnd_share, sndbuf_share) = (share(&|t| t.rwnd_share), share(&|t| t.sndbuf_share));
-        let hystart_runs = tcp.iter().filter(|t| t.slow_start_exit_without_loss).count();
+        let hystart_runs = tcp
+            .iter()
+            .filter(|t| t.slow_start_exit_without_loss)
+            .count();
         let cwnd_end = share(&|t| t.cwnd_bytes);
         let transfer_rtts = median(recs.iter().filter_map(|r| r.metrics.transfer_ms).collect())
             .map(|t| if rtt_ms > 0.0 { t / rtt_ms } else { 0.0 })
@@ -296,7 +345,12 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                         ),
                     );
                 }
-            } else if let (true, 0.0, Some((p2, _)), true) = (w < 0.4 * path_window.unwrap_or(0.0), loss_drops, pow2, transfer_rtts >= 30.0) {
+            } else if let (true, 0.0, Some((p2, _)), true) = (
+                w < 0.4 * path_window.unwrap_or(0.0),
+                loss_drops,
+                pow2,
+                transfer_rtts >= 30.0,
+            ) {
                 // No transport statistics (a reference server): the shape alone.
                 sentence(
                     FindingKind::WindowLimited,
@@ -321,7 +375,10 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         if row.udp_rcvbuf_errors_server > 0.0 || row.udp_rcvbuf_errors_client > 0.0 {
             let n = recs
                 .iter()
-                .filter(|r| snmp(r, "server", "Udp.RcvbufErrors") + snmp(r, "client", "Udp.RcvbufErrors") > 0.0)
+                .filter(|r| {
+                    snmp(r, "server", "Udp.RcvbufErrors") + snmp(r, "client", "Udp.RcvbufErrors")
+                        > 0.0
+                })
                 .count();
             let server_side = row.udp_rcvbuf_errors_server >= row.udp_rcvbuf_errors_client;
             out.findings.push(Finding {
@@ -402,10 +459,16 @@ pub fn markdown(d: &Diagnosis) -> String {
             s.push_str(&format!(
                 "| {} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} / {:.0} |\n",
                 t.series,
-                t.goodput_mbit.map(|g| format!("{g:.1}")).unwrap_or_else(|| "—".into()),
+                t.goodput_mbit
+                    .map(|g| format!("{g:.1}"))
+                    .unwrap_or_else(|| "—".into()),
                 t.rtt_ms,
-                t.effective_window_bytes.map(fmt_bytes).unwrap_or_else(|| "—".into()),
-                t.path_window_bytes.map(fmt_bytes).unwrap_or_else(|| "—".into()),
+                t.effective_window_bytes
+                    .map(fmt_bytes)
+                    .unwrap_or_else(|| "—".into()),
+                t.path_window_bytes
+                    .map(fmt_bytes)
+                    .unwrap_or_else(|| "—".into()),
                 t.emulator_loss_drops,
                 t.tcp_retransmits,
                 t.quic_lost_packets,
@@ -420,8 +483,14 @@ pub fn markdown(d: &Diagnosis) -> String {
 /// `pagebench diagnose DIR`: analyses, writes `diagnosis.json` and `diagnosis.md`, prints.
 pub fn run(dir: &Path) -> Result<Diagnosis> {
     let d = analyze(dir).with_context(|| format!("diagnosing {}", dir.display()))?;
-    crate::matrix::store::write_atomic(&dir.join("diagnosis.json"), (serde_json::to_string_pretty(&d)? + "\n").as_bytes())?;
-    crate::matrix::store::write_atomic(&dir.join("diagnosis.md"), format!("# Diagnosis\n\n{}", markdown(&d)).as_bytes())?;
+    crate::matrix::store::write_atomic(
+        &dir.join("diagnosis.json"),
+        (serde_json::to_string_pretty(&d)? + "\n").as_bytes(),
+    )?;
+    crate::matrix::store::write_atomic(
+        &dir.join("diagnosis.md"),
+        format!("# Diagnosis\n\n{}", markdown(&d)).as_bytes(),
+    )?;
     Ok(d)
 }
 

@@ -47,7 +47,9 @@ pub fn page_url(port: u16, manifest: &Manifest) -> String {
 }
 
 fn link_summary(stats: &crate::netem::LinkStats, check: &SelfCheck) -> LinkSummary {
-    let drops = |d: &crate::netem::DirectionStats| d.dropped_loss + d.dropped_queue + d.dropped_not_for_peer;
+    let drops = |d: &crate::netem::DirectionStats| {
+        d.dropped_loss + d.dropped_queue + d.dropped_not_for_peer
+    };
     LinkSummary {
         bytes_up: stats.up.bytes_in,
         bytes_down: stats.down.bytes_in,
@@ -55,8 +57,8 @@ fn link_summary(stats: &crate::netem::LinkStats, check: &SelfCheck) -> LinkSumma
         packets_down: stats.down.packets_in,
         drops_up: drops(&stats.up),
         drops_down: drops(&stats.down),
-        lateness_p99_up_us: stats.up.lateness.p99_us as f64,
-        lateness_p99_down_us: stats.down.lateness.p99_us as f64,
+        lateness_p99_up_us: stats.up.lateness.p99_us,
+        lateness_p99_down_us: stats.down.lateness.p99_us,
         loss_achieved_up_pct: check.up.measured_loss_pct,
         loss_achieved_down_pct: check.down.measured_loss_pct,
         tun_tx_dropped: stats.up.tun_tx_dropped + stats.down.tun_tx_dropped,
@@ -143,9 +145,9 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         server.views.as_deref(),
     );
     if server.views.is_none() {
-        verdict
-            .warnings
-            .push("the server keeps no readable log: cross-checked by the browser and CDP only".into());
+        verdict.warnings.push(
+            "the server keeps no readable log: cross-checked by the browser and CDP only".into(),
+        );
     }
     // A completed load without a headline time cannot be counted.
     if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
@@ -162,7 +164,10 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
     let (link, self_check) = match &link_stats {
         Some(s) => {
             let check = tb.link.self_check(s, &spec.profile);
-            (Some(link_summary(s, &check)), serde_json::to_value(&check).unwrap_or(Value::Null))
+            (
+                Some(link_summary(s, &check)),
+                serde_json::to_value(&check).unwrap_or(Value::Null),
+            )
         }
         None => (None, Value::Null),
     };
@@ -223,9 +228,16 @@ pub struct SeriesRequest {
 
 /// Runs a series and hands each record to `each` as it finishes (so it is printed or saved
 /// before the next run starts). Stops early on a signal.
-pub fn run_series(req: &SeriesRequest, mut each: impl FnMut(&RunRecord) -> Result<()>) -> Result<usize> {
+pub fn run_series(
+    req: &SeriesRequest,
+    mut each: impl FnMut(&RunRecord) -> Result<()>,
+) -> Result<usize> {
     signals::install();
-    let manifest = crate::workload::ensure(&req.pages_root, &req.workload, crate::workload::DEFAULT_SEED)?;
+    let manifest = crate::workload::ensure(
+        &req.pages_root,
+        &req.workload,
+        crate::workload::DEFAULT_SEED,
+    )?;
     let mut tb = Testbed::start(&crate::testbed::TestbedConfig {
         profile: req.profile.clone(),
         servers: vec![req.server.clone()],
@@ -241,7 +253,10 @@ pub fn run_series(req: &SeriesRequest, mut each: impl FnMut(&RunRecord) -> Resul
             break;
         }
         let spec = RunSpec {
-            id: format!("{}-{}-r{round:02}-{}", req.profile.name, req.workload.name, req.variant),
+            id: format!(
+                "{}-{}-r{round:02}-{}",
+                req.profile.name, req.workload.name, req.variant
+            ),
             profile: req.profile.clone(),
             manifest: manifest.clone(),
             variant: req.variant,
@@ -300,17 +315,26 @@ pub fn describe(rec: &RunRecord) -> String {
         "  {} resources over {} connection(s) · on-wire mid {} / peak {}",
         m.resources,
         m.connections,
-        m.onwire_mid.map(|x| x.to_string()).unwrap_or_else(|| "—".into()),
-        m.onwire_peak.map(|x| x.to_string()).unwrap_or_else(|| "—".into()),
+        m.onwire_mid
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "—".into()),
+        m.onwire_peak
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "—".into()),
     ));
     if let Some(g) = m.goodput_mbit {
-        s.push_str(&format!(" · goodput {g:.1} Mbit/s over {} ms", f(m.transfer_ms)));
+        s.push_str(&format!(
+            " · goodput {g:.1} Mbit/s over {} ms",
+            f(m.transfer_ms)
+        ));
     }
     s.push('\n');
     let proto_ok = rec.reasons.iter().all(|r| {
         !matches!(
             r.kind,
-            ReasonKind::ProtocolMismatch | ReasonKind::CdpProtocolMismatch | ReasonKind::ServerProtocolMismatch
+            ReasonKind::ProtocolMismatch
+                | ReasonKind::CdpProtocolMismatch
+                | ReasonKind::ServerProtocolMismatch
         )
     });
     s.push_str(&format!(

@@ -84,7 +84,7 @@ fn port_for(index: usize) -> u16 {
 
 /// A server under test.
 pub enum Target {
-    Embedded(EmbeddedServer),
+    Embedded(Box<EmbeddedServer>),
     External(ExternalServer),
 }
 
@@ -225,11 +225,14 @@ pub struct Testbed {
 
 impl Testbed {
     pub fn start(cfg: &TestbedConfig) -> Result<Testbed> {
-        let link = Link::new(&cfg.profile, LinkOptions {
+        let link = Link::new(
+            &cfg.profile,
+            LinkOptions {
                 seed: cfg.seed,
                 realtime: true,
                 ..LinkOptions::default()
-            })?;
+            },
+        )?;
         // The namespaces' default TCP congestion control, so that reference servers (which do
         // not set it per socket) use the knob's too. Best effort: a child namespace may only
         // default to algorithms in the host's tcp_allowed_congestion_control.
@@ -237,7 +240,10 @@ impl Testbed {
         if let Some(cc) = cfg.knobs.tcp_congestion {
             for ns in [link.server(), link.client()] {
                 let set = ns.run(move || {
-                    std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", cc.kernel_name())
+                    std::fs::write(
+                        "/proc/sys/net/ipv4/tcp_congestion_control",
+                        cc.kernel_name(),
+                    )
                 })?;
                 if let Err(e) = set {
                     ns_tcp_note = Some(format!(
@@ -250,13 +256,20 @@ impl Testbed {
         }
         let ns_tcp_cc = link
             .server()
-            .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default())?
+            .run(|| {
+                std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+                    .unwrap_or_default()
+            })?
             .trim()
             .to_string();
         let work = crate::browser::launch::make_temp_dir("pagebench-testbed")?;
         let cert = Certificate::load_or_create(&work.join("cert"))?;
-        let root = std::fs::canonicalize(&cfg.pages_root)
-            .with_context(|| format!("pages root {} does not exist: run `pagebench pages`", cfg.pages_root.display()))?;
+        let root = std::fs::canonicalize(&cfg.pages_root).with_context(|| {
+            format!(
+                "pages root {} does not exist: run `pagebench pages`",
+                cfg.pages_root.display()
+            )
+        })?;
         let server_ip = IpAddr::V4(link.server_ip());
         let knobs_json = serde_json::to_value(&cfg.knobs).unwrap_or(Value::Null);
         let mut tb = Testbed {
@@ -274,9 +287,15 @@ impl Testbed {
                         bind: SocketAddr::new(server_ip, port),
                         knobs: cfg.knobs.clone(),
                         cert: tb.cert.clone(),
-                        log_path: cfg.log_dir.as_ref().map(|d| d.join("server-requests.jsonl")),
+                        log_path: cfg
+                            .log_dir
+                            .as_ref()
+                            .map(|d| d.join("server-requests.jsonl")),
                     };
-                    let server = tb.link.server().run(move || EmbeddedServer::start(config))??;
+                    let server = tb
+                        .link
+                        .server()
+                        .run(move || EmbeddedServer::start(config))??;
                     let eff = server.knobs_applied().knobs.clone();
                     let offers = Protocol::ALL
                         .iter()
@@ -290,9 +309,12 @@ impl Testbed {
                             "knobs_requested": knobs_json,
                             "applied": server.knobs_applied().to_json(),
                         }),
-                        target: Target::Embedded(server),
+                        target: Target::Embedded(Box::new(server)),
                         offers,
-                        mark: Mark { requests: 0, connections: 0 },
+                        mark: Mark {
+                            requests: 0,
+                            connections: 0,
+                        },
                     }
                 }
                 other => {
@@ -308,8 +330,14 @@ impl Testbed {
                         ip: server_ip,
                         port,
                         root: root.clone(),
-                        cert: tb.cert.cert_path().context("the certificate has no PEM file")?,
-                        key: tb.cert.key_path().context("the certificate has no PEM file")?,
+                        cert: tb
+                            .cert
+                            .cert_path()
+                            .context("the certificate has no PEM file")?,
+                        key: tb
+                            .cert
+                            .key_path()
+                            .context("the certificate has no PEM file")?,
                         log: dir.join("access.log"),
                         work: dir,
                         sink_port: 0,
@@ -335,7 +363,10 @@ impl Testbed {
                         description,
                         target: Target::External(server),
                         offers,
-                        mark: Mark { requests: 0, connections: 0 },
+                        mark: Mark {
+                            requests: 0,
+                            connections: 0,
+                        },
                     }
                 }
             };

@@ -96,7 +96,13 @@ fn default_out() -> PathBuf {
     PathBuf::from("results").join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string())
 }
 
-fn meta_for(req: &MatrixRequest, r: &Resolved, spec: &PlanSpec, planned: usize, servers: serde_json::Value) -> Meta {
+fn meta_for(
+    req: &MatrixRequest,
+    r: &Resolved,
+    spec: &PlanSpec,
+    planned: usize,
+    servers: serde_json::Value,
+) -> Meta {
     Meta {
         pagebench_version: env!("CARGO_PKG_VERSION").into(),
         git_revision: sysinfo::git_revision(),
@@ -173,18 +179,36 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         }
     };
     if !std::path::Path::new(crate::browser::CHROMIUM).exists() {
-        bail!("{} not found: run ./setup.sh (installs Debian's chromium)", crate::browser::CHROMIUM);
+        bail!(
+            "{} not found: run ./setup.sh (installs Debian's chromium)",
+            crate::browser::CHROMIUM
+        );
     }
     let mut manifests: BTreeMap<String, Manifest> = BTreeMap::new();
     for w in &r.workloads {
-        manifests.insert(w.name.clone(), workload::ensure(&req.pages_root, w, workload::DEFAULT_SEED)?);
+        manifests.insert(
+            w.name.clone(),
+            workload::ensure(&req.pages_root, w, workload::DEFAULT_SEED)?,
+        );
     }
     let todo: Vec<&PlannedRun> = planned.iter().filter(|p| !store.is_done(&p.id)).collect();
     let outcome_dir = dir.clone();
     if todo.is_empty() {
-        tracing::info!("{}: all {} planned runs are already done", dir.display(), planned.len());
+        tracing::info!(
+            "{}: all {} planned runs are already done",
+            dir.display(),
+            planned.len()
+        );
     } else {
-        run_plan(req, &r, &todo, &manifests, &mut store, planned.len(), &mut meta)?;
+        run_plan(
+            req,
+            &r,
+            &todo,
+            &manifests,
+            &mut store,
+            planned.len(),
+            &mut meta,
+        )?;
     }
     let done = store::committed_ids(&dir)?.len();
     let completed = done >= planned.len();
@@ -199,7 +223,12 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     store::write_meta(&dir, &meta)?;
     if done > 0 {
         let rows = summary::read_runs(&dir)?;
-        let s = summary::summarize_runs(&rows, req.seed, crate::stats::DEFAULT_RESAMPLES, &meta.plan.servers)?;
+        let s = summary::summarize_runs(
+            &rows,
+            req.seed,
+            crate::stats::DEFAULT_RESAMPLES,
+            &meta.plan.servers,
+        )?;
         summary::write(&dir, &s)?;
         if !req.quiet {
             println!("{}", summary::terminal(&s));
@@ -240,7 +269,13 @@ fn run_plan(
     total: usize,
     meta: &mut Meta,
 ) -> Result<()> {
-    let profile_of = |name: &str| r.profiles.iter().find(|p| p.name == name).cloned().expect("planned profile exists");
+    let profile_of = |name: &str| {
+        r.profiles
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .expect("planned profile exists")
+    };
     let first = profile_of(&todo[0].profile);
     let mut tb = Testbed::start(&TestbedConfig {
         profile: first.clone(),
@@ -306,7 +341,9 @@ fn run_plan(
             Ok(rec) => rec,
             Err(e) if signals::interrupted() => {
                 tracing::info!("run {} interrupted: {e:#}", p.id);
-                pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume");
+                pb.abandon_with_message(
+                    "interrupted: finished runs are saved; continue with --resume",
+                );
                 return Ok(());
             }
             Err(e) => return Err(e.context(format!("run {}", p.id))),
@@ -318,7 +355,15 @@ fn run_plan(
                 invalid += 1;
                 pb.suspend(|| {
                     if !req.quiet {
-                        eprintln!("invalid: {} — {}", rec.id, rec.reasons.iter().map(|r| format!("{}: {}", r.kind.name(), r.detail)).collect::<Vec<_>>().join("; "));
+                        eprintln!(
+                            "invalid: {} — {}",
+                            rec.id,
+                            rec.reasons
+                                .iter()
+                                .map(|r| format!("{}: {}", r.kind.name(), r.detail))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        );
                     }
                 });
             }

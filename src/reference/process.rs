@@ -57,7 +57,8 @@ fn version_of(kind: &Kind) -> String {
     };
     match out {
         Ok(o) => {
-            let s = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+            let s = String::from_utf8_lossy(&o.stdout).to_string()
+                + &String::from_utf8_lossy(&o.stderr);
             s.lines().next().unwrap_or("").trim().to_string()
         }
         Err(_) => "not installed".into(),
@@ -85,7 +86,8 @@ impl ExternalServer {
         if kind == Kind::Nginx && site.h3 {
             bail!("--server nginx: Debian's nginx 1.22 has no HTTP/3; drop h3 from --protocols, or use --server caddy, or --server-cmd with an nginx built with QUIC");
         }
-        std::fs::create_dir_all(&site.work).with_context(|| format!("cannot create {}", site.work.display()))?;
+        std::fs::create_dir_all(&site.work)
+            .with_context(|| format!("cannot create {}", site.work.display()))?;
         let sink = ns.run(UploadSink::start)??;
         site.sink_port = sink.port();
         let _ = std::fs::File::create(&site.log);
@@ -94,8 +96,11 @@ impl ExternalServer {
                 let path = site.work.join("Caddyfile");
                 std::fs::write(&path, config::caddyfile(&site))?;
                 let mut c = ns.command("caddy");
-                c.args(["run", "--adapter", "caddyfile", "--config"]).arg(&path);
-                c.env("HOME", &site.work).env("XDG_DATA_HOME", site.work.join("data")).env("XDG_CONFIG_HOME", site.work.join("config"));
+                c.args(["run", "--adapter", "caddyfile", "--config"])
+                    .arg(&path);
+                c.env("HOME", &site.work)
+                    .env("XDG_DATA_HOME", site.work.join("data"))
+                    .env("XDG_CONFIG_HOME", site.work.join("config"));
                 c
             }
             Kind::Nginx => {
@@ -105,7 +110,12 @@ impl ExternalServer {
                     std::fs::create_dir_all(site.work.join(d))?;
                 }
                 let mut c = ns.command("nginx");
-                c.arg("-c").arg(&path).arg("-p").arg(&site.work).arg("-e").arg(site.work.join("error.log"));
+                c.arg("-c")
+                    .arg(&path)
+                    .arg("-p")
+                    .arg(&site.work)
+                    .arg("-e")
+                    .arg(site.work.join("error.log"));
                 c
             }
             Kind::Command(template) => {
@@ -120,7 +130,9 @@ impl ExternalServer {
             .stdout(stderr.try_clone()?)
             .stderr(stderr)
             .process_group(0);
-        let child = cmd.spawn().with_context(|| format!("cannot start {}", kind.name()))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", kind.name()))?;
         let pgid = child.id() as i32;
         let guard = signals::register_cleanup(move || {
             // SAFETY: signalling the process group we created.
@@ -151,7 +163,9 @@ impl ExternalServer {
                     tail(&self.site.work.join("server.stderr"))
                 );
             }
-            let up = ns.run(move || std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok())?;
+            let up = ns.run(move || {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            })?;
             if up {
                 // Caddy opens its QUIC listener right after TCP; give it a moment.
                 std::thread::sleep(Duration::from_millis(300));
@@ -198,9 +212,15 @@ impl ExternalServer {
             Kind::Command(_) => None,
         };
         let views = format.map(|f| {
-            let mut views: Vec<ServerView> = lines.iter().filter_map(|l| access_log::parse_line(f, l)).collect();
+            let mut views: Vec<ServerView> = lines
+                .iter()
+                .filter_map(|l| access_log::parse_line(f, l))
+                .collect();
             let mut up = new_uploads.iter();
-            for v in views.iter_mut().filter(|v| v.method == "POST" && v.path == "/upload") {
+            for v in views
+                .iter_mut()
+                .filter(|v| v.method == "POST" && v.path == "/upload")
+            {
                 if let Some(u) = up.next() {
                     v.bytes_received = u.bytes;
                 }
@@ -211,7 +231,10 @@ impl ExternalServer {
             .iter()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|_| json!(l)))
             .collect();
-        (views, json!({ "access_log": raw, "uploads": new_uploads.iter().map(|u| json!({"bytes": u.bytes, "duration_ms": u.duration_ms})).collect::<Vec<_>>() }))
+        (
+            views,
+            json!({ "access_log": raw, "uploads": new_uploads.iter().map(|u| json!({"bytes": u.bytes, "duration_ms": u.duration_ms})).collect::<Vec<_>>() }),
+        )
     }
 
     /// What the metadata records about this server.

@@ -31,7 +31,8 @@ pub struct UploadSink {
 impl UploadSink {
     /// Binds 127.0.0.1:0 in the calling thread's namespace and serves on a thread of its own.
     pub fn start() -> Result<UploadSink> {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").context("upload sink: bind")?;
+        let std_listener =
+            std::net::TcpListener::bind("127.0.0.1:0").context("upload sink: bind")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let uploads = Arc::new(Mutex::new(Vec::new()));
@@ -121,7 +122,10 @@ async fn handle(
     }
     let duration_ms = start.elapsed().as_secs_f64() * 1e3;
     if let Ok(mut u) = uploads.lock() {
-        u.push(Upload { bytes: n, duration_ms });
+        u.push(Upload {
+            bytes: n,
+            duration_ms,
+        });
     }
     let json = format!("{{\"bytes\":{n},\"duration_ms\":{duration_ms:.3}}}");
     Ok(Response::builder()

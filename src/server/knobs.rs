@@ -207,7 +207,12 @@ impl<'de> Deserialize<'de> for ByteSize {
 pub struct ServerKnobs {
     /// Protocols offered, comma-separated subset of h1,h2,h3 [default: h1,h2,h3]. Without h3 no
     /// UDP socket is opened and no Alt-Svc is sent; without h1 and h2 no TCP listener.
-    #[arg(id = "server_protocols", long = "server-protocols", value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        id = "server_protocols",
+        long = "server-protocols",
+        value_delimiter = ',',
+        value_name = "LIST"
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocols: Option<Vec<Protocol>>,
 

@@ -101,7 +101,11 @@ impl Site {
         h.insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(SERVER, HeaderValue::from_static("pagebench"));
-        if let Some(a) = self.alt_svc.as_ref().filter(|_| !over_h3 || self.alt_svc_over_h3) {
+        if let Some(a) = self
+            .alt_svc
+            .as_ref()
+            .filter(|_| !over_h3 || self.alt_svc_over_h3)
+        {
             h.insert(http::header::ALT_SVC, a.clone());
         }
         if let Some(allow) = reply.allow {

@@ -1,0 +1,249 @@
+//! What the emulator needs from the host: privileges (checked once, up front, with one error
+//! that says what is missing and how to get it), CPU steal from `/proc/stat`, and the thread
+//! tuning of the emulator (timer slack, SCHED_FIFO, thread CPU time).
+
+use std::path::Path;
+
+/// `CAP_NET_ADMIN`: create TUN devices, configure addresses and links.
+const CAP_NET_ADMIN: u32 = 12;
+/// `CAP_SYS_ADMIN`: create, enter (`setns`) and mount network namespaces.
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Where TUN devices come from.
+pub const TUN_PATH: &str = "/dev/net/tun";
+
+/// The emulated link cannot be built on this host: every missing piece, with how to get it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot build the emulated link: {}", .missing.join("; "))]
+pub struct PreflightError {
+    /// One sentence per missing piece.
+    pub missing: Vec<String>,
+}
+
+/// Checks privileges, `/dev/net/tun` and the `ip` tool, reporting all that is missing at once.
+pub fn preflight() -> Result<(), PreflightError> {
+    let mut missing = Vec::new();
+    let caps = effective_capabilities();
+    let lacking: Vec<&str> = [
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| caps.is_some_and(|c| c & (1u64 << bit) == 0))
+    .map(|(_, name)| name)
+    .collect();
+    if !lacking.is_empty() {
+        missing.push(format!(
+            "this process lacks {} (needed to create network namespaces and TUN devices); run \
+             pagebench as root (e.g. `sudo pagebench …`), or in a container started with \
+             `--cap-add NET_ADMIN --cap-add SYS_ADMIN --device /dev/net/tun`",
+            lacking.join(" and ")
+        ));
+    }
+    if !Path::new(TUN_PATH).exists() {
+        missing.push(format!(
+            "{TUN_PATH} does not exist (no TUN driver); load it with `sudo modprobe tun`, or \
+             start the container with `--device /dev/net/tun`"
+        ));
+    } else if lacking.is_empty() {
+        if let Err(e) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(TUN_PATH)
+        {
+            missing.push(format!(
+                "cannot open {TUN_PATH}: {e}; check its permissions (crw-rw-rw- root) or the \
+                 container's device rules (`--device /dev/net/tun`)"
+            ));
+        }
+    }
+    if which("ip").is_none() {
+        missing.push(
+            "the `ip` tool (iproute2) is not on PATH; install it (`apt-get install iproute2`)"
+                .into(),
+        );
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PreflightError { missing })
+    }
+}
+
+/// The effective capability set of this process (`None` if `/proc` does not say).
+fn effective_capabilities() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Total CPU steal of the machine so far, in milliseconds (all CPUs summed), from `/proc/stat`.
+pub fn cpu_steal_ms() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| parse_steal_ticks(&s))
+        .map(|ticks| ticks as f64 * 1000.0 / clock_ticks_per_second())
+        .unwrap_or(0.0)
+}
+
+/// The `steal` field of the aggregate `cpu` line of `/proc/stat`.
+fn parse_steal_ticks(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    line.split_whitespace().nth(8)?.parse().ok()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// CPU time the whole machine spent busy so far (user, nice, system, irq, softirq; all CPUs),
+/// in milliseconds.
+pub fn machine_busy_ms() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| parse_busy_ticks(&s))
+        .map(|ticks| ticks as f64 * 1000.0 / clock_ticks_per_second())
+        .unwrap_or(0.0)
+}
+
+fn parse_busy_ticks(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal …
+    Some(v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?)
+}
+
+/// CPU time used by this process (all threads) so far, in milliseconds.
+pub fn process_cpu_ms() -> f64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// While alive, asks the kernel (PM QoS, `/dev/cpu_dma_latency` = 0) to keep idle CPUs in
+/// their polling state instead of halting. On a VM a halted vCPU takes 50–100 µs to wake
+/// (every packet arrival and every timer); a polling one wakes at once. Idle CPUs then burn
+/// host CPU time, and any runnable task still preempts the polling at once. Released when
+/// dropped (the kernel also drops it if the process dies).
+pub struct CpuWakeLatencyHold {
+    _file: std::fs::File,
+}
+
+impl CpuWakeLatencyHold {
+    pub fn acquire() -> std::io::Result<CpuWakeLatencyHold> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/cpu_dma_latency")?;
+        file.write_all(&0i32.to_ne_bytes())?;
+        Ok(CpuWakeLatencyHold { _file: file })
+    }
+}
+
+/// Number of online CPUs.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Lets this thread's timers fire at their exact time (default slack is 50 µs).
+pub fn set_timer_slack_1ns() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Puts this thread under SCHED_FIFO at `priority`.
+pub fn set_sched_fifo(priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Sets the nice value of the calling thread.
+pub fn set_nice(nice: i32) -> std::io::Result<()> {
+    // SAFETY: gettid/setpriority have no memory arguments; on Linux PRIO_PROCESS with a thread
+    // id affects only that thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// CPU time used by the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_steal_from_proc_stat() {
+        let stat = "cpu  60148 153 8735 75966 844 0 118 111 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
+        assert_eq!(parse_steal_ticks(stat), Some(111));
+        assert_eq!(parse_steal_ticks("intr 1 2\n"), None);
+        assert_eq!(parse_busy_ticks(stat), Some(60148 + 153 + 8735 + 118));
+    }
+
+    #[test]
+    fn reads_real_counters() {
+        assert!(cpu_steal_ms() >= 0.0);
+        let a = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ns() > a);
+    }
+
+    #[test]
+    fn preflight_error_lists_everything() {
+        let e = PreflightError {
+            missing: vec!["a missing".into(), "b missing".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot build the emulated link: a missing; b missing"
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! [`Link`]: the client and server namespaces, their TUN devices and the emulator thread between
+//! them, built from a profile and torn down on Drop (also while a panic unwinds, and by the
+//! signal handler's emergency cleanup if the process is forced to exit).
+
+use std::net::Ipv4Addr;
+use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+
+use super::emulator::Emulator;
+use super::host;
+use super::model::{Direction, DirectionConfig, LinkDirection};
+use super::netns::{self, Namespace};
+use super::stats::{self_check, DirectionStats, LinkStats, SelfCheck};
+use super::tun::{open_tun, DeviceCounters, DeviceStatsReader};
+use crate::profile::Profile;
+
+/// TUN device name in the client namespace.
+pub const CLIENT_DEVICE: &str = "pbtun-c";
+/// TUN device name in the server namespace.
+pub const SERVER_DEVICE: &str = "pbtun-s";
+/// MTU of both devices (as on a real Ethernet path).
+pub const MTU: u32 = 1500;
+/// Kernel queue of each TUN device, in packets (default 500): slack for short emulator stalls.
+pub const TUN_QUEUE_LEN: u32 = 1000;
+
+/// How to build a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkOptions {
+    /// Seeds the loss and jitter draws (the same seed gives the same draws for the same packets).
+    pub seed: u64,
+    /// Run the emulator thread under SCHED_FIFO (falls back to normal priority with a warning).
+    pub realtime: bool,
+    /// Keep idle CPUs polling instead of halting while the link exists (see
+    /// [`host::CpuWakeLatencyHold`]): on a VM this takes 50–100 µs off every wake-up of the
+    /// emulator and the endpoints. Skipped with a warning if not allowed.
+    pub hold_cpus_awake: bool,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions {
+            seed: 1,
+            realtime: true,
+            hold_cpus_awake: true,
+        }
+    }
+}
+
+/// Counter baselines of the current snapshot interval.
+struct Interval {
+    started: Instant,
+    steal_ms: f64,
+    cpu_ns: u64,
+    client_dev: DeviceCounters,
+    server_dev: DeviceCounters,
+}
+
+struct State {
+    profile: Profile,
+    interval: Interval,
+    client_dev: DeviceStatsReader,
+    server_dev: DeviceStatsReader,
+}
+
+/// An emulated link between a client and a server namespace.
+pub struct Link {
+    emulator: Option<Emulator>,
+    awake: Option<host::CpuWakeLatencyHold>,
+    state: Mutex<State>,
+    client_ip: Ipv4Addr,
+    server_ip: Ipv4Addr,
+    seed: u64,
+    // Dropped after the emulator (see Drop): the namespaces outlive the TUN fds.
+    client: Namespace,
+    server: Namespace,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("client", &self.client.name())
+            .field("server", &self.server.name())
+            .field("client_ip", &self.client_ip)
+            .field("server_ip", &self.server_ip)
+            .finish()
+    }
+}
+
+/// The /30 of link `instance`: client `.1`, server `.2` of `10.A.B.C/30`. Each namespace only
+/// routes this /30 (no default route), so nothing can leave for the real network.
+pub fn link_addresses(instance: u64) -> (Ipv4Addr, Ipv4Addr) {
+    let a = 100 + ((instance >> 14) % 100) as u8;
+    let b = ((instance >> 6) & 0xff) as u8;
+    let c = ((instance & 63) * 4) as u8;
+    (
+        Ipv4Addr::new(10, a, b, c + 1),
+        Ipv4Addr::new(10, a, b, c + 2),
+    )
+}
+
+impl Link {
+    /// Builds the namespaces, TUN devices and emulator for `profile`.
+    pub fn new(profile: &Profile, options: LinkOptions) -> Result<Link> {
+        host::preflight()?;
+        profile
+            .validate()
+            .map_err(|m| anyhow!("profile {:?}: {m}", profile.name))?;
+        crate::signals::install();
+        let instance = netns::next_instance();
+        let (client_ip, server_ip) = link_addresses(instance);
+        let client = Namespace::create(instance, "c")?;
+        let server = Namespace::create(instance, "s")?;
+        let (client_tun, client_dev) = setup_device(&client, CLIENT_DEVICE, client_ip)?;
+        let (server_tun, server_dev) = setup_device(&server, SERVER_DEVICE, server_ip)?;
+        let (up_cfg, down_cfg) = direction_configs(profile, client_ip, server_ip);
+        let up = LinkDirection::new(up_cfg, direction_seed(options.seed, Direction::Up));
+        let down = LinkDirection::new(down_cfg, direction_seed(options.seed, Direction::Down));
+        let emulator = Emulator::start(
+            client_tun,
+            server_tun,
+            up,
+            down,
+            options.realtime,
+            &instance.to_string(),
+        )?;
+        let mut state = State {
+            profile: profile.clone(),
+            interval: Interval {
+                started: Instant::now(),
+                steal_ms: 0.0,
+                cpu_ns: 0,
+                client_dev: DeviceCounters::default(),
+                server_dev: DeviceCounters::default(),
+            },
+            client_dev,
+            server_dev,
+        };
+        state.interval = new_interval(&mut state, 0)?;
+        tracing::debug!(
+            "link up: {} ({client_ip}) <-> {} ({server_ip}), {}",
+            client.name(),
+            server.name(),
+            profile
+        );
+        let awake = if options.hold_cpus_awake {
+            match host::CpuWakeLatencyHold::acquire() {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    tracing::warn!("cannot keep CPUs out of halt (/dev/cpu_dma_latency: {e}); wake-ups will be slower");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Link {
+            emulator: Some(emulator),
+            awake,
+            state: Mutex::new(state),
+            client_ip,
+            server_ip,
+            seed: options.seed,
+            client,
+            server,
+        })
+    }
+
+    pub fn client(&self) -> &Namespace {
+        &self.client
+    }
+
+    pub fn server(&self) -> &Namespace {
+        &self.server
+    }
+
+    pub fn client_ip(&self) -> Ipv4Addr {
+        self.client_ip
+    }
+
+    pub fn server_ip(&self) -> Ipv4Addr {
+        self.server_ip
+    }
+
+    /// Whether idle CPUs are kept polling (see [`LinkOptions::hold_cpus_awake`]).
+    pub fn cpus_held_awake(&self) -> bool {
+        self.awake.is_some()
+    }
+
+    /// Whether the emulator thread got SCHED_FIFO.
+    pub fn realtime(&self) -> bool {
+        self.emulator().realtime()
+    }
+
+    fn emulator(&self) -> &Emulator {
+        self.emulator.as_ref().expect("emulator present until drop")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The profile in force.
+    pub fn profile(&self) -> Profile {
+        self.lock().profile.clone()
+    }
+
+    /// Switches the running link to `profile` (packets already inside keep their schedule).
+    pub fn set_profile(&self, profile: &Profile) -> Result<()> {
+        profile
+            .validate()
+            .map_err(|m| anyhow!("profile {:?}: {m}", profile.name))?;
+        let (up, down) = direction_configs(profile, self.client_ip, self.server_ip);
+        let mut st = self.lock();
+        self.emulator().reconfigure(up, down)?;
+        st.profile = profile.clone();
+        Ok(())
+    }
+
+    /// Counters since the link was built or the last [`Link::take_stats`].
+    pub fn stats(&self) -> Result<LinkStats> {
+        self.snapshot(false)
+    }
+
+    /// Counters since the link was built or the last call, and start a new interval (one per
+    /// run).
+    pub fn take_stats(&self) -> Result<LinkStats> {
+        self.snapshot(true)
+    }
+
+    /// The self-check of `stats` against `profile` (see [`self_check`]).
+    pub fn self_check(&self, stats: &LinkStats, profile: &Profile) -> SelfCheck {
+        self_check(stats, profile)
+    }
+
+    fn snapshot(&self, reset: bool) -> Result<LinkStats> {
+        let mut st = self.lock();
+        let snap = self.emulator().snapshot(reset)?;
+        let now = Instant::now();
+        let steal_ms = host::cpu_steal_ms();
+        let client_dev = st
+            .client_dev
+            .read()
+            .context("reading the client TUN counters")?;
+        let server_dev = st
+            .server_dev
+            .read()
+            .context("reading the server TUN counters")?;
+        let iv = &st.interval;
+        let elapsed_s = (now - iv.started).as_secs_f64();
+        let c = client_dev.since(&iv.client_dev);
+        let s = server_dev.since(&iv.server_dev);
+        let steal = (steal_ms - iv.steal_ms).max(0.0);
+        let cpu_ms = snap.cpu_ns.saturating_sub(iv.cpu_ns) as f64 / 1e6;
+        let stats = LinkStats {
+            profile: st.profile.name.clone(),
+            seed: self.seed,
+            elapsed_s,
+            up: DirectionStats::new(&snap.up, &snap.up_io, snap.up_in_flight, &c, &s),
+            down: DirectionStats::new(&snap.down, &snap.down_io, snap.down_in_flight, &s, &c),
+            steal_ms: steal,
+            steal_pct: share(steal, elapsed_s * 1e3 * host::cpu_count() as f64),
+            emulator_cpu_ms: cpu_ms,
+            emulator_cpu_pct: share(cpu_ms, elapsed_s * 1e3),
+            realtime: self.emulator().realtime(),
+            cpus_held_awake: self.awake.is_some(),
+        };
+        if reset {
+            st.interval = Interval {
+                started: now,
+                steal_ms,
+                cpu_ns: snap.cpu_ns,
+                client_dev,
+                server_dev,
+            };
+        }
+        Ok(stats)
+    }
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
+
+fn new_interval(st: &mut State, cpu_ns: u64) -> Result<Interval> {
+    Ok(Interval {
+        started: Instant::now(),
+        steal_ms: host::cpu_steal_ms(),
+        cpu_ns,
+        client_dev: st.client_dev.read()?,
+        server_dev: st.server_dev.read()?,
+    })
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // Stop the thread and close the TUN fds first; the namespaces go after (field drops).
+        self.emulator.take();
+    }
+}
+
+fn direction_seed(seed: u64, dir: Direction) -> u64 {
+    // Distinct, well-mixed seeds per direction (splitmix64 step).
+    let mut z = seed.wrapping_add(match dir {
+        Direction::Up => 0x9E37_79B9_7F4A_7C15,
+        Direction::Down => 0x3C6E_F372_FE94_F82A,
+    });
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn direction_configs(
+    profile: &Profile,
+    client_ip: Ipv4Addr,
+    server_ip: Ipv4Addr,
+) -> (DirectionConfig, DirectionConfig) {
+    (
+        DirectionConfig::from_profile(profile, Direction::Up, Some(server_ip)),
+        DirectionConfig::from_profile(profile, Direction::Down, Some(client_ip)),
+    )
+}
+
+/// Creates the TUN device inside `ns`, opens its kernel counters there, and configures it:
+/// address `/30`, MTU, queue length, up.
+fn setup_device(
+    ns: &Namespace,
+    device: &str,
+    address: Ipv4Addr,
+) -> Result<(OwnedFd, DeviceStatsReader)> {
+    let (fd, reader) = ns
+        .run(|| -> std::io::Result<_> {
+            let fd = open_tun(device)?;
+            let reader = DeviceStatsReader::open_in_current_namespace(device)?;
+            Ok((fd, reader))
+        })?
+        .with_context(|| format!("creating TUN device {device} in {}", ns.name()))?;
+    let batch = format!(
+        "addr add {address}/30 dev {device}\nlink set dev {device} mtu {MTU} txqueuelen {TUN_QUEUE_LEN} up\n"
+    );
+    netns::run_ip_with_input(&["-n", ns.name(), "-batch", "-"], Some(&batch))
+        .with_context(|| format!("configuring {device} in {}", ns.name()))?;
+    Ok((fd, reader))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_a_unique_slash_30_per_instance() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..5000u64 {
+            let (c, s) = link_addresses(i);
+            assert_eq!(c.octets()[0], 10);
+            assert_eq!(u32::from(s), u32::from(c) + 1);
+            assert_eq!(u32::from(c) & 3, 1, "{c} is .1 of a /30");
+            assert!(seen.insert(c), "{c} reused");
+        }
+    }
+
+    #[test]
+    fn a_link_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Link>();
+        shareable::<Namespace>();
+    }
+
+    #[test]
+    fn direction_seeds_differ() {
+        assert_ne!(
+            direction_seed(1, Direction::Up),
+            direction_seed(1, Direction::Down)
+        );
+        assert_ne!(
+            direction_seed(1, Direction::Up),
+            direction_seed(2, Direction::Up)
+        );
+    }
+}
