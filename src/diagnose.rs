@@ -217,6 +217,10 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3)
             .filter(|_| rtt_ms > 0.0);
         let rate = prof.and_then(|p| if upload { p.up_mbit } else { p.down_mbit });
+        // Loss explains a small window: only a lossless profile, with the emulator's counters
+        // on record showing no drop, leaves a window cap as the explanation.
+        let lossless = prof.is_some_and(|p| p.loss_pct == 0.0)
+            && recs.iter().all(|r| r.link_stats["stats"].is_object());
         let path_rate = rate.or_else(|| best.get(&(profile.clone(), workload.clone())).copied());
         let path_window = path_rate
             .map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3)
@@ -333,7 +337,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             } else if !tcp.is_empty() {
                 // TCP with its own statistics: no window held it back. Slow start?
                 let slow = path_window.map(|pw| w < 0.6 * pw).unwrap_or(false);
-                if slow && hystart_runs * 2 > tcp.len() && loss_drops == 0.0 {
+                if slow && hystart_runs * 2 > tcp.len() && lossless && loss_drops == 0.0 {
                     sentence(
                         FindingKind::SlowStartExit,
                         format!(
@@ -345,9 +349,9 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                         ),
                     );
                 }
-            } else if let (true, 0.0, Some((p2, _)), true) = (
+            } else if let (true, true, Some((p2, _)), true) = (
                 w < 0.4 * path_window.unwrap_or(0.0),
-                loss_drops,
+                lossless && loss_drops == 0.0,
                 pow2,
                 transfer_rtts >= 30.0,
             ) {

@@ -85,7 +85,7 @@ fn port_for(index: usize) -> u16 {
 /// A server under test.
 pub enum Target {
     Embedded(Box<EmbeddedServer>),
-    External(ExternalServer),
+    External(Box<ExternalServer>),
 }
 
 /// The server's side of one run.
@@ -361,7 +361,7 @@ impl Testbed {
                     ServerSlot {
                         name: other.name().to_string(),
                         description,
-                        target: Target::External(server),
+                        target: Target::External(Box::new(server)),
                         offers,
                         mark: Mark {
                             requests: 0,
