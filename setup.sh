@@ -12,10 +12,17 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # Debian would start caddy and nginx on install (both on port 80: the second fails and so
+  # would the install). pagebench starts its own servers inside namespaces: start none here.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# Debian starts services on install; pagebench starts its own servers inside namespaces.
+# Installed earlier with services enabled? Stop them (harmless without systemd).
 for svc in caddy nginx; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
