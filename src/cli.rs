@@ -422,12 +422,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
     })?;
     let applied = srv.knobs_applied().clone();
     let port = srv.port();
-    let offered: Vec<&str> = applied
-        .knobs
-        .protocols
-        .iter()
-        .map(|p| p.short_name())
-        .collect();
+    let offered: Vec<&str> = applied.knobs.protocols.iter().map(|p| p.name()).collect();
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

@@ -12,6 +12,7 @@ pub mod matrix;
 pub mod metrics;
 pub mod netem;
 pub mod profile;
+pub mod protocol;
 pub mod record;
 pub mod reference;
 pub mod report;

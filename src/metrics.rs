@@ -389,7 +389,7 @@ pub fn derive(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A recorded load: `perf` (timeOrigin, nav, res, pb) and `events`.

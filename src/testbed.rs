@@ -297,10 +297,7 @@ impl Testbed {
                         .server()
                         .run(move || EmbeddedServer::start(config))??;
                     let eff = server.knobs_applied().knobs.clone();
-                    let offers = Protocol::ALL
-                        .iter()
-                        .map(|p| (*p, eff.offers(server_protocol(*p))))
-                        .collect();
+                    let offers = Protocol::ALL.iter().map(|p| (*p, eff.offers(*p))).collect();
                     ServerSlot {
                         name: "embedded".into(),
                         description: json!({
@@ -341,9 +338,9 @@ impl Testbed {
                         log: dir.join("access.log"),
                         work: dir,
                         sink_port: 0,
-                        h1: eff.offers(server_protocol(Protocol::H1)),
-                        h2: eff.offers(server_protocol(Protocol::H2)),
-                        h3: eff.offers(server_protocol(Protocol::H3)) && kind != Kind::Nginx,
+                        h1: eff.offers(Protocol::H1),
+                        h2: eff.offers(Protocol::H2),
+                        h3: eff.offers(Protocol::H3) && kind != Kind::Nginx,
                     };
                     let offers = [
                         (Protocol::H1, site.h1),
@@ -402,13 +399,5 @@ impl Drop for Testbed {
     fn drop(&mut self) {
         self.servers.clear();
         let _ = std::fs::remove_dir_all(&self.work);
-    }
-}
-
-fn server_protocol(p: Protocol) -> crate::server::knobs::Protocol {
-    match p {
-        Protocol::H1 => crate::server::knobs::Protocol::H1,
-        Protocol::H2 => crate::server::knobs::Protocol::H2,
-        Protocol::H3 => crate::server::knobs::Protocol::H3,
     }
 }

@@ -393,23 +393,9 @@ pub fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::CdpEvent;
     use crate::workload::{FileEntry, FileKind, Workload};
 
-    fn fixture(name: &str) -> Observation {
-        let path = format!(
-            "{}/tests/fixtures/browser/{name}.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        Observation {
-            time_origin: v["perf"]["timeOrigin"].as_f64(),
-            navigation: Some(v["perf"]["nav"].clone()),
-            resources: v["perf"]["res"].as_array().unwrap().clone(),
-            page_result: v["perf"].get("pb").cloned().filter(|p| !p.is_null()),
-            cdp_events: serde_json::from_value::<Vec<CdpEvent>>(v["events"].clone()).unwrap(),
-        }
-    }
+    use crate::metrics::tests::fixture;
 
     /// The manifest the fixture was recorded with, rebuilt from its entries.
     fn manifest_of(obs: &Observation, workload: &str) -> Manifest {

@@ -21,55 +21,7 @@ pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 /// The host name every workload is served under.
 pub const HOST: &str = "pagebench.test";
 
-/// Which HTTP version Chromium is forced onto.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Protocol {
-    #[serde(rename = "h1")]
-    H1,
-    #[serde(rename = "h2")]
-    H2,
-    #[serde(rename = "h3")]
-    H3,
-}
-
-impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::H1, Protocol::H2, Protocol::H3];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::H1 => "h1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
-        }
-    }
-
-    /// The value Chromium reports in `nextHopProtocol` (and CDP's `protocol`).
-    pub fn alpn(self) -> &'static str {
-        match self {
-            Protocol::H1 => "http/1.1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
-        }
-    }
-}
-
-impl std::fmt::Display for Protocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "h1" | "http/1.1" | "http1" => Ok(Protocol::H1),
-            "h2" | "http2" => Ok(Protocol::H2),
-            "h3" | "http3" | "quic" => Ok(Protocol::H3),
-            other => bail!("unknown protocol {other:?}: use h1, h2 or h3"),
-        }
-    }
-}
+pub use crate::protocol::Protocol;
 
 /// How HTTP/3 is reached: `forced` is the study's cold `--origin-to-force-quic-on`; `primed`
 /// also pre-seeds the profile with the origin's QUIC alternative service, as a returning

@@ -154,7 +154,7 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
             let mut took: Vec<f64> = mine.iter().map(|s| s.2).collect();
             let med = median(&mut took);
             ProtocolFigures {
-                protocol: p.wire_name().to_string(),
+                protocol: p.alpn().to_string(),
                 reps: mine.len(),
                 transfer_ms_median: med,
                 transfer_ms_min: took.first().copied().unwrap_or(f64::NAN),

@@ -30,57 +30,7 @@ const H2_MIN_CONNECTION_WINDOW: u64 = 65_535;
 const MIN_SOCKET_BUFFER: u64 = 1024;
 const MAX_SOCKET_BUFFER: u64 = 1 << 30;
 
-/// A protocol the server can offer.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// HTTP/1.1 over TLS over TCP (ALPN `http/1.1`).
-    H1,
-    /// HTTP/2 over TLS over TCP (ALPN `h2`).
-    H2,
-    /// HTTP/3 over QUIC over UDP (ALPN `h3`), on the same port number.
-    H3,
-}
-
-impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::H1, Protocol::H2, Protocol::H3];
-
-    /// The string Chromium reports in `nextHopProtocol` (and the server logs).
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            Protocol::H1 => "http/1.1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
-        }
-    }
-
-    /// The short name used on the command line and in TOML.
-    pub fn short_name(self) -> &'static str {
-        match self {
-            Protocol::H1 => "h1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
-        }
-    }
-}
-
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.short_name())
-    }
-}
+pub use crate::protocol::Protocol;
 
 /// QUIC congestion controller (quinn's three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

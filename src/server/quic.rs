@@ -180,7 +180,7 @@ async fn serve_connection(
     );
     guard.registry().established(
         guard.id,
-        super::Protocol::H3.wire_name(),
+        super::Protocol::H3.alpn(),
         t0.elapsed().as_secs_f64() * 1000.0,
     );
     guard.error = serve_h3(conn, peer, &ctx, guard.id, shutdown).await.err();
@@ -250,7 +250,7 @@ async fn handle_request(
     let mut pending = PendingRecord::new(
         ctx.log.clone(),
         peer,
-        super::Protocol::H3.wire_name(),
+        super::Protocol::H3.alpn(),
         req.method().as_str(),
         &target,
         conn_id,

@@ -104,11 +104,9 @@ async fn serve_tls(
         }
     };
     let id = guard.id;
-    guard.registry().established(
-        id,
-        protocol.wire_name(),
-        t0.elapsed().as_secs_f64() * 1000.0,
-    );
+    guard
+        .registry()
+        .established(id, protocol.alpn(), t0.elapsed().as_secs_f64() * 1000.0);
     let svc_ctx = ctx.clone();
     let svc =
         hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer, protocol));
@@ -178,7 +176,7 @@ async fn handle(
     let mut pending = PendingRecord::new(
         ctx.log.clone(),
         peer,
-        protocol.wire_name(),
+        protocol.alpn(),
         req.method().as_str(),
         &target,
         conn_id,
