@@ -642,6 +642,9 @@ fn cleanup() -> Result<ExitCode> {
             println!("removed {name}");
         }
     }
+    for dir in crate::netem::cleanup::remove_stale_temp_dirs() {
+        println!("removed {}", dir.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,7 +2,7 @@
 //! verified three ways, invalid runs caught, the forced-vs-primed scheduler effect, and the
 //! physical floors of a 150 ms RTT.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use pagebench::browser::{H3Mode, Protocol};
@@ -35,8 +35,12 @@ fn pages(root: &Path, names: &[&str]) -> Vec<Manifest> {
         .collect()
 }
 
-fn temp_root(tag: &str) -> PathBuf {
-    pagebench::browser::launch::make_temp_dir(&format!("pagebench-test-{tag}")).unwrap()
+/// A temporary directory removed on drop (also when the test panics).
+fn temp_root(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("pagebench-test-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
@@ -98,7 +102,8 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
 
 #[test]
 fn page10_over_each_protocol_on_datacenter_and_wired() {
-    let root = temp_root("p10");
+    let guard = temp_root("p10");
+    let root = guard.path().to_path_buf();
     let m = pages(&root, &["page10"]).remove(0);
     let dc = profile("datacenter");
     let wired = profile("wired");
@@ -124,12 +129,12 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
         }
     }
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
 fn forced_h3_against_a_server_without_h3_is_invalid() {
-    let root = temp_root("noh3");
+    let guard = temp_root("noh3");
+    let root = guard.path().to_path_buf();
     let m = pages(&root, &["page10"]).remove(0);
     let dc = profile("datacenter");
     let knobs = ServerKnobs::from_toml_str("[server]\nprotocols = [\"h1\", \"h2\"]\n").unwrap();
@@ -151,12 +156,12 @@ fn forced_h3_against_a_server_without_h3_is_invalid() {
         "{text}"
     );
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
 fn truncated_file_is_invalid() {
-    let root = temp_root("trunc");
+    let guard = temp_root("trunc");
+    let root = guard.path().to_path_buf();
     let m = pages(&root, &["page10"]).remove(0);
     let victim = m
         .files
@@ -181,7 +186,6 @@ fn truncated_file_is_invalid() {
         .expect("short resource");
     assert!(short.detail.contains(&victim.path), "{}", short.detail);
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -211,7 +215,8 @@ fn h3_onwire(
 
 #[test]
 fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
-    let root = temp_root("primed");
+    let guard = temp_root("primed");
+    let root = guard.path().to_path_buf();
     let m = pages(&root, &["page50"]).remove(0);
     let wired = profile("wired");
     // Like Caddy/quic-go, the embedded server advertises Alt-Svc over TCP only (the default).
@@ -255,12 +260,12 @@ fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
         taught.2
     );
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
 fn intercontinental_floors_hold() {
-    let root = temp_root("floors");
+    let guard = temp_root("floors");
+    let root = guard.path().to_path_buf();
     let m = pages(&root, &["page50"]).remove(0);
     let ic = profile("intercontinental");
     let rtt = ic.min_rtt_ms();
@@ -284,5 +289,4 @@ fn intercontinental_floors_hold() {
         );
     }
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }

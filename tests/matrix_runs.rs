@@ -3,7 +3,7 @@
 //! the planned runs and no namespace left behind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,12 @@ fn bin() -> Command {
     c
 }
 
-fn temp(tag: &str) -> PathBuf {
-    pagebench::browser::launch::make_temp_dir(&format!("pagebench-mtest-{tag}")).unwrap()
+/// A temporary directory removed on drop (also when the test panics).
+fn temp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("pagebench-mtest-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Namespaces created by `pid` (pagebench names them `pb-<pid>-…`).
@@ -90,7 +94,8 @@ fn planned_ids(
 
 #[test]
 fn small_matrix_is_interleaved_seeded_and_summarised() {
-    let tmp = temp("small");
+    let guard = temp("small");
+    let tmp = guard.path().to_path_buf();
     let out = tmp.join("results");
     let args = matrix_args(
         &tmp,
@@ -164,7 +169,6 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     assert_eq!(meta.status, "complete");
     assert!(meta.machine.chromium.contains("Chromium"));
     assert!(namespaces_of(std::process::id()).is_empty());
-    std::fs::remove_dir_all(tmp).unwrap();
 }
 
 /// Starts the matrix in the background, its stderr into `log`.
@@ -198,7 +202,8 @@ fn wait_rows(dir: &Path, n: usize, child: &mut Child, log: &Path) {
 
 #[test]
 fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
-    let tmp = temp("resume");
+    let guard = temp("resume");
+    let tmp = guard.path().to_path_buf();
     let out = tmp.join("results");
     // No h3 on the server: the h3 runs must be kept as invalid and left out of the statistics.
     let extra = [
@@ -308,5 +313,4 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
         pagebench::matrix::store::read_meta(&out).unwrap().status,
         "complete"
     );
-    std::fs::remove_dir_all(tmp).unwrap();
 }

@@ -21,13 +21,18 @@ fn profile(name: &str) -> Profile {
     profile::select(name, &dir).unwrap().remove(0)
 }
 
-fn temp(tag: &str) -> PathBuf {
-    pagebench::browser::launch::make_temp_dir(&format!("pagebench-rtest-{tag}")).unwrap()
+/// A temporary directory removed on drop (also when the test panics).
+fn temp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("pagebench-rtest-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
-    let root = temp("caddy");
+    let guard = temp("caddy");
+    let root = guard.path().to_path_buf();
     let m = workload::ensure(
         &root,
         &"page10".parse::<Workload>().unwrap(),
@@ -90,7 +95,6 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
         .iter()
         .any(|k| k == "h3_send_buffer"));
     drop(tb);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 /// Runs a small matrix through the binary and returns its directory.
@@ -123,7 +127,8 @@ fn matrix(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
 
 #[test]
 fn a_small_h3_send_buffer_is_diagnosed_as_window_limited() {
-    let tmp = temp("window");
+    let guard = temp("window");
+    let tmp = guard.path().to_path_buf();
     let base = [
         "--profiles",
         "wired",
@@ -163,12 +168,12 @@ fn a_small_h3_send_buffer_is_diagnosed_as_window_limited() {
         d.findings
     );
     assert!(small.join("diagnosis.md").exists());
-    std::fs::remove_dir_all(tmp).unwrap();
 }
 
 #[test]
 fn a_tiny_udp_receive_buffer_overflows_during_an_h3_upload_and_is_named() {
-    let tmp = temp("rcvbuf");
+    let guard = temp("rcvbuf");
+    let tmp = guard.path().to_path_buf();
     let out = matrix(
         &tmp,
         "tiny",
@@ -199,5 +204,4 @@ fn a_tiny_udp_receive_buffer_overflows_during_an_h3_upload_and_is_named() {
         "{}",
         f.sentence
     );
-    std::fs::remove_dir_all(tmp).unwrap();
 }

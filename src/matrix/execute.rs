@@ -145,7 +145,9 @@ fn progress_bar(total: usize, done: usize, quiet: bool) -> ProgressBar {
 /// Runs (or resumes) a matrix.
 pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     signals::install();
+    // What killed earlier runs left behind (their namespaces, browser profiles).
     crate::netem::cleanup::remove_stale().ok();
+    crate::netem::cleanup::remove_stale_temp_dirs();
     let r = resolve(req)?;
     let spec = PlanSpec {
         profiles: r.profiles.iter().map(|p| p.name.clone()).collect(),

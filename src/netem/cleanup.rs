@@ -2,7 +2,8 @@
 //! (SIGKILL, power loss). The owner's PID is part of each name; a namespace is stale when that
 //! process no longer exists, or when the PID now belongs to a process started after the
 //! namespace was created (PID reuse). TUN devices need no cleanup: they vanish with the fd of
-//! the process that created them.
+//! the process that created them. The same rule removes the temporary directories (browser
+//! profiles, testbed files) such a process left.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,6 +41,38 @@ pub fn remove_stale() -> Result<Vec<String>> {
         removed.push(name);
     }
     Ok(removed)
+}
+
+/// Prefixes of the temporary directories a pagebench process makes (a fresh Chromium profile per
+/// run, the testbed's certificate and reference-server configs): `<prefix>-<pid>-<suffix>`.
+const TEMP_PREFIXES: [&str; 2] = ["pagebench-browser-", "pagebench-testbed-"];
+
+/// Deletes the temporary directories of dead pagebench processes (SIGKILL leaves them) and
+/// returns them.
+pub fn remove_stale_temp_dirs() -> Vec<std::path::PathBuf> {
+    let base = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&base) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = TEMP_PREFIXES.iter().find_map(|p| name.strip_prefix(p)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let created = e.metadata().and_then(|m| m.modified()).ok();
+        if owner_alive(pid, created) {
+            continue;
+        }
+        if std::fs::remove_dir_all(e.path()).is_ok() {
+            tracing::info!("removed stale temporary directory {}", e.path().display());
+            removed.push(e.path());
+        }
+    }
+    removed
 }
 
 /// True if process `pid` exists and was started before the namespace was created.
