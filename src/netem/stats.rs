@@ -4,7 +4,7 @@
 //! emulator read them, and the CPU steal that usually explains a bad run. Pure functions.
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{Binomial, DiscreteCDF};
+use statrs::function::gamma::ln_gamma;
 
 use super::histogram::LatencySummary;
 use super::model::Counters;
@@ -307,18 +307,40 @@ fn pct(count: u64, n: u64) -> f64 {
 }
 
 /// The central 99 % interval `[lo, hi]` of the number of losses among `n` packets with loss
-/// probability `p` (exact binomial quantiles).
+/// probability `p`: exact binomial quantiles (the smallest k with CDF(k) ≥ 0.5 % and ≥ 99.5 %,
+/// as scipy's `binom.ppf`). The pmf is summed in log space over mean ± 12 sd, where all but a
+/// negligible mass lies, so large `n` neither underflows nor costs O(n).
 pub fn binomial_interval_99(n: u64, p: f64) -> (u64, u64) {
-    if n == 0 || p <= 0.0 {
+    if n == 0 || p <= 0.0 || p.is_nan() {
         return (0, 0);
     }
     if p >= 1.0 {
         return (n, n);
     }
-    match Binomial::new(p, n) {
-        Ok(b) => (b.inverse_cdf(0.005), b.inverse_cdf(0.995)),
-        Err(_) => (0, n),
-    }
+    let (nf, q) = (n as f64, 1.0 - p);
+    let (mean, sd) = (nf * p, (nf * p * q).sqrt());
+    let lo = (mean - 12.0 * sd - 10.0).floor().max(0.0) as u64;
+    let hi = ((mean + 12.0 * sd + 10.0).ceil() as u64).min(n);
+    let ln_n = ln_gamma(nf + 1.0);
+    let pmf: Vec<f64> = (lo..=hi)
+        .map(|k| {
+            let kf = k as f64;
+            (ln_n - ln_gamma(kf + 1.0) - ln_gamma(nf - kf + 1.0) + kf * p.ln() + (nf - kf) * q.ln())
+                .exp()
+        })
+        .collect();
+    let total: f64 = pmf.iter().sum();
+    let quantile = |target: f64| {
+        let mut acc = 0.0;
+        for (i, m) in pmf.iter().enumerate() {
+            acc += m / total;
+            if acc >= target - 1e-12 {
+                return lo + i as u64;
+            }
+        }
+        hi
+    };
+    (quantile(0.005), quantile(0.995))
 }
 
 impl SelfCheck {
@@ -407,6 +429,23 @@ mod tests {
             up,
             down,
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn binomial_interval_matches_scipy() {
+        // scipy.stats.binom.ppf(0.005 / 0.995, n, p).
+        for (n, p, lo, hi) in [
+            (20_000, 0.01, 165, 237),
+            (20_000, 0.05, 921, 1080),
+            (137, 0.01, 0, 5),
+            (3, 0.05, 0, 2),
+            (1, 0.03, 0, 1),
+            (5000, 0.03, 120, 182),
+            (1_000_000, 0.05, 49_439, 50_562),
+            (57, 0.05, 0, 8),
+        ] {
+            assert_eq!(binomial_interval_99(n, p), (lo, hi), "n={n} p={p}");
         }
     }
 
