@@ -1,0 +1,200 @@
+//! The foundation through the binary: `pages` generates the workloads (deterministically, with
+//! the study's sizes), `profiles` lists the profiles, and each kind of bad profile is one clear
+//! error with a non-zero exit.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+fn pagebench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pagebench"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+/// SHA-256 of every file below `dir`, by relative path.
+fn hashes(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, hex::encode(Sha256::digest(std::fs::read(&p).unwrap())));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn pages_are_deterministic_and_sized_like_the_study() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let out = pagebench(&["pages", "--root", a.path().to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(pagebench(&["pages", "--root", b.path().to_str().unwrap()])
+        .status
+        .success());
+    let (ha, hb) = (hashes(a.path()), hashes(b.path()));
+    assert!(ha.len() > 150, "{} files", ha.len());
+    assert_eq!(ha, hb, "two generations differ");
+
+    // The listing: files and subresource bytes within 5 % of the targets.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = |name: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{text}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    for (name, files, bytes) in [
+        ("page10", 10, 80_000.0),
+        ("page50", 50, 421_000.0),
+        ("download", 1, 3_000_000.0),
+    ] {
+        let r = row(name);
+        assert_eq!(r[2], files.to_string(), "{name}: {r:?}");
+        let got: f64 = r[4].parse().unwrap();
+        assert!((got / bytes - 1.0).abs() <= 0.05, "{name}: {got} bytes");
+    }
+    assert_eq!(row("upload")[6], "20000000");
+    // Another seed gives other bytes.
+    let c = tempfile::tempdir().unwrap();
+    assert!(pagebench(&[
+        "pages",
+        "--root",
+        c.path().to_str().unwrap(),
+        "--seed",
+        "2",
+        "page10"
+    ])
+    .status
+    .success());
+    let hc = hashes(c.path());
+    assert_ne!(
+        hc.get("page10/img/image001.png"),
+        ha.get("page10/img/image001.png")
+    );
+}
+
+#[test]
+fn profiles_are_listed() {
+    let out = pagebench(&["profiles"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "datacenter",
+        "wired",
+        "intercontinental",
+        "mobile",
+        "bad-mobile",
+        "cell-edge",
+        "lte",
+        "3g",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+    let all = String::from_utf8(pagebench(&["profiles", "--profiles", "all"]).stdout).unwrap();
+    assert_eq!(all.lines().count(), 2 + 6, "{all}");
+}
+
+#[test]
+fn bad_profiles_give_one_clear_error_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "unknown.toml",
+            "name = \"x\"\nrtt_ms = 10\nbandwidth = 5\n",
+            &["unknown.toml", "line 3", "bandwidth"][..],
+        ),
+        (
+            "negative.toml",
+            "name = \"x\"\nrtt_ms = -5\n",
+            &["negative.toml", "rtt_ms", "negative"][..],
+        ),
+        (
+            "loss.toml",
+            "name = \"x\"\nrtt_ms = 10\nloss_pct = 140\n",
+            &["loss.toml", "loss_pct", "0 and 100"][..],
+        ),
+        (
+            "rate.toml",
+            "name = \"x\"\nrtt_ms = 10\ndown_mbit = 0\nqueue_packets = 10\n",
+            &["rate.toml", "down_mbit"][..],
+        ),
+        (
+            "garbage.toml",
+            "name = \"x\"\nrtt_ms = 10\nthis is [not toml\n",
+            &["garbage.toml", "line 3"][..],
+        ),
+    ];
+    for (file, text, expect) in cases {
+        let p = dir.path().join(file);
+        std::fs::write(&p, text).unwrap();
+        let out = pagebench(&["profiles", "--profiles", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{file}: one line, got:\n{err}"
+        );
+        for e in expect {
+            assert!(err.contains(e), "{file}: {e:?} not in {err}");
+        }
+        assert!(!err.contains("panicked"));
+    }
+    // Two files with the same name.
+    let a = dir.path().join("a.toml");
+    let b = dir.path().join("b.toml");
+    std::fs::write(&a, "name = \"same\"\nrtt_ms = 1\n").unwrap();
+    std::fs::write(&b, "name = \"same\"\nrtt_ms = 2\n").unwrap();
+    let out = pagebench(&[
+        "profiles",
+        "--profiles",
+        &format!("{},{}", a.display(), b.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("\"same\"")
+            && err.contains("twice")
+            && err.contains("a.toml")
+            && err.contains("b.toml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_subcommand_either_works_or_explains_itself() {
+    for args in [
+        &["--help"][..],
+        &["matrix", "--help"],
+        &["run", "--help"],
+        &["report", "--help"],
+        &["diagnose", "--help"],
+        &["bench", "netem", "--help"],
+        &["shell", "--help"],
+    ] {
+        assert!(pagebench(args).status.success(), "{args:?}");
+    }
+    // Bad input: one clear error naming the flag or value.
+    let out = pagebench(&["matrix", "--workloads", "page0", "--out", "/nonexistent/x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("page0"));
+    let out = pagebench(&["run", "--protocol", "h4"]);
+    assert_eq!(out.status.code(), Some(2), "clap usage error");
+}
