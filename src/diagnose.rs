@@ -87,6 +87,12 @@ pub fn nearest_power_of_two(bytes: f64) -> Option<(u64, f64)> {
     Some((p as u64, bytes / p))
 }
 
+/// The Mathis et al. bound of a loss-based controller's rate: ≈ 1.22 × MSS / (RTT × √p),
+/// in Mbit/s, for a 1448-byte MSS.
+pub fn mathis_mbit(rtt_ms: f64, loss_pct: f64) -> f64 {
+    1.22 * 1448.0 * 8.0 / (rtt_ms / 1e3 * (loss_pct / 100.0).sqrt()) / 1e6
+}
+
 /// `65536` → `64 KiB`.
 pub fn fmt_bytes(b: f64) -> String {
     if b >= 1024.0 * 1024.0 {
@@ -424,21 +430,22 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                     "{series}: the transport resent {retrans:.0} packets per run (median) while the emulator dropped {loss_drops:.0}: losses the link did not cause (queue overflow, spurious timeouts or receive-buffer drops) — check the queue size of the profile and the UDP buffers (--udp-recv-buffer)."
                 ),
             });
-        } else if loss_drops > 0.0 {
-            if let (Some(w), Some(pw)) = (window, path_window) {
-                if w < 0.5 * pw {
-                    out.findings.push(Finding {
-                        kind: FindingKind::LossLimited,
-                        series: series.clone(),
-                        runs: recs.len(),
-                        of: recs.len(),
-                        sentence: format!(
-                            "{series}: loss-limited — the emulator dropped {loss_drops:.0} packets per run and the transport resent {retrans:.0}; {} in flight against {} the path carried: the congestion controller's response to loss sets the pace (try --quic-congestion / --tcp-congestion).",
-                            fmt_bytes(w),
-                            fmt_bytes(pw)
-                        ),
-                    });
-                }
+        } else if let (Some(g), Some(p)) =
+            (goodput, prof.filter(|p| p.loss_pct > 0.0 && p.rtt_ms > 0.0))
+        {
+            // Loss-limited: below twice the Mathis bound, which no loss-based controller escapes.
+            let mathis = mathis_mbit(p.rtt_ms, p.loss_pct);
+            if g < 2.0 * mathis {
+                out.findings.push(Finding {
+                    kind: FindingKind::LossLimited,
+                    series: series.clone(),
+                    runs: recs.len(),
+                    of: recs.len(),
+                    sentence: format!(
+                        "{series}: loss-limited — {g:.1} Mbit/s, near the {mathis:.1} Mbit/s that {} % i.i.d. loss at {:.0} ms RTT allows a loss-based controller (Mathis bound); the emulator dropped {loss_drops:.0} packets per run and the transport resent {retrans:.0}: only a controller that does not back off on random loss (--quic-congestion bbr / --tcp-congestion bbr) or less loss changes this.",
+                        p.loss_pct, p.rtt_ms
+                    ),
+                });
             }
         }
         out.transfers.push(row);
@@ -511,5 +518,7 @@ mod tests {
         assert!(nearest_power_of_two(100.0).is_none());
         assert_eq!(fmt_bytes(65_536.0), "64 KiB");
         assert_eq!(fmt_bytes(1_048_576.0), "1 MiB");
+        // 1 % loss at 60 ms: ≈ 2.36 Mbit/s; a 3 MB download then takes about 10 s.
+        assert!((mathis_mbit(60.0, 1.0) - 2.355).abs() < 0.01);
     }
 }

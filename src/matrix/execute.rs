@@ -193,7 +193,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             planned.len()
         );
     } else {
-        run_plan(
+        let ran = run_plan(
             req,
             &r,
             &todo,
@@ -201,7 +201,17 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             &mut store,
             planned.len(),
             &mut meta,
-        )?;
+        );
+        if let Err(e) = ran {
+            // Every finished run is on disk; say in the metadata that the matrix stopped.
+            meta.status = "failed".into();
+            meta.ended_at = Some(chrono::Utc::now().to_rfc3339());
+            store::write_meta(&dir, &meta)?;
+            return Err(e.context(format!(
+                "the matrix stopped; its finished runs are in {} (continue with --resume)",
+                dir.display()
+            )));
+        }
     }
     let done = store::committed_ids(&dir)?.len();
     let completed = done >= planned.len();
@@ -252,7 +262,6 @@ fn report_hook(dir: &Path) -> Result<()> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_plan(
     req: &MatrixRequest,
     r: &Resolved,
