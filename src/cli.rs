@@ -555,6 +555,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     if servers.len() != 1 {
         anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
     }
+    servers[0].check_protocol(a.protocol)?;
     let req = crate::runner::SeriesRequest {
         profile: profile[0].clone(),
         workload: a.workload.parse()?,

@@ -40,6 +40,17 @@ impl ServerChoice {
     }
 }
 
+impl ServerChoice {
+    /// Refuses a protocol the server cannot speak at all (as opposed to one switched off by a
+    /// knob, which a forced browser is then caught failing on).
+    pub fn check_protocol(&self, p: Protocol) -> Result<()> {
+        if *self == ServerChoice::Nginx && p == Protocol::H3 {
+            bail!("--servers nginx cannot serve h3 (Debian's nginx 1.22 has no HTTP/3): drop h3 from --protocols, or use caddy / --server-cmd with an nginx built with QUIC");
+        }
+        Ok(())
+    }
+}
+
 impl FromStr for ServerChoice {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {

@@ -205,3 +205,101 @@ fn a_tiny_udp_receive_buffer_overflows_during_an_h3_upload_and_is_named() {
         f.sentence
     );
 }
+
+#[test]
+fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
+    // pagebench's own `serve`, started as if it were a user's server: it must get the testbed's
+    // address, port, pages and certificate through {ip}, {port}, {root} and {cert}.
+    let guard = temp("custom");
+    let root = guard.path().to_path_buf();
+    let m = workload::ensure(
+        &root,
+        &"page10".parse::<Workload>().unwrap(),
+        workload::DEFAULT_SEED,
+    )
+    .unwrap();
+    let cmd = format!(
+        "exec {} serve --root {{root}} --bind {{ip}} --port {{port}} --cert-dir \"$(dirname {{cert}})\" --log {{log}}",
+        env!("CARGO_BIN_EXE_pagebench")
+    );
+    let dc = profile("datacenter");
+    let mut tb = Testbed::start(&TestbedConfig {
+        profile: dc.clone(),
+        servers: vec![ServerChoice::Command(cmd)],
+        knobs: ServerKnobs::default(),
+        pages_root: root.clone(),
+        seed: 3,
+        log_dir: None,
+    })
+    .unwrap();
+    for proto in [Protocol::H2, Protocol::H3] {
+        let spec = RunSpec {
+            id: format!("custom-{proto}"),
+            profile: dc.clone(),
+            manifest: m.clone(),
+            variant: Variant::new(proto, H3Mode::Forced),
+            server: "custom".into(),
+            phase: "measure".into(),
+            round: 1,
+            position: 1,
+            timeout: Duration::from_secs(30),
+            settle_max: Duration::from_secs(3),
+        };
+        let rec = run_once(&mut tb, &spec).unwrap();
+        assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
+        // Its log format is the user's: the run says it was cross-checked without it.
+        assert!(
+            rec.warnings.iter().any(|w| w.contains("no readable log")),
+            "{:?}",
+            rec.warnings
+        );
+    }
+}
+
+#[test]
+fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
+    let e = ServerChoice::Nginx
+        .check_protocol(Protocol::H3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nginx") && e.contains("h3"), "{e}");
+    let guard = temp("nginx");
+    let root = guard.path().to_path_buf();
+    let m = workload::ensure(
+        &root,
+        &"page10".parse::<Workload>().unwrap(),
+        workload::DEFAULT_SEED,
+    )
+    .unwrap();
+    let dc = profile("datacenter");
+    let mut tb = Testbed::start(&TestbedConfig {
+        profile: dc.clone(),
+        servers: vec![ServerChoice::Nginx],
+        knobs: ServerKnobs::default(),
+        pages_root: root.clone(),
+        seed: 3,
+        log_dir: None,
+    })
+    .expect("nginx testbed (./setup.sh installs Debian's nginx-light)");
+    for proto in [Protocol::H1, Protocol::H2] {
+        let spec = RunSpec {
+            id: format!("nginx-{proto}"),
+            profile: dc.clone(),
+            manifest: m.clone(),
+            variant: Variant::new(proto, H3Mode::Forced),
+            server: "nginx".into(),
+            phase: "measure".into(),
+            round: 1,
+            position: 1,
+            timeout: Duration::from_secs(30),
+            settle_max: Duration::from_secs(3),
+        };
+        let rec = run_once(&mut tb, &spec).unwrap();
+        assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
+        assert_eq!(rec.server_requests.len(), 11);
+        assert!(rec
+            .server_requests
+            .iter()
+            .all(|s| s.protocol == proto.alpn()));
+    }
+}

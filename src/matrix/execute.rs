@@ -70,11 +70,10 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     let workloads = workload::parse_list(&req.workloads)?;
     let variants = plan::parse_variants(&req.protocols, req.h3_mode)?;
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let wants_h3 = variants
-        .iter()
-        .any(|v| v.protocol == crate::browser::Protocol::H3);
-    if wants_h3 && req.servers.contains(&ServerChoice::Nginx) {
-        bail!("--servers nginx cannot serve h3 (Debian's nginx 1.22 has no HTTP/3): drop h3 from --protocols, or use caddy / --server-cmd with an nginx built with QUIC");
+    for s in &req.servers {
+        for v in &variants {
+            s.check_protocol(v.protocol)?;
+        }
     }
     Ok(Resolved {
         profiles,
