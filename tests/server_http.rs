@@ -145,6 +145,47 @@ fn h3_client_fetches_page50_byte_exact() {
     assert_eq!(seqs, (0..urls.len() as u64).collect::<Vec<_>>());
 }
 
+#[test]
+fn h3_response_before_the_request_ends_stops_the_request_with_h3_no_error() {
+    // RFC 9114 §4.1: a server that answers before the request stream ends asks the client to
+    // stop sending with H3_NO_ERROR, and the response is complete.
+    let p = pages(&["page10"]);
+    let server = start(&p.root, ServerKnobs::default(), None);
+    let cert = server_cert(&server);
+    let url = p.urls("page10")[0].clone();
+    let expected = p.bytes(&url);
+    let authority = format!("https://pagebench.test:{}{url}", server.port());
+    runtime().block_on(async {
+        let mut c = ProbeConnection::connect(server.addr(), Protocol::H3, &cert)
+            .await
+            .unwrap();
+        let send = c.h3_sender().unwrap();
+        let req = http::Request::get(authority.as_str()).body(()).unwrap();
+        let mut stream = send.send_request(req).await.unwrap();
+        let resp = stream.recv_response().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut body = Vec::new();
+        while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+            use bytes::Buf;
+            while chunk.has_remaining() {
+                let n = chunk.chunk().len();
+                body.extend_from_slice(chunk.chunk());
+                chunk.advance(n);
+            }
+        }
+        assert!(body == expected, "body differs");
+        // Loopback delivers the server's STOP_SENDING well within this, even on a noisy machine.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let err = stream
+            .finish()
+            .await
+            .expect_err("the server stopped reading");
+        eprintln!("finish after the response: {err}");
+        assert!(err.to_string().contains("H3_NO_ERROR"), "{err}");
+        c.close().await;
+    });
+}
+
 /// The server's certificate as the probe client pins it.
 fn server_cert(
     server: &pagebench::server::EmbeddedServer,

@@ -170,6 +170,17 @@ impl ProbeConnection {
         })
     }
 
+    /// The h3 request sender, for callers that need stream-level control (e.g. when to end
+    /// the request); None for h1/h2.
+    pub fn h3_sender(
+        &mut self,
+    ) -> Option<&mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>> {
+        match &mut self.inner {
+            Inner::H3 { send, .. } => Some(send),
+            _ => None,
+        }
+    }
+
     /// The protocol the connection speaks (for h1/h2: what ALPN settled on).
     pub fn protocol(&self) -> Protocol {
         self.protocol
@@ -216,8 +227,19 @@ impl ProbeConnection {
                 if !body.is_empty() {
                     stream.send_data(body).await.context("h3 request body")?;
                 }
-                stream.finish().await.context("h3 request end")?;
-                let resp = stream.recv_response().await.context("h3 response")?;
+                // A server may stop reading the request once it can answer (RFC 9114 §4.1,
+                // STOP_SENDING): then `finish` fails but the response still counts.
+                let finished = stream.finish().await;
+                let resp = match stream.recv_response().await {
+                    Ok(resp) => resp,
+                    Err(e) => {
+                        let e = anyhow::Error::new(e).context("h3 response");
+                        return Err(match finished {
+                            Err(f) => e.context(format!("h3 request end: {f}")),
+                            Ok(()) => e,
+                        });
+                    }
+                };
                 let mut buf = BytesMut::new();
                 while let Some(mut chunk) = stream.recv_data().await.context("h3 body")? {
                     while chunk.has_remaining() {

@@ -258,9 +258,11 @@ async fn handle_request(
         Some(stream.id().into_inner()),
     );
     let _active = window.enter();
+    let mut request_read_to_end = false;
     let reply = match ctx.site.plan(req.method(), &target).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
+            request_read_to_end = true;
             let mut n = 0u64;
             loop {
                 match stream.recv_data().await {
@@ -281,6 +283,11 @@ async fn handle_request(
     match send(&mut stream, &ctx.site, &reply, chunk, &mut pending).await {
         Ok(()) => pending.set_complete(),
         Err(e) => pending.rec.error = Some(e.to_string()),
+    }
+    if !request_read_to_end {
+        // The response does not depend on the rest of the request: stop reading it the way
+        // RFC 9114 §4.1 asks (H3_NO_ERROR) rather than quinn's implicit code 0 on drop.
+        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
     }
 }
 
