@@ -248,6 +248,10 @@ impl Browser {
         let profile = tmp.join("profile");
         let home = tmp.join("home");
         std::fs::create_dir_all(&home)?;
+        // Chromium's own temporary files (e.g. its singleton socket directory) go below the
+        // run's directory, so a killed browser leaves nothing in /tmp that cleanup misses.
+        let browser_tmp = tmp.join("tmp");
+        std::fs::create_dir_all(&browser_tmp)?;
         write_profile(&profile, o)?;
         let stderr_path = tmp.join("chromium.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
@@ -263,6 +267,7 @@ impl Browser {
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("TMPDIR", &browser_tmp)
             .env_remove("DISPLAY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
