@@ -429,6 +429,16 @@ fn series_legend(area: &Area, names: &[String]) -> Result<()> {
     legend_row(area, &items)
 }
 
+/// Draws a legend row of the distinct series on top of `area`; returns the area below it.
+fn with_series_legend<'a, 'n>(
+    area: &Area<'a>,
+    names: impl Iterator<Item = &'n String>,
+) -> Result<Area<'a>> {
+    let (legend, body) = area.split_vertically(40);
+    series_legend(&legend, &distinct_series(names))?;
+    Ok(body)
+}
+
 fn distinct_series<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     for n in names {
@@ -440,14 +450,11 @@ fn distinct_series<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
 }
 
 fn draw_cdf(area: &Area, c: &Cdf) -> Result<()> {
-    let (legend, body) = area.split_vertically(40);
-    series_legend(
-        &legend,
-        &distinct_series(
-            c.panels
-                .iter()
-                .flat_map(|p| p.lines.iter().map(|l| &l.series)),
-        ),
+    let body = with_series_legend(
+        area,
+        c.panels
+            .iter()
+            .flat_map(|p| p.lines.iter().map(|l| &l.series)),
     )?;
     for (panel, pa) in c.panels.iter().zip(grid(&body, c.panels.len())) {
         let xs = || {
@@ -698,14 +705,11 @@ fn short_id(id: &str, series: &str) -> String {
 }
 
 fn draw_onwire(area: &Area, o: &Onwire) -> Result<()> {
-    let (legend, body) = area.split_vertically(40);
-    series_legend(
-        &legend,
-        &distinct_series(
-            o.panels
-                .iter()
-                .flat_map(|p| p.lines.iter().map(|l| &l.series)),
-        ),
+    let body = with_series_legend(
+        area,
+        o.panels
+            .iter()
+            .flat_map(|p| p.lines.iter().map(|l| &l.series)),
     )?;
     for (panel, pa) in o.panels.iter().zip(grid(&body, o.panels.len())) {
         let xmax = nice_max(
@@ -761,14 +765,11 @@ fn draw_onwire(area: &Area, o: &Onwire) -> Result<()> {
 }
 
 fn draw_sweep(area: &Area, s: &Sweep) -> Result<()> {
-    let (legend, body) = area.split_vertically(40);
-    series_legend(
-        &legend,
-        &distinct_series(
-            s.panels
-                .iter()
-                .flat_map(|p| p.lines.iter().map(|l| &l.series)),
-        ),
+    let body = with_series_legend(
+        area,
+        s.panels
+            .iter()
+            .flat_map(|p| p.lines.iter().map(|l| &l.series)),
     )?;
     let xmax = s
         .panels

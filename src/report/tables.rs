@@ -364,10 +364,7 @@ pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
         });
     }
     let pairs = main_pairs(&vs);
-    let mut header: Vec<String> = vec!["profile".into()];
-    header.extend(vs.iter().map(|v| format!("{v} (ms)")));
-    header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
-    header.push("goodput (Mbit/s)".into());
+    let mut header = transfer_header(&vs, &pairs);
     header.extend(
         ["study h1", "study h2", "study h3", "vs study (h3/h2)"]
             .iter()
@@ -377,14 +374,7 @@ pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
         .profiles_in(w, server)
         .iter()
         .map(|p| {
-            let mut r = vec![Cell::label(p)];
-            r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
-            r.extend(
-                pairs
-                    .iter()
-                    .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
-            );
-            r.push(goodput_cell(data, p, w, server, &vs));
+            let mut r = transfer_row(data, p, w, server, &vs, &pairs);
             for v in ["h1", "h2", "h3"] {
                 r.push(study_cell(w, p, v));
             }
@@ -604,24 +594,11 @@ pub fn uploads(data: &ReportData, server: &str) -> Vec<Table> {
         .map(|w| {
             let vs = data.variants_in(w, server);
             let pairs = main_pairs(&vs);
-            let mut header: Vec<String> = vec!["profile".into()];
-            header.extend(vs.iter().map(|v| format!("{v} (ms)")));
-            header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
-            header.push("goodput (Mbit/s)".into());
+            let header = transfer_header(&vs, &pairs);
             let rows = data
                 .profiles_in(w, server)
                 .iter()
-                .map(|p| {
-                    let mut r = vec![Cell::label(p)];
-                    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
-                    r.extend(
-                        pairs
-                            .iter()
-                            .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
-                    );
-                    r.push(goodput_cell(data, p, w, server, &vs));
-                    r
-                })
+                .map(|p| transfer_row(data, p, w, server, &vs, &pairs))
                 .collect();
             Table {
                 id: table_id(data, &format!("upload-{w}"), server),
@@ -767,6 +744,35 @@ pub fn problem_runs(data: &ReportData) -> Vec<String> {
             t
         })
         .collect()
+}
+
+/// Header of a transfer table (download, upload): the series, their ratios, goodput.
+fn transfer_header(vs: &[String], pairs: &[(&str, &str)]) -> Vec<String> {
+    let mut header: Vec<String> = vec!["profile".into()];
+    header.extend(vs.iter().map(|v| format!("{v} (ms)")));
+    header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+    header.push("goodput (Mbit/s)".into());
+    header
+}
+
+/// One profile's row of a transfer table, matching [`transfer_header`].
+fn transfer_row(
+    data: &ReportData,
+    p: &str,
+    w: &str,
+    server: &str,
+    vs: &[String],
+    pairs: &[(&str, &str)],
+) -> Vec<Cell> {
+    let mut r = vec![Cell::label(p)];
+    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
+    r.extend(
+        pairs
+            .iter()
+            .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
+    );
+    r.push(goodput_cell(data, p, w, server, vs));
+    r
 }
 
 #[cfg(test)]
