@@ -21,6 +21,29 @@ fn profile(name: &str) -> Profile {
     profile::select(name, &dir).unwrap().remove(0)
 }
 
+/// page10 generated below `root`, and a testbed on `profile` with `server` alone.
+fn page10_testbed(
+    root: &Path,
+    profile: &Profile,
+    server: ServerChoice,
+) -> (workload::Manifest, anyhow::Result<Testbed>) {
+    let m = workload::ensure(
+        root,
+        &"page10".parse::<Workload>().unwrap(),
+        workload::DEFAULT_SEED,
+    )
+    .unwrap();
+    let tb = Testbed::start(&TestbedConfig {
+        profile: profile.clone(),
+        servers: vec![server],
+        knobs: ServerKnobs::default(),
+        pages_root: root.to_path_buf(),
+        seed: 3,
+        log_dir: None,
+    });
+    (m, tb)
+}
+
 /// A temporary directory removed on drop (also when the test panics).
 fn temp(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -33,22 +56,9 @@ fn temp(tag: &str) -> tempfile::TempDir {
 fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
     let guard = temp("caddy");
     let root = guard.path().to_path_buf();
-    let m = workload::ensure(
-        &root,
-        &"page10".parse::<Workload>().unwrap(),
-        workload::DEFAULT_SEED,
-    )
-    .unwrap();
     let wired = profile("wired");
-    let mut tb = Testbed::start(&TestbedConfig {
-        profile: wired.clone(),
-        servers: vec![ServerChoice::Caddy],
-        knobs: ServerKnobs::default(),
-        pages_root: root.clone(),
-        seed: 3,
-        log_dir: None,
-    })
-    .expect("Caddy testbed (./setup.sh installs Debian's caddy)");
+    let (m, tb) = page10_testbed(&root, &wired, ServerChoice::Caddy);
+    let mut tb = tb.expect("Caddy testbed (./setup.sh installs Debian's caddy)");
     for proto in Protocol::ALL {
         let spec = RunSpec {
             id: format!("caddy-{proto}"),
@@ -212,26 +222,13 @@ fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
     // address, port, pages and certificate through {ip}, {port}, {root} and {cert}.
     let guard = temp("custom");
     let root = guard.path().to_path_buf();
-    let m = workload::ensure(
-        &root,
-        &"page10".parse::<Workload>().unwrap(),
-        workload::DEFAULT_SEED,
-    )
-    .unwrap();
     let cmd = format!(
         "exec {} serve --root {{root}} --bind {{ip}} --port {{port}} --cert-dir \"$(dirname {{cert}})\" --log {{log}}",
         env!("CARGO_BIN_EXE_pagebench")
     );
     let dc = profile("datacenter");
-    let mut tb = Testbed::start(&TestbedConfig {
-        profile: dc.clone(),
-        servers: vec![ServerChoice::Command(cmd)],
-        knobs: ServerKnobs::default(),
-        pages_root: root.clone(),
-        seed: 3,
-        log_dir: None,
-    })
-    .unwrap();
+    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Command(cmd));
+    let mut tb = tb.unwrap();
     for proto in [Protocol::H2, Protocol::H3] {
         let spec = RunSpec {
             id: format!("custom-{proto}"),
@@ -265,22 +262,9 @@ fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
     assert!(e.contains("nginx") && e.contains("h3"), "{e}");
     let guard = temp("nginx");
     let root = guard.path().to_path_buf();
-    let m = workload::ensure(
-        &root,
-        &"page10".parse::<Workload>().unwrap(),
-        workload::DEFAULT_SEED,
-    )
-    .unwrap();
     let dc = profile("datacenter");
-    let mut tb = Testbed::start(&TestbedConfig {
-        profile: dc.clone(),
-        servers: vec![ServerChoice::Nginx],
-        knobs: ServerKnobs::default(),
-        pages_root: root.clone(),
-        seed: 3,
-        log_dir: None,
-    })
-    .expect("nginx testbed (./setup.sh installs Debian's nginx-light)");
+    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Nginx);
+    let mut tb = tb.expect("nginx testbed (./setup.sh installs Debian's nginx-light)");
     for proto in [Protocol::H1, Protocol::H2] {
         let spec = RunSpec {
             id: format!("nginx-{proto}"),
