@@ -91,6 +91,35 @@ const TTFB: RGBColor = RGBColor(60, 170, 90);
 const DOWNLOAD: RGBColor = RGBColor(40, 110, 200);
 const LOAD_LINE: RGBColor = RGBColor(210, 30, 30);
 
+/// Axes and grid of the line charts (CDF, on-wire, sweep): six labels per axis, x without
+/// decimals, y with `y_decimals`.
+fn draw_line_mesh(
+    chart: &mut ChartContext<
+        '_,
+        GlyphBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    x_desc: &str,
+    y_desc: &str,
+    y_decimals: usize,
+) -> Result<()> {
+    chart
+        .configure_mesh()
+        .x_labels(6)
+        .y_labels(6)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(font(13))
+        .axis_desc_style(font(14))
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.y_decimals$}"))
+        .max_light_lines(1)
+        .light_line_style(GRID_LIGHT)
+        .bold_line_style(GRID_BOLD)
+        .draw()
+        .map_err(err)
+}
+
 fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing a chart failed: {e:?}")
 }
@@ -485,21 +514,7 @@ fn draw_cdf(area: &Area, c: &Cdf) -> Result<()> {
             .y_label_area_size(56)
             .build_cartesian_2d(xmin..xmax, 0f64..1.0)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(6)
-            .y_labels(6)
-            .x_desc(c.x_label.as_str())
-            .y_desc("fraction of runs")
-            .label_style(font(13))
-            .axis_desc_style(font(14))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.1}"))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .draw()
-            .map_err(err)?;
+        draw_line_mesh(&mut chart, c.x_label.as_str(), "fraction of runs", 1)?;
         for line in &panel.lines {
             let color = series_color(&line.series);
             let mut pts: Vec<(f64, f64)> = Vec::new();
@@ -736,21 +751,12 @@ fn draw_onwire(area: &Area, o: &Onwire) -> Result<()> {
             .y_label_area_size(56)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax.ceil())
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(6)
-            .y_labels(6)
-            .x_desc("time since navigation start (ms)")
-            .y_desc("requests on the wire")
-            .label_style(font(13))
-            .axis_desc_style(font(14))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .draw()
-            .map_err(err)?;
+        draw_line_mesh(
+            &mut chart,
+            "time since navigation start (ms)",
+            "requests on the wire",
+            0,
+        )?;
         for line in &panel.lines {
             let pts = envelope(&line.points, xmax, 500);
             chart
@@ -803,21 +809,7 @@ fn draw_sweep(area: &Area, s: &Sweep) -> Result<()> {
             .y_label_area_size(56)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(6)
-            .y_labels(6)
-            .x_desc("files on the page")
-            .y_desc(s.y_label.as_str())
-            .label_style(font(13))
-            .axis_desc_style(font(14))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .draw()
-            .map_err(err)?;
+        draw_line_mesh(&mut chart, "files on the page", s.y_label.as_str(), 0)?;
         for line in &panel.lines {
             let color = series_color(&line.series);
             let pts: Vec<(f64, f64)> = line
