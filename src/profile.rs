@@ -27,9 +27,19 @@ pub struct Profile {
     pub description: String,
     /// Round-trip time; each direction gets half of it.
     pub rtt_ms: f64,
-    /// One-way delay varies uniformly within ±jitter_ms (per direction).
+    /// One-way delay varies within ±jitter_ms (per direction), as `jitter_model` says.
     #[serde(default)]
     pub jitter_ms: f64,
+    /// How the delay varies: `varying` (default: a delay that changes smoothly over time, keeps
+    /// order and the mean), `fifo` (an independent draw per packet, held behind the packet
+    /// before it: raises the mean at high packet rates) or `reorder` (independent draws that
+    /// may overtake each other, as Linux netem).
+    #[serde(default)]
+    pub jitter_model: JitterModel,
+    /// Coherence time of the `varying` model: how long the delay takes to move from one random
+    /// level to the next (default: one RTT, at least π × jitter_ms so packets never reorder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_coherence_ms: Option<f64>,
     /// Independent random loss per direction, in percent.
     #[serde(default)]
     pub loss_pct: f64,
@@ -45,9 +55,31 @@ pub struct Profile {
     /// Drop-tail queue in front of a rate limit, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_bytes: Option<u64>,
-    /// Let jitter reorder packets (netem style). Default: keep FIFO order.
-    #[serde(default)]
-    pub reorder: bool,
+}
+
+/// How jitter turns into per-packet delays (see `netem::jitter` and `netem::model`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JitterModel {
+    /// The delay varies smoothly over time: packets close together see nearly the same delay,
+    /// never reorder, and the mean delay is the profile's at any packet rate.
+    #[default]
+    Varying,
+    /// An independent uniform draw per packet, held back behind the packet before it (the
+    /// emulator's behaviour before `varying`): the mean delay grows with the packet rate.
+    Fifo,
+    /// An independent uniform draw per packet that may overtake others (Linux netem).
+    Reorder,
+}
+
+impl JitterModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            JitterModel::Varying => "varying",
+            JitterModel::Fifo => "fifo",
+            JitterModel::Reorder => "reorder",
+        }
+    }
 }
 
 /// Which queue limit applies in front of a rate limit.
@@ -70,8 +102,16 @@ impl Profile {
             up_mbit: None,
             queue_packets: None,
             queue_bytes: None,
-            reorder: false,
+            jitter_model: JitterModel::Varying,
+            jitter_coherence_ms: None,
         }
+    }
+
+    /// Knot interval of the `varying` jitter model, ms: `jitter_coherence_ms`, or one RTT but
+    /// at least π × jitter (the slope bound that keeps packets in order).
+    pub fn jitter_interval_ms(&self) -> f64 {
+        self.jitter_coherence_ms
+            .unwrap_or_else(|| self.rtt_ms.max(std::f64::consts::PI * self.jitter_ms))
     }
 
     /// One-way delay of each direction, in milliseconds.
@@ -138,6 +178,21 @@ impl Profile {
                 self.one_way_ms()
             ));
         }
+        if let Some(c) = self.jitter_coherence_ms {
+            check_finite("jitter_coherence_ms", c)?;
+            if self.jitter_model != JitterModel::Varying {
+                return Err(format!(
+                    "field `jitter_coherence_ms` applies to jitter_model = \"varying\" only, not {:?}: remove it",
+                    self.jitter_model.name()
+                ));
+            }
+            let min = std::f64::consts::PI * self.jitter_ms;
+            if c <= 0.0 || c < min {
+                return Err(format!(
+                    "field `jitter_coherence_ms` = {c}: at least π × jitter_ms = {min:.1} ms, or a falling delay would let packets overtake each other"
+                ));
+            }
+        }
         if !(0.0..=100.0).contains(&self.loss_pct) {
             return Err(format!(
                 "field `loss_pct` = {}: loss is a percentage between 0 and 100",
@@ -185,6 +240,9 @@ impl Profile {
             fmt_num(self.jitter_ms),
             fmt_num(self.loss_pct)
         );
+        if self.jitter_ms > 0.0 && self.jitter_model != JitterModel::Varying {
+            s.push_str(&format!(" ({} jitter)", self.jitter_model.name()));
+        }
         if self.down_mbit.is_some() || self.up_mbit.is_some() {
             s.push_str(&format!(
                 ", {}/{} Mbit/s",
@@ -265,7 +323,12 @@ pub fn parse_profile(text: &str, path: &Path) -> Result<Profile, ProfileError> {
 
 /// Renders a TOML error as "line L, column C: message".
 fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().to_string();
+    let mut msg = e.message().trim().to_string();
+    if msg.contains("unknown field `reorder`") {
+        msg.push_str(
+            " (`reorder = true` was replaced by `jitter_model = \"reorder\"`; the default is now \"varying\")",
+        );
+    }
     match e.span() {
         Some(span) => {
             let before = &text[..span.start.min(text.len())];

@@ -12,19 +12,21 @@
 //!
 //! Layers, pure core first:
 //! - [`model`]: one direction as a deterministic state machine (time passed in, seeded RNG);
+//! - [`jitter`]: the time-varying delay of the default jitter model (pure);
 //! - [`histogram`], [`stats`]: counters, lateness summary, the self-check (pure);
 //! - [`emulator`]: the IO loop (epoll, TUN fds, timer slack, SCHED_FIFO);
 //! - [`netns`], [`tun`], [`host`]: namespaces, TUN devices, privileges, CPU steal;
 //! - [`Link`]: all of it put together; [`cleanup`]: leftovers of dead processes;
 //! - [`bench`](mod@bench), [`shell`]: the `pagebench bench netem` and `pagebench shell` commands.
 //!
-//! **Jitter and order.** Jitter keeps FIFO order by default: a packet never overtakes the one
-//! before it. This avoids the heavy reordering of netem-style independent jitter (17–76 % of
-//! packets, which sends TCP and QUIC into loss recovery), at a price: when packets arrive closer
-//! together than the jitter range (bulk transfers), each one waits for the slowest draw before
-//! it, so the delay is skewed upwards — towards `delay + jitter` at high packet rates. The skew
-//! is measured (`mean_fifo_hold_ms` in [`LinkStats`]) and noted by the self-check above
-//! 0.5 ms. Profiles with `reorder = true` get independent jitter instead.
+//! **Jitter and order.** By default jitter is a delay that varies smoothly over time
+//! ([`jitter`]): packets close together see nearly the same delay, a later packet is never due
+//! before an earlier one, and the mean delay is the profile's at every packet rate — so h1, h2
+//! and h3, which send at different packet rates, meet the same link. Two older models stay
+//! available per profile (`jitter_model`): `fifo` (an independent draw per packet held behind
+//! the one before: at high packet rates each packet waits for the slowest recent draw and the
+//! mean delay rises towards `delay + jitter`) and `reorder` (independent draws as in netem,
+//! 17–76 % of packets reordered, which sends TCP and QUIC into loss recovery).
 //!
 //! **Precision.** Arrival is stamped when the emulator reads the packet; a packet is written at
 //! its due time plus the emulator's wake-up latency. On a VM that latency is dominated by waking
@@ -47,6 +49,7 @@ pub mod cleanup;
 pub mod emulator;
 pub mod histogram;
 pub mod host;
+pub mod jitter;
 pub mod link;
 pub mod model;
 pub mod netns;

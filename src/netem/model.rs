@@ -10,18 +10,24 @@
 //! 3. **rate limit** (optional): the packet is serialised at `rate_bps` bits/s (IP bytes, no
 //!    layer-2 overhead) behind the packets before it; a drop-tail queue of packets or bytes
 //!    bounds how many may wait for the wire (the one being serialised does not count);
-//! 4. **delay**: one-way `delay` plus a uniform draw in `±jitter`.
+//! 4. **delay**: one-way `delay` plus the jitter offset of the configured [`JitterModel`]:
+//!    - `Varying` (default): the offset of a smoothly varying process at the packet's time
+//!      ([`VaryingDelay`]): packets close together see nearly the same delay, never reorder, and
+//!      the mean delay is the profile's at any packet rate;
+//!    - `Fifo`: an independent uniform draw in `±jitter`, held back behind the packet before it.
+//!      Once packets arrive closer together than the jitter range, each waits for the slowest
+//!      recent draw, so the mean delay rises with the packet rate (counted in
+//!      [`Counters::fifo_hold_sum_ns`]);
+//!    - `Reorder`: an independent uniform draw that may overtake others, as netem does.
 //!
-//! **Order.** By default packets leave in the order they arrived (FIFO): a packet whose jitter
-//! draw would let it overtake the one before waits for it. That avoids the 17–76 % reordering
-//! that netem-style independent jitter produces (and the loss recovery it triggers in TCP and
-//! QUIC), but it skews delays upwards once packets arrive closer together than the jitter range:
-//! at high packet rates the delay of a packet tends to the maximum of the recent draws rather than
-//! their mean (the skew is counted in [`Counters::fifo_hold_sum_ns`]). With `reorder` every packet
-//! keeps its own draw and may overtake others, as netem does.
+//! Every model but `Reorder` keeps arrival order; under `Varying` the hold is zero by
+//! construction (it only guards a reconfiguration to a shorter delay).
+//!
+//! The delay the model intends for a packet (`due − wire exit`) and the delay it really got
+//! (`release − wire exit`) are both summed, so a run can be checked against its own model.
 //!
 //! **Reconfiguration** applies to packets offered afterwards; packets already scheduled keep
-//! their release time (and, in FIFO mode, later packets still leave after them).
+//! their release time (and, except under `Reorder`, later packets still leave after them).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -33,7 +39,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::histogram::Histogram;
-use crate::profile::{Profile, QueueLimit};
+use super::jitter::VaryingDelay;
+use crate::profile::{JitterModel, Profile, QueueLimit};
 
 /// Which way a packet travels. `Up` is client → server, `Down` is server → client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -47,16 +54,18 @@ pub enum Direction {
 pub struct DirectionConfig {
     /// One-way delay (half the profile's RTT).
     pub delay: Duration,
-    /// Uniform jitter: each packet's delay is drawn in `delay ± jitter`.
+    /// Jitter amplitude: each packet's delay lies in `delay ± jitter`.
     pub jitter: Duration,
+    /// How the jitter varies between packets.
+    pub jitter_model: JitterModel,
+    /// Knot interval (coherence time) of the `Varying` model.
+    pub jitter_interval: Duration,
     /// Probability (0..=1) that a packet is lost, independently of all others.
     pub loss: f64,
     /// Serialisation rate in bits per second; `None` means no rate limit.
     pub rate_bps: Option<f64>,
     /// Drop-tail limit of the queue in front of the rate limit; `None` means unbounded.
     pub queue: Option<QueueLimit>,
-    /// Netem-style independent jitter that may reorder packets (default: FIFO).
-    pub reorder: bool,
     /// Accept only IPv4 packets to this address (`None`: accept everything).
     pub peer: Option<Ipv4Addr>,
 }
@@ -67,10 +76,11 @@ impl DirectionConfig {
         DirectionConfig {
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
+            jitter_model: JitterModel::Varying,
+            jitter_interval: Duration::ZERO,
             loss: 0.0,
             rate_bps: None,
             queue: None,
-            reorder: false,
             peer: None,
         }
     }
@@ -85,10 +95,11 @@ impl DirectionConfig {
         DirectionConfig {
             delay: duration_ms(p.one_way_ms()),
             jitter: duration_ms(p.jitter_ms),
+            jitter_model: p.jitter_model,
+            jitter_interval: duration_ms(p.jitter_interval_ms()),
             loss: (p.loss_pct / 100.0).clamp(0.0, 1.0),
             rate_bps: rate_mbit.map(|m| m * 1e6),
             queue: rate_mbit.and(p.queue_limit()),
-            reorder: p.reorder,
             peer,
         }
     }
@@ -128,7 +139,7 @@ pub struct Packet {
     pub wire_exit: Instant,
     /// When it is to be released.
     pub due: Instant,
-    /// How much later than its own draw FIFO order made it.
+    /// How much later than its own delay the kept order made it.
     pub fifo_hold: Duration,
     /// It had to wait for the wire behind an earlier packet (the link was saturated).
     pub queued: bool,
@@ -169,10 +180,14 @@ pub struct Counters {
     pub reorders: u64,
     /// Release time minus due time of every released packet.
     pub lateness: Histogram,
-    /// Sum over released packets of (release − wire exit): the achieved delay stage.
+    /// Sum over released packets of (due − wire exit): the delay the model intended.
+    pub intended_sum_ns: u128,
+    /// Sum over released packets of (release − wire exit): the delay achieved.
     pub delay_sum_ns: u128,
-    /// Sum over released packets of the extra wait FIFO order imposed.
+    /// Sum over released packets of the extra wait the kept order imposed, and how many
+    /// packets waited at all.
     pub fifo_hold_sum_ns: u128,
+    pub fifo_held: u64,
     /// Sum over released packets of the time spent waiting for and being serialised on the wire.
     pub wire_sum_ns: u128,
     /// Most packets / bytes seen waiting in the rate-limit queue at once.
@@ -189,6 +204,8 @@ pub struct LinkDirection {
     cfg: DirectionConfig,
     loss_rng: ChaCha8Rng,
     jitter_rng: ChaCha8Rng,
+    /// The `Varying` model's process (None for the other models or without jitter).
+    varying: Option<VaryingDelay>,
     next_seq: u64,
     /// Packets scheduled for release (ordered by due time, then arrival).
     scheduled: BinaryHeap<Scheduled>,
@@ -211,10 +228,12 @@ impl LinkDirection {
         let loss_rng = ChaCha8Rng::seed_from_u64(seed);
         let mut jitter_rng = ChaCha8Rng::seed_from_u64(seed);
         jitter_rng.set_stream(1);
+        let varying = varying_process(&cfg, &mut jitter_rng);
         LinkDirection {
             cfg,
             loss_rng,
             jitter_rng,
+            varying,
             next_seq: 0,
             scheduled: BinaryHeap::new(),
             last_due: None,
@@ -237,6 +256,15 @@ impl LinkDirection {
             self.waiting.clear();
             self.waiting_bytes = 0;
             self.wire_free_at = None;
+        }
+        let same_jitter = (cfg.jitter, cfg.jitter_model, cfg.jitter_interval)
+            == (
+                self.cfg.jitter,
+                self.cfg.jitter_model,
+                self.cfg.jitter_interval,
+            );
+        if !same_jitter {
+            self.varying = varying_process(&cfg, &mut self.jitter_rng);
         }
         self.cfg = cfg;
     }
@@ -266,9 +294,10 @@ impl LinkDirection {
                 }
             },
         };
-        let own_due = wire_exit + self.draw_delay();
+        let own_due = wire_exit + self.delay_at(wire_exit);
+        let keep_order = self.cfg.jitter_model != JitterModel::Reorder;
         let due = match self.last_due {
-            Some(last) if !self.cfg.reorder && last > own_due => last,
+            Some(last) if keep_order && last > own_due => last,
             _ => own_due,
         };
         self.last_due = Some(self.last_due.map_or(due, |l| l.max(due)));
@@ -323,13 +352,17 @@ impl LinkDirection {
         Some((exit, queued))
     }
 
-    fn draw_delay(&mut self) -> Duration {
+    /// The delay stage of a packet leaving the rate limit (or arriving) at `t`.
+    fn delay_at(&mut self, t: Instant) -> Duration {
         let base = self.cfg.delay.as_nanos() as f64;
         let j = self.cfg.jitter.as_nanos() as f64;
         if j == 0.0 {
             return self.cfg.delay;
         }
-        let offset: f64 = self.jitter_rng.random_range(-j..=j);
+        let offset = match &mut self.varying {
+            Some(v) => v.offset_ns(t),
+            None => self.jitter_rng.random_range(-j..=j),
+        };
         Duration::from_nanos((base + offset).max(0.0).round() as u64)
     }
 
@@ -345,8 +378,10 @@ impl LinkDirection {
         c.packets_out += 1;
         c.bytes_out += len;
         c.lateness.record((now - p.due).as_nanos() as u64);
+        c.intended_sum_ns += (p.due - p.wire_exit).as_nanos();
         c.delay_sum_ns += (now - p.wire_exit).as_nanos();
         c.fifo_hold_sum_ns += p.fifo_hold.as_nanos();
+        c.fifo_held += u64::from(!p.fifo_hold.is_zero());
         c.wire_sum_ns += (p.wire_exit - p.arrived).as_nanos();
         match self.highest_released_seq {
             Some(h) if p.seq < h => c.reorders += 1,
@@ -389,6 +424,16 @@ impl LinkDirection {
     }
 }
 
+/// The `Varying` process for a configuration that uses it.
+fn varying_process(cfg: &DirectionConfig, rng: &mut ChaCha8Rng) -> Option<VaryingDelay> {
+    (cfg.jitter_model == JitterModel::Varying && !cfg.jitter.is_zero()).then(|| {
+        let interval = cfg
+            .jitter_interval
+            .max(super::jitter::min_interval(cfg.jitter));
+        VaryingDelay::new(cfg.jitter, interval, ChaCha8Rng::from_rng(rng))
+    })
+}
+
 fn close_run(c: &mut Counters, run: Option<(Instant, Instant, u64)>) {
     if let Some((first, last, bytes)) = run {
         if bytes > 0 {
@@ -411,6 +456,7 @@ pub fn ipv4_destination(packet: &[u8]) -> Option<Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 8, 2);
 
@@ -512,10 +558,11 @@ mod tests {
     }
 
     #[test]
-    fn jitter_stays_in_range_and_fifo_never_reorders() {
+    fn fifo_jitter_stays_in_range_never_reorders_and_skews_the_mean() {
         let t0 = Instant::now();
         let c = DirectionConfig {
             jitter: ms(5),
+            jitter_model: JitterModel::Fifo,
             ..cfg(20)
         };
         let mut d = LinkDirection::new(c, 3);
@@ -548,7 +595,7 @@ mod tests {
         let t0 = Instant::now();
         let c = DirectionConfig {
             jitter: ms(5),
-            reorder: true,
+            jitter_model: JitterModel::Reorder,
             ..cfg(20)
         };
         let mut d = LinkDirection::new(c, 3);
@@ -567,6 +614,159 @@ mod tests {
         // Uniform ±5 ms: the mean of 2000 draws is within ±0.2 ms of 20 ms (σ ≈ 0.065 ms).
         assert!((mean_ns - 20e6).abs() < 0.2e6, "{mean_ns}");
         assert_eq!(d.counters().fifo_hold_sum_ns, 0);
+    }
+
+    /// The `mobile` profile's direction: 30 ms one-way, ±15 ms, varying, knots every 60 ms.
+    fn mobile(model: JitterModel) -> DirectionConfig {
+        let p = Profile {
+            jitter_model: model,
+            ..Profile::simple("mobile", 60.0, 15.0, 0.0)
+        };
+        DirectionConfig::from_profile(&p, Direction::Up, Some(PEER))
+    }
+
+    /// Offers a packet at every offset (ns from `t0`), releases each at its due time and
+    /// returns the delays the model intended, in ms, with the direction's counters.
+    fn intended_delays(
+        cfg: DirectionConfig,
+        seed: u64,
+        offsets_ns: impl Iterator<Item = u64>,
+    ) -> (Vec<f64>, Counters) {
+        let t0 = Instant::now();
+        let mut d = LinkDirection::new(cfg, seed);
+        let mut delays = Vec::new();
+        let mut release = |d: &mut LinkDirection, until: Instant| {
+            while let Some(due) = d.next_deadline().filter(|due| *due <= until) {
+                let p = d.poll_release(due).expect("due");
+                delays.push((p.due - p.wire_exit).as_nanos() as f64 / 1e6);
+            }
+        };
+        for off in offsets_ns {
+            let at = t0 + Duration::from_nanos(off);
+            release(&mut d, at);
+            d.offer(at, pkt(1200));
+        }
+        release(&mut d, t0 + Duration::from_secs(1 << 20));
+        (delays, d.counters())
+    }
+
+    fn mean(v: &[f64]) -> f64 {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+
+    fn p5_p95_spread(v: &[f64]) -> f64 {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+        at(0.95) - at(0.05)
+    }
+
+    #[test]
+    fn varying_jitter_keeps_mean_order_and_spread_at_any_packet_rate() {
+        // Uniform ±15 ms implies a p5–p95 spread of 0.9 × 30 = 27 ms.
+        let implied = 0.9 * 2.0 * 15.0;
+        for (rate, packets) in [(10u64, 20_000u64), (1000, 200_000), (10_000, 200_000)] {
+            let gap = 1_000_000_000 / rate;
+            let (delays, c) = intended_delays(
+                mobile(JitterModel::Varying),
+                rate,
+                (0..packets).map(|i| i * gap),
+            );
+            assert_eq!(delays.len() as u64, packets);
+            let m = mean(&delays);
+            assert!((m - 30.0).abs() < 0.3, "{rate}/s: mean {m}");
+            assert_eq!(c.reorders, 0, "{rate}/s");
+            assert_eq!(c.fifo_held, 0, "{rate}/s: order kept without holding anyone");
+            let spread = p5_p95_spread(&delays);
+            assert!(
+                (spread / implied - 1.0).abs() < 0.2,
+                "{rate}/s: p5–p95 {spread} vs {implied}"
+            );
+            assert!(delays.iter().all(|d| (15.0..=45.0).contains(d)));
+        }
+    }
+
+    #[test]
+    fn fifo_jitter_raises_the_mean_with_the_packet_rate_varying_does_not() {
+        let at = |model, rate: u64| {
+            let gap = 1_000_000_000 / rate;
+            mean(&intended_delays(mobile(model), 9, (0..20_000u64).map(|i| i * gap)).0)
+        };
+        let (slow, fast) = (at(JitterModel::Fifo, 10), at(JitterModel::Fifo, 10_000));
+        assert!((slow - 30.0).abs() < 0.5, "{slow}");
+        assert!(fast > 40.0, "FIFO at 10 000/s tends to delay + jitter: {fast}");
+        let fast = at(JitterModel::Varying, 10_000);
+        assert!((fast - 30.0).abs() < 1.0, "{fast}");
+    }
+
+    #[test]
+    fn the_mean_over_one_page_load_span_is_within_five_percent_in_most_seeds() {
+        // ~1.5 s of a page50 load on `mobile`, packets spread over it; both directions.
+        let span = (0..1500u64).map(|i| i * 1_000_000);
+        let seeds = 1000;
+        let within = (0..seeds)
+            .filter(|&seed| {
+                let up = mean(&intended_delays(mobile(JitterModel::Varying), seed, span.clone()).0);
+                let down = mean(
+                    &intended_delays(mobile(JitterModel::Varying), seed + 10_000, span.clone()).0,
+                );
+                ((up + down) / 60.0 - 1.0).abs() <= 0.05
+            })
+            .count();
+        assert!(within * 100 >= seeds as usize * 95, "{within} of {seeds}");
+    }
+
+    /// Real page50 loads on `mobile` (tests/fixtures/netem): arrival times per direction.
+    fn recorded_loads() -> Vec<(String, Vec<u64>, Vec<u64>)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/netem/page50-mobile-timelines.json"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let times = |x: &serde_json::Value| -> Vec<u64> {
+            x.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() * 1000)
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (proto, loads) in v["loads"].as_object().unwrap() {
+            for l in loads.as_array().unwrap() {
+                out.push((proto.clone(), times(&l["up"]), times(&l["down"])));
+            }
+        }
+        out
+    }
+
+    /// Mean model RTT over the recorded loads of each protocol, averaged over seeds, minus 60.
+    fn rtt_bias_by_protocol(model: JitterModel, seeds: u64) -> BTreeMap<String, f64> {
+        let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for seed in 0..seeds {
+            for (i, (proto, up, down)) in recorded_loads().into_iter().enumerate() {
+                let s = seed * 1000 + i as u64 * 2;
+                let rtt = mean(&intended_delays(mobile(model), s, up.into_iter()).0)
+                    + mean(&intended_delays(mobile(model), s + 1, down.into_iter()).0);
+                let e = sums.entry(proto).or_default();
+                e.0 += rtt - 60.0;
+                e.1 += 1.0;
+            }
+        }
+        sums.into_iter().map(|(k, (s, n))| (k, s / n)).collect()
+    }
+
+    #[test]
+    fn recorded_page_loads_see_the_profile_rtt_whatever_the_protocol() {
+        // The bias that made h1, h2 and h3 meet different links: FIFO's skew follows each
+        // protocol's packet rate.
+        let fifo = rtt_bias_by_protocol(JitterModel::Fifo, 20);
+        assert!(fifo.values().all(|b| *b > 4.0), "{fifo:?}");
+        let varying = rtt_bias_by_protocol(JitterModel::Varying, 200);
+        assert_eq!(varying.len(), 3);
+        for (proto, bias) in &varying {
+            assert!(bias.abs() < 0.5, "{proto}: model RTT off by {bias} ms: {varying:?}");
+        }
     }
 
     #[test]
@@ -680,7 +880,7 @@ mod tests {
             let c = DirectionConfig {
                 jitter: ms(10),
                 loss: 0.1,
-                reorder: true,
+                jitter_model: JitterModel::Reorder,
                 ..cfg(30)
             };
             let mut d = LinkDirection::new(c, seed);
