@@ -121,6 +121,15 @@ pub struct ServerArgs {
     /// {cert}, {key}, {log}, {ip} and {work} filled in; added to --servers as `custom`.
     #[arg(long, value_name = "CMD")]
     pub server_cmd: Option<String>,
+    /// Format of --server-cmd's access log (caddy-json, nginx-json, combined): its lines become a
+    /// third viewpoint that checks the protocol and the files of every run. Without it the
+    /// runs are cross-checked by the browser's two viewpoints only, and say so.
+    #[arg(long, value_name = "FORMAT")]
+    pub server_log_format: Option<String>,
+    /// The access log --server-cmd writes, if not the {log} path it was given (placeholders
+    /// such as {work} allowed).
+    #[arg(long, value_name = "FILE")]
+    pub server_log: Option<String>,
     /// Server knobs from the `[server]` table of a TOML file (flags override it).
     #[arg(long, value_name = "FILE")]
     pub server_config: Option<PathBuf>,
@@ -137,15 +146,16 @@ impl ServerArgs {
             Some(p) => ServerKnobs::load_toml(p)?,
             None => ServerKnobs::default(),
         };
-        let mut k = base.overlay(&self.knobs);
-        if k.tcp_congestion.is_none() {
-            k.tcp_congestion = Some(server::knobs::TcpCongestion::Cubic);
-        }
-        Ok(k)
+        Ok(base.overlay(&self.knobs).with_default_tcp_congestion())
     }
 
     pub fn servers(&self) -> Result<Vec<crate::testbed::ServerChoice>> {
-        crate::testbed::parse_servers(&self.servers, self.server_cmd.as_deref())
+        crate::testbed::parse_servers(
+            &self.servers,
+            self.server_cmd.as_deref(),
+            self.server_log_format.as_deref(),
+            self.server_log.as_deref(),
+        )
     }
 }
 
@@ -189,6 +199,14 @@ pub struct MatrixArgs {
     /// Skip the report at the end (`pagebench report DIR` makes it later).
     #[arg(long)]
     pub no_report: bool,
+    /// Run a run again, up to this many times, when it failed as a measurement (the link did
+    /// not deliver the profile, a server exited, the browser crashed); every attempt is kept.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub retry_invalid: u32,
+    /// Test hook: RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or
+    /// RUN_ID=kill-server@AFTER (repeatable).
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub inject_fault: Vec<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -199,6 +217,10 @@ pub struct CommonArgs {
     /// Where the workloads are generated.
     #[arg(long, default_value = "pages", value_name = "DIR")]
     pub pages: PathBuf,
+    /// Seed of the generated workloads (as `pagebench pages --seed`): pages of another seed are
+    /// regenerated.
+    #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
+    pub pages_seed: u64,
     /// Directory of the shipped profiles.
     #[arg(long, default_value = "profiles", value_name = "DIR")]
     pub profiles_dir: PathBuf,
@@ -405,7 +427,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
         Some(p) => ServerKnobs::load_toml(p)?,
         None => ServerKnobs::default(),
     };
-    knobs = knobs.overlay(&a.knobs);
+    knobs = knobs.overlay(&a.knobs).with_default_tcp_congestion();
     let cert = if a.fresh_cert {
         let mut c = Certificate::generate()?;
         c.write_pem(&a.cert_dir)?;
@@ -508,6 +530,13 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
         resume: a.resume,
         quiet: a.quiet,
         report: !a.no_report,
+        retry_invalid: a.retry_invalid,
+        pages_seed: a.common.pages_seed,
+        faults: a
+            .inject_fault
+            .iter()
+            .map(|f| f.parse())
+            .collect::<Result<_>>()?,
     };
     let out = crate::matrix::execute::run(&req)?;
     let interrupted = signals::interrupted() && !out.completed;
@@ -566,6 +595,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         timeout: a.timeout,
         settle_max: a.common.settle_max,
         pages_root: a.common.pages,
+        pages_seed: a.common.pages_seed,
         seed: a.seed,
     };
     if req.runs == 0 {

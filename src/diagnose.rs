@@ -142,6 +142,11 @@ struct TcpEvidence {
     cwnd_bytes: f64,
 }
 
+/// The emulator's counters of a run, when they were read.
+fn link_counters(r: &RunRecord) -> Option<&crate::netem::LinkStats> {
+    r.link_stats.as_ref()?.stats.as_ref()
+}
+
 fn tcp_evidence(rec: &RunRecord) -> Option<TcpEvidence> {
     let conns = rec.server_transport.as_array()?;
     let tcp = conns
@@ -226,7 +231,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         // Loss explains a small window: only a lossless profile, with the emulator's counters
         // on record showing no drop, leaves a window cap as the explanation.
         let lossless = prof.is_some_and(|p| p.loss_pct == 0.0)
-            && recs.iter().all(|r| r.link_stats["stats"].is_object());
+            && recs.iter().all(|r| link_counters(r).is_some());
         let path_rate = rate.or_else(|| best.get(&(profile.clone(), workload.clone())).copied());
         let path_window = path_rate
             .map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3)
@@ -235,16 +240,8 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             median(recs.iter().map(|r| f(r)).collect()).unwrap_or(0.0)
         };
         let loss_drops = per_run(&|r| {
-            r.link_stats["stats"]
-                .as_object()
-                .map(|_| {
-                    let d = |dir: &str| {
-                        r.link_stats["stats"][dir]["dropped_loss"]
-                            .as_f64()
-                            .unwrap_or(0.0)
-                    };
-                    d("up") + d("down")
-                })
+            link_counters(r)
+                .map(|s| (s.up.dropped_loss + s.down.dropped_loss) as f64)
                 .unwrap_or(0.0)
         });
         let row = TransferRow {

@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod cli;
 pub mod diagnose;
+pub mod fault;
 pub mod har;
 pub mod matrix;
 pub mod metrics;

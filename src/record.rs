@@ -7,11 +7,26 @@ use serde_json::Value;
 
 use crate::browser::launch::BrowserOverhead;
 use crate::metrics::{Observation, ResourceMetrics, RunMetrics};
+use crate::netem::{LinkStats, SelfCheck};
 use crate::sysinfo::MachineSample;
-use crate::validate::{LoadEnd, Outcome, Reason, ServerView};
+use crate::validate::{self, LoadEnd, Outcome, Reason, ServerView};
 
-/// The emulator's figures for one run, flattened for the CSV (the full counters stay in
-/// `link_stats`).
+/// Version of the record and column layout below; a results directory written with another one
+/// is not resumed (its rows would not line up).
+pub const RECORD_FORMAT: u32 = 2;
+
+/// The id of attempt `attempt` (1-based) of planned run `plan_id`: the plan id itself for the
+/// first, `<plan_id>.a<N>` for retries.
+pub fn attempt_id(plan_id: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        plan_id.to_string()
+    } else {
+        format!("{plan_id}.a{attempt}")
+    }
+}
+
+/// The emulator's figures for one run, flattened for the CSV (the full counters and the
+/// self-check stay in [`LinkEvidence`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkSummary {
     pub bytes_up: u64,
@@ -23,11 +38,28 @@ pub struct LinkSummary {
     pub drops_down: u64,
     pub lateness_p99_up_us: f64,
     pub lateness_p99_down_us: f64,
-    pub loss_achieved_up_pct: f64,
-    pub loss_achieved_down_pct: f64,
+    /// Mean delay the link model intended for this run's packets, both directions summed.
+    #[serde(default)]
+    pub model_rtt_ms: f64,
+    /// Mean delay the packets really got, both directions summed.
+    #[serde(default)]
+    pub achieved_rtt_ms: f64,
+    #[serde(alias = "loss_achieved_up_pct")]
+    pub achieved_loss_up_pct: f64,
+    #[serde(alias = "loss_achieved_down_pct")]
+    pub achieved_loss_down_pct: f64,
     /// Packets the kernel dropped in the TUN queues (a stalled emulator).
     pub tun_tx_dropped: u64,
+    /// The self-check's warnings (CPU steal); its faults are invalid reasons of kind `link`.
     pub self_check_warnings: Vec<String>,
+}
+
+/// The link's full evidence for one run: the emulator's counters (none when they could not be
+/// read) and the self-check that gates the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkEvidence {
+    pub stats: Option<LinkStats>,
+    pub self_check: Option<SelfCheck>,
 }
 
 /// The server's transport figures for one run, summed over its connections.
@@ -47,7 +79,13 @@ pub struct TransportSummary {
 /// One finished run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// Unique per attempt (see [`attempt_id`]).
     pub id: String,
+    /// The planned run this is an attempt of, and which attempt (1 = the first).
+    #[serde(default)]
+    pub plan_id: String,
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     pub started_at: String,
     pub protocol: String,
     pub h3_mode: Option<String>,
@@ -63,6 +101,10 @@ pub struct RunRecord {
     pub outcome: Outcome,
     pub reasons: Vec<Reason>,
     pub warnings: Vec<String>,
+    /// How many viewpoints cross-checked the protocol and the files: 3 (Resource Timing, CDP
+    /// and the server's log) or 2 when the server keeps no log pagebench can read.
+    #[serde(default = "three_viewpoints")]
+    pub viewpoints: u8,
     pub end: LoadEnd,
     pub metrics: RunMetrics,
     pub resources: Vec<ResourceMetrics>,
@@ -78,9 +120,26 @@ pub struct RunRecord {
     pub server_requests: Vec<ServerView>,
     /// Raw evidence.
     pub observation: Observation,
-    pub link_stats: Value,
+    #[serde(default)]
+    pub link_stats: Option<LinkEvidence>,
     pub server_transport: Value,
     pub server_log: Value,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+fn three_viewpoints() -> u8 {
+    3
+}
+
+impl RunRecord {
+    /// Whether this invalid run failed as a measurement (link, server, browser crash): the
+    /// matrix runs it again.
+    pub fn is_measurement_failure(&self) -> bool {
+        self.outcome == Outcome::Invalid && validate::is_measurement_failure(&self.reasons)
+    }
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -94,6 +153,8 @@ fn opt_u(v: Option<usize>) -> String {
 /// Columns of `runs.csv`, in order.
 pub const RUN_COLUMNS: &[&str] = &[
     "run_id",
+    "plan_id",
+    "attempt",
     "profile",
     "workload",
     "server",
@@ -104,7 +165,10 @@ pub const RUN_COLUMNS: &[&str] = &[
     "h3_mode",
     "variant",
     "outcome",
+    "invalid_kinds",
+    "measurement_failure",
     "invalid_reason",
+    "viewpoints",
     "completion_ms",
     "load_event_end_ms",
     "queueing_median_ms",
@@ -126,8 +190,10 @@ pub const RUN_COLUMNS: &[&str] = &[
     "emu_drops_down",
     "lateness_p99_up_us",
     "lateness_p99_down_us",
-    "loss_achieved_up_pct",
-    "loss_achieved_down_pct",
+    "model_rtt_ms",
+    "achieved_rtt_ms",
+    "achieved_loss_up_pct",
+    "achieved_loss_down_pct",
     "tun_tx_dropped",
     "tcp_retransmits",
     "quic_lost_packets",
@@ -170,8 +236,12 @@ impl RunRecord {
         let tu = |v: u64| if has_t { v.to_string() } else { String::new() };
         let mut warnings = self.warnings.clone();
         warnings.extend(l.self_check_warnings.iter().cloned());
+        let mut kinds: Vec<&str> = self.reasons.iter().map(|r| r.kind.name()).collect();
+        kinds.dedup();
         vec![
             self.id.clone(),
+            self.plan_id.clone(),
+            self.attempt.to_string(),
             self.profile.clone(),
             self.workload.clone(),
             self.server.clone(),
@@ -182,11 +252,14 @@ impl RunRecord {
             self.h3_mode.clone().unwrap_or_default(),
             self.variant.clone(),
             self.outcome.name().to_string(),
-            self.reasons
-                .iter()
-                .map(|r| format!("{}: {}", r.kind.name(), r.detail))
-                .collect::<Vec<_>>()
-                .join("; "),
+            if self.outcome == Outcome::Invalid {
+                kinds.join(" ")
+            } else {
+                String::new()
+            },
+            self.is_measurement_failure().to_string(),
+            validate::reason_text(&self.reasons),
+            self.viewpoints.to_string(),
             opt(m.completion_ms),
             opt(m.load_event_end_ms),
             opt(m.queueing_median_ms),
@@ -208,8 +281,10 @@ impl RunRecord {
             lu(l.drops_down),
             lf(l.lateness_p99_up_us),
             lf(l.lateness_p99_down_us),
-            lf(l.loss_achieved_up_pct),
-            lf(l.loss_achieved_down_pct),
+            lf(l.model_rtt_ms),
+            lf(l.achieved_rtt_ms),
+            lf(l.achieved_loss_up_pct),
+            lf(l.achieved_loss_down_pct),
             lu(l.tun_tx_dropped),
             tu(t.tcp_retransmits),
             tu(t.quic_lost_packets),

@@ -1,31 +1,36 @@
 //! One run, start to finish: a fresh Chromium in the client namespace, one load through the
-//! emulated link, the server's and the link's view of it, metrics, validation — one
-//! [`RunRecord`]. Errors only when the run could not be attempted at all (or a signal arrived);
-//! every failure of the load itself is a recorded invalid or DNF run.
+//! emulated link, the server's and the link's view of it, metrics, validation and the link's
+//! gate — one [`RunRecord`]. Errors only when the run could not be attempted at all (or a
+//! signal arrived); every failure of the load itself, of the link or of the server is a
+//! recorded invalid or DNF run.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::browser::launch::{Browser, BrowserOverhead, LaunchOptions};
 use crate::browser::{load, H3Mode, CHROMIUM, HOST};
+use crate::fault::{self, FaultInjection};
 use crate::matrix::plan::Variant;
 use crate::metrics::{self, Observation};
-use crate::netem::SelfCheck;
+use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
-use crate::record::{LinkSummary, RunRecord};
+use crate::record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::signals;
 use crate::snmp;
 use crate::sysinfo::{sample_between, CpuTimes};
 use crate::testbed::Testbed;
-use crate::validate::{self, LoadEnd, Outcome, Reason, ReasonKind};
+use crate::validate::{self, LoadEnd, Outcome, ReasonKind};
 use crate::workload::{Manifest, WorkloadKind};
 
 /// Everything that identifies and configures one run.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
+    /// The attempt's id (see [`crate::record::attempt_id`]).
     pub id: String,
+    pub plan_id: String,
+    pub attempt: u32,
     pub profile: Profile,
     pub manifest: Manifest,
     pub variant: Variant,
@@ -35,6 +40,36 @@ pub struct RunSpec {
     pub position: u32,
     pub timeout: Duration,
     pub settle_max: Duration,
+    /// A fault to inject into this run (test hook).
+    pub fault: Option<FaultInjection>,
+}
+
+impl RunSpec {
+    /// A lone run outside a matrix plan: its own plan id, first attempt, measured, no fault.
+    pub fn single(
+        id: &str,
+        profile: &Profile,
+        manifest: &Manifest,
+        variant: Variant,
+        server: &str,
+        timeout: Duration,
+    ) -> RunSpec {
+        RunSpec {
+            id: id.to_string(),
+            plan_id: id.to_string(),
+            attempt: 1,
+            profile: profile.clone(),
+            manifest: manifest.clone(),
+            variant,
+            server: server.to_string(),
+            phase: "measure".into(),
+            round: 1,
+            position: 1,
+            timeout,
+            settle_max: Duration::from_secs(3),
+            fault: None,
+        }
+    }
 }
 
 /// The URL of a workload's page on a server port.
@@ -46,7 +81,7 @@ pub fn page_url(port: u16, manifest: &Manifest) -> String {
     }
 }
 
-fn link_summary(stats: &crate::netem::LinkStats, check: &SelfCheck) -> LinkSummary {
+fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
     let drops = |d: &crate::netem::DirectionStats| {
         d.dropped_loss + d.dropped_queue + d.dropped_not_for_peer
     };
@@ -59,18 +94,44 @@ fn link_summary(stats: &crate::netem::LinkStats, check: &SelfCheck) -> LinkSumma
         drops_down: drops(&stats.down),
         lateness_p99_up_us: stats.up.lateness.p99_us,
         lateness_p99_down_us: stats.down.lateness.p99_us,
-        loss_achieved_up_pct: check.up.measured_loss_pct,
-        loss_achieved_down_pct: check.down.measured_loss_pct,
+        model_rtt_ms: check.model_rtt_ms,
+        achieved_rtt_ms: check.achieved_rtt_ms,
+        achieved_loss_up_pct: check.up.measured_loss_pct,
+        achieved_loss_down_pct: check.down.measured_loss_pct,
         tun_tx_dropped: stats.up.tun_tx_dropped + stats.down.tun_tx_dropped,
         self_check_warnings: check.warnings.clone(),
     }
 }
 
-/// UDP/TCP counters of both namespaces.
+/// UDP/TCP counters of both namespaces (empty where a namespace cannot be entered any more).
 fn snmp_both(tb: &Testbed) -> (snmp::Counters, snmp::Counters) {
     let c = tb.link.client().run(snmp::read_thread).unwrap_or_default();
     let s = tb.link.server().run(snmp::read_thread).unwrap_or_default();
     (c, s)
+}
+
+/// Arms the run's injected fault, if it has one (test hook).
+fn arm_fault(tb: &Testbed, spec: &RunSpec) -> Option<fault::Armed> {
+    let f = spec.fault.as_ref()?;
+    let emulator = match tb.link.fault_handle() {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!("cannot inject {f:?}: {e:#}");
+            return None;
+        }
+    };
+    let server_group = tb
+        .servers
+        .iter()
+        .find(|s| s.name == spec.server)
+        .and_then(|s| s.process_group());
+    Some(fault::Armed::arm(
+        f,
+        fault::Targets {
+            emulator,
+            server_group,
+        },
+    ))
 }
 
 /// Performs one run on the testbed (whose link must already have `spec.profile`).
@@ -104,6 +165,7 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
     let _ = tb.link.take_stats();
     let (snmp_c0, snmp_s0) = snmp_both(tb);
     let cpu0 = CpuTimes::read();
+    let armed = arm_fault(tb, spec);
     let (obs, end) = match launched {
         Ok(mut browser) => {
             let loaded = load::load(
@@ -130,10 +192,14 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
             LoadEnd::Crashed(format!("Chromium did not start: {e:#}")),
         ),
     };
+    if let Some(a) = armed {
+        a.disarm();
+    }
     let cpu1 = CpuTimes::read();
-    let link_stats = tb.link.take_stats().ok();
+    let link_stats = tb.link.take_stats();
     let (snmp_c1, snmp_s1) = snmp_both(tb);
     let slot = tb.server_mut(&spec.server).expect("checked above");
+    let server_exit = slot.exited();
     let server = slot.collect();
 
     let (metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
@@ -144,39 +210,63 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         &end,
         server.views.as_deref(),
     );
+    let viewpoints = if server.views.is_some() { 3 } else { 2 };
     if server.views.is_none() {
         verdict.warnings.push(
-            "the server keeps no readable log: cross-checked by the browser and CDP only".into(),
+            "2 viewpoints: the server keeps no log pagebench can read, so the protocol and the files were cross-checked by Resource Timing and CDP only (give --server-log-format for a third)".into(),
         );
     }
     // A completed load without a headline time cannot be counted.
     if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
-        verdict.outcome = Outcome::Invalid;
-        verdict.reasons.push(Reason {
-            kind: if matches!(kind, WorkloadKind::Page { .. }) {
-                ReasonKind::NavigationError
-            } else {
-                ReasonKind::CorruptBody
-            },
-            detail: "no completion time".into(),
-        });
+        let kind = if matches!(kind, WorkloadKind::Page { .. }) {
+            ReasonKind::NavigationError
+        } else {
+            ReasonKind::CorruptBody
+        };
+        verdict.invalidate(kind, "no completion time".into());
     }
-    let (link, self_check) = match &link_stats {
-        Some(s) => {
-            let check = tb.link.self_check(s, &spec.profile);
-            (
-                Some(link_summary(s, &check)),
-                serde_json::to_value(&check).unwrap_or(Value::Null),
-            )
-        }
-        None => (None, Value::Null),
+    let tcp_opened = |c0: &snmp::Counters, c1: &snmp::Counters| {
+        let get = |c: &snmp::Counters| c.get("Tcp.ActiveOpens").copied().unwrap_or(0);
+        (get(c1) - get(c0)).max(0) as u64
     };
+    if variant.h3_mode == Some(H3Mode::Primed) {
+        if let Some(r) = validate::check_primed(tcp_opened(&snmp_c0, &snmp_c1)) {
+            verdict.invalidate(r.kind, r.detail);
+        }
+    }
+    // The link's gate: a run on a link that did not deliver the profile never counts.
+    let (stats, check) = match link_stats {
+        Ok(s) => {
+            let check = netem::self_check(&s, &spec.profile);
+            (Some(s), check)
+        }
+        Err(e) => (
+            None,
+            netem::stats::stopped_check(&spec.profile, format!("{e:#}")),
+        ),
+    };
+    let mut check = check;
+    if !tb.link.is_running() && check.ok {
+        check = netem::stats::stopped_check(
+            &spec.profile,
+            "the emulator thread ended during the run".into(),
+        );
+    }
+    for f in &check.faults {
+        verdict.invalidate(ReasonKind::Link, f.to_string());
+    }
+    if let Some(why) = server_exit {
+        verdict.invalidate(ReasonKind::Server, why);
+    }
+    let link = stats.as_ref().map(|s| link_summary(s, &check));
     let snmp = json!({
         "client": snmp::delta(&snmp_c0, &snmp_c1),
         "server": snmp::delta(&snmp_s0, &snmp_s1),
     });
     Ok(RunRecord {
         id: spec.id.clone(),
+        plan_id: spec.plan_id.clone(),
+        attempt: spec.attempt,
         started_at,
         protocol: variant.protocol.name().into(),
         h3_mode: variant.h3_mode.map(|m| m.name().to_string()),
@@ -191,6 +281,7 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         outcome: verdict.outcome,
         reasons: verdict.reasons,
         warnings: verdict.warnings,
+        viewpoints,
         end,
         metrics,
         resources,
@@ -202,9 +293,9 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         snmp,
         server_requests: server.views.unwrap_or_default(),
         observation: obs,
-        link_stats: json!({
-            "stats": link_stats.map(|s| serde_json::to_value(s).unwrap_or(Value::Null)),
-            "self_check": self_check,
+        link_stats: Some(LinkEvidence {
+            stats,
+            self_check: Some(check),
         }),
         server_transport: server.transport,
         server_log: server.log,
@@ -223,6 +314,7 @@ pub struct SeriesRequest {
     pub timeout: Duration,
     pub settle_max: Duration,
     pub pages_root: std::path::PathBuf,
+    pub pages_seed: u64,
     pub seed: u64,
 }
 
@@ -233,11 +325,7 @@ pub fn run_series(
     mut each: impl FnMut(&RunRecord) -> Result<()>,
 ) -> Result<usize> {
     signals::install();
-    let manifest = crate::workload::ensure(
-        &req.pages_root,
-        &req.workload,
-        crate::workload::DEFAULT_SEED,
-    )?;
+    let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
     let mut tb = Testbed::start(&crate::testbed::TestbedConfig {
         profile: req.profile.clone(),
         servers: vec![req.server.clone()],
@@ -252,20 +340,21 @@ pub fn run_series(
         if signals::interrupted() {
             break;
         }
+        let id = format!(
+            "{}-{}-r{round:02}-{}",
+            req.profile.name, req.workload.name, req.variant
+        );
         let spec = RunSpec {
-            id: format!(
-                "{}-{}-r{round:02}-{}",
-                req.profile.name, req.workload.name, req.variant
-            ),
-            profile: req.profile.clone(),
-            manifest: manifest.clone(),
-            variant: req.variant,
-            server: server.clone(),
-            phase: "measure".into(),
             round,
-            position: 1,
-            timeout: req.timeout,
             settle_max: req.settle_max,
+            ..RunSpec::single(
+                &id,
+                &req.profile,
+                &manifest,
+                req.variant,
+                &server,
+                req.timeout,
+            )
         };
         match run_once(&mut tb, &spec) {
             Ok(rec) => {

@@ -33,7 +33,7 @@ pub fn parse(text: &str) -> Counters {
 
 /// The counters of interest that changed between two readings (after − before).
 pub fn delta(before: &Counters, after: &Counters) -> Counters {
-    const KEEP: [&str; 10] = [
+    const KEEP: [&str; 12] = [
         "Udp.InDatagrams",
         "Udp.OutDatagrams",
         "Udp.InErrors",
@@ -44,6 +44,8 @@ pub fn delta(before: &Counters, after: &Counters) -> Counters {
         "Tcp.InSegs",
         "Tcp.RetransSegs",
         "Tcp.InErrs",
+        "Tcp.ActiveOpens",
+        "Tcp.PassiveOpens",
     ];
     KEEP.iter()
         .filter_map(|k| {

@@ -14,8 +14,9 @@ use crate::browser::Protocol;
 use crate::netem::{Link, LinkOptions};
 use crate::profile::Profile;
 use crate::record::TransportSummary;
+use crate::reference::access_log::LogFormat;
 use crate::reference::config::Site;
-use crate::reference::process::{ExternalServer, Kind};
+use crate::reference::process::{CustomLog, CustomServer, ExternalServer, Kind};
 use crate::server::{Certificate, ConnectionStats, EmbeddedServer, ServerConfig, ServerKnobs};
 use crate::validate::ServerView;
 
@@ -25,8 +26,8 @@ pub enum ServerChoice {
     Embedded,
     Caddy,
     Nginx,
-    /// `--server-cmd`: a user's command line with placeholders.
-    Command(String),
+    /// `--server-cmd`: a user's command line with placeholders (and its log, if named).
+    Command(CustomServer),
 }
 
 impl ServerChoice {
@@ -63,8 +64,14 @@ impl FromStr for ServerChoice {
     }
 }
 
-/// Parses `--servers a,b` (with `--server-cmd` adding `custom`).
-pub fn parse_servers(spec: &str, command: Option<&str>) -> Result<Vec<ServerChoice>> {
+/// Parses `--servers a,b` (with `--server-cmd` adding `custom`, whose access log
+/// `--server-log-format` / `--server-log` name).
+pub fn parse_servers(
+    spec: &str,
+    command: Option<&str>,
+    log_format: Option<&str>,
+    log_path: Option<&str>,
+) -> Result<Vec<ServerChoice>> {
     let mut out: Vec<ServerChoice> = Vec::new();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let s: ServerChoice = item.parse()?;
@@ -77,7 +84,23 @@ pub fn parse_servers(spec: &str, command: Option<&str>) -> Result<Vec<ServerChoi
         if c.trim().is_empty() {
             bail!("--server-cmd is empty");
         }
-        out.push(ServerChoice::Command(c.to_string()));
+        let log = match (log_format, log_path) {
+            (Some(f), path) => Some(CustomLog {
+                format: f.parse().map_err(anyhow::Error::msg)?,
+                path: path.map(str::to_string),
+            }),
+            (None, Some(p)) => bail!(
+                "--server-log {p:?} needs --server-log-format ({}) so its lines can be read",
+                LogFormat::NAMES
+            ),
+            (None, None) => None,
+        };
+        out.push(ServerChoice::Command(CustomServer {
+            command: c.to_string(),
+            log,
+        }));
+    } else if log_format.is_some() || log_path.is_some() {
+        bail!("--server-log and --server-log-format describe the log of --server-cmd: give --server-cmd too");
     }
     if out.is_empty() {
         bail!("no server selected: give --servers embedded (the default), caddy, nginx or --server-cmd");
@@ -132,6 +155,23 @@ impl ServerSlot {
 
     pub fn offers(&self, p: Protocol) -> bool {
         self.offers.get(&p).copied().unwrap_or(false)
+    }
+
+    /// Why the server is not running any more, if it is not (reference servers are child
+    /// processes; the embedded one lives in this process).
+    pub fn exited(&mut self) -> Option<String> {
+        match &mut self.target {
+            Target::Embedded(_) => None,
+            Target::External(s) => s.exit_status(),
+        }
+    }
+
+    /// The reference server's process group (None for the embedded server).
+    pub fn process_group(&self) -> Option<i32> {
+        match &self.target {
+            Target::Embedded(_) => None,
+            Target::External(s) => Some(s.process_group()),
+        }
     }
 
     pub fn mark(&mut self) {
@@ -381,6 +421,17 @@ impl Testbed {
             tb.servers.push(slot);
         }
         Ok(tb)
+    }
+
+    /// What makes this testbed unusable for further runs, if anything: a stopped emulator or a
+    /// server that exited. The matrix then builds a new one.
+    pub fn broken(&mut self) -> Option<String> {
+        if !self.link.is_running() {
+            return Some("the link emulator stopped".into());
+        }
+        self.servers
+            .iter_mut()
+            .find_map(|s| s.exited().map(|why| format!("server {}: {why}", s.name)))
     }
 
     pub fn server_mut(&mut self, name: &str) -> Option<&mut ServerSlot> {

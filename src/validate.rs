@@ -1,7 +1,10 @@
-//! Run validation (pure): a run counts only if the protocol was the forced one from three
-//! viewpoints (Resource Timing, CDP, the server's log), every manifest file arrived exactly once
-//! with its exact size, and the download/upload body was whole. Anything else is kept as an
-//! invalid run with its reasons, or as "did not finish".
+//! Run validation (pure): a run counts only if the protocol was the forced one from every
+//! viewpoint (Resource Timing, CDP, and the server's log when the server keeps one we can
+//! read), every manifest file arrived exactly once with its exact size and the server served it
+//! once, and the download/upload body was whole. Anything else is kept as an invalid run with
+//! its reasons. A run that timed out is "did not finish" (DNF, a protocol outcome) only when
+//! nothing went wrong before the timeout: a wrong protocol, a failed request, a short body or a
+//! server mismatch seen before it make the run invalid, whatever happened next.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +55,26 @@ pub enum ReasonKind {
     HttpError,
     /// The download/upload body was not whole (length or hash).
     CorruptBody,
+    /// The server served a file more than once in one load.
+    DuplicateRequest,
+    /// An `h3-primed` browser opened a TCP connection (it did not go straight to QUIC).
+    NotPrimed,
+    /// The emulated link did not deliver the profile (see `netem::LinkFault`).
+    Link,
+    /// A reference server exited during the run.
+    Server,
+}
+
+/// Whether an invalid run says something about the protocol or only about the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonClass {
+    /// The setup failed to measure (link, server, browser crash, a viewpoint missing): the
+    /// matrix runs it again.
+    Measurement,
+    /// What the browser and server did (fallback, short body, failed request): data, not
+    /// retried.
+    Protocol,
 }
 
 impl ReasonKind {
@@ -69,7 +92,51 @@ impl ReasonKind {
             ReasonKind::ShortResource => "short_resource",
             ReasonKind::HttpError => "http_error",
             ReasonKind::CorruptBody => "corrupt_body",
+            ReasonKind::DuplicateRequest => "duplicate_request",
+            ReasonKind::NotPrimed => "not_primed",
+            ReasonKind::Link => "link",
+            ReasonKind::Server => "server",
         }
+    }
+
+    /// Every kind, for parsing and documentation.
+    pub const ALL: [ReasonKind; 16] = [
+        ReasonKind::Timeout,
+        ReasonKind::BrowserCrash,
+        ReasonKind::NavigationError,
+        ReasonKind::ProtocolMismatch,
+        ReasonKind::CdpProtocolMismatch,
+        ReasonKind::ServerProtocolMismatch,
+        ReasonKind::ServerLogMismatch,
+        ReasonKind::MissingResource,
+        ReasonKind::DuplicateResource,
+        ReasonKind::ShortResource,
+        ReasonKind::HttpError,
+        ReasonKind::CorruptBody,
+        ReasonKind::DuplicateRequest,
+        ReasonKind::NotPrimed,
+        ReasonKind::Link,
+        ReasonKind::Server,
+    ];
+
+    pub fn class(self) -> ReasonClass {
+        match self {
+            ReasonKind::Link
+            | ReasonKind::Server
+            | ReasonKind::BrowserCrash
+            | ReasonKind::ServerLogMismatch => ReasonClass::Measurement,
+            _ => ReasonClass::Protocol,
+        }
+    }
+}
+
+impl std::str::FromStr for ReasonKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ReasonKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown invalid-run reason {s:?}"))
     }
 }
 
@@ -112,12 +179,33 @@ pub struct Verdict {
 impl Verdict {
     /// `kind: detail; kind: detail` — the form written to runs.csv.
     pub fn reason_text(&self) -> String {
-        self.reasons
-            .iter()
-            .map(|r| format!("{}: {}", r.kind.name(), r.detail))
-            .collect::<Vec<_>>()
-            .join("; ")
+        reason_text(&self.reasons)
     }
+
+    /// Adds a reason found outside validation (the link's or the server's health): the run is
+    /// invalid, also if it timed out.
+    pub fn invalidate(&mut self, kind: ReasonKind, detail: String) {
+        self.reasons.push(Reason { kind, detail });
+        self.outcome = Outcome::Invalid;
+    }
+}
+
+/// `kind: detail; kind: detail`.
+pub fn reason_text(reasons: &[Reason]) -> String {
+    reasons
+        .iter()
+        .map(|r| format!("{}: {}", r.kind.name(), r.detail))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether an invalid run failed as a measurement (worth running again): any measurement
+/// failure does, because what else the run saw (a fallback on a stalled link, say) cannot be
+/// trusted either.
+pub fn is_measurement_failure(reasons: &[Reason]) -> bool {
+    reasons
+        .iter()
+        .any(|r| r.kind.class() == ReasonClass::Measurement)
 }
 
 /// Lists at most a few items, then "and N more".
@@ -214,13 +302,13 @@ pub fn validate(
             ),
         );
     }
-    let failed: Vec<String> = cdp
+    let failed_paths: BTreeMap<String, String> = cdp
         .iter()
-        .filter_map(|c| {
-            c.failed
-                .as_ref()
-                .map(|f| format!("{} ({f})", url_path(&c.url)))
-        })
+        .filter_map(|c| c.failed.as_ref().map(|f| (url_path(&c.url), f.clone())))
+        .collect();
+    let failed: Vec<String> = failed_paths
+        .iter()
+        .map(|(p, f)| format!("{p} ({f})"))
         .collect();
 
     // 3. Every manifest file exactly once, with its exact size.
@@ -231,6 +319,8 @@ pub fn validate(
     let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
     for f in &manifest.files {
         match seen.get(&f.path).map(Vec::as_slice) {
+            // After a timeout a file still loading is expected; one whose request failed is not.
+            None | Some([]) if dnf && !failed_paths.contains_key(&f.path) => {}
             None | Some([]) => missing.push(f.path.clone()),
             Some([e]) => {
                 if e.response_status != 0 && e.response_status != 200 {
@@ -252,6 +342,9 @@ pub fn validate(
             manifest.files.len(),
             few(&missing)
         );
+        if dnf {
+            detail.push_str(" (their requests failed before the timeout)");
+        }
         if !failed.is_empty() {
             detail.push_str(&format!("; failed requests: {}", few(&failed)));
         }
@@ -317,6 +410,23 @@ pub fn validate(
                 "the server logged no request for this run".into(),
             );
         }
+        let mut served: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for v in log {
+            *served
+                .entry((v.method.as_str(), v.path.as_str()))
+                .or_default() += 1;
+        }
+        let twice: Vec<String> = served
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|((m, p), n)| format!("{m} {p} ×{n}"))
+            .collect();
+        if !twice.is_empty() {
+            add(
+                ReasonKind::DuplicateRequest,
+                format!("the server served more than once: {}", few(&twice)),
+            );
+        }
         let other: Vec<String> = log
             .iter()
             .filter(|s| s.protocol != expected)
@@ -376,7 +486,8 @@ pub fn validate(
         }
     }
 
-    let outcome = if dnf {
+    // A timeout is the outcome only when nothing else went wrong before it.
+    let outcome = if dnf && reasons.iter().all(|r| r.kind == ReasonKind::Timeout) {
         Outcome::Dnf
     } else if reasons.is_empty() {
         Outcome::Valid
@@ -390,12 +501,24 @@ pub fn validate(
     }
 }
 
+/// An `h3-primed` run must reach the server over QUIC only: `tcp_opened` is the number of TCP
+/// connections the browser opened during the load (its namespace's `Tcp: ActiveOpens`).
+pub fn check_primed(tcp_opened: u64) -> Option<Reason> {
+    (tcp_opened > 0).then(|| Reason {
+        kind: ReasonKind::NotPrimed,
+        detail: format!(
+            "the primed browser opened {tcp_opened} TCP connection(s): it did not go straight to HTTP/3"
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::{FileEntry, FileKind, Workload};
 
     use crate::metrics::tests::fixture;
+    use crate::metrics::CdpEvent;
 
     /// The manifest the fixture was recorded with, rebuilt from its entries.
     fn manifest_of(obs: &Observation, workload: &str) -> Manifest {
@@ -540,6 +663,112 @@ mod tests {
         );
         assert_eq!(v.outcome, Outcome::Invalid);
         assert!(v.reason_text().contains("ERR_QUIC_PROTOCOL_ERROR"));
+    }
+
+    /// The fixture with its last `n` resources still loading at the timeout.
+    fn cut_short(obs: &Observation, n: usize) -> Observation {
+        let mut o = obs.clone();
+        o.resources.truncate(o.resources.len() - n);
+        o
+    }
+
+    #[test]
+    fn a_timeout_with_files_still_loading_is_dnf() {
+        let obs = fixture("h2-page10");
+        let m = manifest_of(&obs, "page10");
+        let end = LoadEnd::TimedOut("120 s".into());
+        let v = validate("h2", &m, &cut_short(&obs, 3), &end, None);
+        assert_eq!(v.outcome, Outcome::Dnf, "{}", v.reason_text());
+        assert_eq!(v.reasons.len(), 1);
+    }
+
+    #[test]
+    fn a_timeout_never_hides_what_went_wrong_before_it() {
+        let obs = fixture("h2-page10");
+        let m = manifest_of(&obs, "page10");
+        let end = LoadEnd::TimedOut("120 s".into());
+        // Wrong protocol, then a timeout: invalid, with both reasons on record.
+        let v = validate("h3", &m, &cut_short(&obs, 3), &end, None);
+        assert_eq!(v.outcome, Outcome::Invalid);
+        let kinds: Vec<ReasonKind> = v.reasons.iter().map(|r| r.kind).collect();
+        assert!(kinds.contains(&ReasonKind::Timeout), "{kinds:?}");
+        assert!(kinds.contains(&ReasonKind::ProtocolMismatch), "{kinds:?}");
+        // A request that failed (so its file will never arrive), then a timeout: invalid.
+        let mut failed = cut_short(&obs, 3);
+        let lost = &m.files.last().unwrap().path;
+        failed.cdp_events.push(CdpEvent {
+            method: "Network.requestWillBeSent".into(),
+            params: serde_json::json!({"requestId": "x1", "request": {"url": format!("https://pagebench.test{lost}"), "method": "GET"}}),
+        });
+        failed.cdp_events.push(CdpEvent {
+            method: "Network.loadingFailed".into(),
+            params: serde_json::json!({"requestId": "x1", "errorText": "net::ERR_QUIC_PROTOCOL_ERROR"}),
+        });
+        let v = validate("h2", &m, &failed, &end, None);
+        assert_eq!(v.outcome, Outcome::Invalid, "{}", v.reason_text());
+        assert!(v.reason_text().contains("ERR_QUIC_PROTOCOL_ERROR"));
+        // A short body seen before the timeout: invalid.
+        let mut short = manifest_of(&obs, "page10");
+        short.files[0].size += 7;
+        let v = validate("h2", &short, &cut_short(&obs, 3), &end, None);
+        assert_eq!(v.outcome, Outcome::Invalid);
+        // A link or server failure found afterwards invalidates a DNF too.
+        let mut v = validate("h2", &m, &cut_short(&obs, 3), &end, None);
+        v.invalidate(ReasonKind::Link, "the emulator stopped".into());
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert!(is_measurement_failure(&v.reasons));
+    }
+
+    #[test]
+    fn a_file_the_server_served_twice_is_a_duplicate_request() {
+        let obs = fixture("h2-page10");
+        let m = manifest_of(&obs, "page10");
+        let mut log = server_view(&obs, "h2");
+        log.push(log[2].clone());
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&log));
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert_eq!(v.reasons[0].kind, ReasonKind::DuplicateRequest);
+        assert!(v.reasons[0].detail.contains("×2"), "{}", v.reason_text());
+    }
+
+    #[test]
+    fn primed_runs_must_not_open_tcp() {
+        assert_eq!(check_primed(0), None);
+        let r = check_primed(2).unwrap();
+        assert_eq!(r.kind, ReasonKind::NotPrimed);
+        assert!(r.detail.contains("2 TCP"));
+    }
+
+    #[test]
+    fn measurement_failures_are_told_apart_from_protocol_outcomes() {
+        let r = |kind| Reason {
+            kind,
+            detail: String::new(),
+        };
+        for kind in [
+            ReasonKind::Link,
+            ReasonKind::Server,
+            ReasonKind::BrowserCrash,
+        ] {
+            assert!(is_measurement_failure(&[r(kind)]), "{kind:?}");
+            assert!(is_measurement_failure(&[
+                r(ReasonKind::ProtocolMismatch),
+                r(kind)
+            ]));
+        }
+        for kind in [
+            ReasonKind::ProtocolMismatch,
+            ReasonKind::ShortResource,
+            ReasonKind::NavigationError,
+            ReasonKind::NotPrimed,
+        ] {
+            assert!(!is_measurement_failure(&[r(kind)]), "{kind:?}");
+        }
+        assert!(!is_measurement_failure(&[r(ReasonKind::Timeout)]));
+        for k in ReasonKind::ALL {
+            assert_eq!(k.name().parse::<ReasonKind>(), Ok(k));
+        }
+        assert!("nonsense".parse::<ReasonKind>().is_err());
     }
 
     #[test]

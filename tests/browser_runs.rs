@@ -56,18 +56,14 @@ fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
 }
 
 fn spec(id: &str, profile: &Profile, manifest: &Manifest, variant: Variant) -> RunSpec {
-    RunSpec {
-        id: id.into(),
-        profile: profile.clone(),
-        manifest: manifest.clone(),
+    RunSpec::single(
+        id,
+        profile,
+        manifest,
         variant,
-        server: "embedded".into(),
-        phase: "measure".into(),
-        round: 1,
-        position: 1,
-        timeout: Duration::from_secs(60),
-        settle_max: Duration::from_secs(3),
-    }
+        "embedded",
+        Duration::from_secs(60),
+    )
 }
 
 fn assert_valid(rec: &RunRecord, alpn: &str) {

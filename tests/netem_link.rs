@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use netem_support::{median, netns_list, serial, shipped, udp_round_trips, NetnsCheck};
-use pagebench::netem::stats::binomial_interval_99;
+use pagebench::netem::stats::binomial_interval;
 use pagebench::netem::{Link, LinkOptions};
 use pagebench::profile::Profile;
 
@@ -144,7 +144,7 @@ fn loss_of_20000_udp_packets_is_inside_the_binomial_interval() {
         // The loss draws are seeded, so this count is the same on every run; the interval
         // checks that the model loses what the profile asks for.
         let lost = dir.dropped_loss;
-        let (lo, hi) = binomial_interval_99(n as u64, loss_pct / 100.0);
+        let (lo, hi) = binomial_interval(n as u64, loss_pct / 100.0, 0.99);
         eprintln!("loss {loss_pct} %: lost {lost} of {n}, 99 % interval [{lo}, {hi}]");
         assert!(
             (lo..=hi).contains(&lost),
@@ -160,9 +160,12 @@ fn loss_of_20000_udp_packets_is_inside_the_binomial_interval() {
         let c = if up { &check.up } else { &check.down };
         assert!((c.measured_loss_pct - 100.0 * lost as f64 / n as f64).abs() < 1e-9);
         assert!(
-            !check.warnings.iter().any(|w| w.contains("lost")),
+            !check
+                .faults
+                .iter()
+                .any(|f| matches!(f, pagebench::netem::LinkFault::LossOutsideInterval { .. })),
             "{:?}",
-            check.warnings
+            check.faults
         );
     }
     drop(link);

@@ -10,6 +10,8 @@ use pagebench::browser::{H3Mode, Protocol};
 use pagebench::diagnose::{self, FindingKind};
 use pagebench::matrix::plan::Variant;
 use pagebench::profile::{self, Profile};
+use pagebench::reference::access_log::LogFormat;
+use pagebench::reference::process::{CustomLog, CustomServer};
 use pagebench::runner::{run_once, RunSpec};
 use pagebench::server::ServerKnobs;
 use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
@@ -60,18 +62,14 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
     let (m, tb) = page10_testbed(&root, &wired, ServerChoice::Caddy);
     let mut tb = tb.expect("Caddy testbed (./setup.sh installs Debian's caddy)");
     for proto in Protocol::ALL {
-        let spec = RunSpec {
-            id: format!("caddy-{proto}"),
-            profile: wired.clone(),
-            manifest: m.clone(),
-            variant: Variant::new(proto, H3Mode::Forced),
-            server: "caddy".into(),
-            phase: "measure".into(),
-            round: 1,
-            position: 1,
-            timeout: Duration::from_secs(60),
-            settle_max: Duration::from_secs(3),
-        };
+        let spec = RunSpec::single(
+            &format!("caddy-{proto}"),
+            &wired,
+            &m,
+            Variant::new(proto, H3Mode::Forced),
+            "caddy",
+            Duration::from_secs(60),
+        );
         let rec = run_once(&mut tb, &spec).unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         assert!(rec.resources.iter().all(|r| r.protocol == proto.alpn()));
@@ -222,35 +220,96 @@ fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
     // address, port, pages and certificate through {ip}, {port}, {root} and {cert}.
     let guard = temp("custom");
     let root = guard.path().to_path_buf();
-    let cmd = format!(
+    let command = format!(
         "exec {} serve --root {{root}} --bind {{ip}} --port {{port}} --cert-dir \"$(dirname {{cert}})\" --log {{log}}",
         env!("CARGO_BIN_EXE_pagebench")
     );
     let dc = profile("datacenter");
-    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Command(cmd));
+    let custom = CustomServer { command, log: None };
+    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Command(custom));
     let mut tb = tb.unwrap();
     for proto in [Protocol::H2, Protocol::H3] {
-        let spec = RunSpec {
-            id: format!("custom-{proto}"),
-            profile: dc.clone(),
-            manifest: m.clone(),
-            variant: Variant::new(proto, H3Mode::Forced),
-            server: "custom".into(),
-            phase: "measure".into(),
-            round: 1,
-            position: 1,
-            timeout: Duration::from_secs(30),
-            settle_max: Duration::from_secs(3),
-        };
+        let spec = RunSpec::single(
+            &format!("custom-{proto}"),
+            &dc,
+            &m,
+            Variant::new(proto, H3Mode::Forced),
+            "custom",
+            Duration::from_secs(30),
+        );
         let rec = run_once(&mut tb, &spec).unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
-        // Its log format is the user's: the run says it was cross-checked without it.
+        // No log format named: the run says plainly it had two viewpoints.
+        assert_eq!(rec.viewpoints, 2);
         assert!(
-            rec.warnings.iter().any(|w| w.contains("no readable log")),
+            rec.warnings.iter().any(|w| w.starts_with("2 viewpoints")),
             "{:?}",
             rec.warnings
         );
     }
+}
+
+/// An nginx config as a user would keep it: `@NAME@` marks what the command fills in.
+const USER_NGINX_CONF: &str = "daemon off;\nworker_processes 1;\npid @WORK@/nginx.pid;\n\
+error_log @WORK@/error.log warn;\nevents { worker_connections 64; }\nhttp {\n\
+include /etc/nginx/mime.types;\nclient_body_temp_path @WORK@/body;\nproxy_temp_path @WORK@/proxy;\n\
+fastcgi_temp_path @WORK@/fastcgi;\nuwsgi_temp_path @WORK@/uwsgi;\nscgi_temp_path @WORK@/scgi;\n\
+access_log @WORK@/user-access.log combined;\nserver {\nlisten @IP@:@PORT@ ssl http2;\n\
+ssl_certificate @CERT@;\nssl_certificate_key @KEY@;\nroot @ROOT@;\n}\n}\n";
+
+#[test]
+fn a_users_server_log_in_combined_format_is_a_third_viewpoint() {
+    // Debian's nginx as a user's own server, logging in nginx's default `combined` format to a
+    // file of its choosing: with --server-log-format and --server-log, every request is
+    // cross-checked against it.
+    let guard = temp("custom-log");
+    let root = guard.path().to_path_buf();
+    let template = root.join("nginx.conf.in");
+    std::fs::write(&template, USER_NGINX_CONF).unwrap();
+    let command = format!(
+        "mkdir -p {{work}} && sed -e 's#@WORK@#{{work}}#g; s#@IP@#{{ip}}#; s#@PORT@#{{port}}#; s#@CERT@#{{cert}}#; s#@KEY@#{{key}}#; s#@ROOT@#{{root}}#' {} > {{work}}/nginx.conf && exec nginx -c {{work}}/nginx.conf -p {{work}} -e {{work}}/error.log",
+        template.display()
+    );
+    let custom = CustomServer {
+        command,
+        log: Some(CustomLog {
+            format: LogFormat::Combined,
+            path: Some("{work}/user-access.log".into()),
+        }),
+    };
+    let dc = profile("datacenter");
+    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Command(custom));
+    let mut tb = tb.expect("nginx as a custom server (./setup.sh installs Debian's nginx-light)");
+    for proto in [Protocol::H1, Protocol::H2] {
+        let spec = RunSpec::single(
+            &format!("custom-log-{proto}"),
+            &dc,
+            &m,
+            Variant::new(proto, H3Mode::Forced),
+            "custom",
+            Duration::from_secs(30),
+        );
+        let rec = run_once(&mut tb, &spec).unwrap();
+        assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 3);
+        assert_eq!(rec.server_requests.len(), 11, "{:?}", rec.server_requests);
+        assert!(rec
+            .server_requests
+            .iter()
+            .all(|s| s.protocol == proto.alpn()));
+    }
+    // The same server asked for h3, which it does not speak: the browser falls back and all
+    // three viewpoints say so.
+    let spec = RunSpec::single(
+        "custom-log-h3",
+        &dc,
+        &m,
+        Variant::new(Protocol::H3, H3Mode::Forced),
+        "custom",
+        Duration::from_secs(20),
+    );
+    let rec = run_once(&mut tb, &spec).unwrap();
+    assert_ne!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
 }
 
 #[test]
@@ -266,18 +325,14 @@ fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
     let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Nginx);
     let mut tb = tb.expect("nginx testbed (./setup.sh installs Debian's nginx-light)");
     for proto in [Protocol::H1, Protocol::H2] {
-        let spec = RunSpec {
-            id: format!("nginx-{proto}"),
-            profile: dc.clone(),
-            manifest: m.clone(),
-            variant: Variant::new(proto, H3Mode::Forced),
-            server: "nginx".into(),
-            phase: "measure".into(),
-            round: 1,
-            position: 1,
-            timeout: Duration::from_secs(30),
-            settle_max: Duration::from_secs(3),
-        };
+        let spec = RunSpec::single(
+            &format!("nginx-{proto}"),
+            &dc,
+            &m,
+            Variant::new(proto, H3Mode::Forced),
+            "nginx",
+            Duration::from_secs(30),
+        );
         let rec = run_once(&mut tb, &spec).unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         assert_eq!(rec.server_requests.len(), 11);

@@ -1,6 +1,10 @@
-//! Runs a matrix: resolves the request, builds the testbed once, walks the plan (skipping runs a
-//! resumed directory already holds), reconfigures the link between profiles, persists each run
-//! before the next, shows progress, and summarises at the end.
+//! Runs a matrix: resolves the request, builds the testbed, walks the plan (skipping runs a
+//! resumed directory already finished), reconfigures the link between profiles, persists each
+//! attempt before the next, runs an attempt again when it failed as a measurement (and builds a
+//! new testbed when the run broke it), shows progress, and summarises at the end.
+//!
+//! The loop talks to the world through [`Executor`] — the real testbed, or a fake in the unit
+//! tests below, as hyperfine tests its scheduler through a mock executor.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +17,9 @@ use super::plan::{self, Phase, PlanSpec, PlannedRun, Variant};
 use super::store::{self, Meta, Store};
 use super::summary;
 use crate::browser::H3Mode;
+use crate::fault::FaultInjection;
 use crate::profile::{self, Profile};
+use crate::record::{self, RunRecord};
 use crate::runner::{self, RunSpec};
 use crate::server::ServerKnobs;
 use crate::signals;
@@ -43,6 +49,12 @@ pub struct MatrixRequest {
     pub quiet: bool,
     /// Write the report at the end (the report module's entry point).
     pub report: bool,
+    /// Retries of a run that failed as a measurement (link, server, browser crash).
+    pub retry_invalid: u32,
+    /// Seed of the generated pages.
+    pub pages_seed: u64,
+    /// Faults to inject (test hook).
+    pub faults: Vec<FaultInjection>,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -95,6 +107,8 @@ fn meta_for(
 ) -> Meta {
     Meta {
         pagebench_version: env!("CARGO_PKG_VERSION").into(),
+        record_format: record::RECORD_FORMAT,
+        run_columns: record::RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
         git_revision: sysinfo::git_revision(),
         machine: MachineInfo::collect(),
         started_at: chrono::Utc::now().to_rfc3339(),
@@ -105,7 +119,8 @@ fn meta_for(
         profiles: r.profiles.clone(),
         servers,
         timeout_s: req.timeout.as_secs_f64(),
-        pages_seed: workload::DEFAULT_SEED,
+        pages_seed: req.pages_seed,
+        retry_invalid: req.retry_invalid,
         servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
     }
@@ -116,7 +131,15 @@ fn meta_for(
 fn servers_identity(req: &MatrixRequest) -> serde_json::Value {
     serde_json::json!({
         "servers": req.servers.iter().map(|s| match s {
-            ServerChoice::Command(c) => format!("custom: {c}"),
+            ServerChoice::Command(c) => match &c.log {
+                Some(l) => format!(
+                    "custom: {} (log {} {})",
+                    c.command,
+                    l.format.name(),
+                    l.path.as_deref().unwrap_or("{log}")
+                ),
+                None => format!("custom: {}", c.command),
+            },
             other => other.name().to_string(),
         }).collect::<Vec<_>>(),
         "knobs": req.knobs,
@@ -180,10 +203,13 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     for w in &r.workloads {
         manifests.insert(
             w.name.clone(),
-            workload::ensure(&req.pages_root, w, workload::DEFAULT_SEED)?,
+            workload::ensure(&req.pages_root, w, req.pages_seed)?,
         );
     }
-    let todo: Vec<&PlannedRun> = planned.iter().filter(|p| !store.is_done(&p.id)).collect();
+    let todo: Vec<&PlannedRun> = planned
+        .iter()
+        .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
+        .collect();
     let outcome_dir = dir.clone();
     if todo.is_empty() {
         tracing::info!(
@@ -192,15 +218,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             planned.len()
         );
     } else {
-        let ran = run_plan(
-            req,
-            &r,
-            &todo,
-            &manifests,
-            &mut store,
-            planned.len(),
-            &mut meta,
-        );
+        let ran = start_and_run(req, &r, &todo, &manifests, &mut store, &planned, &mut meta);
         if let Err(e) = ran {
             // Every finished run is on disk; say in the metadata that the matrix stopped.
             meta.status = "failed".into();
@@ -212,7 +230,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             )));
         }
     }
-    let done = store::committed_ids(&dir)?.len();
+    let done = store.finished(&planned, req.retry_invalid);
     let completed = done >= planned.len();
     meta.status = if completed {
         "complete".into()
@@ -223,17 +241,22 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     };
     meta.ended_at = Some(chrono::Utc::now().to_rfc3339());
     store::write_meta(&dir, &meta)?;
-    if done > 0 {
+    if store.attempt_count() > 0 {
         let rows = summary::read_runs(&dir)?;
         let s = summary::summarize_runs(
             &rows,
             req.seed,
             crate::stats::DEFAULT_RESAMPLES,
             &meta.plan.servers,
+            req.timeout.as_secs_f64() * 1e3,
         )?;
         summary::write(&dir, &s)?;
         if !req.quiet {
             println!("{}", summary::terminal(&s));
+        }
+        // Why transfers were slow, beside the statistics (a failure here loses no run).
+        if let Err(e) = crate::diagnose::run(&dir) {
+            eprintln!("pagebench: the diagnosis could not be written ({e:#}); retry with `pagebench diagnose {}`", dir.display());
         }
         if req.report {
             report_hook(&dir)?;
@@ -261,33 +284,89 @@ fn report_hook(dir: &Path) -> Result<()> {
     }
 }
 
-fn run_plan(
+/// What the matrix loop needs from the world.
+pub trait Executor {
+    /// Switches the link to `profile` for the runs that follow.
+    fn set_profile(&mut self, profile: &Profile) -> Result<()>;
+    /// Performs one run (errors only when it could not be attempted, or on a signal).
+    fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord>;
+    /// After a run: if it left the testbed broken (stopped emulator, exited server), builds a
+    /// new one with `profile` and says why.
+    fn recover(&mut self, profile: &Profile) -> Result<Option<String>>;
+}
+
+/// The real testbed: a link and the servers under test.
+pub struct TestbedExecutor {
+    config: TestbedConfig,
+    testbed: Testbed,
+}
+
+impl TestbedExecutor {
+    pub fn start(config: TestbedConfig) -> Result<TestbedExecutor> {
+        let testbed = Testbed::start(&config).context("cannot build the testbed")?;
+        Ok(TestbedExecutor { config, testbed })
+    }
+
+    pub fn testbed(&mut self) -> &mut Testbed {
+        &mut self.testbed
+    }
+}
+
+impl Executor for TestbedExecutor {
+    fn set_profile(&mut self, profile: &Profile) -> Result<()> {
+        self.config.profile = profile.clone();
+        self.testbed.link.set_profile(profile)
+    }
+
+    fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+        runner::run_once(&mut self.testbed, spec)
+    }
+
+    fn recover(&mut self, profile: &Profile) -> Result<Option<String>> {
+        let Some(why) = self.testbed.broken() else {
+            return Ok(None);
+        };
+        self.config.profile = profile.clone();
+        // The old testbed goes first: its namespaces and servers must not outlive it.
+        let fresh = {
+            let old = std::mem::replace(
+                &mut self.testbed,
+                Testbed::start(&self.config)
+                    .with_context(|| format!("cannot rebuild the testbed after: {why}"))?,
+            );
+            drop(old);
+            why
+        };
+        Ok(Some(fresh))
+    }
+}
+
+/// Builds the testbed, records what the servers applied, and walks the plan.
+fn start_and_run(
     req: &MatrixRequest,
     r: &Resolved,
     todo: &[&PlannedRun],
     manifests: &BTreeMap<String, Manifest>,
     store: &mut Store,
-    total: usize,
+    planned: &[PlannedRun],
     meta: &mut Meta,
 ) -> Result<()> {
-    let profile_of = |name: &str| {
-        r.profiles
-            .iter()
-            .find(|p| p.name == name)
-            .cloned()
-            .expect("planned profile exists")
-    };
-    let first = profile_of(&todo[0].profile);
-    let mut tb = Testbed::start(&TestbedConfig {
+    let first = r
+        .profiles
+        .iter()
+        .find(|p| p.name == todo[0].profile)
+        .cloned()
+        .expect("planned profile exists");
+    let mut exec = TestbedExecutor::start(TestbedConfig {
         profile: first.clone(),
         servers: req.servers.clone(),
         knobs: req.knobs.clone(),
         pages_root: req.pages_root.clone(),
         seed: req.seed,
         log_dir: Some(store.dir().to_path_buf()),
-    })
-    .context("cannot build the testbed")?;
+    })?;
     // Record what the servers really applied.
+    let tb = exec.testbed();
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {
@@ -303,76 +382,501 @@ fn run_plan(
             }
         }
     }
-    let mut current = first.name.clone();
-    let pb = progress_bar(total, store.done_count(), req.quiet);
-    let (mut valid, mut invalid, mut dnf) = (0usize, 0usize, 0usize);
-    for p in todo {
-        if signals::interrupted() {
-            pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume");
-            return Ok(());
+    let pb = progress_bar(
+        planned.len(),
+        store.finished(planned, req.retry_invalid),
+        req.quiet,
+    );
+    let ctx = PlanContext {
+        profiles: &r.profiles,
+        manifests,
+        timeout: req.timeout,
+        settle_max: req.settle_max,
+        retry_invalid: req.retry_invalid,
+        faults: &req.faults,
+        quiet: req.quiet,
+    };
+    let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
+    match &result {
+        Ok(PlanEnd::Interrupted) => {
+            pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume")
         }
+        Ok(PlanEnd::Done(t)) => pb.finish_with_message(format!(
+            "done · valid {} invalid {} DNF {} · retried {}",
+            t.valid, t.invalid, t.dnf, t.retries
+        )),
+        Err(_) => pb.abandon(),
+    }
+    result.map(|_| ())
+}
+
+/// What the plan loop needs besides the executor and the store.
+pub struct PlanContext<'a> {
+    pub profiles: &'a [Profile],
+    pub manifests: &'a BTreeMap<String, Manifest>,
+    pub timeout: Duration,
+    pub settle_max: Duration,
+    pub retry_invalid: u32,
+    pub faults: &'a [FaultInjection],
+    pub quiet: bool,
+}
+
+/// Outcomes of the attempts made by one [`run_plan`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub valid: usize,
+    pub invalid: usize,
+    pub dnf: usize,
+    /// Attempts made again because the one before failed as a measurement.
+    pub retries: usize,
+    /// Testbeds rebuilt after a run broke one.
+    pub rebuilds: usize,
+}
+
+/// How the plan loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanEnd {
+    Done(Tally),
+    Interrupted,
+}
+
+/// The spec of attempt `attempt` of planned run `p`.
+fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u32) -> RunSpec {
+    let id = record::attempt_id(&p.id, attempt);
+    RunSpec {
+        fault: ctx.faults.iter().find(|f| f.run_id == id).cloned(),
+        id,
+        plan_id: p.id.clone(),
+        attempt,
+        profile: profile.clone(),
+        manifest: ctx.manifests[&p.workload].clone(),
+        variant: p.variant,
+        server: p.server.clone(),
+        phase: p.phase.name().into(),
+        round: p.round,
+        position: p.position,
+        timeout: ctx.timeout,
+        settle_max: ctx.settle_max,
+    }
+}
+
+/// Walks `todo` (whose link currently has profile `current`): each planned run gets its next
+/// attempt, and another while it failed as a measurement and retries remain; every attempt is
+/// on disk before the next starts.
+pub fn run_plan(
+    exec: &mut dyn Executor,
+    ctx: &PlanContext,
+    current: &str,
+    todo: &[&PlannedRun],
+    store: &mut Store,
+    pb: &ProgressBar,
+) -> Result<PlanEnd> {
+    let profile_of = |name: &str| {
+        ctx.profiles
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .expect("planned profile exists")
+    };
+    let mut current = current.to_string();
+    let mut t = Tally::default();
+    for p in todo {
+        let profile = profile_of(&p.profile);
         if p.profile != current {
-            tb.link.set_profile(&profile_of(&p.profile))?;
+            exec.set_profile(&profile)?;
             current = p.profile.clone();
         }
-        pb.set_message(format!(
-            "{}/{}/{} {} {} · valid {valid} invalid {invalid} DNF {dnf}",
-            p.profile,
-            p.workload,
-            p.server,
-            p.variant,
-            match p.phase {
-                Phase::Warmup => format!("warm-up {}", p.round),
-                Phase::Measure => format!("round {}", p.round),
+        while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
+            if signals::interrupted() {
+                return Ok(PlanEnd::Interrupted);
             }
-        ));
-        let spec = RunSpec {
-            id: p.id.clone(),
-            profile: profile_of(&p.profile),
-            manifest: manifests[&p.workload].clone(),
-            variant: p.variant,
-            server: p.server.clone(),
-            phase: p.phase.name().into(),
-            round: p.round,
-            position: p.position,
-            timeout: req.timeout,
-            settle_max: req.settle_max,
-        };
-        let rec = match runner::run_once(&mut tb, &spec) {
-            Ok(rec) => rec,
-            Err(e) if signals::interrupted() => {
-                tracing::info!("run {} interrupted: {e:#}", p.id);
-                pb.abandon_with_message(
-                    "interrupted: finished runs are saved; continue with --resume",
-                );
-                return Ok(());
+            pb.set_message(format!(
+                "{}/{}/{} {} {}{} · valid {} invalid {} DNF {} retried {}",
+                p.profile,
+                p.workload,
+                p.server,
+                p.variant,
+                match p.phase {
+                    Phase::Warmup => format!("warm-up {}", p.round),
+                    Phase::Measure => format!("round {}", p.round),
+                },
+                if attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                },
+                t.valid,
+                t.invalid,
+                t.dnf,
+                t.retries
+            ));
+            let spec = attempt_spec(ctx, p, &profile, attempt);
+            let rec = match exec.execute(&spec) {
+                Ok(rec) => rec,
+                Err(e) if signals::interrupted() => {
+                    tracing::info!("run {} interrupted: {e:#}", spec.id);
+                    return Ok(PlanEnd::Interrupted);
+                }
+                Err(e) => return Err(e.context(format!("run {}", spec.id))),
+            };
+            store.append(&rec)?;
+            if attempt > 1 {
+                t.retries += 1;
             }
-            Err(e) => return Err(e.context(format!("run {}", p.id))),
-        };
-        store.append(&rec)?;
-        match rec.outcome {
-            Outcome::Valid => valid += 1,
-            Outcome::Invalid => {
-                invalid += 1;
-                pb.suspend(|| {
-                    if !req.quiet {
-                        eprintln!(
-                            "invalid: {} — {}",
-                            rec.id,
-                            rec.reasons
-                                .iter()
-                                .map(|r| format!("{}: {}", r.kind.name(), r.detail))
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        );
+            match rec.outcome {
+                Outcome::Valid => t.valid += 1,
+                Outcome::Dnf => t.dnf += 1,
+                Outcome::Invalid => {
+                    t.invalid += 1;
+                    if !ctx.quiet {
+                        pb.suspend(|| {
+                            eprintln!(
+                                "invalid: {}{} — {}",
+                                rec.id,
+                                if rec.is_measurement_failure() {
+                                    " (measurement failure)"
+                                } else {
+                                    ""
+                                },
+                                crate::validate::reason_text(&rec.reasons)
+                            )
+                        });
                     }
-                });
+                }
             }
-            Outcome::Dnf => dnf += 1,
+            if let Some(why) = exec.recover(&profile)? {
+                t.rebuilds += 1;
+                tracing::warn!("rebuilt the testbed after run {}: {why}", rec.id);
+            }
         }
         pb.inc(1);
     }
-    pb.finish_with_message(format!("done · valid {valid} invalid {invalid} DNF {dnf}"));
-    drop(tb);
-    Ok(())
+    Ok(PlanEnd::Done(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::browser::launch::BrowserOverhead;
+    use crate::metrics::{Observation, RunMetrics};
+    use crate::sysinfo::MachineSample;
+    use crate::validate::{LoadEnd, Reason, ReasonKind};
+    use crate::workload::Workload;
+
+    /// A fake testbed: outcomes scripted per attempt id, everything it did written down.
+    #[derive(Default)]
+    struct FakeExecutor {
+        script: BTreeMap<String, (Outcome, Vec<ReasonKind>)>,
+        /// The next `recover` reports a rebuild (as after a stopped emulator).
+        broken: bool,
+        log: Vec<String>,
+    }
+
+    impl FakeExecutor {
+        fn then(mut self, id: &str, outcome: Outcome, kinds: &[ReasonKind]) -> Self {
+            self.script
+                .insert(id.to_string(), (outcome, kinds.to_vec()));
+            self
+        }
+    }
+
+    impl Executor for FakeExecutor {
+        fn set_profile(&mut self, profile: &Profile) -> Result<()> {
+            self.log.push(format!("profile {}", profile.name));
+            Ok(())
+        }
+
+        fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+            self.log.push(format!("run {}", spec.id));
+            let (outcome, kinds) = self
+                .script
+                .get(&spec.id)
+                .cloned()
+                .unwrap_or((Outcome::Valid, vec![]));
+            self.broken = kinds.contains(&ReasonKind::Link);
+            Ok(record(spec, outcome, &kinds))
+        }
+
+        fn recover(&mut self, _profile: &Profile) -> Result<Option<String>> {
+            if std::mem::take(&mut self.broken) {
+                self.log.push("rebuild".into());
+                return Ok(Some("the link emulator stopped".into()));
+            }
+            Ok(None)
+        }
+    }
+
+    fn record(spec: &RunSpec, outcome: Outcome, kinds: &[ReasonKind]) -> RunRecord {
+        RunRecord {
+            id: spec.id.clone(),
+            plan_id: spec.plan_id.clone(),
+            attempt: spec.attempt,
+            started_at: "2026-12-01T00:00:00Z".into(),
+            protocol: spec.variant.protocol.name().into(),
+            h3_mode: None,
+            variant: spec.variant.name(),
+            workload: spec.manifest.workload.name.clone(),
+            profile: spec.profile.name.clone(),
+            server: spec.server.clone(),
+            phase: spec.phase.clone(),
+            round: spec.round,
+            position: spec.position,
+            url: String::new(),
+            outcome,
+            reasons: kinds
+                .iter()
+                .map(|k| Reason {
+                    kind: *k,
+                    detail: "scripted".into(),
+                })
+                .collect(),
+            warnings: vec![],
+            viewpoints: 3,
+            end: LoadEnd::Completed,
+            metrics: RunMetrics {
+                completion_ms: (outcome == Outcome::Valid).then_some(100.0),
+                ..RunMetrics::default()
+            },
+            resources: vec![],
+            overhead: BrowserOverhead::default(),
+            wall_ms: 1.0,
+            machine: MachineSample::default(),
+            link: None,
+            transport: None,
+            snmp: serde_json::Value::Null,
+            server_requests: vec![],
+            observation: Observation::default(),
+            link_stats: None,
+            server_transport: serde_json::Value::Null,
+            server_log: serde_json::Value::Null,
+        }
+    }
+
+    struct Fixture {
+        dir: PathBuf,
+        profiles: Vec<Profile>,
+        manifests: BTreeMap<String, Manifest>,
+        plan: Vec<PlannedRun>,
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn fixture() -> Fixture {
+        let dir = crate::browser::launch::make_temp_dir("pagebench-exec-test").unwrap();
+        let w: Workload = "page10".parse().unwrap();
+        let manifest = Manifest {
+            workload: w.clone(),
+            generator_version: 1,
+            seed: 1,
+            entry: "/page10/index.html".into(),
+            entry_size: 1,
+            subresource_bytes: 0,
+            files: vec![],
+            upload_bytes: None,
+        };
+        let spec = PlanSpec {
+            profiles: vec!["wired".into(), "mobile".into()],
+            workloads: vec!["page10".into()],
+            servers: vec!["embedded".into()],
+            variants: plan::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
+            runs: 2,
+            warmup: 0,
+            seed: 1,
+        };
+        Fixture {
+            dir,
+            profiles: vec![
+                Profile::simple("wired", 40.0, 5.0, 0.0),
+                Profile::simple("mobile", 60.0, 15.0, 1.0),
+            ],
+            manifests: [("page10".to_string(), manifest)].into_iter().collect(),
+            plan: plan::plan(&spec),
+        }
+    }
+
+    fn meta(f: &Fixture, retry_invalid: u32) -> Meta {
+        Meta {
+            pagebench_version: env!("CARGO_PKG_VERSION").into(),
+            record_format: record::RECORD_FORMAT,
+            run_columns: record::RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
+            git_revision: String::new(),
+            machine: MachineInfo::default(),
+            started_at: String::new(),
+            ended_at: None,
+            status: "running".into(),
+            planned_runs: f.plan.len(),
+            plan: PlanSpec {
+                profiles: vec![],
+                workloads: vec![],
+                servers: vec![],
+                variants: vec![],
+                runs: 0,
+                warmup: 0,
+                seed: 0,
+            },
+            profiles: f.profiles.clone(),
+            servers: serde_json::Value::Null,
+            timeout_s: 1.0,
+            pages_seed: 1,
+            retry_invalid,
+            servers_applied: serde_json::Value::Null,
+            resumed_at: vec![],
+        }
+    }
+
+    fn walk(f: &Fixture, exec: &mut FakeExecutor, store: &mut Store, retry: u32) -> PlanEnd {
+        let ctx = PlanContext {
+            profiles: &f.profiles,
+            manifests: &f.manifests,
+            timeout: Duration::from_secs(1),
+            settle_max: Duration::from_secs(1),
+            retry_invalid: retry,
+            faults: &[],
+            quiet: true,
+        };
+        let todo: Vec<&PlannedRun> = f
+            .plan
+            .iter()
+            .filter(|p| store.attempts(&p.id).next(retry).is_some())
+            .collect();
+        let current = todo.first().map(|p| p.profile.clone()).unwrap_or_default();
+        run_plan(exec, &ctx, &current, &todo, store, &ProgressBar::hidden()).unwrap()
+    }
+
+    fn ids_on_disk(dir: &Path) -> Vec<String> {
+        summary::read_runs(dir)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect()
+    }
+
+    #[test]
+    fn measurement_failures_are_retried_with_every_attempt_kept() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        let mut exec = FakeExecutor::default().then(&first, Outcome::Invalid, &[ReasonKind::Link]);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let end = walk(&f, &mut exec, &mut store, 2);
+        let PlanEnd::Done(t) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!((t.valid, t.invalid, t.retries, t.rebuilds), (8, 1, 1, 1));
+        let ids = ids_on_disk(&f.dir);
+        assert_eq!(ids.len(), f.plan.len() + 1);
+        assert_eq!(ids[0], first);
+        assert_eq!(ids[1], format!("{first}.a2"));
+        // The broken testbed is rebuilt before the retry.
+        assert_eq!(
+            &exec.log[..3],
+            [
+                "run ".to_string() + &first,
+                "rebuild".into(),
+                format!("run {first}.a2")
+            ]
+        );
+        assert_eq!(store.finished(&f.plan, 2), f.plan.len());
+        // Profiles switch once, between the cells.
+        assert_eq!(
+            exec.log.iter().filter(|l| l.starts_with("profile")).count(),
+            1
+        );
+    }
+
+    #[test]
+    fn protocol_failures_are_data_and_retries_are_capped() {
+        let f = fixture();
+        let (a, b) = (f.plan[0].id.clone(), f.plan[1].id.clone());
+        let mut exec = FakeExecutor::default()
+            .then(&a, Outcome::Invalid, &[ReasonKind::ProtocolMismatch])
+            .then(&b, Outcome::Invalid, &[ReasonKind::BrowserCrash])
+            .then(&format!("{b}.a2"), Outcome::Invalid, &[ReasonKind::Server])
+            .then(
+                &format!("{b}.a3"),
+                Outcome::Invalid,
+                &[ReasonKind::BrowserCrash],
+            );
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        walk(&f, &mut exec, &mut store, 2);
+        let ids = ids_on_disk(&f.dir);
+        assert_eq!(
+            ids.iter().filter(|i| i.starts_with(&a)).count(),
+            1,
+            "not retried"
+        );
+        assert_eq!(
+            ids.iter().filter(|i| i.starts_with(&b)).count(),
+            3,
+            "the first attempt and two retries"
+        );
+        // A DNF is an outcome, not a failure: never retried.
+        let f = fixture();
+        let c = f.plan[2].id.clone();
+        let mut exec = FakeExecutor::default().then(&c, Outcome::Dnf, &[ReasonKind::Timeout]);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        walk(&f, &mut exec, &mut store, 2);
+        assert_eq!(ids_on_disk(&f.dir).len(), f.plan.len());
+    }
+
+    #[test]
+    fn a_resumed_matrix_retries_exactly_what_is_left() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        // A previous session ended right after a measurement failure of the first run.
+        {
+            let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+            let p = &f.plan[0];
+            let ctx = PlanContext {
+                profiles: &f.profiles,
+                manifests: &f.manifests,
+                timeout: Duration::from_secs(1),
+                settle_max: Duration::from_secs(1),
+                retry_invalid: 2,
+                faults: &[],
+                quiet: true,
+            };
+            let spec = attempt_spec(&ctx, p, &f.profiles[0], 1);
+            store
+                .append(&record(&spec, Outcome::Invalid, &[ReasonKind::Link]))
+                .unwrap();
+        }
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        assert_eq!(store.attempts(&first).next(2), Some(2));
+        let mut exec = FakeExecutor::default();
+        walk(&f, &mut exec, &mut store, 2);
+        assert_eq!(exec.log[0], format!("run {first}.a2"));
+        let ids = ids_on_disk(&f.dir);
+        assert_eq!(ids.len(), f.plan.len() + 1);
+        let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+        // Resuming again finds nothing to do.
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        let mut exec = FakeExecutor::default();
+        walk(&f, &mut exec, &mut store, 2);
+        assert!(exec.log.is_empty(), "{:?}", exec.log);
+    }
+
+    #[test]
+    fn an_injected_fault_goes_to_the_first_attempt_only() {
+        let f = fixture();
+        let p = &f.plan[0];
+        let faults = vec![format!("{}=stall:300ms@50ms", p.id)
+            .parse::<FaultInjection>()
+            .unwrap()];
+        let ctx = PlanContext {
+            profiles: &f.profiles,
+            manifests: &f.manifests,
+            timeout: Duration::from_secs(1),
+            settle_max: Duration::from_secs(1),
+            retry_invalid: 2,
+            faults: &faults,
+            quiet: true,
+        };
+        assert!(attempt_spec(&ctx, p, &f.profiles[0], 1).fault.is_some());
+        assert!(attempt_spec(&ctx, p, &f.profiles[0], 2).fault.is_none());
+    }
 }

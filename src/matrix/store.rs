@@ -1,9 +1,14 @@
 //! The results directory: `meta.json`, `runs.csv`, `resources.csv` and `runs/<id>.json`.
 //! Each finished run is on disk (synced) before the next starts: the raw record first, then its
 //! resource rows, then its `runs.csv` row — the row is the commit mark. Resuming drops whatever a
-//! crash left half-written after the last mark.
+//! crash left half-written after the last mark, and refuses a directory whose records another
+//! pagebench version or column layout wrote.
+//!
+//! A planned run may take several attempts: one that failed as a measurement (link, server,
+//! browser crash) is run again, up to `--retry-invalid` times, and every attempt stays on disk
+//! (`<plan id>`, `<plan id>.a2`, …). [`Attempts`] says from the committed rows what comes next.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -12,9 +17,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::plan::PlanSpec;
+use super::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
-use crate::record::{RunRecord, RESOURCE_COLUMNS, RUN_COLUMNS};
+use crate::record::{RunRecord, RECORD_FORMAT, RESOURCE_COLUMNS, RUN_COLUMNS};
 use crate::sysinfo::MachineInfo;
 
 pub const META: &str = "meta.json";
@@ -27,6 +32,11 @@ pub const RUNS_DIR: &str = "runs";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
     pub pagebench_version: String,
+    /// Layout of the run records and `runs.csv` ([`RECORD_FORMAT`], [`RUN_COLUMNS`]).
+    #[serde(default)]
+    pub record_format: u32,
+    #[serde(default)]
+    pub run_columns: Vec<String>,
     pub git_revision: String,
     pub machine: MachineInfo,
     pub started_at: String,
@@ -42,6 +52,9 @@ pub struct Meta {
     pub servers: Value,
     pub timeout_s: f64,
     pub pages_seed: u64,
+    /// Retries of a run that failed as a measurement (`--retry-invalid`).
+    #[serde(default)]
+    pub retry_invalid: u32,
     /// What the servers really applied (versions, knobs with the kernel's answers), by server;
     /// informative, not part of the identity (a kernel may answer differently on resume).
     #[serde(default)]
@@ -52,6 +65,22 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// Why records written as `self` describes cannot be continued by this build, if not.
+    pub fn incompatible(&self) -> Option<String> {
+        let here = env!("CARGO_PKG_VERSION");
+        let columns: Vec<String> = RUN_COLUMNS.iter().map(|c| c.to_string()).collect();
+        if self.pagebench_version != here || self.record_format != RECORD_FORMAT {
+            return Some(format!(
+                "it was written by pagebench {} (record format {}), this is {here} (record format {RECORD_FORMAT})",
+                self.pagebench_version, self.record_format
+            ));
+        }
+        if self.run_columns != columns {
+            return Some("its runs.csv has another column layout".into());
+        }
+        None
+    }
+
     /// Why `other` (the requested matrix) is not the same matrix as `self` (on disk), if not.
     pub fn mismatch(&self, other: &Meta) -> Option<String> {
         let mut diffs = Vec::new();
@@ -103,6 +132,12 @@ impl Meta {
                 self.pages_seed, other.pages_seed
             ));
         }
+        if self.retry_invalid != other.retry_invalid {
+            diffs.push(format!(
+                "--retry-invalid {} vs {}",
+                self.retry_invalid, other.retry_invalid
+            ));
+        }
         (!diffs.is_empty()).then(|| diffs.join("; "))
     }
 }
@@ -120,7 +155,8 @@ pub fn read_meta(dir: &Path) -> Result<Meta> {
         .with_context(|| format!("{} is not a valid pagebench meta.json", path.display()))
 }
 
-/// Writes a file atomically (temporary sibling, sync, rename).
+/// Writes a file atomically (temporary sibling, sync, rename, sync of the directory so the
+/// rename itself survives a crash).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     {
@@ -130,7 +166,46 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.sync_data()?;
     }
     std::fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        sync_dir(dir)?;
+    }
     Ok(())
+}
+
+/// Makes a directory's entries (new files, renames) durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
+}
+
+/// What is on disk for one planned run: how many attempts, and whether the last one failed as
+/// a measurement (and so may be run again).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attempts {
+    pub count: u32,
+    pub last_failed_measurement: bool,
+}
+
+impl Attempts {
+    /// The attempt to run next (1-based), if any: the first, or a retry of a measurement
+    /// failure while fewer than `retry_invalid` retries were made.
+    pub fn next(&self, retry_invalid: u32) -> Option<u32> {
+        if self.count == 0 {
+            Some(1)
+        } else if self.last_failed_measurement && self.count <= retry_invalid {
+            Some(self.count + 1)
+        } else {
+            None
+        }
+    }
+
+    fn record(&mut self, attempt: u32, failed_measurement: bool) {
+        if attempt >= self.count {
+            self.count = attempt;
+            self.last_failed_measurement = failed_measurement;
+        }
+    }
 }
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
@@ -145,7 +220,10 @@ pub struct Store {
     dir: PathBuf,
     runs: csv::Writer<File>,
     resources: csv::Writer<File>,
+    /// Attempt ids committed.
     done: BTreeSet<String>,
+    /// Attempts per planned run.
+    attempts: BTreeMap<String, Attempts>,
 }
 
 /// Cuts a CSV file back to its last complete line (a crash may leave half a row).
@@ -166,22 +244,47 @@ fn truncate_partial_line(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The run ids already committed in `runs.csv`.
-pub fn committed_ids(dir: &Path) -> Result<BTreeSet<String>> {
+/// The attempts committed in `runs.csv`: their ids, and per planned run what was attempted.
+pub fn committed(dir: &Path) -> Result<(BTreeSet<String>, BTreeMap<String, Attempts>)> {
     let path = dir.join(RUNS_CSV);
+    let mut ids = BTreeSet::new();
+    let mut attempts: BTreeMap<String, Attempts> = BTreeMap::new();
     if !path.exists() {
-        return Ok(BTreeSet::new());
+        return Ok((ids, attempts));
     }
     let mut r =
         csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut ids = BTreeSet::new();
-    for row in r.records() {
-        let row = row.with_context(|| format!("{} has a malformed row", path.display()))?;
-        if let Some(id) = row.get(0) {
-            ids.insert(id.to_string());
-        }
+    let headers = r.headers()?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .with_context(|| format!("{} has no column {name:?}", path.display()))
+    };
+    let (c_id, c_plan, c_attempt, c_failed) = (
+        col("run_id")?,
+        col("plan_id")?,
+        col("attempt")?,
+        col("measurement_failure")?,
+    );
+    for (i, row) in r.records().enumerate() {
+        let row = row.with_context(|| format!("{} row {}: malformed", path.display(), i + 2))?;
+        let field = |c: usize| row.get(c).unwrap_or("");
+        let attempt: u32 = field(c_attempt).parse().with_context(|| {
+            format!(
+                "{} row {}: attempt {:?} is not a number",
+                path.display(),
+                i + 2,
+                field(c_attempt)
+            )
+        })?;
+        ids.insert(field(c_id).to_string());
+        attempts
+            .entry(field(c_plan).to_string())
+            .or_default()
+            .record(attempt, field(c_failed) == "true");
     }
-    Ok(ids)
+    Ok((ids, attempts))
 }
 
 fn open_append(path: &Path, columns: &[&str]) -> Result<csv::Writer<File>> {
@@ -212,12 +315,24 @@ impl Store {
         std::fs::create_dir_all(dir.join(RUNS_DIR))
             .with_context(|| format!("cannot create {}", dir.display()))?;
         write_meta(dir, meta)?;
-        Self::open(dir, BTreeSet::new())
+        let store = Self::open(dir, BTreeSet::new(), BTreeMap::new())?;
+        // The new directory entries themselves (runs/, the CSV files) must survive a crash.
+        sync_dir(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+        Ok(store)
     }
 
     /// Reopens a results directory to finish its plan. `requested` must be the same matrix.
     pub fn resume(dir: &Path, requested: &Meta) -> Result<(Store, Meta)> {
         let mut meta = read_meta(dir)?;
+        if let Some(why) = meta.incompatible() {
+            bail!(
+                "--resume {}: {why}; finish it with the pagebench that started it, or start a new matrix with --out",
+                dir.display()
+            );
+        }
         if let Some(why) = meta.mismatch(requested) {
             bail!(
                 "--resume {}: the results there are from a different matrix ({why}); run the same command as before, or use a new --out",
@@ -229,7 +344,7 @@ impl Store {
         if runs_path.exists() {
             truncate_partial_line(&runs_path)?;
         }
-        let done = committed_ids(dir)?;
+        let (done, attempts) = committed(dir)?;
         // Drop resource rows of runs that never got their runs.csv row.
         let res_path = dir.join(RESOURCES_CSV);
         if res_path.exists() {
@@ -253,15 +368,20 @@ impl Store {
         meta.ended_at = None;
         meta.resumed_at.push(chrono::Utc::now().to_rfc3339());
         write_meta(dir, &meta)?;
-        Ok((Self::open(dir, done)?, meta))
+        Ok((Self::open(dir, done, attempts)?, meta))
     }
 
-    fn open(dir: &Path, done: BTreeSet<String>) -> Result<Store> {
+    fn open(
+        dir: &Path,
+        done: BTreeSet<String>,
+        attempts: BTreeMap<String, Attempts>,
+    ) -> Result<Store> {
         Ok(Store {
             dir: dir.to_path_buf(),
             runs: open_append(&dir.join(RUNS_CSV), RUN_COLUMNS)?,
             resources: open_append(&dir.join(RESOURCES_CSV), RESOURCE_COLUMNS)?,
             done,
+            attempts,
         })
     }
 
@@ -269,11 +389,20 @@ impl Store {
         &self.dir
     }
 
-    pub fn is_done(&self, id: &str) -> bool {
-        self.done.contains(id)
+    /// What is on disk for planned run `plan_id`.
+    pub fn attempts(&self, plan_id: &str) -> Attempts {
+        self.attempts.get(plan_id).copied().unwrap_or_default()
     }
 
-    pub fn done_count(&self) -> usize {
+    /// Planned runs with nothing left to attempt.
+    pub fn finished(&self, plan: &[PlannedRun], retry_invalid: u32) -> usize {
+        plan.iter()
+            .filter(|p| self.attempts(&p.id).next(retry_invalid).is_none())
+            .count()
+    }
+
+    /// Attempts committed (every row of `runs.csv`).
+    pub fn attempt_count(&self) -> usize {
         self.done.len()
     }
 
@@ -293,6 +422,10 @@ impl Store {
         self.runs.flush()?;
         self.runs.get_ref().sync_data()?;
         self.done.insert(rec.id.clone());
+        self.attempts
+            .entry(rec.plan_id.clone())
+            .or_default()
+            .record(rec.attempt, rec.is_measurement_failure());
         Ok(())
     }
 }
@@ -308,6 +441,33 @@ pub fn read_record(dir: &Path, id: &str) -> Result<RunRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_say_what_runs_next() {
+        let none = Attempts::default();
+        assert_eq!(none.next(2), Some(1));
+        let failed_once = Attempts {
+            count: 1,
+            last_failed_measurement: true,
+        };
+        assert_eq!(failed_once.next(2), Some(2));
+        assert_eq!(failed_once.next(0), None, "no retries asked for");
+        let failed_thrice = Attempts {
+            count: 3,
+            last_failed_measurement: true,
+        };
+        assert_eq!(failed_thrice.next(2), None, "two retries made");
+        let counted = Attempts {
+            count: 2,
+            last_failed_measurement: false,
+        };
+        assert_eq!(counted.next(2), None);
+        // Rows read back in any order keep the latest attempt's state.
+        let mut a = Attempts::default();
+        a.record(2, false);
+        a.record(1, true);
+        assert_eq!(a, counted);
+    }
 
     #[test]
     fn partial_line_is_cut() {

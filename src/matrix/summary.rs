@@ -1,7 +1,9 @@
 //! The matrix's statistics: per series (profile, workload, server, protocol variant) the
-//! distribution of the headline time and of the breakdown metrics, and per cell the protocol
-//! comparisons (h2 vs h1, h3 vs h2, h3 vs h1, …), Holm-corrected across the whole matrix.
-//! Reads `runs.csv` (only `measure` runs count; warm-ups are discarded), writes
+//! distribution of the headline time — DNF runs included as censored observations at the
+//! timeout — and of the breakdown metrics, per cell the protocol comparisons (h2 vs h1, h3 vs
+//! h2, h3 vs h1, …), Holm-corrected across the whole matrix, and per profile what the link
+//! delivered. Reads `runs.csv` (only `measure` runs count; warm-ups are discarded; of a planned
+//! run retried after a measurement failure only its last attempt counts), writes
 //! `summary.json`, `summary.csv` and `comparisons.csv`.
 
 use std::collections::BTreeMap;
@@ -13,14 +15,16 @@ use serde::{Deserialize, Serialize};
 use super::store::{write_atomic, RUNS_CSV};
 use crate::stats::{
     self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
-    CompareConfig, Comparison, SeriesInput, SeriesSummary, Verdict,
+    Censored, CompareConfig, Comparison, RatioBound, SeriesInput, SeriesSummary, Verdict,
 };
-use crate::validate::Outcome;
+use crate::validate::{Outcome, ReasonKind};
 
 /// The columns of `runs.csv` the statistics read.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RunRow {
     pub run_id: String,
+    pub plan_id: String,
+    pub attempt: u32,
     pub profile: String,
     pub workload: String,
     pub server: String,
@@ -29,7 +33,10 @@ pub struct RunRow {
     pub position: u32,
     pub variant: String,
     pub outcome: Outcome,
-    pub invalid_reason: String,
+    /// The kinds of an invalid run's reasons.
+    #[serde(deserialize_with = "reason_kinds")]
+    pub invalid_kinds: Vec<ReasonKind>,
+    pub measurement_failure: bool,
     pub completion_ms: Option<f64>,
     pub queueing_median_ms: Option<f64>,
     pub queueing_p95_ms: Option<f64>,
@@ -39,20 +46,55 @@ pub struct RunRow {
     pub onwire_mid: Option<f64>,
     pub onwire_peak: Option<f64>,
     pub goodput_mbit: Option<f64>,
+    pub model_rtt_ms: Option<f64>,
+    pub achieved_rtt_ms: Option<f64>,
     pub steal_ms: Option<f64>,
 }
 
+/// `link server` → the typed kinds.
+fn reason_kinds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ReasonKind>, D::Error> {
+    let text = String::deserialize(d)?;
+    text.split_whitespace()
+        .map(|k| k.parse().map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// The rows of `runs.csv`, one per attempt id (a duplicated id keeps its last row).
 pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
     let path = dir.join(RUNS_CSV);
     let mut r =
         csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut out = Vec::new();
+    let mut out: Vec<RunRow> = Vec::new();
+    let mut at: BTreeMap<String, usize> = BTreeMap::new();
     for (i, row) in r.deserialize().enumerate() {
-        let row: RunRow =
-            row.with_context(|| format!("{} row {}: malformed", path.display(), i + 2))?;
-        out.push(row);
+        let row: RunRow = row.with_context(|| {
+            format!(
+                "{} row {}: malformed (a results directory of another pagebench version? `pagebench report` reads only its own)",
+                path.display(),
+                i + 2
+            )
+        })?;
+        match at.get(&row.run_id) {
+            Some(&j) => out[j] = row,
+            None => {
+                at.insert(row.run_id.clone(), out.len());
+                out.push(row);
+            }
+        }
     }
     Ok(out)
+}
+
+/// The attempts that count: the last attempt of every planned run.
+pub fn final_attempts(rows: &[RunRow]) -> Vec<&RunRow> {
+    let mut last: BTreeMap<&str, u32> = BTreeMap::new();
+    for r in rows {
+        let e = last.entry(r.plan_id.as_str()).or_insert(r.attempt);
+        *e = (*e).max(r.attempt);
+    }
+    rows.iter()
+        .filter(|r| last.get(r.plan_id.as_str()) == Some(&r.attempt))
+        .collect()
 }
 
 /// Identifies a series.
@@ -107,8 +149,11 @@ pub struct SeriesStats {
     pub completion: SeriesSummary,
     /// Median (and spread) of each breakdown metric over the valid runs.
     pub breakdown: BTreeMap<String, SeriesSummary>,
-    /// Invalid-run reasons with their counts.
+    /// Invalid-run reasons (kinds) with their counts, over the counted attempts.
     pub invalid_reasons: BTreeMap<String, usize>,
+    /// Attempts run again after a measurement failure (kept on disk, not counted).
+    #[serde(default)]
+    pub retries: usize,
     /// The valid runs' headline times in run order (for CDFs).
     pub values: Vec<f64>,
     /// The run id whose headline time is closest to the median (for waterfalls).
@@ -143,6 +188,20 @@ impl CellComparison {
     }
 }
 
+/// What the link delivered on one profile, over the matrix's counted runs with link figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileLink {
+    pub profile: String,
+    pub runs: usize,
+    /// Median over runs of the RTT the link model intended, and of the RTT achieved.
+    pub model_rtt_median_ms: Option<f64>,
+    pub achieved_rtt_median_ms: Option<f64>,
+    /// Mean over runs of the same (the figure `bench link` checks against the profile).
+    pub achieved_rtt_mean_ms: Option<f64>,
+    /// Attempts (all, retried ones included) the link gate rejected.
+    pub link_invalid: usize,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub metric: String,
@@ -152,6 +211,15 @@ pub struct Summary {
     pub holm_family: usize,
     pub series: Vec<SeriesStats>,
     pub comparisons: Vec<CellComparison>,
+    /// Per profile, what the link delivered.
+    #[serde(default)]
+    pub links: Vec<ProfileLink>,
+    /// Invalid attempts by reason kind (every attempt, measure and warm-up), and how many
+    /// attempts were retries.
+    #[serde(default)]
+    pub invalid_by_reason: BTreeMap<String, usize>,
+    #[serde(default)]
+    pub retries: usize,
     pub warnings: Vec<String>,
 }
 
@@ -177,7 +245,17 @@ fn protocol_pairs(variants: &[String]) -> Vec<(String, String)> {
     pairs
 }
 
-fn input_of(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> SeriesInput {
+/// The headline time of a series: valid runs' values, DNF runs censored at `timeout_ms`.
+fn completion_input(rows: &[&RunRow], timeout_ms: f64) -> SeriesInput {
+    SeriesInput {
+        dnf: rows.iter().filter(|r| r.outcome == Outcome::Dnf).count(),
+        censor_at: timeout_ms,
+        ..breakdown_input(rows, |r| r.completion_ms)
+    }
+}
+
+/// A breakdown metric: valid runs only (a DNF run's partial queueing is not a censored value).
+fn breakdown_input(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> SeriesInput {
     SeriesInput {
         values: rows
             .iter()
@@ -189,24 +267,80 @@ fn input_of(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> SeriesI
             .iter()
             .filter(|r| r.outcome == Outcome::Invalid)
             .count(),
-        dnf: rows.iter().filter(|r| r.outcome == Outcome::Dnf).count(),
+        dnf: 0,
+        censor_at: f64::INFINITY,
     }
+}
+
+fn median_of(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    stats::median(&v).ok()
+}
+
+/// Per profile: what the link delivered (runs with link figures, every counted attempt).
+fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
+    order
+        .iter()
+        .map(|profile| {
+            let mine: Vec<&RunRow> = rows.iter().filter(|r| &r.profile == profile).collect();
+            let fine: Vec<&RunRow> = mine
+                .iter()
+                .copied()
+                .filter(|r| !r.invalid_kinds.contains(&ReasonKind::Link))
+                .collect();
+            let achieved: Vec<f64> = fine.iter().filter_map(|r| r.achieved_rtt_ms).collect();
+            ProfileLink {
+                profile: profile.clone(),
+                runs: achieved.len(),
+                model_rtt_median_ms: median_of(
+                    fine.iter().filter_map(|r| r.model_rtt_ms).collect(),
+                ),
+                achieved_rtt_median_ms: median_of(achieved.clone()),
+                achieved_rtt_mean_ms: (!achieved.is_empty())
+                    .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
+                link_invalid: mine.len() - fine.len(),
+            }
+        })
+        .collect()
 }
 
 /// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible;
 /// `server_order` (the plan's `--servers`) makes the first server the baseline of server
 /// comparisons (servers not listed follow in first-seen order).
+///
+/// `timeout_ms` is the matrix's per-run timeout: what a DNF run stands for.
 pub fn summarize_runs(
     rows: &[RunRow],
     seed: u64,
     resamples: usize,
     server_order: &[String],
+    timeout_ms: f64,
 ) -> Result<Summary> {
     let alpha = 0.05;
     let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
+    let mut retried: BTreeMap<SeriesKey, usize> = BTreeMap::new();
     // Keep the plan's first-seen order of profiles/workloads/variants for presentation.
     let mut order: Vec<SeriesKey> = Vec::new();
-    for r in rows.iter().filter(|r| r.phase == "measure") {
+    let counted = final_attempts(rows);
+    let mut profiles_seen: Vec<String> = Vec::new();
+    for r in rows {
+        if !profiles_seen.contains(&r.profile) {
+            profiles_seen.push(r.profile.clone());
+        }
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.phase == "measure" && r.attempt > 1)
+    {
+        let key = SeriesKey {
+            profile: r.profile.clone(),
+            workload: r.workload.clone(),
+            server: r.server.clone(),
+            variant: r.variant.clone(),
+        };
+        *retried.entry(key).or_default() += 1;
+    }
+    for r in counted.iter().copied().filter(|r| r.phase == "measure") {
         let key = SeriesKey {
             profile: r.profile.clone(),
             workload: r.workload.clone(),
@@ -228,12 +362,12 @@ pub fn summarize_runs(
             ..BootstrapConfig::default()
         }
         .with_seed(derive_seed(seed, &key.label()));
-        let input = input_of(runs, |r| r.completion_ms);
+        let input = completion_input(runs, timeout_ms);
         let completion =
             summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
         let mut breakdown = BTreeMap::new();
         for metric in BREAKDOWN {
-            let inp = input_of(runs, |r| breakdown_value(r, metric));
+            let inp = breakdown_input(runs, |r| breakdown_value(r, metric));
             if inp.values.is_empty() {
                 continue;
             }
@@ -242,16 +376,11 @@ pub fn summarize_runs(
         }
         let mut invalid_reasons: BTreeMap<String, usize> = BTreeMap::new();
         for r in runs.iter().filter(|r| r.outcome == Outcome::Invalid) {
-            let kind = r
-                .invalid_reason
-                .split(':')
-                .next()
-                .unwrap_or("unknown")
-                .trim()
-                .to_string();
-            *invalid_reasons.entry(kind).or_default() += 1;
+            for k in &r.invalid_kinds {
+                *invalid_reasons.entry(k.name().to_string()).or_default() += 1;
+            }
         }
-        let median_run = completion.median.and_then(|m| {
+        let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
             runs.iter()
                 .filter(|r| r.outcome == Outcome::Valid)
                 .filter_map(|r| r.completion_ms.map(|c| ((c - m).abs(), r.run_id.clone())))
@@ -263,6 +392,7 @@ pub fn summarize_runs(
             completion,
             breakdown,
             invalid_reasons,
+            retries: retried.get(key).copied().unwrap_or(0),
             values: input.values.clone(),
             median_run,
         });
@@ -355,18 +485,30 @@ pub fn summarize_runs(
         // The best any tested comparison could do: its sample sizes bound its p-value.
         let best = tested
             .iter()
-            .map(|c| smallest_attainable_p(c.n_valid_a, c.n_valid_b))
+            .map(|c| {
+                let (a, b) = c.runs();
+                smallest_attainable_p(a, b)
+            })
             .fold(f64::INFINITY, f64::min);
         if best * family as f64 >= alpha {
             let n = tested
                 .iter()
-                .map(|c| c.n_valid_a.min(c.n_valid_b))
+                .map(|c| {
+                    let (a, b) = c.runs();
+                    a.min(b)
+                })
                 .max()
                 .unwrap_or(0);
             warnings.push(format!(
-                "with at most {n} valid runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
+                "with at most {n} runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
                 alpha / family as f64
             ));
+        }
+    }
+    let mut invalid_by_reason: BTreeMap<String, usize> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.outcome == Outcome::Invalid) {
+        for k in &r.invalid_kinds {
+            *invalid_by_reason.entry(k.name().to_string()).or_default() += 1;
         }
     }
     Ok(Summary {
@@ -376,12 +518,24 @@ pub fn summarize_runs(
         holm_family: family,
         series,
         comparisons,
+        links: profile_links(rows, &profiles_seen),
+        invalid_by_reason,
+        retries: rows.iter().filter(|r| r.attempt > 1).count(),
         warnings,
     })
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
+}
+
+/// A censored statistic for the CSV: ms with 3 decimals, `dnf`, or empty.
+fn fmt_censored(v: Option<Censored>) -> String {
+    match v {
+        Some(Censored::Ms(x)) => format!("{x:.3}"),
+        Some(Censored::Dnf) => "dnf".into(),
+        None => String::new(),
+    }
 }
 
 /// Writes `summary.json`, `summary.csv` (one row per series) and `comparisons.csv`.
@@ -399,7 +553,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "n_valid",
         "n_invalid",
         "n_dnf",
-        "dnf_majority",
+        "retries",
         "median_ms",
         "ci_low_ms",
         "ci_high_ms",
@@ -425,18 +579,18 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
             c.n_dnf.to_string(),
-            c.dnf_majority.to_string(),
-            fmt_opt(c.median),
-            fmt_opt(c.ci_low),
-            fmt_opt(c.ci_high),
-            fmt_opt(c.q1),
-            fmt_opt(c.q3),
+            st.retries.to_string(),
+            fmt_censored(c.median),
+            fmt_censored(c.ci_low),
+            fmt_censored(c.ci_high),
+            fmt_censored(c.q1),
+            fmt_censored(c.q3),
             fmt_opt(c.iqr),
-            fmt_opt(c.min),
-            fmt_opt(c.max),
+            fmt_censored(c.min),
+            fmt_censored(c.max),
         ];
         for m in BREAKDOWN {
-            row.push(fmt_opt(st.breakdown.get(m).and_then(|b| b.median)));
+            row.push(fmt_censored(st.breakdown.get(m).and_then(|b| b.median)));
         }
         row.push(
             st.invalid_reasons
@@ -457,16 +611,18 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "a",
         "server_b",
         "b",
-        "n_a",
-        "n_b",
+        "n_valid_a",
+        "n_dnf_a",
+        "n_valid_b",
+        "n_dnf_b",
         "ratio",
+        "ratio_bound",
         "ratio_ci_low",
         "ratio_ci_high",
         "u",
         "p",
         "p_holm",
         "verdict",
-        "decided_by_dnf",
     ])?;
     for c in &s.comparisons {
         let x = &c.comparison;
@@ -478,15 +634,17 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.server_b.clone(),
             c.b.clone(),
             x.n_valid_a.to_string(),
+            x.n_dnf_a.to_string(),
             x.n_valid_b.to_string(),
+            x.n_dnf_b.to_string(),
             fmt_opt(x.ratio),
+            ratio_bound_name(x.ratio_bound).into(),
             fmt_opt(x.ratio_ci_low),
             fmt_opt(x.ratio_ci_high),
             fmt_opt(x.u),
             x.p.map(|p| format!("{p:.3e}")).unwrap_or_default(),
             x.p_holm.map(|p| format!("{p:.3e}")).unwrap_or_default(),
             x.verdict.to_string(),
-            x.decided_by_dnf.to_string(),
         ])?;
     }
     write_atomic(&dir.join("comparisons.csv"), &w.into_inner()?)?;
@@ -511,14 +669,35 @@ pub fn verdict_mark(v: &Verdict) -> &'static str {
     }
 }
 
-/// Formats a median with its CI, or the reason there is none.
-pub fn fmt_series(s: &SeriesSummary) -> String {
-    if s.dnf_majority {
-        return format!("DNF ({}/{})", s.n_dnf, s.n_dnf + s.n_valid);
+fn ratio_bound_name(b: RatioBound) -> &'static str {
+    match b {
+        RatioBound::Exact => "exact",
+        RatioBound::AtLeast => "at_least",
+        RatioBound::AtMost => "at_most",
+        RatioBound::Unknown => "unknown",
     }
+}
+
+/// A ratio of medians as printed: `0.83`, `≥ 4.10` (a's median did not finish), `≤ 0.25`
+/// (b's did not), `DNF/DNF` (neither).
+pub fn fmt_ratio(ratio: f64, bound: RatioBound) -> String {
+    match bound {
+        RatioBound::Exact => format!("{ratio:.2}"),
+        RatioBound::AtLeast => format!("≥ {ratio:.2}"),
+        RatioBound::AtMost => format!("≤ {ratio:.2}"),
+        RatioBound::Unknown => "DNF/DNF".into(),
+    }
+}
+
+/// Formats a median with its CI, or the reason there is none: `412 [398–430]`, `2113 [1980–DNF]`,
+/// `DNF (6 of 10 DNF)`.
+pub fn fmt_series(s: &SeriesSummary) -> String {
     match (s.median, s.ci_low, s.ci_high) {
-        (Some(m), Some(lo), Some(hi)) => format!("{m:.0} [{lo:.0}–{hi:.0}]"),
-        (Some(m), _, _) => format!("{m:.0}"),
+        (Some(Censored::Dnf), _, _) => {
+            format!("DNF ({} of {} DNF)", s.n_dnf, s.n_dnf + s.n_valid)
+        }
+        (Some(m), Some(lo), Some(hi)) => format!("{m} [{lo}–{hi}]"),
+        (Some(m), _, _) => format!("{m}"),
         _ => "—".into(),
     }
 }
@@ -591,7 +770,11 @@ pub fn terminal(s: &Summary) -> String {
                             && &c.b == b
                     })
                     .map(|c| match c.comparison.ratio {
-                        Some(r) => format!("{r:.2} {}", verdict_mark(&c.comparison.verdict)),
+                        Some(r) => format!(
+                            "{} {}",
+                            fmt_ratio(r, c.comparison.ratio_bound),
+                            verdict_mark(&c.comparison.verdict)
+                        ),
                         None => verdict_mark(&c.comparison.verdict).to_string(),
                     })
                     .unwrap_or_default();
@@ -602,9 +785,20 @@ pub fn terminal(s: &Summary) -> String {
         out.push_str(&crate::textfmt::table(&rows));
     }
     out.push_str(&format!(
-        "\nratio = median(a)/median(b); verdict at α = {} after Holm over {} comparisons (faster/slower need the ratio's 95 % CI to exclude 1)\n",
+        "\nratio = median(a)/median(b); verdict at α = {} after Holm over {} comparisons (faster/slower need the ratio's 95 % CI to exclude 1); DNF runs count as the slowest observations\n",
         s.alpha, s.holm_family
     ));
+    if !s.invalid_by_reason.is_empty() || s.retries > 0 {
+        out.push_str(&format!(
+            "invalid attempts by reason: {} · retries after a measurement failure: {}\n",
+            s.invalid_by_reason
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.retries
+        ));
+    }
     for w in &s.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -619,8 +813,11 @@ mod tests {
     use super::*;
 
     fn row(profile: &str, variant: &str, round: u32, outcome: Outcome, ms: f64) -> RunRow {
+        let id = format!("{profile}-page10-r{round}-{variant}");
         RunRow {
-            run_id: format!("{profile}-page10-r{round}-{variant}"),
+            plan_id: id.clone(),
+            run_id: id,
+            attempt: 1,
             profile: profile.into(),
             workload: "page10".into(),
             server: "embedded".into(),
@@ -629,11 +826,12 @@ mod tests {
             position: 1,
             variant: variant.into(),
             outcome,
-            invalid_reason: if outcome == Outcome::Invalid {
-                "protocol_mismatch: x".into()
+            invalid_kinds: if outcome == Outcome::Invalid {
+                vec![ReasonKind::ProtocolMismatch]
             } else {
-                String::new()
+                vec![]
             },
+            measurement_failure: false,
             completion_ms: (outcome == Outcome::Valid).then_some(ms),
             queueing_median_ms: Some(ms / 10.0),
             queueing_p95_ms: Some(ms / 5.0),
@@ -643,9 +841,13 @@ mod tests {
             onwire_mid: Some(3.0),
             onwire_peak: Some(6.0),
             goodput_mbit: None,
+            model_rtt_ms: Some(40.0),
+            achieved_rtt_ms: Some(40.05),
             steal_ms: Some(0.0),
         }
     }
+
+    const TIMEOUT_MS: f64 = 120_000.0;
 
     #[test]
     fn comparisons_and_invalid_runs() {
@@ -668,15 +870,19 @@ mod tests {
         let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
         warm.phase = "warmup".into();
         rows.push(warm);
-        let s = summarize_runs(&rows, 1, 2000, &[]).unwrap();
+        let s = summarize_runs(&rows, 1, 2000, &[], TIMEOUT_MS).unwrap();
         assert_eq!(s.series.len(), 3);
         let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
         assert_eq!(h2.completion.n_valid, 12);
         assert_eq!(h2.completion.n_invalid, 1);
-        assert_eq!(h2.completion.median, Some(306.5));
+        assert_eq!(h2.completion.median, Some(Censored::Ms(306.5)));
         assert_eq!(h2.invalid_reasons.get("protocol_mismatch"), Some(&1));
         let h1 = s.series.iter().find(|x| x.key.variant == "h1").unwrap();
-        assert_eq!(h1.completion.max, Some(512.0), "warm-up runs are discarded");
+        assert_eq!(
+            h1.completion.max,
+            Some(Censored::Ms(512.0)),
+            "warm-up runs are discarded"
+        );
         assert_eq!(s.comparisons.len(), 3);
         let c = |a: &str, b: &str| s.comparisons.iter().find(|c| c.a == a && c.b == b).unwrap();
         assert_eq!(c("h2", "h1").comparison.verdict, Verdict::Faster);
@@ -708,7 +914,7 @@ mod tests {
                 rows.push(row(p, "h3", r, Outcome::Valid, base * 1.5 + r as f64));
             }
         }
-        let s = summarize_runs(&rows, 1, 500, &[]).unwrap();
+        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
         assert_eq!(s.holm_family, 18);
         assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
         assert!(s
@@ -718,7 +924,7 @@ mod tests {
     }
 
     #[test]
-    fn dnf_majority_series_reports_dnf() {
+    fn dnf_runs_are_slowest_observations_and_tested() {
         let mut rows = Vec::new();
         for r in 1..=6 {
             rows.push(row("cell-edge", "h2", r, Outcome::Valid, 1800.0 + r as f64));
@@ -730,13 +936,94 @@ mod tests {
                 9000.0,
             ));
         }
-        let s = summarize_runs(&rows, 1, 500, &[]).unwrap();
+        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
         let h3 = s.series.iter().find(|x| x.key.variant == "h3").unwrap();
-        assert!(h3.completion.dnf_majority);
-        assert_eq!(fmt_series(&h3.completion), "DNF (4/6)");
+        assert!(h3.completion.median_is_dnf());
+        assert_eq!(fmt_series(&h3.completion), "DNF (4 of 6 DNF)");
         let c = &s.comparisons[0];
         assert_eq!((c.a.as_str(), c.b.as_str()), ("h3", "h2"));
+        // Decided by the test, inside the Holm family (6 vs 6, fully separated: p ≈ 0.004).
+        assert!(c.comparison.p.is_some());
+        assert_eq!(s.holm_family, 1);
         assert_eq!(c.comparison.verdict, Verdict::Slower);
-        assert!(c.comparison.decided_by_dnf);
+        assert_eq!(c.comparison.ratio_bound, RatioBound::AtLeast);
+        assert!(terminal(&s).contains("≥"), "{}", terminal(&s));
+    }
+
+    #[test]
+    fn only_the_last_attempt_of_a_retried_run_counts() {
+        let mut rows = Vec::new();
+        for r in 1..=5 {
+            rows.push(row("wired", "h2", r, Outcome::Valid, 300.0 + r as f64));
+        }
+        // Round 1 failed on the link first (its time is absurd), then ran clean.
+        let mut failed = row("wired", "h2", 1, Outcome::Invalid, 5.0);
+        failed.invalid_kinds = vec![ReasonKind::Link];
+        failed.measurement_failure = true;
+        failed.completion_ms = Some(5.0);
+        let mut retry = rows[0].clone();
+        retry.run_id = format!("{}.a2", retry.plan_id);
+        retry.attempt = 2;
+        retry.completion_ms = Some(301.0);
+        rows[0] = failed;
+        rows.push(retry);
+        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
+        let h2 = &s.series[0];
+        assert_eq!((h2.completion.n_valid, h2.completion.n_invalid), (5, 0));
+        assert_eq!(h2.retries, 1);
+        assert_eq!(s.retries, 1);
+        assert_eq!(s.invalid_by_reason.get("link"), Some(&1));
+        assert_eq!(s.links[0].link_invalid, 1);
+        assert_eq!(s.links[0].runs, 5, "the link-invalid attempt is left out");
+        assert_eq!(s.links[0].achieved_rtt_median_ms, Some(40.05));
+    }
+
+    #[test]
+    fn reason_kinds_are_read_typed() {
+        let dir = crate::browser::launch::make_temp_dir("pagebench-summary-test").unwrap();
+        let header = crate::record::RUN_COLUMNS.join(",");
+        let mut fields: Vec<String> = vec![String::new(); crate::record::RUN_COLUMNS.len()];
+        let set = |f: &mut Vec<String>, name: &str, v: &str| {
+            let i = crate::record::RUN_COLUMNS
+                .iter()
+                .position(|c| *c == name)
+                .unwrap();
+            f[i] = v.to_string();
+        };
+        for (k, v) in [
+            ("run_id", "a"),
+            ("plan_id", "a"),
+            ("attempt", "1"),
+            ("round", "1"),
+            ("position", "1"),
+            ("outcome", "invalid"),
+            ("invalid_kinds", "link"),
+            ("measurement_failure", "true"),
+        ] {
+            set(&mut fields, k, v);
+        }
+        // The same run id twice (a row appended again by hand): read once, the last one kept.
+        let first = fields.join(",");
+        set(&mut fields, "invalid_kinds", "link server");
+        std::fs::write(
+            dir.join(RUNS_CSV),
+            format!("{header}\n{first}\n{}\n", fields.join(",")),
+        )
+        .unwrap();
+        let rows = read_runs(&dir).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            rows[0].invalid_kinds,
+            [ReasonKind::Link, ReasonKind::Server]
+        );
+        set(&mut fields, "invalid_kinds", "gremlins");
+        std::fs::write(
+            dir.join(RUNS_CSV),
+            format!("{header}\n{}\n", fields.join(",")),
+        )
+        .unwrap();
+        let e = format!("{:#}", read_runs(&dir).unwrap_err());
+        assert!(e.contains("row 2") && e.contains("gremlins"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -66,6 +66,10 @@ enum Command {
         reply: Sender<Snapshot>,
     },
     Stop,
+    /// Test hook: sleep without reading or releasing, as a descheduled emulator would.
+    Stall(Duration),
+    /// Test hook: end the thread as if it had died (the link's devices go with its fds).
+    Exit,
 }
 
 /// The running emulator thread; stops (and closes the TUN fds) when dropped.
@@ -163,19 +167,20 @@ impl Emulator {
     }
 
     fn send(&self, cmd: Command) -> Result<()> {
-        self.commands
-            .send(cmd)
-            .map_err(|_| anyhow!("the emulator thread has stopped"))?;
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            )
-        };
-        Ok(())
+        send_to(&self.commands, &self.wake, cmd)
+    }
+
+    /// Whether the thread is still running (it ends on Stop, on a failing wait, or by a panic).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// A handle another thread can use to inject faults (tests of the run gate).
+    pub fn fault_handle(&self) -> Result<FaultHandle> {
+        Ok(FaultHandle {
+            commands: self.commands.clone(),
+            wake: self.wake.try_clone().context("duplicating the eventfd")?,
+        })
     }
 
     /// New behaviour for both directions (applies to packets arriving from now on).
@@ -189,6 +194,40 @@ impl Emulator {
         self.send(Command::Snapshot { reset, reply })?;
         rx.recv_timeout(Duration::from_secs(10))
             .map_err(|_| anyhow!("the emulator thread did not answer (stopped or stuck)"))
+    }
+}
+
+fn send_to(commands: &Sender<Command>, wake: &OwnedFd, cmd: Command) -> Result<()> {
+    commands
+        .send(cmd)
+        .map_err(|_| anyhow!("the emulator thread has stopped"))?;
+    let one: u64 = 1;
+    // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+    unsafe {
+        libc::write(
+            wake.as_raw_fd(),
+            &one as *const u64 as *const libc::c_void,
+            8,
+        )
+    };
+    Ok(())
+}
+
+/// Fault injection into a running emulator, from any thread (a test hook).
+pub struct FaultHandle {
+    commands: Sender<Command>,
+    wake: OwnedFd,
+}
+
+impl FaultHandle {
+    /// The emulator sleeps for `d` without reading or releasing packets.
+    pub fn stall(&self, d: Duration) -> Result<()> {
+        send_to(&self.commands, &self.wake, Command::Stall(d))
+    }
+
+    /// The emulator thread ends, as if it had died.
+    pub fn kill(&self) -> Result<()> {
+        send_to(&self.commands, &self.wake, Command::Exit)
     }
 }
 
@@ -462,7 +501,8 @@ impl Loop {
         };
         while let Ok(cmd) = self.commands.try_recv() {
             match cmd {
-                Command::Stop => return false,
+                Command::Stop | Command::Exit => return false,
+                Command::Stall(d) => std::thread::sleep(d),
                 Command::Reconfigure { up, down } => {
                     self.dirs[0].reconfigure(up);
                     self.dirs[1].reconfigure(down);

@@ -194,6 +194,17 @@ impl Link {
         self.emulator().realtime()
     }
 
+    /// Whether the emulator thread is still running: a link whose emulator stopped carries no
+    /// packets and must be rebuilt.
+    pub fn is_running(&self) -> bool {
+        self.emulator().is_running()
+    }
+
+    /// A handle to stall or stop the emulator from another thread (tests of the run gate).
+    pub fn fault_handle(&self) -> Result<super::emulator::FaultHandle> {
+        self.emulator().fault_handle()
+    }
+
     fn emulator(&self) -> &Emulator {
         self.emulator.as_ref().expect("emulator present until drop")
     }

@@ -61,4 +61,4 @@ pub use host::PreflightError;
 pub use link::{Link, LinkOptions};
 pub use model::{Direction, DirectionConfig, DropCause, LinkDirection, Packet, Verdict};
 pub use netns::Namespace;
-pub use stats::{self_check, DirectionCheck, DirectionStats, LinkStats, SelfCheck};
+pub use stats::{self_check, DirectionCheck, DirectionStats, LinkFault, LinkStats, SelfCheck};

@@ -676,7 +676,10 @@ mod tests {
             let m = mean(&delays);
             assert!((m - 30.0).abs() < 0.3, "{rate}/s: mean {m}");
             assert_eq!(c.reorders, 0, "{rate}/s");
-            assert_eq!(c.fifo_held, 0, "{rate}/s: order kept without holding anyone");
+            assert_eq!(
+                c.fifo_held, 0,
+                "{rate}/s: order kept without holding anyone"
+            );
             let spread = p5_p95_spread(&delays);
             assert!(
                 (spread / implied - 1.0).abs() < 0.2,
@@ -694,7 +697,10 @@ mod tests {
         };
         let (slow, fast) = (at(JitterModel::Fifo, 10), at(JitterModel::Fifo, 10_000));
         assert!((slow - 30.0).abs() < 0.5, "{slow}");
-        assert!(fast > 40.0, "FIFO at 10 000/s tends to delay + jitter: {fast}");
+        assert!(
+            fast > 40.0,
+            "FIFO at 10 000/s tends to delay + jitter: {fast}"
+        );
         let fast = at(JitterModel::Varying, 10_000);
         assert!((fast - 30.0).abs() < 1.0, "{fast}");
     }
@@ -765,7 +771,10 @@ mod tests {
         let varying = rtt_bias_by_protocol(JitterModel::Varying, 200);
         assert_eq!(varying.len(), 3);
         for (proto, bias) in &varying {
-            assert!(bias.abs() < 0.5, "{proto}: model RTT off by {bias} ms: {varying:?}");
+            assert!(
+                bias.abs() < 0.5,
+                "{proto}: model RTT off by {bias} ms: {varying:?}"
+            );
         }
     }
 

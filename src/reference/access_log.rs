@@ -1,5 +1,8 @@
-//! Reference servers' JSON access logs → the server view a run is cross-checked against
-//! (pure parsing; reading "what was appended since a mark" is a file offset).
+//! Reference servers' access logs → the server view a run is cross-checked against (pure
+//! parsing; reading "what was appended since a mark" is a file offset). Formats: Caddy's JSON
+//! access log, the JSON lines pagebench's nginx config writes, and the NCSA common/combined
+//! format (Apache, nginx's default `combined`, and most others), whose request line carries the
+//! protocol (`"GET /x HTTP/2.0"`).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -20,15 +23,71 @@ pub fn alpn_of(proto: &str) -> String {
     }
 }
 
-/// Which server wrote the log.
+/// Which format the log is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
+    /// Caddy's JSON access log (`request.proto`, `request.uri`, `status`, `size`).
     Caddy,
+    /// JSON lines with `proto`, `method`, `uri`, `status`, `bytes_sent` (pagebench's nginx
+    /// `log_format`, see `reference::config`).
     Nginx,
+    /// NCSA common/combined: `… "METHOD URI PROTO" STATUS BYTES …`.
+    Combined,
+}
+
+impl LogFormat {
+    /// The names `--server-log-format` takes.
+    pub const NAMES: &'static str = "caddy-json, nginx-json or combined";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Caddy => "caddy-json",
+            LogFormat::Nginx => "nginx-json",
+            LogFormat::Combined => "combined",
+        }
+    }
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "caddy-json" => Ok(LogFormat::Caddy),
+            "nginx-json" => Ok(LogFormat::Nginx),
+            "combined" | "common" | "combined-h" => Ok(LogFormat::Combined),
+            other => Err(format!(
+                "--server-log-format {other:?}: use {}",
+                LogFormat::NAMES
+            )),
+        }
+    }
+}
+
+/// `… "METHOD URI PROTO" STATUS BYTES …` → the server view.
+fn parse_combined(line: &str) -> Option<ServerView> {
+    let start = line.find('"')?;
+    let rest = &line[start + 1..];
+    let end = rest.find('"')?;
+    let mut request = rest[..end].split_whitespace();
+    let (method, uri, proto) = (request.next()?, request.next()?, request.next()?);
+    let mut after = rest[end + 1..].split_whitespace();
+    let status: u16 = after.next()?.parse().ok()?;
+    let bytes_sent = after.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+    Some(ServerView {
+        protocol: alpn_of(proto),
+        method: method.to_string(),
+        path: url_path(&format!("https://x{uri}")),
+        status,
+        bytes_sent,
+        bytes_received: 0,
+    })
 }
 
 /// Parses one log line; lines that are not access entries give `None`.
 pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
+    if format == LogFormat::Combined {
+        return parse_combined(line);
+    }
     let v: Value = serde_json::from_str(line).ok()?;
     match format {
         LogFormat::Caddy => {
@@ -42,6 +101,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                 bytes_received: v.get("bytes_read").and_then(Value::as_u64).unwrap_or(0),
             })
         }
+        LogFormat::Combined => None,
         LogFormat::Nginx => Some(ServerView {
             protocol: alpn_of(v.get("proto")?.as_str()?),
             method: v.get("method")?.as_str()?.to_string(),
@@ -104,6 +164,32 @@ mod tests {
         let l = r#"{"ts":1796018171.123,"remote":"10.0.0.1:5555","proto":"HTTP/2.0","method":"GET","uri":"/page10/index.html","status":200,"bytes_sent":915,"request_length":40,"request_time":0.001,"connection":3}"#;
         let v = parse_line(LogFormat::Nginx, l).unwrap();
         assert_eq!((v.protocol.as_str(), v.bytes_sent), ("h2", 915));
+    }
+
+    #[test]
+    fn combined_lines() {
+        // Apache 2.4 with mod_http2, and nginx's default `combined`.
+        let a = r#"10.0.0.1 - - [01/Dec/2026:09:12:06 +0000] "GET /page10/img/image006.png?v=1 HTTP/2.0" 200 11059 "https://pagebench.test/page10/" "Mozilla/5.0""#;
+        let v = parse_line(LogFormat::Combined, a).unwrap();
+        assert_eq!(
+            (v.protocol.as_str(), v.method.as_str(), v.path.as_str()),
+            ("h2", "GET", "/page10/img/image006.png")
+        );
+        assert_eq!((v.status, v.bytes_sent), (200, 11059));
+        let n =
+            r#"10.0.0.1 - - [01/Dec/2026:09:12:06 +0000] "POST /upload HTTP/3.0" 204 - "-" "-""#;
+        let v = parse_line(LogFormat::Combined, n).unwrap();
+        assert_eq!(
+            (v.protocol.as_str(), v.status, v.bytes_sent),
+            ("h3", 204, 0)
+        );
+        assert!(parse_line(LogFormat::Combined, "garbage without quotes").is_none());
+        assert!(parse_line(LogFormat::Combined, r#"x "GET /a HTTP/1.1" notanumber"#).is_none());
+        assert_eq!("combined".parse(), Ok(LogFormat::Combined));
+        assert!("xml"
+            .parse::<LogFormat>()
+            .unwrap_err()
+            .contains("caddy-json"));
     }
 
     #[test]

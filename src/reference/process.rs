@@ -23,7 +23,23 @@ pub enum Kind {
     Caddy,
     Nginx,
     /// A user's command line with placeholders (see [`config::expand_command`]).
-    Command(String),
+    Command(CustomServer),
+}
+
+/// A user's server: its command line and, when named, the access log that gives runs their
+/// third viewpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomServer {
+    pub command: String,
+    pub log: Option<CustomLog>,
+}
+
+/// Where a custom server logs and in which format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomLog {
+    pub format: LogFormat,
+    /// The log file, placeholders allowed; `None`: the `{log}` path the command was given.
+    pub path: Option<String>,
 }
 
 impl Kind {
@@ -118,8 +134,18 @@ impl ExternalServer {
                     .arg(site.work.join("error.log"));
                 c
             }
-            Kind::Command(template) => {
-                let line = config::expand_command(template, &site).map_err(anyhow::Error::msg)?;
+            Kind::Command(custom) => {
+                if let Some(path) = custom.log.as_ref().and_then(|l| l.path.as_ref()) {
+                    let expanded = config::expand_command(path, &site)
+                        .map_err(|e| anyhow::anyhow!("--server-log: {e}"))?;
+                    site.log = PathBuf::from(expanded);
+                    let _ = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&site.log);
+                }
+                let line =
+                    config::expand_command(&custom.command, &site).map_err(anyhow::Error::msg)?;
                 let mut c = ns.command("sh");
                 c.arg("-c").arg(line);
                 c
@@ -197,7 +223,7 @@ impl ExternalServer {
     }
 
     /// This run's requests (from the access log; upload sizes from the sink), and the raw lines.
-    /// A custom command's log format is unknown: no server view.
+    /// A custom command without `--server-log-format` gives no server view.
     pub fn collect(&mut self) -> (Option<Vec<ServerView>>, Value) {
         // Servers write their access log line after the response; give them a moment.
         std::thread::sleep(Duration::from_millis(100));
@@ -206,10 +232,10 @@ impl ExternalServer {
         let uploads = self.sink.uploads();
         let new_uploads = &uploads[self.sink_mark.min(uploads.len())..];
         self.sink_mark = uploads.len();
-        let format = match self.kind {
+        let format = match &self.kind {
             Kind::Caddy => Some(LogFormat::Caddy),
             Kind::Nginx => Some(LogFormat::Nginx),
-            Kind::Command(_) => None,
+            Kind::Command(c) => c.log.as_ref().map(|l| l.format),
         };
         let views = format.map(|f| {
             let mut views: Vec<ServerView> = lines
@@ -266,7 +292,15 @@ impl ExternalServer {
         json!({
             "server": self.kind.name(),
             "version": self.version,
-            "command": match &self.kind { Kind::Command(c) => c.clone(), _ => String::new() },
+            "command": match &self.kind { Kind::Command(c) => c.command.clone(), _ => String::new() },
+            "access_log": match &self.kind {
+                Kind::Command(CustomServer { log: None, .. }) => json!(null),
+                _ => json!({ "path": self.site.log, "format": match &self.kind {
+                    Kind::Caddy => LogFormat::Caddy.name(),
+                    Kind::Nginx => LogFormat::Nginx.name(),
+                    Kind::Command(c) => c.log.as_ref().map_or("", |l| l.format.name()),
+                } }),
+            },
             "port": self.site.port,
             "protocols": { "h1": self.site.h1, "h2": self.site.h2, "h3": self.site.h3 },
             "knobs_applied": applied,
@@ -280,6 +314,23 @@ impl ExternalServer {
 
     pub fn has_exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// How the server ended, if it did (with the tail of its output).
+    pub fn exit_status(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!(
+                "{} exited ({status}): {}",
+                self.kind.name(),
+                tail(&self.site.work.join("server.stderr"))
+            )),
+            _ => None,
+        }
+    }
+
+    /// The process group it runs in (pagebench started it; used by the fault-injection hook).
+    pub fn process_group(&self) -> i32 {
+        self.child.id() as i32
     }
 }
 

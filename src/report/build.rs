@@ -175,19 +175,23 @@ Holm's correction over the {} tested comparisons, α = {}",
 fn how_to_read(data: &ReportData) -> Vec<String> {
     let mut v = vec![
         "Series cells: the median of the headline time (loadEventEnd for pages, body complete \
-for downloads) over the valid runs, in ms, with its 95 % bootstrap confidence interval in \
-brackets. `· 1 invalid, 2 DNF` counts the runs left out: invalid = a measurement failure (e.g. \
-the wrong protocol on the wire, a short body), DNF = did not finish within the timeout. \
-`DNF (k/n)`: the series did not finish in most runs."
+for downloads) in ms, with its 95 % bootstrap confidence interval in brackets, over the valid \
+runs and the runs that did not finish (DNF): a DNF counts as slower than every finished run, so \
+DNFs raise the median instead of being dropped. `· 1 invalid, 2 DNF` counts them: invalid = a \
+run that was not measured right (the link did not deliver the profile, the wrong protocol on the \
+wire, a short body), left out; DNF = did not finish within the timeout. A median or CI end \
+that is itself a DNF reads `DNF`, e.g. `DNF (5 of 8 DNF)`."
             .to_string(),
         "Ratio a/b = median(a) ÷ median(b) with its 95 % CI: below 1 means a is faster, above 1 \
-slower."
+slower. With a DNF median the ratio is a bound, a DNF counted at the timeout: `≥ 4.1` (a did not \
+finish), `≤ 0.3` (b did not), `DNF/DNF`."
             .to_string(),
         format!(
             "Marks: `↓ faster` / `↑ slower` = significant after Holm's correction over all {} \
 comparisons of the matrix (two-sided Mann-Whitney U, α = {}) and the ratio's CI excludes 1; \
-`≈ n.s.` = no significant difference; `?` = undetermined (e.g. too few valid runs). p is the \
-Holm-adjusted p-value.",
+`≈ n.s.` = no significant difference; `?` = undetermined (e.g. fewer than 3 valid or DNF runs). \
+p is the Holm-adjusted p-value. Every verdict comes from the test; DNFs are ranked as tied \
+slowest observations.",
             data.summary.holm_family, data.summary.alpha
         ),
         "Study columns (grey, italic in HTML): the published study's medians (Chromium 141, \
@@ -281,6 +285,10 @@ these networks — and why?",
 
     doc.heading(2, "Setup", "setup");
     doc.blocks.push(Block::KeyValues(setup(data)));
+    if let Some(t) = tables::link_table(data) {
+        tables.push(t.clone());
+        doc.blocks.push(Block::Table(t));
+    }
 
     doc.heading(2, "How to read", "how-to-read");
     doc.blocks.push(Block::List(how_to_read(data)));
@@ -404,6 +412,23 @@ verdicts after Holm).",
     }
 
     doc.heading(2, "Invalid and unfinished runs", "problem-runs");
+    let s = &data.summary;
+    if !s.invalid_by_reason.is_empty() || s.retries > 0 {
+        doc.para(format!(
+            "Invalid attempts by reason (warm-ups and retried attempts included): {}. {} attempt(s) were runs made again after a measurement failure (link, server, browser crash; up to {} per planned run); every attempt is on disk, only the last of each planned run counts.",
+            if s.invalid_by_reason.is_empty() {
+                "none".to_string()
+            } else {
+                s.invalid_by_reason
+                    .iter()
+                    .map(|(k, n)| format!("`{k}` {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            s.retries,
+            data.meta.retry_invalid
+        ));
+    }
     let problems = tables::problem_runs(data);
     if problems.is_empty() {
         doc.para("Every measured run was valid and finished.");

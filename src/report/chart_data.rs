@@ -5,9 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::model::{headline_label, workload_title, ReportData, VerdictClass};
+use super::model::{
+    finite_ci, headline_label, ratio_text, workload_title, ReportData, VerdictClass,
+};
 use super::tables::sweep_workloads;
 use crate::metrics::{onwire_timeline, ResourceMetrics};
+use crate::stats::Censored;
 
 /// Width of every chart, px.
 pub const WIDTH: u32 = 1200;
@@ -260,9 +263,9 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
             out.push(Bar {
                 group: gi,
                 series: si,
-                median: c.median,
-                ci: c.ci_low.zip(c.ci_high),
-                dnf: c.dnf_majority,
+                median: c.median.and_then(Censored::ms),
+                ci: finite_ci(c),
+                dnf: c.median_is_dnf(),
                 n_valid: c.n_valid,
                 n_invalid: c.n_invalid,
                 n_dnf: c.n_dnf,
@@ -278,7 +281,7 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
         ),
         caption: format!(
             "{}: median {} per profile and protocol; whiskers = 95 % bootstrap CI of the median; \
-`DNF` = did not finish in most runs.",
+`DNF` = the median run did not finish (DNF runs count as the slowest); a whisker that reaches DNF is left out.",
             workload_title(workload),
             headline_label(workload)
         ),
@@ -337,18 +340,9 @@ pub fn heatmap(data: &ReportData, server: &str) -> Option<Chart> {
                     };
                     let x = &c.comparison;
                     let verdict = VerdictClass::of(&x.verdict);
-                    let text = if x.decided_by_dnf {
-                        let who = if verdict == VerdictClass::Slower {
-                            a
-                        } else {
-                            b
-                        };
-                        format!("{who} DNF")
-                    } else {
-                        match x.ratio {
-                            Some(r) => format!("{r:.2}"),
-                            None => "?".into(),
-                        }
+                    let text = match x.ratio {
+                        Some(r) => ratio_text(r, x.ratio_bound),
+                        None => "?".into(),
                     };
                     cells.push(HeatCell {
                         row: ri,
@@ -483,7 +477,12 @@ fn median_runs<'a>(
             let s = data.series(profile, workload, server, v)?;
             let id = s.median_run.as_ref()?;
             let res = records.get(id)?;
-            Some((v.clone(), id.clone(), s.completion.median, res.as_slice()))
+            Some((
+                v.clone(),
+                id.clone(),
+                s.completion.median.and_then(Censored::ms),
+                res.as_slice(),
+            ))
         })
         .collect()
 }
@@ -623,14 +622,14 @@ pub fn sweep(data: &ReportData, server: &str) -> Option<Chart> {
                         .iter()
                         .filter_map(|(files, w)| {
                             let s = data.series(p, w, server, v)?;
-                            if s.completion.dnf_majority {
+                            if s.completion.median_is_dnf() {
                                 return None;
                             }
                             let b = s.breakdown.get("queueing_median_ms")?;
                             Some(SweepPoint {
                                 files: *files,
-                                median: b.median?,
-                                ci: b.ci_low.zip(b.ci_high),
+                                median: b.median?.ms()?,
+                                ci: finite_ci(b),
                             })
                         })
                         .collect();

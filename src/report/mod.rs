@@ -65,10 +65,13 @@ impl ReportOutput {
     }
 }
 
-/// Measured runs per series in `runs.csv` vs in the summary: a mismatch means the summary is
+/// Counted measured runs in `runs.csv` vs in the summary: a mismatch means the summary is
 /// older than the runs.
 fn summary_is_current(rows: &[RunRow], s: &Summary) -> bool {
-    let measured = rows.iter().filter(|r| r.phase == "measure").count();
+    let measured = summary::final_attempts(rows)
+        .iter()
+        .filter(|r| r.phase == "measure")
+        .count();
     let summarized: usize = s
         .series
         .iter()
@@ -77,11 +80,17 @@ fn summary_is_current(rows: &[RunRow], s: &Summary) -> bool {
     measured == summarized
 }
 
-/// Reads `summary.json`, or computes and writes it when it is missing or older than `runs.csv`.
-/// Returns the summary, whether it was computed, and the number of rows in `runs.csv`.
-pub fn load_summary(dir: &Path, seed: u64, servers: &[String]) -> Result<(Summary, bool, usize)> {
+/// Reads `summary.json`, or computes and writes it when it is missing, unreadable or older than
+/// `runs.csv`. Returns the summary, whether it was computed, and the number of planned runs on
+/// record (retried attempts count once).
+pub fn load_summary(
+    dir: &Path,
+    seed: u64,
+    servers: &[String],
+    timeout_ms: f64,
+) -> Result<(Summary, bool, usize)> {
     let rows = summary::read_runs(dir)?;
-    let n = rows.len();
+    let n = summary::final_attempts(&rows).len();
     if rows.iter().all(|r| r.phase != "measure") {
         anyhow::bail!(
             "{} has no measured runs yet: nothing to report (run or resume the matrix first)",
@@ -89,13 +98,13 @@ pub fn load_summary(dir: &Path, seed: u64, servers: &[String]) -> Result<(Summar
         );
     }
     if dir.join("summary.json").exists() {
-        let s = summary::read(dir)?;
-        if summary_is_current(&rows, &s) {
-            return Ok((s, false, n));
+        match summary::read(dir) {
+            Ok(s) if summary_is_current(&rows, &s) => return Ok((s, false, n)),
+            Ok(_) => tracing::info!("summary.json is older than runs.csv: recomputing it"),
+            Err(e) => tracing::info!("{e:#}: recomputing it"),
         }
-        tracing::info!("summary.json is older than runs.csv: recomputing it");
     }
-    let s = summary::summarize_runs(&rows, seed, RESAMPLES, servers)
+    let s = summary::summarize_runs(&rows, seed, RESAMPLES, servers, timeout_ms)
         .with_context(|| format!("computing the statistics of {}", dir.display()))?;
     summary::write(dir, &s)?;
     Ok((s, true, n))
@@ -120,7 +129,12 @@ fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
 /// `report.html` (computing `summary.json` first when it is missing or stale).
 pub fn generate(dir: &Path) -> Result<ReportOutput> {
     let meta = read_meta(dir)?;
-    let (summary, summary_computed, rows) = load_summary(dir, meta.plan.seed, &meta.plan.servers)?;
+    let (summary, summary_computed, rows) = load_summary(
+        dir,
+        meta.plan.seed,
+        &meta.plan.servers,
+        meta.timeout_s * 1e3,
+    )?;
     let mut warnings: Vec<String> = summary.warnings.clone();
     if meta.status != "complete" {
         warnings.push(format!(

@@ -4,7 +4,7 @@
 
 use crate::matrix::store::Meta;
 use crate::matrix::summary::{CellComparison, SeriesStats, Summary};
-use crate::stats::{SeriesSummary, Side, UndeterminedReason, Verdict};
+use crate::stats::{Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict};
 use crate::workload::{Workload, WorkloadKind};
 
 /// Series names in presentation order; others follow alphabetically.
@@ -257,29 +257,45 @@ impl NumFormat {
     }
 }
 
-/// A series cell: `median [CI low–high]`, `DNF (k/n)`, or `—`, then the invalid/DNF counts
-/// when there are any.
+/// A series cell: `median [CI low–high]` (an end that did not finish reads `DNF`),
+/// `DNF (k of n DNF)` when the median itself did not finish, or `—`; then the invalid/DNF
+/// counts when there are any.
 pub fn series_text(s: &SeriesSummary, f: NumFormat) -> String {
-    let mut t = if s.dnf_majority {
-        format!("DNF ({}/{})", s.n_dnf, s.n_dnf + s.n_valid)
-    } else {
-        match (s.median, s.ci_low, s.ci_high) {
-            (Some(m), Some(lo), Some(hi)) => format!("{} [{}–{}]", f.fmt(m), f.fmt(lo), f.fmt(hi)),
-            (Some(m), _, _) => format!("{} (no CI: n={})", f.fmt(m), s.n_valid),
-            _ => "—".into(),
+    let c = |v: Censored| match v {
+        Censored::Ms(x) => f.fmt(x),
+        Censored::Dnf => "DNF".into(),
+    };
+    let mut t = match (s.median, s.ci_low, s.ci_high) {
+        (Some(Censored::Dnf), _, _) => {
+            format!("DNF ({} of {} DNF)", s.n_dnf, s.n_dnf + s.n_valid)
         }
+        (Some(m), Some(lo), Some(hi)) => format!("{} [{}–{}]", c(m), c(lo), c(hi)),
+        (Some(m), _, _) => format!("{} (no CI: n={})", c(m), s.n_valid + s.n_dnf),
+        _ => "—".into(),
     };
     let mut extra = Vec::new();
     if s.n_invalid > 0 {
         extra.push(format!("{} invalid", s.n_invalid));
     }
-    if s.n_dnf > 0 && !s.dnf_majority {
+    if s.n_dnf > 0 && !s.median_is_dnf() {
         extra.push(format!("{} DNF", s.n_dnf));
     }
     if !extra.is_empty() {
         t.push_str(&format!(" · {}", extra.join(", ")));
     }
     t
+}
+
+/// The median's CI as numbers, when neither end is a DNF (for whiskers).
+pub fn finite_ci(s: &SeriesSummary) -> Option<(f64, f64)> {
+    s.ci_low
+        .and_then(Censored::ms)
+        .zip(s.ci_high.and_then(Censored::ms))
+}
+
+/// A ratio of medians as printed in tables and charts (see `summary::fmt_ratio`).
+pub fn ratio_text(ratio: f64, bound: RatioBound) -> String {
+    crate::matrix::summary::fmt_ratio(ratio, bound)
 }
 
 /// The verdict of a comparison as a class (for colours) and a mark.
@@ -328,35 +344,32 @@ impl VerdictClass {
     ];
 }
 
-/// A comparison cell: `0.55 [0.52–0.58] ↓ faster (p=0.003)`; DNF-decided and undetermined
-/// comparisons say why.
+/// A comparison cell: `0.55 [0.52–0.58] ↓ faster (p=0.003)`, `≥ 4.10 [2.0–8.8] ↑ slower` when
+/// a's median did not finish; undetermined comparisons say why.
 pub fn comparison_text(c: &CellComparison) -> String {
     let x = &c.comparison;
     let class = VerdictClass::of(&x.verdict);
-    if x.decided_by_dnf {
-        let who = if class == VerdictClass::Slower {
-            &c.a
-        } else {
-            &c.b
-        };
-        return format!("{} ({who} did not finish)", class.mark());
-    }
     if let Verdict::Undetermined(reason) = &x.verdict {
         let side = |s: &Side| if *s == Side::A { &c.a } else { &c.b };
         let why = match reason {
             UndeterminedReason::NoRuns { side: s } => format!("{} has no valid runs", side(s)),
-            UndeterminedReason::BothDnf => "both did not finish".into(),
-            UndeterminedReason::TooFewValid {
+            UndeterminedReason::AllDnf => "no run of either finished".into(),
+            UndeterminedReason::TooFewRuns {
                 side: s,
-                n_valid,
+                n_runs,
                 needed,
-            } => format!("{} has {n_valid} valid runs, {needed} needed", side(s)),
+            } => format!(
+                "{} has {n_runs} valid or DNF runs, {needed} needed",
+                side(s)
+            ),
         };
         return format!("? undetermined ({why})");
     }
     let ratio = match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {
-        (Some(r), Some(lo), Some(hi)) => format!("{r:.2} [{lo:.2}–{hi:.2}]"),
-        (Some(r), _, _) => format!("{r:.2}"),
+        (Some(r), Some(lo), Some(hi)) => {
+            format!("{} [{lo:.2}–{hi:.2}]", ratio_text(r, x.ratio_bound))
+        }
+        (Some(r), _, _) => ratio_text(r, x.ratio_bound),
         _ => String::new(),
     };
     let p = x
@@ -371,27 +384,31 @@ pub fn comparison_text(c: &CellComparison) -> String {
 pub fn invert(c: &CellComparison) -> CellComparison {
     let mut x = c.comparison.clone();
     std::mem::swap(&mut x.n_valid_a, &mut x.n_valid_b);
+    std::mem::swap(&mut x.n_dnf_a, &mut x.n_dnf_b);
     x.ratio = x.ratio.map(|r| 1.0 / r);
+    x.ratio_bound = match x.ratio_bound {
+        RatioBound::AtLeast => RatioBound::AtMost,
+        RatioBound::AtMost => RatioBound::AtLeast,
+        b => b,
+    };
     let (lo, hi) = (x.ratio_ci_low, x.ratio_ci_high);
     x.ratio_ci_low = hi.map(|h| 1.0 / h);
     x.ratio_ci_high = lo.map(|l| 1.0 / l);
-    x.u = match (x.u, c.comparison.n_valid_a, c.comparison.n_valid_b) {
-        (Some(u), na, nb) => Some((na * nb) as f64 - u),
-        (None, _, _) => None,
-    };
+    let (na, nb) = c.comparison.runs();
+    x.u = x.u.map(|u| (na * nb) as f64 - u);
     x.verdict = match x.verdict {
         Verdict::Faster => Verdict::Slower,
         Verdict::Slower => Verdict::Faster,
         Verdict::Undetermined(UndeterminedReason::NoRuns { side }) => {
             Verdict::Undetermined(UndeterminedReason::NoRuns { side: other(side) })
         }
-        Verdict::Undetermined(UndeterminedReason::TooFewValid {
+        Verdict::Undetermined(UndeterminedReason::TooFewRuns {
             side,
-            n_valid,
+            n_runs,
             needed,
-        }) => Verdict::Undetermined(UndeterminedReason::TooFewValid {
+        }) => Verdict::Undetermined(UndeterminedReason::TooFewRuns {
             side: other(side),
-            n_valid,
+            n_runs,
             needed,
         }),
         v => v,
@@ -430,19 +447,24 @@ mod tests {
     use super::*;
 
     fn s(median: Option<f64>, n_valid: usize, n_invalid: usize, n_dnf: usize) -> SeriesSummary {
+        let dnf = 2 * n_dnf >= n_valid + n_dnf && n_dnf > 0;
+        let m = if dnf {
+            Some(Censored::Dnf)
+        } else {
+            median.map(Censored::Ms)
+        };
         SeriesSummary {
             n_valid,
             n_invalid,
             n_dnf,
-            median,
+            median: m,
             q1: None,
             q3: None,
             iqr: None,
             min: None,
             max: None,
-            ci_low: median.map(|m| m - 10.0),
-            ci_high: median.map(|m| m + 12.0),
-            dnf_majority: 2 * n_dnf > n_valid + n_dnf,
+            ci_low: median.map(|m| Censored::Ms(m - 10.0)),
+            ci_high: median.map(|m| Censored::Ms(m + 12.0)),
         }
     }
 
@@ -458,8 +480,15 @@ mod tests {
         );
         assert_eq!(
             series_text(&s(None, 3, 0, 5), NumFormat::Plain),
-            "DNF (5/8)"
+            "DNF (5 of 8 DNF)"
         );
+        let mut open = s(Some(2113.0), 7, 0, 3);
+        open.ci_high = Some(Censored::Dnf);
+        assert_eq!(
+            series_text(&open, NumFormat::Plain),
+            "2113 [2103–DNF] · 3 DNF"
+        );
+        assert_eq!(finite_ci(&open), None);
         assert_eq!(
             series_text(&s(None, 0, 8, 0), NumFormat::Plain),
             "— · 8 invalid"

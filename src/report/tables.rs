@@ -55,7 +55,7 @@ pub fn series_cell(
     match data.series(profile, workload, server, variant) {
         None => Cell::missing(),
         Some(s) => {
-            let class = if s.completion.dnf_majority {
+            let class = if s.completion.median_is_dnf() {
                 CellClass::Dnf
             } else {
                 CellClass::Text
@@ -77,7 +77,7 @@ fn metric_cell(
     let Some(s) = data.series(profile, workload, server, variant) else {
         return Cell::missing();
     };
-    if s.completion.dnf_majority {
+    if s.completion.median_is_dnf() {
         return Cell::new("DNF", CellClass::Dnf);
     }
     match s.breakdown.get(metric) {
@@ -401,10 +401,10 @@ fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[String]
         .iter()
         .filter_map(|v| {
             let s = data.series(p, w, server, v)?;
-            if s.completion.dnf_majority {
+            if s.completion.median_is_dnf() {
                 return Some(format!("{v} DNF"));
             }
-            let g = s.breakdown.get("goodput_mbit")?.median?;
+            let g = s.breakdown.get("goodput_mbit")?.median?.ms()?;
             Some(format!("{v} {}", fmt_num(g)))
         })
         .collect();
@@ -585,6 +585,60 @@ N × SIZE have equal small files (many streams, few bytes)."
     })
 }
 
+/// What the link delivered per profile: the profile's RTT, the median RTT the link model
+/// intended for the runs' packets and the median they got, and how many attempts the link gate
+/// rejected (each run again, see "Invalid and unfinished runs").
+pub fn link_table(data: &ReportData) -> Option<Table> {
+    let links = &data.summary.links;
+    if links.is_empty() {
+        return None;
+    }
+    let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
+    let rows = links
+        .iter()
+        .map(|l| {
+            let p = data.meta.profiles.iter().find(|p| p.name == l.profile);
+            vec![
+                Cell::label(&l.profile),
+                Cell::text(p.map_or("—".into(), |p| fmt_num(p.rtt_ms))),
+                Cell::text(p.map_or("—".into(), |p| {
+                    if p.jitter_ms > 0.0 {
+                        format!("±{} ({})", fmt_num(p.jitter_ms), p.jitter_model.name())
+                    } else {
+                        "none".into()
+                    }
+                })),
+                Cell::text(ms(l.model_rtt_median_ms)),
+                Cell::text(ms(l.achieved_rtt_median_ms)),
+                Cell::text(l.runs.to_string()),
+                Cell::text(l.link_invalid.to_string()),
+            ]
+        })
+        .collect();
+    Some(Table {
+        id: "link".into(),
+        title: "The link as delivered".into(),
+        intro: vec![
+            "Per profile, over the runs whose link passed the gate: the median of each run's mean RTT as the link model intended it for that run's packets (both directions, jitter included) and as the packets got it. A run whose achieved RTT is off its model's by more than max(0.5 ms, 1 %), whose loss is outside its 99.9 % interval, whose releases were late (p99 > 1 ms) or whose packets the kernel dropped is invalid and run again."
+                .into(),
+        ],
+        header: [
+            "profile",
+            "RTT (ms)",
+            "jitter (ms)",
+            "model RTT (ms)",
+            "achieved RTT (ms)",
+            "runs",
+            "rejected by the link gate",
+        ]
+        .iter()
+        .map(|h| h.to_string())
+        .collect(),
+        rows,
+        notes: vec![],
+    })
+}
+
 /// Upload workloads, one table each.
 pub fn uploads(data: &ReportData, server: &str) -> Vec<Table> {
     data.workloads
@@ -738,8 +792,14 @@ pub fn problem_runs(data: &ReportData) -> Vec<String> {
                     .collect();
                 t.push_str(&format!(" (invalid: {})", reasons.join(", ")));
             }
-            if c.dnf_majority {
-                t.push_str(" — reported as DNF");
+            if s.retries > 0 {
+                t.push_str(&format!(
+                    " ({} retried after a measurement failure)",
+                    s.retries
+                ));
+            }
+            if c.median_is_dnf() {
+                t.push_str(" — median did not finish");
             }
             t
         })
@@ -784,8 +844,11 @@ mod tests {
     use crate::validate::Outcome;
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
+        let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
         RunRow {
-            run_id: format!("wired-{workload}-r{round:02}-{server}-{variant}"),
+            plan_id: id.clone(),
+            run_id: id,
+            attempt: 1,
             profile: "wired".into(),
             workload: workload.into(),
             server: server.into(),
@@ -794,7 +857,8 @@ mod tests {
             position: 1,
             variant: variant.into(),
             outcome: Outcome::Valid,
-            invalid_reason: String::new(),
+            invalid_kinds: vec![],
+            measurement_failure: false,
             completion_ms: Some(ms),
             queueing_median_ms: Some(1.0),
             queueing_p95_ms: Some(2.0),
@@ -804,14 +868,19 @@ mod tests {
             onwire_mid: Some(1.0),
             onwire_peak: Some(1.0),
             goodput_mbit: Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
+            model_rtt_ms: Some(40.0),
+            achieved_rtt_ms: Some(40.1),
             steal_ms: Some(0.0),
         }
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        let summary = summarize_runs(rows, 3, 500, &[]).unwrap();
+        let summary = summarize_runs(rows, 3, 500, &[], 120_000.0).unwrap();
         let meta = Meta {
             pagebench_version: "0".into(),
+            record_format: crate::record::RECORD_FORMAT,
+            run_columns: vec![],
+            retry_invalid: 2,
             git_revision: "x".into(),
             machine: Default::default(),
             started_at: "t".into(),

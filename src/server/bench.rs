@@ -82,7 +82,7 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
         Some(p) => ServerKnobs::load_toml(p)?,
         None => ServerKnobs::default(),
     };
-    knobs = knobs.overlay(&args.knobs);
+    knobs = knobs.overlay(&args.knobs).with_default_tcp_congestion();
     let tmp = TempDir::new()?;
     let dir = tmp.0.clone();
     let body = {

@@ -314,6 +314,16 @@ impl ServerKnobs {
         Ok(knobs)
     }
 
+    /// TCP congestion control defaults to cubic (like quinn's default QUIC controller), so h2
+    /// and h3 differ by protocol and not by controller: this machine class's system default is
+    /// bbr. Every command that starts the embedded server applies it.
+    pub fn with_default_tcp_congestion(mut self) -> ServerKnobs {
+        if self.tcp_congestion.is_none() {
+            self.tcp_congestion = Some(TcpCongestion::Cubic);
+        }
+        self
+    }
+
     /// `self` with every knob that `over` sets replaced by `over`'s value (flags over a file).
     pub fn overlay(&self, over: &ServerKnobs) -> ServerKnobs {
         macro_rules! pick {

@@ -13,6 +13,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::censored::{extended_quantile, Censored, CensoredSample};
 use super::error::{check_finite, check_open_unit, check_positive, StatsError};
 use super::sample::quantile_of_sorted;
 
@@ -128,6 +129,28 @@ pub(crate) fn median_ci(values: &[f64], config: &BootstrapConfig) -> ConfidenceI
     percentile_interval(medians, config.level)
 }
 
+/// Percentile bootstrap CI of the median of a censored sample: every observation (finished or
+/// DNF) is resampled; a resample whose median touches a DNF has a DNF median, and an endpoint
+/// that lands on one is DNF. Without DNFs this is exactly [`median_ci`].
+pub(crate) fn censored_median_ci(
+    sample: &CensoredSample,
+    config: &BootstrapConfig,
+) -> (Censored, Censored) {
+    if sample.dnf() == 0 {
+        let ci = median_ci(sample.finished(), config);
+        return (Censored::Ms(ci.low), Censored::Ms(ci.high));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+    let mut resampler = MedianResampler::new(&sample.observations(f64::INFINITY));
+    let mut medians: Vec<f64> = (0..config.resamples)
+        .map(|_| resampler.draw(&mut rng))
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let tail = (1.0 - config.level) / 2.0;
+    let at = |p| Censored::from_extended(extended_quantile(&medians, p));
+    (at(tail), at(1.0 - tail))
+}
+
 /// [`ratio_of_medians_ci`] for input and config already validated by the caller.
 pub(crate) fn ratio_ci(a: &[f64], b: &[f64], config: &BootstrapConfig) -> ConfidenceInterval {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
@@ -184,6 +207,7 @@ impl MedianResampler {
         if n % 2 == 1 {
             self.value_at_rank(n / 2)
         } else {
+            // A DNF (+∞) among the middle two makes the median +∞.
             (self.value_at_rank(n / 2 - 1) + self.value_at_rank(n / 2)) / 2.0
         }
     }

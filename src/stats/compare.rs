@@ -1,26 +1,26 @@
 //! Comparing two series (e.g. h2 against h1 in one profile × workload cell), and the
 //! matrix-wide Holm step that turns per-comparison p-values into verdicts.
 //!
-//! Values are durations: lower is better, so "a is faster" means a's times are lower.
+//! Values are durations: lower is better, so "a is faster" means a's times are lower. Runs that
+//! did not finish (DNF) are censored observations at the timeout: they take part in every step,
+//! ranked above every finished run and tied with each other (see [`super::censored`]).
 //!
 //! Decision rules, in order:
-//! 1. Either side without valid runs and without DNF (e.g. all runs invalid):
-//!    `Undetermined(NoRuns)`.
-//! 2. Both sides DNF-majority (see [`SeriesInput::dnf_majority`]): `Undetermined(BothDnf)`.
-//! 3. Exactly one side DNF-majority: that side is `Slower` (it did not finish), the other
-//!    `Faster`; `decided_by_dnf = true`, no test, no ratio.
-//! 4. Fewer than [`MIN_VALID_FOR_INFERENCE`] valid runs on a side: `Undetermined(TooFewValid)`.
-//! 5. Otherwise: ratio of medians `median(a) / median(b)` with a percentile-bootstrap CI, and
-//!    the two-sided Mann-Whitney U test. The comparison's p-value is Holm-adjusted over the
-//!    family of all tested comparisons ([`apply_holm`]; [`compare`] alone treats the comparison
-//!    as a family of one, `p_holm = p`). Verdict:
-//!    - `Faster` when `p_holm < alpha` **and** the whole ratio CI is below 1 (so `ratio < 1`);
+//! 1. Either side without observations (every run invalid, or none ran): `Undetermined(NoRuns)`.
+//! 2. Fewer than [`MIN_RUNS_FOR_INFERENCE`] observations on a side: `Undetermined(TooFewRuns)`.
+//! 3. Every observation on both sides a DNF (nothing to rank): `Undetermined(AllDnf)`.
+//! 4. Otherwise: the two-sided Mann-Whitney U test over all observations (DNFs as tied
+//!    maxima), and the ratio of medians `median(a) / median(b)` with a percentile-bootstrap CI,
+//!    a DNF counted at the timeout — so a DNF median gives a bound, not a value
+//!    ([`RatioBound`]). The p-value is Holm-adjusted over the family of all tested comparisons
+//!    ([`apply_holm`]; [`compare`] alone treats the comparison as a family of one). Verdict:
+//!    - `Faster` when `p_holm < alpha` **and** the whole ratio CI is below 1;
 //!    - `Slower` when `p_holm < alpha` **and** the whole ratio CI is above 1;
 //!    - otherwise `NoSignificantDifference`.
 //!
 //!    Requiring both is deliberate: the U test asks "does one tend to be lower?", the CI asks
-//!    "is the typical (median) time different?". A verdict claims both; when they disagree (e.g.
-//!    distributions of different shape with equal medians) there is no verdict to print.
+//!    "is the typical (median) time different?". A verdict claims both; when they disagree there
+//!    is no verdict to print. Every verdict comes from a test: DNFs never decide on their own.
 //!
 //! Note for small series: with the exact U test, `n` runs per side cannot give p below
 //! `2 / C(2n, n)` (n = 5: 0.0079), and Holm over m comparisons needs the smallest p below
@@ -33,11 +33,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{ratio_ci, BootstrapConfig};
-use super::error::{check_finite, check_open_unit, check_positive, StatsError};
+use super::censored::Censored;
+use super::error::{check_open_unit, check_positive, StatsError};
 use super::holm::holm;
 use super::mann_whitney::{mann_whitney_u, MwuMethod};
-use super::sample::SortedSample;
-use super::series::{SeriesInput, MIN_VALID_FOR_INFERENCE};
+use super::sample::median_of_sorted;
+use super::series::{SeriesInput, MIN_RUNS_FOR_INFERENCE};
 
 /// Settings of [`compare`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -81,12 +82,12 @@ impl fmt::Display for Side {
 pub enum UndeterminedReason {
     /// The side had neither a valid run nor a DNF (every run invalid, or none ran).
     NoRuns { side: Side },
-    /// Both sides did not finish in most runs.
-    BothDnf,
-    /// Not enough valid runs for a test.
-    TooFewValid {
+    /// Every run on both sides did not finish: nothing to rank.
+    AllDnf,
+    /// Not enough observations (finished + DNF runs) for a test.
+    TooFewRuns {
         side: Side,
-        n_valid: usize,
+        n_runs: usize,
         needed: usize,
     },
 }
@@ -95,12 +96,12 @@ impl fmt::Display for UndeterminedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoRuns { side } => write!(f, "{side} has no valid or DNF runs"),
-            Self::BothDnf => f.write_str("both did not finish in most runs"),
-            Self::TooFewValid {
+            Self::AllDnf => f.write_str("no run of either finished"),
+            Self::TooFewRuns {
                 side,
-                n_valid,
+                n_runs,
                 needed,
-            } => write!(f, "{side} has {n_valid} valid runs, {needed} needed"),
+            } => write!(f, "{side} has {n_runs} valid or DNF runs, {needed} needed"),
         }
     }
 }
@@ -126,13 +127,37 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// What the ratio of medians is when a median is a DNF (counted at the timeout).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatioBound {
+    /// Both medians finished: the ratio is a value.
+    #[default]
+    Exact,
+    /// a's median did not finish: the true ratio is at least this.
+    AtLeast,
+    /// b's median did not finish: the true ratio is at most this.
+    AtMost,
+    /// Neither median finished: no ratio can be told.
+    Unknown,
+}
+
 /// Series a against series b. Statistical fields are `None` when no test was made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// Valid (finished) runs per side.
     pub n_valid_a: usize,
     pub n_valid_b: usize,
-    /// `median(a) / median(b)`: below 1 means a is faster.
+    /// DNF runs per side (observations too).
+    #[serde(default)]
+    pub n_dnf_a: usize,
+    #[serde(default)]
+    pub n_dnf_b: usize,
+    /// `median(a) / median(b)`: below 1 means a is faster (see `ratio_bound` when a median
+    /// is a DNF).
     pub ratio: Option<f64>,
+    #[serde(default)]
+    pub ratio_bound: RatioBound,
     pub ratio_ci_low: Option<f64>,
     pub ratio_ci_high: Option<f64>,
     /// Mann-Whitney U of a (scipy's statistic).
@@ -144,17 +169,23 @@ pub struct Comparison {
     pub p_holm: Option<f64>,
     /// The significance level the verdict was decided at.
     pub alpha: f64,
-    /// True when the verdict comes from one side not finishing (rule 3), not from a test.
-    pub decided_by_dnf: bool,
     pub verdict: Verdict,
 }
 
 impl Comparison {
+    /// Observations (finished + DNF) per side.
+    pub fn runs(&self) -> (usize, usize) {
+        (self.n_valid_a + self.n_dnf_a, self.n_valid_b + self.n_dnf_b)
+    }
+
     fn untested(a: &SeriesInput, b: &SeriesInput, alpha: f64, verdict: Verdict) -> Self {
         Self {
             n_valid_a: a.values.len(),
             n_valid_b: b.values.len(),
+            n_dnf_a: a.dnf,
+            n_dnf_b: b.dnf,
             ratio: None,
+            ratio_bound: RatioBound::Exact,
             ratio_ci_low: None,
             ratio_ci_high: None,
             u: None,
@@ -162,15 +193,14 @@ impl Comparison {
             test_method: None,
             p_holm: None,
             alpha,
-            decided_by_dnf: false,
             verdict,
         }
     }
 }
 
 /// Compares series `a` against series `b` (see the module docs for the rules). Errors on
-/// non-finite values (even in a DNF-majority series), on non-positive values when a ratio is
-/// computed, and on an invalid configuration.
+/// non-finite values, on non-positive finished values, on a finished value not below the
+/// timeout in a series with DNFs, and on an invalid configuration.
 pub fn compare(
     a: &SeriesInput,
     b: &SeriesInput,
@@ -178,53 +208,61 @@ pub fn compare(
 ) -> Result<Comparison, StatsError> {
     check_open_unit(config.alpha, "significance level alpha")?;
     config.bootstrap.validate()?;
+    // Both sides' DNFs stand for the same time: the later of the two timeouts.
+    let censor_at = a.censor_at.max(b.censor_at);
+    let with_timeout = |s: &SeriesInput| SeriesInput {
+        censor_at,
+        ..s.clone()
+    };
+    let (a, b) = (&with_timeout(a), &with_timeout(b));
     for (series, what) in [(a, "series a values"), (b, "series b values")] {
-        if !series.values.is_empty() {
-            check_finite(&series.values, what)?;
+        if series.observations() > 0 {
+            series.sample(what)?;
         }
     }
     let alpha = config.alpha;
     let undetermined = |reason| Comparison::untested(a, b, alpha, Verdict::Undetermined(reason));
 
     for (series, side) in [(a, Side::A), (b, Side::B)] {
-        if series.values.is_empty() && series.dnf == 0 {
+        if series.observations() == 0 {
             return Ok(undetermined(UndeterminedReason::NoRuns { side }));
         }
     }
-    match (a.dnf_majority(), b.dnf_majority()) {
-        (true, true) => return Ok(undetermined(UndeterminedReason::BothDnf)),
-        (true, false) | (false, true) => {
-            let verdict = if a.dnf_majority() {
-                Verdict::Slower
-            } else {
-                Verdict::Faster
-            };
-            let mut comparison = Comparison::untested(a, b, alpha, verdict);
-            comparison.decided_by_dnf = true;
-            return Ok(comparison);
-        }
-        (false, false) => {}
-    }
     for (series, side) in [(a, Side::A), (b, Side::B)] {
-        if series.values.len() < MIN_VALID_FOR_INFERENCE {
-            return Ok(undetermined(UndeterminedReason::TooFewValid {
+        if series.observations() < MIN_RUNS_FOR_INFERENCE {
+            return Ok(undetermined(UndeterminedReason::TooFewRuns {
                 side,
-                n_valid: series.values.len(),
-                needed: MIN_VALID_FOR_INFERENCE,
+                n_runs: series.observations(),
+                needed: MIN_RUNS_FOR_INFERENCE,
             }));
         }
     }
-
-    check_positive(&a.values, "series a values")?;
-    check_positive(&b.values, "series b values")?;
-    let ratio = SortedSample::new(&a.values, "series a values")?.median()
-        / SortedSample::new(&b.values, "series b values")?.median();
-    let ci = ratio_ci(&a.values, &b.values, &config.bootstrap);
-    let test = mann_whitney_u(&a.values, &b.values)?;
+    if a.values.is_empty() && b.values.is_empty() {
+        return Ok(undetermined(UndeterminedReason::AllDnf));
+    }
+    for (series, what) in [(a, "series a values"), (b, "series b values")] {
+        if !series.values.is_empty() {
+            check_positive(&series.values, what)?;
+        }
+    }
+    let (sa, sb) = (a.sample("series a values")?, b.sample("series b values")?);
+    let (obs_a, obs_b) = (sa.at_timeout(), sb.at_timeout());
+    let ratio = median_of_sorted(&obs_a) / median_of_sorted(&obs_b);
+    let ratio_bound = match (sa.median(), sb.median()) {
+        (Censored::Ms(_), Censored::Ms(_)) => RatioBound::Exact,
+        (Censored::Dnf, Censored::Ms(_)) => RatioBound::AtLeast,
+        (Censored::Ms(_), Censored::Dnf) => RatioBound::AtMost,
+        (Censored::Dnf, Censored::Dnf) => RatioBound::Unknown,
+    };
+    let ci = ratio_ci(&obs_a, &obs_b, &config.bootstrap);
+    let test = mann_whitney_u(&obs_a, &obs_b)?;
     let mut comparison = Comparison {
         n_valid_a: a.values.len(),
         n_valid_b: b.values.len(),
+        n_dnf_a: a.dnf,
+        n_dnf_b: b.dnf,
         ratio: Some(ratio),
+        ratio_bound,
         ratio_ci_low: Some(ci.low),
         ratio_ci_high: Some(ci.high),
         u: Some(test.u),
@@ -232,7 +270,6 @@ pub fn compare(
         test_method: Some(test.method),
         p_holm: Some(test.p_two_sided),
         alpha,
-        decided_by_dnf: false,
         verdict: Verdict::NoSignificantDifference,
     };
     comparison.verdict = decide(&comparison);
@@ -240,8 +277,8 @@ pub fn compare(
 }
 
 /// Holm-adjusts the p-values of every tested comparison in `comparisons` as one family (the
-/// whole matrix) and re-derives their verdicts. Untested comparisons (DNF-decided or
-/// undetermined) are left as they are and do not count towards the family size.
+/// whole matrix) and re-derives their verdicts. Untested (undetermined) comparisons are left
+/// as they are and do not count towards the family size.
 pub fn apply_holm(comparisons: &mut [Comparison]) -> Result<(), StatsError> {
     let tested: Vec<usize> = (0..comparisons.len())
         .filter(|&i| comparisons[i].p.is_some())
@@ -255,17 +292,15 @@ pub fn apply_holm(comparisons: &mut [Comparison]) -> Result<(), StatsError> {
     Ok(())
 }
 
-/// The verdict of a tested comparison from its Holm p-value and ratio CI (rule 5).
+/// The verdict of a tested comparison from its Holm p-value and ratio CI (rule 4).
 fn decide(c: &Comparison) -> Verdict {
-    let (Some(p_holm), Some(ratio), Some(low), Some(high)) =
-        (c.p_holm, c.ratio, c.ratio_ci_low, c.ratio_ci_high)
-    else {
+    let (Some(p_holm), Some(low), Some(high)) = (c.p_holm, c.ratio_ci_low, c.ratio_ci_high) else {
         return Verdict::NoSignificantDifference;
     };
     let significant = p_holm < c.alpha;
-    if significant && ratio < 1.0 && high < 1.0 {
+    if significant && high < 1.0 {
         Verdict::Faster
-    } else if significant && ratio > 1.0 && low > 1.0 {
+    } else if significant && low > 1.0 {
         Verdict::Slower
     } else {
         Verdict::NoSignificantDifference
@@ -286,6 +321,7 @@ mod tests {
             values: values.to_vec(),
             invalid,
             dnf,
+            censor_at: 120_000.0,
         }
     }
 
@@ -322,7 +358,7 @@ mod tests {
         );
         assert_eq!(c.test_method, Some(MwuMethod::Asymptotic));
         assert!(c.p.unwrap() < 0.001 && c.ratio_ci_high.unwrap() < 1.0);
-        assert!(!c.decided_by_dnf);
+        assert_eq!(c.ratio_bound, RatioBound::Exact);
 
         let reverse = compare(&slow, &fast, &config(9)).unwrap();
         assert_eq!(reverse.verdict, Verdict::Slower);
@@ -358,38 +394,99 @@ mod tests {
     }
 
     #[test]
-    fn dnf_majority_decides_without_a_test() {
-        let finished = series(&[500.0, 510.0, 520.0, 530.0], 0, 1);
-        let stuck = series(&[9000.0, 9100.0], 2, 3);
-        let c = compare(&stuck, &finished, &config(0)).unwrap();
-        assert_eq!(c.verdict, Verdict::Slower);
-        assert!(c.decided_by_dnf && c.p.is_none() && c.ratio.is_none() && c.p_holm.is_none());
-        let c = compare(&finished, &stuck, &config(0)).unwrap();
-        assert_eq!(c.verdict, Verdict::Faster);
-        assert!(c.decided_by_dnf);
-        let c = compare(&stuck, &stuck, &config(0)).unwrap();
-        assert_eq!(
-            c.verdict,
-            Verdict::Undetermined(UndeterminedReason::BothDnf)
-        );
-        // A non-DNF side with a single valid run still finished: DNF decides.
-        let c = compare(&series(&[700.0], 4, 0), &stuck, &config(0)).unwrap();
-        assert_eq!(c.verdict, Verdict::Faster);
+    fn half_dnf_is_not_faster_than_all_finished() {
+        // 5 fast finished + 5 DNF against 10 finished: dropping the DNFs read "faster"
+        // (p = 6.7e-4); as censored observations the series is not faster.
+        let fast = [300.0, 305.0, 310.0, 315.0, 320.0];
+        let stuck = series(&fast, 0, 5);
+        let steady = normal_series(12, 10, 400.0);
+        let c = compare(&stuck, &steady, &config(1)).unwrap();
+        assert_ne!(c.verdict, Verdict::Faster, "{c:?}");
+        assert_eq!(c.verdict, Verdict::NoSignificantDifference, "{c:?}");
+        assert!(c.p.unwrap() > 0.5, "{c:?}");
+        assert_eq!(c.ratio_bound, RatioBound::AtLeast);
+        assert_eq!(c.runs(), (10, 10));
+        // The same finished runs without DNFs are faster: the DNFs are what changed the answer.
+        let clean = compare(&series(&fast, 0, 0), &steady, &config(1)).unwrap();
+        assert_eq!(clean.verdict, Verdict::Faster);
     }
 
     #[test]
-    fn too_few_or_no_valid_runs_are_undetermined() {
+    fn one_dnf_against_one_valid_run_has_no_verdict() {
+        let c = compare(&series(&[], 0, 1), &series(&[500.0], 0, 0), &config(0)).unwrap();
+        assert_eq!(
+            c.verdict,
+            Verdict::Undetermined(UndeterminedReason::TooFewRuns {
+                side: Side::A,
+                n_runs: 1,
+                needed: 3
+            })
+        );
+        assert!(c.p.is_none() && c.ratio.is_none());
+    }
+
+    #[test]
+    fn six_against_five_dnf_of_ten_is_tested_not_decided() {
+        let a = series(&[500.0, 510.0, 520.0, 530.0], 0, 6);
+        let b = series(&[505.0, 515.0, 525.0, 535.0, 545.0], 0, 5);
+        let c = compare(&a, &b, &config(3)).unwrap();
+        assert!(c.p.is_some(), "a test was made");
+        assert_eq!(c.verdict, Verdict::NoSignificantDifference, "{c:?}");
+        assert_eq!(c.ratio_bound, RatioBound::Unknown);
+    }
+
+    #[test]
+    fn a_series_that_never_finishes_is_slower_by_the_test() {
+        // 10 DNF against 10 finished: the ranks separate completely, the test decides.
+        let stuck = series(&[], 0, 10);
+        let done = normal_series(4, 10, 2000.0);
+        let c = compare(&stuck, &done, &config(2)).unwrap();
+        assert_eq!(c.verdict, Verdict::Slower, "{c:?}");
+        assert!(c.p.unwrap() < 1e-3);
+        assert!(c.ratio_ci_low.unwrap() > 1.0);
+        assert_eq!(c.ratio_bound, RatioBound::AtLeast);
+        // Nothing finished on either side: nothing to rank.
+        let c = compare(&stuck, &series(&[], 0, 4), &config(2)).unwrap();
+        assert_eq!(c.verdict, Verdict::Undetermined(UndeterminedReason::AllDnf));
+    }
+
+    #[test]
+    fn censored_tests_and_medians_match_scipy_with_dnf_as_infinity() {
+        let fixture = crate::stats::fixtures::censored();
+        assert!(fixture.cases.len() >= 5);
+        for case in &fixture.cases {
+            let (a, b) = (
+                series(&case.a, 0, case.a_dnf),
+                series(&case.b, 0, case.b_dnf),
+            );
+            let c = compare(&a, &b, &config(1)).unwrap();
+            let name = &case.name;
+            assert_eq!(c.u, Some(case.u), "{name}: U");
+            assert_close(c.p.unwrap(), case.p, 1e-10, &format!("{name}: p"));
+            let method = match c.test_method {
+                Some(MwuMethod::Exact) => "exact",
+                _ => "asymptotic",
+            };
+            assert_eq!(method, case.method, "{name}");
+            let median = |s: &SeriesInput| s.sample("s").unwrap().median().ms();
+            assert_eq!(median(&a), case.median_a, "{name}: median a");
+            assert_eq!(median(&b), case.median_b, "{name}: median b");
+        }
+    }
+
+    #[test]
+    fn too_few_or_no_runs_are_undetermined() {
         let ok = series(&[500.0, 510.0, 520.0], 0, 0);
-        let c = compare(&ok, &series(&[400.0, 410.0], 3, 1), &config(0)).unwrap();
-        let expected = UndeterminedReason::TooFewValid {
+        let c = compare(&ok, &series(&[400.0, 410.0], 3, 0), &config(0)).unwrap();
+        let expected = UndeterminedReason::TooFewRuns {
             side: Side::B,
-            n_valid: 2,
+            n_runs: 2,
             needed: 3,
         };
         assert_eq!(c.verdict, Verdict::Undetermined(expected));
         assert_eq!(
             c.verdict.to_string(),
-            "undetermined (b has 2 valid runs, 3 needed)"
+            "undetermined (b has 2 valid or DNF runs, 3 needed)"
         );
         let c = compare(&series(&[], 10, 0), &ok, &config(0)).unwrap();
         assert_eq!(
@@ -447,8 +544,8 @@ mod tests {
             );
             matrix.push(compare(&x, &y, &config(i)).unwrap());
         }
-        let dnf = series(&[900.0], 0, 4);
-        matrix.push(compare(&dnf, &marginal_b, &config(0)).unwrap());
+        let too_few = series(&[900.0], 0, 1);
+        matrix.push(compare(&too_few, &marginal_b, &config(0)).unwrap());
         let before = matrix.clone();
         apply_holm(&mut matrix).unwrap();
 
@@ -456,7 +553,7 @@ mod tests {
         assert_eq!(
             tested_p.len(),
             10,
-            "the DNF-decided comparison is not in the family"
+            "the untested comparison is not in the family"
         );
         let expected = holm(&tested_p).unwrap();
         let got: Vec<f64> = matrix.iter().filter_map(|c| c.p_holm).collect();
@@ -495,10 +592,7 @@ mod tests {
         )
         .unwrap();
         let json = serde_json::to_value(&c).unwrap();
-        assert_eq!(
-            json["verdict"]["undetermined"]["too_few_valid"]["side"],
-            "a"
-        );
+        assert_eq!(json["verdict"]["undetermined"]["too_few_runs"]["side"], "a");
         assert_eq!(serde_json::from_value::<Comparison>(json).unwrap(), c);
         assert_eq!(serde_json::to_value(Verdict::Faster).unwrap(), "faster");
         assert_eq!(

@@ -27,6 +27,17 @@ pub enum StatsError {
         value: f64,
     },
 
+    #[error(
+        "{what}[{index}] is {value} ms, not below the timeout of {timeout} ms that its series' \
+         DNF runs stand for: a finished run cannot be slower than the timeout"
+    )]
+    NotBelowTimeout {
+        what: String,
+        index: usize,
+        value: f64,
+        timeout: f64,
+    },
+
     #[error("{what} is {value}: it must be a probability between 0 and 1 inclusive")]
     ProbabilityOutOfRange { what: String, value: f64 },
 

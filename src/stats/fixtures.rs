@@ -29,6 +29,10 @@ pub fn holm() -> HolmFixture {
     parse("holm.json", fixture_text!("holm.json"))
 }
 
+pub fn censored() -> CensoredFixture {
+    parse("censored.json", fixture_text!("censored.json"))
+}
+
 pub fn bootstrap() -> BootstrapFixture {
     parse("bootstrap.json", fixture_text!("bootstrap.json"))
 }
@@ -82,6 +86,27 @@ pub struct MannWhitneyCase {
     pub method: String,
     pub p_exact: f64,
     pub p_asymptotic: f64,
+}
+
+#[derive(Deserialize)]
+pub struct CensoredFixture {
+    pub cases: Vec<CensoredCase>,
+}
+
+/// Finished values plus a number of DNFs per side; scipy's U and p with DNFs as `inf`.
+#[derive(Deserialize)]
+pub struct CensoredCase {
+    pub name: String,
+    pub a: Vec<f64>,
+    pub a_dnf: usize,
+    pub b: Vec<f64>,
+    pub b_dnf: usize,
+    pub u: f64,
+    pub p: f64,
+    pub method: String,
+    /// `None`: the median is a DNF.
+    pub median_a: Option<f64>,
+    pub median_b: Option<f64>,
 }
 
 #[derive(Deserialize)]

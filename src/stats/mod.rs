@@ -13,6 +13,7 @@
 //! - Quantiles use numpy's default method (`linear`, Hyndman–Fan type 7).
 
 mod bootstrap;
+mod censored;
 mod compare;
 mod error;
 mod holm;
@@ -27,11 +28,12 @@ pub use bootstrap::{
     bootstrap_median_ci, derive_seed, ratio_of_medians_ci, BootstrapConfig, ConfidenceInterval,
     DEFAULT_RESAMPLES, MIN_RESAMPLES,
 };
+pub use censored::{Censored, CensoredSample};
 pub use compare::{
-    apply_holm, compare, CompareConfig, Comparison, Side, UndeterminedReason, Verdict,
+    apply_holm, compare, CompareConfig, Comparison, RatioBound, Side, UndeterminedReason, Verdict,
 };
 pub use error::StatsError;
 pub use holm::holm;
 pub use mann_whitney::{mann_whitney_u, smallest_attainable_p, MannWhitney, MwuMethod};
 pub use sample::{describe, iqr, median, quantile, Descriptive, SortedSample};
-pub use series::{summarize, SeriesInput, SeriesSummary, MIN_VALID_FOR_INFERENCE};
+pub use series::{summarize, SeriesInput, SeriesSummary, MIN_RUNS_FOR_INFERENCE};

@@ -1,0 +1,156 @@
+//! Fault injection, a test hook: stall or stop the emulator, or kill the reference server, a
+//! given time into one run — so tests can prove that a run measured wrong is caught, kept on
+//! disk as invalid and run again (`pagebench matrix --inject-fault`, hidden from `--help`).
+//!
+//! Syntax: `RUN_ID=FAULT@AFTER`, where FAULT is `stall:DURATION`, `stop-emulator` or
+//! `kill-server`, e.g. `wired-page10-r01-embedded-h2=stall:400ms@100ms`. Only the first
+//! attempt of the run gets the fault (its retry runs clean).
+
+use std::str::FromStr;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+
+use crate::netem::emulator::FaultHandle;
+
+/// What goes wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The emulator sleeps this long without reading or releasing packets.
+    StallEmulator(Duration),
+    /// The emulator thread ends (its TUN devices go with it).
+    StopEmulator,
+    /// The reference server's process group gets SIGKILL.
+    KillServer,
+}
+
+/// One fault for one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultInjection {
+    pub run_id: String,
+    pub fault: Fault,
+    /// How long after the load starts.
+    pub after: Duration,
+}
+
+impl FromStr for FaultInjection {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let usage = "use RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or RUN_ID=kill-server@AFTER (e.g. wired-page10-r01-embedded-h2=stall:400ms@100ms)";
+        let (run_id, rest) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--inject-fault {s:?}: no '='; {usage}"))?;
+        let (what, after) = rest
+            .rsplit_once('@')
+            .ok_or_else(|| anyhow!("--inject-fault {s:?}: no '@AFTER'; {usage}"))?;
+        let duration = |d: &str| {
+            humantime::parse_duration(d)
+                .map_err(|e| anyhow!("--inject-fault {s:?}: {d:?} is not a duration ({e})"))
+        };
+        let fault = match what.split_once(':') {
+            Some(("stall", d)) => Fault::StallEmulator(duration(d)?),
+            None if what == "stop-emulator" => Fault::StopEmulator,
+            None if what == "kill-server" => Fault::KillServer,
+            _ => bail!("--inject-fault {s:?}: unknown fault {what:?}; {usage}"),
+        };
+        if run_id.trim().is_empty() {
+            bail!("--inject-fault {s:?}: the run id is empty; {usage}");
+        }
+        Ok(FaultInjection {
+            run_id: run_id.trim().to_string(),
+            fault,
+            after: duration(after)?,
+        })
+    }
+}
+
+/// How to reach what a fault hits.
+pub struct Targets {
+    pub emulator: FaultHandle,
+    /// The reference server's process group, if the run's server is one.
+    pub server_group: Option<i32>,
+}
+
+/// A fault armed for one run: fires `after` into the load unless disarmed first.
+pub struct Armed {
+    cancel: Sender<()>,
+    thread: Option<JoinHandle<Result<bool>>>,
+}
+
+impl Armed {
+    pub fn arm(injection: &FaultInjection, targets: Targets) -> Armed {
+        let (cancel, cancelled) = mpsc::channel::<()>();
+        let (fault, after) = (injection.fault, injection.after);
+        let thread = std::thread::spawn(move || -> Result<bool> {
+            if cancelled.recv_timeout(after).is_ok() {
+                return Ok(false);
+            }
+            tracing::warn!("injecting fault {fault:?}");
+            match fault {
+                Fault::StallEmulator(d) => targets.emulator.stall(d)?,
+                Fault::StopEmulator => targets.emulator.kill()?,
+                Fault::KillServer => {
+                    let pgid = targets.server_group.ok_or_else(|| {
+                        anyhow!("kill-server: the run's server is not a process of ours")
+                    })?;
+                    // SAFETY: signalling the process group pagebench started for this server.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                }
+            }
+            Ok(true)
+        });
+        Armed {
+            cancel,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops a fault that has not fired yet; returns whether it fired.
+    pub fn disarm(mut self) -> bool {
+        let _ = self.cancel.send(());
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Ok(fired))) => fired,
+            Some(Ok(Err(e))) => {
+                tracing::warn!("fault injection failed: {e:#}");
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_faults() {
+        let f: FaultInjection = "a-b-r01-h2=stall:400ms@100ms".parse().unwrap();
+        assert_eq!(f.run_id, "a-b-r01-h2");
+        assert_eq!(f.fault, Fault::StallEmulator(Duration::from_millis(400)));
+        assert_eq!(f.after, Duration::from_millis(100));
+        let f: FaultInjection = "x=stop-emulator@1s".parse().unwrap();
+        assert_eq!(
+            (f.fault, f.after),
+            (Fault::StopEmulator, Duration::from_secs(1))
+        );
+        let f: FaultInjection = "x=kill-server@0ms".parse().unwrap();
+        assert_eq!(f.fault, Fault::KillServer);
+    }
+
+    #[test]
+    fn bad_specs_say_what_to_write() {
+        for bad in [
+            "x",
+            "x=stall:400ms",
+            "x=melt@1s",
+            "x=stall:soon@1s",
+            "=stop-emulator@1s",
+        ] {
+            let e = bad.parse::<FaultInjection>().unwrap_err().to_string();
+            assert!(e.contains("--inject-fault"), "{bad}: {e}");
+        }
+    }
+}
