@@ -207,6 +207,10 @@ pub struct MatrixArgs {
     /// RUN_ID=kill-server@AFTER (repeatable).
     #[arg(long, hide = true, value_name = "SPEC")]
     pub inject_fault: Vec<String>,
+    /// Let the emulator run the receiving stack's work itself, as before receive steering
+    /// (for comparison; the link gate then rejects more runs).
+    #[arg(long)]
+    pub no_receive_steering: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -316,6 +320,40 @@ pub enum BenchTarget {
     Netem(BenchNetemArgs),
     /// Loopback throughput of the embedded server per protocol (default: a 3 MB body).
     Server(server::bench::BenchServerArgs),
+    /// Does the link deliver the profile whatever the protocol? A matrix (h1, h2, h3 × page50
+    /// and the 3 MB download on the study's profiles), then the achieved RTT per cell against
+    /// the profile and per run against the link model.
+    Link(BenchLinkArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchLinkArgs {
+    /// Only compute the table from an existing results directory (e.g. a study matrix).
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Network profiles (as for `matrix`).
+    #[arg(long, default_value = "all")]
+    pub profiles: String,
+    #[arg(long, default_value = "page50,download")]
+    pub workloads: String,
+    #[arg(long, default_value = "h1,h2,h3")]
+    pub protocols: String,
+    /// Measured runs per cell.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Run the profiles with this jitter model instead of their own (varying, fifo, reorder):
+    /// `--jitter-model fifo` shows what the emulator did before the varying model.
+    #[arg(long, value_name = "MODEL")]
+    pub jitter_model: Option<String>,
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Results directory [default: results/bench-link-<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -335,6 +373,10 @@ pub struct BenchNetemArgs {
     /// Let idle CPUs halt during the benchmark (less host CPU, slower wake-ups on VMs).
     #[arg(long)]
     pub let_cpus_sleep: bool,
+    /// Let the emulator run the receiving stack's work itself (no pinning, no RPS): the
+    /// behaviour before receive steering, for comparison.
+    #[arg(long)]
+    pub no_receive_steering: bool,
     /// Also write the figures as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -495,6 +537,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     signals::install();
     match a.target {
         BenchTarget::Netem(n) => bench_netem(n),
+        BenchTarget::Link(l) => bench_link(l),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -537,6 +580,7 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
             .iter()
             .map(|f| f.parse())
             .collect::<Result<_>>()?,
+        steer_receive: !a.no_receive_steering,
     };
     let out = crate::matrix::execute::run(&req)?;
     let interrupted = signals::interrupted() && !out.completed;
@@ -646,6 +690,7 @@ fn shell(a: ShellArgs) -> Result<ExitCode> {
             seed: a.seed,
             realtime: !a.no_realtime,
             hold_cpus_awake: !a.let_cpus_sleep,
+            ..Default::default()
         },
         stats_json: a.stats_json,
     })?;
@@ -679,6 +724,88 @@ fn cleanup() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
+    use crate::matrix::{link_bench, store, summary};
+    let dir = match &a.from {
+        Some(dir) => dir.clone(),
+        None => {
+            // A jitter model other than the profiles' own: copies of the profiles with it.
+            let copies = match &a.jitter_model {
+                Some(m) => {
+                    let model: profile::JitterModel = serde_json::from_value(
+                        serde_json::Value::String(m.clone()),
+                    )
+                    .map_err(|_| {
+                        anyhow::anyhow!("--jitter-model {m:?}: use varying, fifo or reorder")
+                    })?;
+                    let dir = crate::browser::launch::make_temp_dir("pagebench-profiles")?;
+                    let mut names = Vec::new();
+                    for mut p in profile::select(&a.profiles, &a.common.profiles_dir)? {
+                        p.jitter_model = model;
+                        p.jitter_coherence_ms = None;
+                        std::fs::write(
+                            dir.join(format!("{}.toml", p.name)),
+                            toml::to_string(&p).context("writing a profile copy")?,
+                        )?;
+                        names.push(p.name.clone());
+                    }
+                    Some((dir, names.join(",")))
+                }
+                None => None,
+            };
+            let (profiles, profiles_dir) = match &copies {
+                Some((d, names)) => (names.clone(), d.clone()),
+                None => (a.profiles.clone(), a.common.profiles_dir.clone()),
+            };
+            let out = a.out.clone().unwrap_or_else(|| {
+                PathBuf::from("results").join(format!(
+                    "bench-link-{}",
+                    chrono::Local::now().format("%Y%m%d-%H%M%S")
+                ))
+            });
+            let req = crate::matrix::execute::MatrixRequest {
+                profiles,
+                profiles_dir,
+                workloads: a.workloads.clone(),
+                protocols: a.protocols.clone(),
+                h3_mode: crate::browser::H3Mode::Forced,
+                servers: vec![crate::testbed::ServerChoice::Embedded],
+                knobs: ServerKnobs::default().with_default_tcp_congestion(),
+                runs: a.runs,
+                warmup: 1,
+                seed: a.seed,
+                timeout: a.timeout,
+                settle_max: a.common.settle_max,
+                pages_root: a.common.pages.clone(),
+                out: Some(out),
+                resume: None,
+                quiet: true,
+                report: false,
+                retry_invalid: 2,
+                pages_seed: a.common.pages_seed,
+                faults: vec![],
+                steer_receive: true,
+            };
+            let done = crate::matrix::execute::run(&req);
+            if let Some((d, _)) = &copies {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            done?.dir
+        }
+    };
+    let meta = store::read_meta(&dir)?;
+    let rows = summary::read_runs(&dir)?;
+    let cells = link_bench::table(&rows, &meta.profiles);
+    if cells.is_empty() {
+        anyhow::bail!("{}: no run with link figures", dir.display());
+    }
+    let text = link_bench::render(&cells);
+    store::write_atomic(&dir.join("link-bench.md"), text.as_bytes())?;
+    print!("{text}");
+    println!("(from {}; also in link-bench.md there)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
     for (flag, v) in [("--seconds", a.seconds), ("--rate-seconds", a.rate_seconds)] {
         if !(v.is_finite() && (0.5..=600.0).contains(&v)) {
@@ -698,6 +825,7 @@ fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
         rate_seconds: a.rate_seconds,
         realtime: !a.no_realtime,
         hold_cpus_awake: !a.let_cpus_sleep,
+        steer_receive: !a.no_receive_steering,
         ..Default::default()
     };
     let report = crate::netem::bench::run(&opts, |step| eprintln!("bench: {step} …"))?;

@@ -165,7 +165,8 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
     let _ = tb.link.take_stats();
     let (snmp_c0, snmp_s0) = snmp_both(tb);
     let cpu0 = CpuTimes::read();
-    let armed = arm_fault(tb, spec);
+    let mut armed = arm_fault(tb, spec);
+    let mut link_stats = None;
     let (obs, end) = match launched {
         Ok(mut browser) => {
             let loaded = load::load(
@@ -175,6 +176,12 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
                 spec.manifest.files.len(),
                 spec.timeout,
             );
+            if let Some(a) = armed.take() {
+                a.disarm();
+            }
+            // The link's interval ends with the load: the browser's teardown (its closing
+            // packets, the kernel's work of ending a large process) is not the measured run.
+            link_stats = Some(tb.link.take_stats());
             browser.close();
             overhead = browser.overhead.clone();
             match loaded {
@@ -196,7 +203,7 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         a.disarm();
     }
     let cpu1 = CpuTimes::read();
-    let link_stats = tb.link.take_stats();
+    let link_stats = link_stats.unwrap_or_else(|| tb.link.take_stats());
     let (snmp_c1, snmp_s1) = snmp_both(tb);
     let slot = tb.server_mut(&spec.server).expect("checked above");
     let server_exit = slot.exited();
@@ -333,6 +340,7 @@ pub fn run_series(
         pages_root: req.pages_root.clone(),
         seed: req.seed,
         log_dir: None,
+        steer_receive: true,
     })?;
     let server = req.server.name().to_string();
     let mut done = 0;
@@ -426,15 +434,37 @@ pub fn describe(rec: &RunRecord) -> String {
                 | ReasonKind::ServerProtocolMismatch
         )
     });
-    s.push_str(&format!(
-        "  protocol {}: Resource Timing, CDP and the server log ({} requests) {}\n",
-        rec.protocol,
-        rec.server_requests.len(),
-        if proto_ok { "agree" } else { "DISAGREE" }
-    ));
-    if let Some(l) = &rec.link {
+    if rec.viewpoints >= 3 {
         s.push_str(&format!(
-            "  link: {} B up / {} B down, {} / {} packets, emulator drops {} / {}, lateness p99 {:.0} / {:.0} µs{}\n",
+            "  protocol {}: Resource Timing, CDP and the server log ({} requests) {}\n",
+            rec.protocol,
+            rec.server_requests.len(),
+            if proto_ok { "agree" } else { "DISAGREE" }
+        ));
+    } else {
+        s.push_str(&format!(
+            "  protocol {}: {} viewpoints only (Resource Timing and CDP) {}\n",
+            rec.protocol,
+            rec.viewpoints,
+            if proto_ok { "agree" } else { "DISAGREE" }
+        ));
+    }
+    if let Some(l) = &rec.link {
+        let gate = rec
+            .link_stats
+            .as_ref()
+            .and_then(|e| e.self_check.as_ref())
+            .map_or("no self-check", |c| {
+                if c.ok {
+                    "delivered the profile"
+                } else {
+                    "FAILED its gate"
+                }
+            });
+        s.push_str(&format!(
+            "  link ({gate}): RTT {:.2} ms achieved / {:.2} ms intended by the model · {} B up / {} B down, {} / {} packets, emulator drops {} / {}, lateness p99 {:.0} / {:.0} µs{}\n",
+            l.achieved_rtt_ms,
+            l.model_rtt_ms,
             l.bytes_up,
             l.bytes_down,
             l.packets_up,
@@ -443,7 +473,7 @@ pub fn describe(rec: &RunRecord) -> String {
             l.drops_down,
             l.lateness_p99_up_us,
             l.lateness_p99_down_us,
-            if l.self_check_warnings.is_empty() { String::new() } else { format!(" · WARN {}", l.self_check_warnings.join("; ")) }
+            if l.self_check_warnings.is_empty() { String::new() } else { format!(" · {}", l.self_check_warnings.join("; ")) }
         ));
     }
     if let Some(t) = &rec.transport {

@@ -263,6 +263,8 @@ pub struct TestbedConfig {
     pub seed: u64,
     /// The embedded server's JSON-lines request log (optional).
     pub log_dir: Option<PathBuf>,
+    /// See [`LinkOptions::steer_receive`] (on by default; off only to compare).
+    pub steer_receive: bool,
 }
 
 /// The link, the certificate and the running servers.
@@ -281,6 +283,7 @@ impl Testbed {
             LinkOptions {
                 seed: cfg.seed,
                 realtime: true,
+                steer_receive: cfg.steer_receive,
                 ..LinkOptions::default()
             },
         )?;

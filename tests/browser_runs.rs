@@ -51,6 +51,7 @@ fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
         pages_root: root.to_path_buf(),
         seed: 7,
         log_dir: None,
+        steer_receive: true,
     })
     .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)")
 }

@@ -70,6 +70,42 @@ fn runs_csv(dir: &Path) -> Vec<BTreeMap<String, String>> {
         .collect()
 }
 
+/// The rows that count — the last attempt of every planned run, in the order the plan ran
+/// them — after checking the rest: every earlier attempt failed as a measurement and was run
+/// again as `<plan id>.a<N>` (a machine's hiccup may make the link gate reject a run; the
+/// matrix runs it again, so a test cannot expect one row per planned run).
+fn final_rows(rows: &[BTreeMap<String, String>]) -> Vec<BTreeMap<String, String>> {
+    let mut last: BTreeMap<String, u32> = BTreeMap::new();
+    for r in rows {
+        let attempt: u32 = r["attempt"].parse().unwrap();
+        let plan = r["plan_id"].clone();
+        let expected_id = if attempt == 1 {
+            plan.clone()
+        } else {
+            format!("{plan}.a{attempt}")
+        };
+        assert_eq!(r["run_id"], expected_id);
+        let prev = last.insert(plan, attempt).unwrap_or(0);
+        assert_eq!(attempt, prev + 1, "attempts of {} in order", r["run_id"]);
+    }
+    let mut finals = Vec::new();
+    for r in rows {
+        let attempt: u32 = r["attempt"].parse().unwrap();
+        if last[&r["plan_id"]] == attempt {
+            finals.push(r.clone());
+        } else {
+            assert_eq!(
+                (r["outcome"].as_str(), r["measurement_failure"].as_str()),
+                ("invalid", "true"),
+                "{} was run again though it did not fail as a measurement: {}",
+                r["run_id"],
+                r["invalid_reason"]
+            );
+        }
+    }
+    finals
+}
+
 fn planned_ids(
     profiles: &[&str],
     workloads: &[&str],
@@ -117,10 +153,11 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     );
     let status = bin().args(&args).status().unwrap();
     assert!(status.success());
-    let rows = runs_csv(&out);
+    let all = runs_csv(&out);
+    let rows = final_rows(&all);
     assert_eq!(rows.len(), 2 * 2 * 3 * 3);
     // Exactly the seeded plan, in its order.
-    let ids: Vec<String> = rows.iter().map(|r| r["run_id"].clone()).collect();
+    let ids: Vec<String> = rows.iter().map(|r| r["plan_id"].clone()).collect();
     assert_eq!(
         ids,
         planned_ids(
@@ -152,16 +189,29 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
         assert!(!r["completion_ms"].is_empty());
         assert!(!r["bytes_down"].is_empty());
     }
-    // Raw records, resources and the summary are there.
+    // Raw records (every attempt), resources and the summary are there.
     assert_eq!(
         std::fs::read_dir(out.join("runs")).unwrap().count(),
-        rows.len()
+        all.len()
     );
     let res = csv::Reader::from_path(out.join("resources.csv"))
         .unwrap()
         .records()
         .count();
-    assert_eq!(res, 2 * 3 * 3 * 10 + 2 * 3 * 3);
+    let expected: usize = all
+        .iter()
+        .map(|r| r["resources"].parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(res, expected);
+    let counted: usize = rows
+        .iter()
+        .map(|r| r["resources"].parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(counted, 2 * 3 * 3 * 10 + 2 * 3 * 3);
+    // Every run carries what the link delivered.
+    for r in &all {
+        assert!(!r["achieved_rtt_ms"].is_empty() && !r["model_rtt_ms"].is_empty());
+    }
     let s = summary::read(&out).unwrap();
     assert_eq!(s.series.len(), 12);
     assert_eq!(s.comparisons.len(), 12);
@@ -275,12 +325,15 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
         namespaces_of(killed_pid).is_empty(),
         "namespaces of the killed run were not cleaned"
     );
-    let rows = runs_csv(&out);
-    let ids: Vec<String> = rows.iter().map(|r| r["run_id"].clone()).collect();
+    let all = runs_csv(&out);
+    let ids: Vec<String> = all.iter().map(|r| r["run_id"].clone()).collect();
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "a run was duplicated");
+    let rows = final_rows(&all);
+    let plans: BTreeSet<&String> = rows.iter().map(|r| &r["plan_id"]).collect();
+    assert_eq!(plans.len(), rows.len());
     assert_eq!(
-        unique,
+        plans,
         planned.iter().collect::<BTreeSet<_>>(),
         "exactly the planned runs"
     );
@@ -313,4 +366,128 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
         pagebench::matrix::store::read_meta(&out).unwrap().status,
         "complete"
     );
+}
+
+/// Runs a one-cell matrix (wired, page10, h2, 2 runs) with `fault` injected into its first run,
+/// and returns the results directory's rows with the first run's plan id.
+fn matrix_with_fault(
+    tmp: &Path,
+    fault: &str,
+    extra: &[&str],
+) -> (Vec<BTreeMap<String, String>>, String, std::path::PathBuf) {
+    let out = tmp.join("results");
+    let planned = plan::plan(&PlanSpec {
+        profiles: vec!["wired".into()],
+        workloads: vec!["page10".into()],
+        servers: vec![extra
+            .iter()
+            .position(|a| *a == "--servers")
+            .map_or("embedded", |i| extra[i + 1])
+            .to_string()],
+        variants: plan::parse_variants("h2", H3Mode::Forced).unwrap(),
+        runs: 2,
+        warmup: 0,
+        seed: 3,
+    });
+    let first = planned[0].id.clone();
+    let spec = format!("{first}={fault}");
+    let mut args: Vec<&str> = vec![
+        "--profiles",
+        "wired",
+        "--workloads",
+        "page10",
+        "--protocols",
+        "h2",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--seed",
+        "3",
+        "--inject-fault",
+        &spec,
+    ];
+    args.extend_from_slice(extra);
+    let mut a = matrix_args(tmp, &out, &args);
+    // A dead link makes the load wait for its timeout: keep that short.
+    let t = a.iter().position(|x| x == "--timeout").unwrap();
+    a[t + 1] = "12s".into();
+    let output = bin().args(&a).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (runs_csv(&out), first, out)
+}
+
+/// The first attempt of `first` failed with `kind` and was run again cleanly; both are on disk.
+fn assert_retried(rows: &[BTreeMap<String, String>], first: &str, kind: &str, out: &Path) {
+    let failed = rows.iter().find(|r| r["run_id"] == first).unwrap();
+    assert_eq!(failed["outcome"], "invalid", "{failed:?}");
+    assert!(
+        failed["invalid_kinds"].split(' ').any(|k| k == kind),
+        "{}: {}",
+        failed["invalid_kinds"],
+        failed["invalid_reason"]
+    );
+    assert_eq!(failed["measurement_failure"], "true");
+    let finals = final_rows(rows);
+    assert_eq!(finals.len(), 2, "both planned runs finished");
+    let retry = finals.iter().find(|r| r["plan_id"] == first).unwrap();
+    assert!(retry["attempt"].parse::<u32>().unwrap() >= 2);
+    assert_eq!(retry["outcome"], "valid", "{}", retry["invalid_reason"]);
+    for r in rows {
+        assert!(out
+            .join("runs")
+            .join(format!("{}.json", r["run_id"]))
+            .exists());
+    }
+    let s = summary::read(out).unwrap();
+    let h2 = &s.series[0];
+    assert_eq!((h2.completion.n_valid, h2.completion.n_invalid), (2, 0));
+    assert!(h2.retries >= 1);
+    assert!(s.invalid_by_reason.get(kind).is_some_and(|n| *n >= 1));
+}
+
+#[test]
+fn a_run_whose_emulator_stalls_is_invalid_for_the_link_and_run_again() {
+    let guard = temp("stall");
+    let (rows, first, out) = matrix_with_fault(guard.path(), "stall:500ms@100ms", &[]);
+    assert_retried(&rows, &first, "link", &out);
+    let failed = rows.iter().find(|r| r["run_id"] == first).unwrap();
+    assert!(
+        failed["invalid_reason"].contains("late"),
+        "{}",
+        failed["invalid_reason"]
+    );
+    let lateness: f64 = failed["lateness_p99_down_us"]
+        .parse::<f64>()
+        .unwrap()
+        .max(failed["lateness_p99_up_us"].parse().unwrap());
+    assert!(lateness > 1000.0, "{lateness}");
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn a_dead_emulator_costs_one_run_not_every_later_one() {
+    let guard = temp("dead-link");
+    let (rows, first, out) = matrix_with_fault(guard.path(), "stop-emulator@100ms", &[]);
+    assert_retried(&rows, &first, "link", &out);
+    let failed = rows.iter().find(|r| r["run_id"] == first).unwrap();
+    assert!(
+        failed["invalid_reason"].contains("emulator stopped"),
+        "{}",
+        failed["invalid_reason"]
+    );
+    // A timeout on a dead link is not a DNF: the protocol did not fail, the link did.
+    assert_ne!(failed["outcome"], "dnf");
+}
+
+#[test]
+fn a_reference_server_that_dies_mid_run_invalidates_it_for_the_server() {
+    let guard = temp("dead-server");
+    let (rows, first, out) =
+        matrix_with_fault(guard.path(), "kill-server@100ms", &["--servers", "caddy"]);
+    assert_retried(&rows, &first, "server", &out);
 }

@@ -42,6 +42,7 @@ fn page10_testbed(
         pages_root: root.to_path_buf(),
         seed: 3,
         log_dir: None,
+        steer_receive: true,
     });
     (m, tb)
 }

@@ -55,6 +55,8 @@ pub struct MatrixRequest {
     pub pages_seed: u64,
     /// Faults to inject (test hook).
     pub faults: Vec<FaultInjection>,
+    /// Steer receive processing off the emulator's CPU (see `LinkOptions::steer_receive`).
+    pub steer_receive: bool,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -364,6 +366,7 @@ fn start_and_run(
         pages_root: req.pages_root.clone(),
         seed: req.seed,
         log_dir: Some(store.dir().to_path_buf()),
+        steer_receive: req.steer_receive,
     })?;
     // Record what the servers really applied.
     let tb = exec.testbed();

@@ -2,6 +2,7 @@
 //! resumable, summarised with statistics.
 
 pub mod execute;
+pub mod link_bench;
 pub mod plan;
 pub mod store;
 pub mod summary;

@@ -37,6 +37,8 @@ pub struct RunRow {
     #[serde(deserialize_with = "reason_kinds")]
     pub invalid_kinds: Vec<ReasonKind>,
     pub measurement_failure: bool,
+    /// 3 (Resource Timing, CDP, the server's log) or 2 (no readable server log).
+    pub viewpoints: u8,
     pub completion_ms: Option<f64>,
     pub queueing_median_ms: Option<f64>,
     pub queueing_p95_ms: Option<f64>,
@@ -214,6 +216,10 @@ pub struct Summary {
     /// Per profile, what the link delivered.
     #[serde(default)]
     pub links: Vec<ProfileLink>,
+    /// Per server, the fewest viewpoints any of its runs was cross-checked from (3: Resource
+    /// Timing, CDP and the server's log; 2: no readable server log).
+    #[serde(default)]
+    pub viewpoints: BTreeMap<String, u8>,
     /// Invalid attempts by reason kind (every attempt, measure and warm-up), and how many
     /// attempts were retries.
     #[serde(default)]
@@ -505,6 +511,11 @@ pub fn summarize_runs(
             ));
         }
     }
+    let mut viewpoints: BTreeMap<String, u8> = BTreeMap::new();
+    for r in rows {
+        let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
+        *v = (*v).min(r.viewpoints);
+    }
     let mut invalid_by_reason: BTreeMap<String, usize> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.outcome == Outcome::Invalid) {
         for k in &r.invalid_kinds {
@@ -519,6 +530,7 @@ pub fn summarize_runs(
         series,
         comparisons,
         links: profile_links(rows, &profiles_seen),
+        viewpoints,
         invalid_by_reason,
         retries: rows.iter().filter(|r| r.attempt > 1).count(),
         warnings,
@@ -832,6 +844,7 @@ mod tests {
                 vec![]
             },
             measurement_failure: false,
+            viewpoints: 3,
             completion_ms: (outcome == Outcome::Valid).then_some(ms),
             queueing_median_ms: Some(ms / 10.0),
             queueing_p95_ms: Some(ms / 5.0),
@@ -999,6 +1012,7 @@ mod tests {
             ("outcome", "invalid"),
             ("invalid_kinds", "link"),
             ("measurement_failure", "true"),
+            ("viewpoints", "3"),
         ] {
             set(&mut fields, k, v);
         }

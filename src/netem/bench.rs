@@ -43,6 +43,7 @@ pub struct BenchOptions {
     pub rate_seconds: f64,
     pub realtime: bool,
     pub hold_cpus_awake: bool,
+    pub steer_receive: bool,
     pub seed: u64,
 }
 
@@ -55,6 +56,7 @@ impl Default for BenchOptions {
             rate_seconds: 3.0,
             realtime: true,
             hold_cpus_awake: true,
+            steer_receive: true,
             seed: 1,
         }
     }
@@ -156,6 +158,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             seed: opts.seed,
             realtime: opts.realtime,
             hold_cpus_awake: opts.hold_cpus_awake,
+            steer_receive: opts.steer_receive,
         },
     )?;
     let steal = StealSampler::start(base);

@@ -90,6 +90,7 @@ impl Emulator {
         up: LinkDirection,
         down: LinkDirection,
         realtime: bool,
+        pin_cpu: Option<usize>,
         name: &str,
     ) -> Result<Emulator> {
         // SAFETY: eventfd has no pointer arguments; we own the result.
@@ -106,6 +107,11 @@ impl Emulator {
             .name(format!("netem-{name}").chars().take(15).collect())
             .spawn(move || {
                 host::set_timer_slack_1ns();
+                if let Some(cpu) = pin_cpu {
+                    if let Err(e) = host::pin_to_cpu(cpu) {
+                        tracing::warn!("emulator: cannot pin to CPU {cpu} ({e})");
+                    }
+                }
                 let rt = realtime
                     && match host::set_sched_fifo(RT_PRIORITY) {
                         Ok(()) => true,

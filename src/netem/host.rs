@@ -167,6 +167,21 @@ pub fn cpu_count() -> usize {
         .unwrap_or(1)
 }
 
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; pid 0 is the
+    // calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
 /// Lets this thread's timers fire at their exact time (default slack is 50 µs).
 pub fn set_timer_slack_1ns() {
     // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.

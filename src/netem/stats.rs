@@ -157,6 +157,10 @@ pub struct LinkStats {
     pub realtime: bool,
     /// Whether idle CPUs were kept polling instead of halting.
     pub cpus_held_awake: bool,
+    /// The CPU the emulator was pinned to while the receiving stacks' work was steered to the
+    /// others (`None`: not steered).
+    #[serde(default)]
+    pub emulator_cpu: Option<usize>,
 }
 
 /// How one direction compares with its configuration.

@@ -90,6 +90,24 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         .into(),
         servers.join("; "),
     ));
+    let viewpoints: Vec<String> = data
+        .servers
+        .iter()
+        .filter_map(|s| {
+            data.summary.viewpoints.get(s).map(|v| match v {
+                3 => format!("{s}: 3 (Resource Timing, CDP and the server's own log)"),
+                n => format!(
+                    "{s}: {n} (Resource Timing and CDP only: the server keeps no log pagebench can read; --server-log-format gives a third)"
+                ),
+            })
+        })
+        .collect();
+    if !viewpoints.is_empty() {
+        kv.push((
+            "protocol and files verified from".into(),
+            viewpoints.join("; "),
+        ));
+    }
     let mut h3 = Vec::new();
     if data.has_variant("h3") {
         h3.push(

@@ -859,6 +859,7 @@ mod tests {
             outcome: Outcome::Valid,
             invalid_kinds: vec![],
             measurement_failure: false,
+            viewpoints: 3,
             completion_ms: Some(ms),
             queueing_median_ms: Some(1.0),
             queueing_p95_ms: Some(2.0),

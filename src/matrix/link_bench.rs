@@ -1,0 +1,225 @@
+//! `pagebench bench link`: does the emulated link deliver the profile, whatever the protocol?
+//! A matrix over the study's profiles (h1, h2, h3 × page50 and the 3 MB download by default),
+//! then per cell the mean RTT the packets really got against the profile's RTT, and per run the
+//! achieved RTT against the RTT the link model intended for that run's packets. The table is
+//! pure arithmetic over `runs.csv` ([`table`]), so `--from DIR` recomputes it for any results
+//! directory, e.g. the full study matrix.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::summary::{final_attempts, RunRow};
+use crate::netem::stats::rtt_tolerance_ms;
+use crate::profile::Profile;
+use crate::validate::ReasonKind;
+
+/// A cell's mean achieved RTT may be off the profile's by at most max(this, [`CELL_FRACTION`]).
+pub const CELL_TOLERANCE_MS: f64 = 1.0;
+pub const CELL_FRACTION: f64 = 0.03;
+
+/// One (profile, workload, protocol) cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub profile: String,
+    pub workload: String,
+    pub variant: String,
+    pub profile_rtt_ms: f64,
+    /// Counted runs with link figures (the last attempt of each planned run).
+    pub runs: usize,
+    /// Mean over those runs of each run's mean achieved RTT, and of its model RTT.
+    pub achieved_rtt_ms: f64,
+    pub model_rtt_ms: f64,
+    /// The largest |achieved − model| of a counted run, and how many counted runs were off
+    /// their model by more than the run gate's max(0.5 ms, 1 %).
+    pub worst_run_error_ms: f64,
+    pub runs_off_model: usize,
+    /// Attempts (retried ones included) the link gate rejected.
+    pub gate_failures: usize,
+}
+
+impl Cell {
+    pub fn tolerance_ms(&self) -> f64 {
+        CELL_TOLERANCE_MS.max(CELL_FRACTION * self.profile_rtt_ms)
+    }
+
+    /// The cell's mean RTT is the profile's (within tolerance).
+    pub fn delivers_profile(&self) -> bool {
+        (self.achieved_rtt_ms - self.profile_rtt_ms).abs() <= self.tolerance_ms()
+    }
+
+    /// Every counted run got the delay its model intended (within the run gate's tolerance).
+    pub fn runs_match_model(&self) -> bool {
+        self.runs_off_model == 0
+    }
+}
+
+/// The cells of a results directory's runs, in plan order (profiles, then workloads, then
+/// protocols as first seen). Runs without link figures (the emulator's counters unreadable)
+/// are left out; warm-ups count too (they crossed the same link).
+pub fn table(rows: &[RunRow], profiles: &[Profile]) -> Vec<Cell> {
+    let mut order: Vec<(String, String, String)> = Vec::new();
+    let mut counted: BTreeMap<(String, String, String), Vec<&RunRow>> = BTreeMap::new();
+    let mut failures: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    let key = |r: &RunRow| (r.profile.clone(), r.workload.clone(), r.variant.clone());
+    for r in rows {
+        let k = key(r);
+        if !order.contains(&k) {
+            order.push(k.clone());
+        }
+        if r.invalid_kinds.contains(&ReasonKind::Link) {
+            *failures.entry(k).or_default() += 1;
+        }
+    }
+    for r in final_attempts(rows) {
+        if r.achieved_rtt_ms.is_some() && r.model_rtt_ms.is_some() {
+            counted.entry(key(r)).or_default().push(r);
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|k| {
+            let runs = counted.get(&k)?;
+            let profile_rtt_ms = profiles.iter().find(|p| p.name == k.0)?.rtt_ms;
+            let mean = |f: &dyn Fn(&RunRow) -> f64| {
+                runs.iter().map(|r| f(r)).sum::<f64>() / runs.len() as f64
+            };
+            let errors: Vec<(f64, f64)> = runs
+                .iter()
+                .map(|r| {
+                    let (a, m) = (r.achieved_rtt_ms.unwrap(), r.model_rtt_ms.unwrap());
+                    ((a - m).abs(), rtt_tolerance_ms(m))
+                })
+                .collect();
+            Some(Cell {
+                runs: runs.len(),
+                achieved_rtt_ms: mean(&|r| r.achieved_rtt_ms.unwrap()),
+                model_rtt_ms: mean(&|r| r.model_rtt_ms.unwrap()),
+                worst_run_error_ms: errors.iter().map(|e| e.0).fold(0.0, f64::max),
+                runs_off_model: errors.iter().filter(|(e, t)| e > t).count(),
+                gate_failures: failures.get(&k).copied().unwrap_or(0),
+                profile_rtt_ms,
+                profile: k.0,
+                workload: k.1,
+                variant: k.2,
+            })
+        })
+        .collect()
+}
+
+/// The table for the terminal and the README (Markdown).
+pub fn render(cells: &[Cell]) -> String {
+    let mut out = String::from(
+        "| profile | RTT (ms) | workload | protocol | runs | achieved RTT, mean (ms) | off the profile | model RTT, mean (ms) | worst run: achieved − model | link-gate rejections |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in cells {
+        let off = c.achieved_rtt_ms - c.profile_rtt_ms;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.2} | {:+.2} ({:+.1} %){} | {:.2} | {:.3} ms{} | {} |\n",
+            c.profile,
+            crate::profile::fmt_num(c.profile_rtt_ms),
+            c.workload,
+            c.variant,
+            c.runs,
+            c.achieved_rtt_ms,
+            off,
+            if c.profile_rtt_ms > 0.0 {
+                100.0 * off / c.profile_rtt_ms
+            } else {
+                0.0
+            },
+            if c.delivers_profile() { "" } else { " ✗" },
+            c.model_rtt_ms,
+            c.worst_run_error_ms,
+            if c.runs_match_model() { "" } else { " ✗" },
+            c.gate_failures
+        ));
+    }
+    let cells_ok = cells.iter().filter(|c| c.delivers_profile()).count();
+    let runs_ok = cells.iter().filter(|c| c.runs_match_model()).count();
+    out.push_str(&format!(
+        "\n{cells_ok} of {} cells within max({CELL_TOLERANCE_MS} ms, {} %) of the profile's RTT; {runs_ok} of {} cells with every run within max(0.5 ms, 1 %) of its model (✗ marks the others)\n",
+        cells.len(),
+        CELL_FRACTION * 100.0,
+        cells.len()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::Outcome;
+
+    fn row(profile: &str, variant: &str, round: u32, model: f64, achieved: f64) -> RunRow {
+        let id = format!("{profile}-page50-r{round:02}-{variant}");
+        RunRow {
+            plan_id: id.clone(),
+            run_id: id,
+            attempt: 1,
+            profile: profile.into(),
+            workload: "page50".into(),
+            server: "embedded".into(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            variant: variant.into(),
+            outcome: Outcome::Valid,
+            invalid_kinds: vec![],
+            measurement_failure: false,
+            viewpoints: 3,
+            completion_ms: Some(500.0),
+            queueing_median_ms: None,
+            queueing_p95_ms: None,
+            ttfb_median_ms: None,
+            connect_ms: None,
+            handshake_rtts: None,
+            onwire_mid: None,
+            onwire_peak: None,
+            goodput_mbit: None,
+            model_rtt_ms: Some(model),
+            achieved_rtt_ms: Some(achieved),
+            steal_ms: None,
+        }
+    }
+
+    #[test]
+    fn cells_compare_the_mean_with_the_profile_and_each_run_with_its_model() {
+        let profiles = [Profile::simple("mobile", 60.0, 15.0, 1.0)];
+        let mut rows = vec![
+            row("mobile", "h2", 1, 58.0, 58.05),
+            row("mobile", "h2", 2, 62.5, 62.52),
+            row("mobile", "h3", 1, 75.0, 75.1),
+            row("mobile", "h3", 2, 74.0, 74.9),
+        ];
+        // A rejected first attempt, retried: counted once, as a gate failure.
+        let mut bad = row("mobile", "h2", 3, 60.0, 66.0);
+        bad.outcome = Outcome::Invalid;
+        bad.invalid_kinds = vec![ReasonKind::Link];
+        let mut retry = row("mobile", "h2", 3, 61.0, 61.03);
+        retry.run_id = format!("{}.a2", retry.plan_id);
+        retry.attempt = 2;
+        rows.push(bad);
+        rows.push(retry);
+        let cells = table(&rows, &profiles);
+        assert_eq!(cells.len(), 2);
+        let h2 = &cells[0];
+        assert_eq!(
+            (h2.variant.as_str(), h2.runs, h2.gate_failures),
+            ("h2", 3, 1)
+        );
+        assert!((h2.achieved_rtt_ms - (58.05 + 62.52 + 61.03) / 3.0).abs() < 1e-9);
+        assert!(h2.delivers_profile() && h2.runs_match_model());
+        // h3: a FIFO-like skew, +14.5 ms: off the profile; one run 0.9 ms off its model.
+        let h3 = &cells[1];
+        assert!(!h3.delivers_profile());
+        assert!(!h3.runs_match_model());
+        assert!((h3.worst_run_error_ms - 0.9).abs() < 1e-9);
+        let text = render(&cells);
+        assert!(
+            text.contains("1 of 2 cells within max(1 ms, 3 %)"),
+            "{text}"
+        );
+        assert!(text.contains("✗"));
+    }
+}
