@@ -262,6 +262,10 @@ pub struct RunArgs {
     /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har).
     #[arg(long, value_name = "FILE")]
     pub har: Option<PathBuf>,
+    /// Run a run again, up to this many times, when it failed as a measurement (as for
+    /// `matrix`); every attempt is printed.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub retry_invalid: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[command(flatten)]
@@ -641,6 +645,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         pages_root: a.common.pages,
         pages_seed: a.common.pages_seed,
         seed: a.seed,
+        retry_invalid: a.retry_invalid,
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");

@@ -309,6 +309,28 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
     })
 }
 
+/// One run that counts: [`run_once`], run again (up to `retry_invalid` times) while it fails
+/// as a measurement — as the matrix does — on a testbed the caller keeps. Returns every attempt,
+/// the counted one last.
+pub fn run_counted(tb: &mut Testbed, spec: &RunSpec, retry_invalid: u32) -> Result<Vec<RunRecord>> {
+    let mut attempts = Vec::new();
+    for attempt in 1..=retry_invalid + 1 {
+        let this = RunSpec {
+            id: crate::record::attempt_id(&spec.plan_id, attempt),
+            attempt,
+            fault: spec.fault.clone().filter(|_| attempt == 1),
+            ..spec.clone()
+        };
+        let rec = run_once(tb, &this)?;
+        let again = rec.is_measurement_failure();
+        attempts.push(rec);
+        if !again {
+            break;
+        }
+    }
+    Ok(attempts)
+}
+
 /// What `pagebench run` asks: several runs of one series on a fresh testbed.
 #[derive(Debug, Clone)]
 pub struct SeriesRequest {
@@ -323,17 +345,32 @@ pub struct SeriesRequest {
     pub pages_root: std::path::PathBuf,
     pub pages_seed: u64,
     pub seed: u64,
+    /// Retries of a run that failed as a measurement (as `matrix --retry-invalid`).
+    pub retry_invalid: u32,
 }
 
-/// Runs a series and hands each record to `each` as it finishes (so it is printed or saved
-/// before the next run starts). Stops early on a signal.
+/// Runs a series — a one-cell plan walked by the matrix loop, so failed measurements are run
+/// again and a broken testbed rebuilt — and hands each attempt to `each` as it finishes (so it
+/// is printed before the next starts). Returns the number of attempts; stops early on a signal.
 pub fn run_series(
     req: &SeriesRequest,
     mut each: impl FnMut(&RunRecord) -> Result<()>,
 ) -> Result<usize> {
+    use crate::matrix::execute::{run_plan, Executor, PlanContext, Printed, TestbedExecutor};
+    use crate::matrix::plan::{self, PlanSpec};
     signals::install();
     let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
-    let mut tb = Testbed::start(&crate::testbed::TestbedConfig {
+    let server = req.server.name().to_string();
+    let planned = plan::plan(&PlanSpec {
+        profiles: vec![req.profile.name.clone()],
+        workloads: vec![req.workload.name.clone()],
+        servers: vec![server],
+        variants: vec![req.variant],
+        runs: req.runs,
+        warmup: 0,
+        seed: req.seed,
+    });
+    let mut exec = TestbedExecutor::start(crate::testbed::TestbedConfig {
         profile: req.profile.clone(),
         servers: vec![req.server.clone()],
         knobs: req.knobs.clone(),
@@ -342,41 +379,36 @@ pub fn run_series(
         log_dir: None,
         steer_receive: true,
     })?;
-    let server = req.server.name().to_string();
-    let mut done = 0;
-    for round in 1..=req.runs {
-        if signals::interrupted() {
-            break;
-        }
-        let id = format!(
-            "{}-{}-r{round:02}-{}",
-            req.profile.name, req.workload.name, req.variant
-        );
-        let spec = RunSpec {
-            round,
-            settle_max: req.settle_max,
-            ..RunSpec::single(
-                &id,
-                &req.profile,
-                &manifest,
-                req.variant,
-                &server,
-                req.timeout,
-            )
-        };
-        match run_once(&mut tb, &spec) {
-            Ok(rec) => {
-                each(&rec)?;
-                done += 1;
-            }
-            Err(e) if signals::interrupted() => {
-                tracing::info!("interrupted: {e:#}");
-                break;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+    exec.set_profile(&req.profile)?;
+    let manifests = [(req.workload.name.clone(), manifest)]
+        .into_iter()
+        .collect();
+    let profiles = [req.profile.clone()];
+    let ctx = PlanContext {
+        profiles: &profiles,
+        manifests: &manifests,
+        timeout: req.timeout,
+        settle_max: req.settle_max,
+        retry_invalid: req.retry_invalid,
+        faults: &[],
+        quiet: true,
+    };
+    let mut attempts = 0usize;
+    let mut log = Printed::new(|rec: &RunRecord| {
+        attempts += 1;
+        each(rec)
+    });
+    let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
+    run_plan(
+        &mut exec,
+        &ctx,
+        &req.profile.name,
+        &todo,
+        &mut log,
+        &indicatif::ProgressBar::hidden(),
+    )?;
+    drop(log);
+    Ok(attempts)
 }
 
 /// The human summary of one run.

@@ -491,3 +491,66 @@ fn a_reference_server_that_dies_mid_run_invalidates_it_for_the_server() {
         matrix_with_fault(guard.path(), "kill-server@100ms", &["--servers", "caddy"]);
     assert_retried(&rows, &first, "server", &out);
 }
+
+#[test]
+fn run_prints_counted_runs_with_what_the_link_delivered_on_the_pages_seed_asked_for() {
+    let guard = temp("run");
+    let tmp = guard.path();
+    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let out = bin()
+        .args([
+            "run",
+            "--protocol",
+            "h2",
+            "--workload",
+            "page10",
+            "--profile",
+            "wired",
+        ])
+        .args([
+            "--runs",
+            "2",
+            "--json",
+            "--pages-seed",
+            "7",
+            "--timeout",
+            "30s",
+        ])
+        .arg("--pages")
+        .arg(tmp.join("pages"))
+        .arg("--profiles-dir")
+        .arg(&profiles)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let counted: BTreeSet<String> = records
+        .iter()
+        .map(|r| r["plan_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(counted.len(), 2, "two planned runs");
+    for r in &records {
+        let check = &r["link_stats"]["self_check"];
+        let (model, achieved) = (
+            check["model_rtt_ms"].as_f64().unwrap(),
+            check["achieved_rtt_ms"].as_f64().unwrap(),
+        );
+        // ±5 ms jitter per direction: a run's model RTT lies within 30–50 ms.
+        assert!((30.0..=50.0).contains(&model), "{model}");
+        assert!(achieved >= model, "released no earlier than due");
+        assert_eq!(r["viewpoints"], 3);
+    }
+    let last = records.last().unwrap();
+    assert_eq!(last["outcome"], "valid", "{}", last["reasons"]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.join("pages/page10/manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["seed"], 7, "--pages-seed reaches the generator");
+}

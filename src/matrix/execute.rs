@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::plan::{self, Phase, PlanSpec, PlannedRun, Variant};
-use super::store::{self, Meta, Store};
+use super::store::{self, Attempts, Meta, Store};
 use super::summary;
 use crate::browser::H3Mode;
 use crate::fault::FaultInjection;
@@ -286,6 +286,54 @@ fn report_hook(dir: &Path) -> Result<()> {
     }
 }
 
+/// Where finished attempts go and what was attempted so far: the results directory
+/// ([`Store`]), or a callback that prints them ([`Printed`], `pagebench run`).
+pub trait RunLog {
+    fn attempts(&self, plan_id: &str) -> Attempts;
+    /// Keeps a finished attempt (on disk before the next starts, for the store).
+    fn append(&mut self, rec: &RunRecord) -> Result<()>;
+}
+
+impl RunLog for Store {
+    fn attempts(&self, plan_id: &str) -> Attempts {
+        Store::attempts(self, plan_id)
+    }
+
+    fn append(&mut self, rec: &RunRecord) -> Result<()> {
+        Store::append(self, rec)
+    }
+}
+
+/// Attempts kept in memory, each handed to a callback as it finishes.
+pub struct Printed<F: FnMut(&RunRecord) -> Result<()>> {
+    attempts: BTreeMap<String, Attempts>,
+    each: F,
+}
+
+impl<F: FnMut(&RunRecord) -> Result<()>> Printed<F> {
+    pub fn new(each: F) -> Self {
+        Printed {
+            attempts: BTreeMap::new(),
+            each,
+        }
+    }
+}
+
+impl<F: FnMut(&RunRecord) -> Result<()>> RunLog for Printed<F> {
+    fn attempts(&self, plan_id: &str) -> Attempts {
+        self.attempts.get(plan_id).copied().unwrap_or_default()
+    }
+
+    fn append(&mut self, rec: &RunRecord) -> Result<()> {
+        (self.each)(rec)?;
+        self.attempts
+            .entry(rec.plan_id.clone())
+            .or_default()
+            .record(rec.attempt, rec.is_measurement_failure());
+        Ok(())
+    }
+}
+
 /// What the matrix loop needs from the world.
 pub trait Executor {
     /// Switches the link to `profile` for the runs that follow.
@@ -471,7 +519,7 @@ pub fn run_plan(
     ctx: &PlanContext,
     current: &str,
     todo: &[&PlannedRun],
-    store: &mut Store,
+    store: &mut dyn RunLog,
     pb: &ProgressBar,
 ) -> Result<PlanEnd> {
     let profile_of = |name: &str| {

@@ -200,7 +200,8 @@ impl Attempts {
         }
     }
 
-    fn record(&mut self, attempt: u32, failed_measurement: bool) {
+    /// Notes that attempt `attempt` finished (a measurement failure or not).
+    pub fn record(&mut self, attempt: u32, failed_measurement: bool) {
         if attempt >= self.count {
             self.count = attempt;
             self.last_failed_measurement = failed_measurement;
