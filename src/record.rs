@@ -44,6 +44,9 @@ pub struct LinkSummary {
     /// Mean delay the packets really got, both directions summed.
     #[serde(default)]
     pub achieved_rtt_ms: f64,
+    /// Mean RTT the link offered over the run, whatever the traffic (the profile's, on average).
+    #[serde(default)]
+    pub offered_rtt_ms: Option<f64>,
     #[serde(alias = "loss_achieved_up_pct")]
     pub achieved_loss_up_pct: f64,
     #[serde(alias = "loss_achieved_down_pct")]
@@ -192,6 +195,7 @@ pub const RUN_COLUMNS: &[&str] = &[
     "lateness_p99_down_us",
     "model_rtt_ms",
     "achieved_rtt_ms",
+    "offered_rtt_ms",
     "achieved_loss_up_pct",
     "achieved_loss_down_pct",
     "tun_tx_dropped",
@@ -283,6 +287,7 @@ impl RunRecord {
             lf(l.lateness_p99_down_us),
             lf(l.model_rtt_ms),
             lf(l.achieved_rtt_ms),
+            opt(l.offered_rtt_ms),
             lf(l.achieved_loss_up_pct),
             lf(l.achieved_loss_down_pct),
             lu(l.tun_tx_dropped),

@@ -591,6 +591,7 @@ fn generate(
                         lateness_p99_down_us: 65.0,
                         model_rtt_ms: (model_rtt * 1000.0).round() / 1000.0,
                         achieved_rtt_ms: ((model_rtt + 0.04) * 1000.0).round() / 1000.0,
+                        offered_rtt_ms: Some(prof.rtt_ms),
                         achieved_loss_up_pct: prof.loss_pct,
                         achieved_loss_down_pct: prof.loss_pct,
                         tun_tx_dropped: 0,

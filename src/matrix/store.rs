@@ -470,6 +470,62 @@ mod tests {
         assert_eq!(a, counted);
     }
 
+    fn meta() -> Meta {
+        Meta {
+            pagebench_version: env!("CARGO_PKG_VERSION").into(),
+            record_format: RECORD_FORMAT,
+            run_columns: RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
+            git_revision: String::new(),
+            machine: MachineInfo::default(),
+            started_at: String::new(),
+            ended_at: None,
+            status: "running".into(),
+            planned_runs: 0,
+            plan: PlanSpec {
+                profiles: vec!["wired".into()],
+                workloads: vec!["page10".into()],
+                servers: vec!["embedded".into()],
+                variants: vec![],
+                runs: 1,
+                warmup: 0,
+                seed: 1,
+            },
+            profiles: vec![],
+            servers: Value::Null,
+            timeout_s: 120.0,
+            pages_seed: 1,
+            retry_invalid: 2,
+            servers_applied: Value::Null,
+            resumed_at: vec![],
+        }
+    }
+
+    #[test]
+    fn resume_refuses_records_of_another_version_or_layout() {
+        let dir = crate::browser::launch::make_temp_dir("pagebench-store-test").unwrap();
+        let mut old = meta();
+        old.pagebench_version = "0.1.0".into();
+        old.record_format = 0;
+        Store::create(&dir, &old).unwrap();
+        let e = format!("{:#}", Store::resume(&dir, &meta()).err().unwrap());
+        assert!(
+            e.contains("written by pagebench 0.1.0 (record format 0)") && e.contains("--out"),
+            "{e}"
+        );
+        let mut cols = meta();
+        cols.run_columns.pop();
+        write_meta(&dir, &cols).unwrap();
+        let e = format!("{:#}", Store::resume(&dir, &meta()).err().unwrap());
+        assert!(e.contains("column layout"), "{e}");
+        write_meta(&dir, &meta()).unwrap();
+        let mut more_retries = meta();
+        more_retries.retry_invalid = 5;
+        let e = format!("{:#}", Store::resume(&dir, &more_retries).err().unwrap());
+        assert!(e.contains("--retry-invalid 2 vs 5"), "{e}");
+        assert!(Store::resume(&dir, &meta()).is_ok());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn partial_line_is_cut() {
         let dir = crate::browser::launch::make_temp_dir("pagebench-store-test").unwrap();

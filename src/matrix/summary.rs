@@ -50,6 +50,7 @@ pub struct RunRow {
     pub goodput_mbit: Option<f64>,
     pub model_rtt_ms: Option<f64>,
     pub achieved_rtt_ms: Option<f64>,
+    pub offered_rtt_ms: Option<f64>,
     pub steal_ms: Option<f64>,
 }
 
@@ -198,8 +199,12 @@ pub struct ProfileLink {
     /// Median over runs of the RTT the link model intended, and of the RTT achieved.
     pub model_rtt_median_ms: Option<f64>,
     pub achieved_rtt_median_ms: Option<f64>,
-    /// Mean over runs of the same (the figure `bench link` checks against the profile).
+    /// Mean over runs of the same.
     pub achieved_rtt_mean_ms: Option<f64>,
+    /// Mean over runs of the RTT the link offered (its time average, whatever the traffic):
+    /// the figure that must be the profile's.
+    #[serde(default)]
+    pub offered_rtt_mean_ms: Option<f64>,
     /// Attempts (all, retried ones included) the link gate rejected.
     pub link_invalid: usize,
 }
@@ -278,6 +283,10 @@ fn breakdown_input(rows: &[&RunRow], value: impl Fn(&RunRow) -> Option<f64>) -> 
     }
 }
 
+fn mean_of(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
 fn median_of(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
     stats::median(&v).ok()
@@ -295,6 +304,7 @@ fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
                 .filter(|r| !r.invalid_kinds.contains(&ReasonKind::Link))
                 .collect();
             let achieved: Vec<f64> = fine.iter().filter_map(|r| r.achieved_rtt_ms).collect();
+            let offered: Vec<f64> = fine.iter().filter_map(|r| r.offered_rtt_ms).collect();
             ProfileLink {
                 profile: profile.clone(),
                 runs: achieved.len(),
@@ -302,8 +312,8 @@ fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
                     fine.iter().filter_map(|r| r.model_rtt_ms).collect(),
                 ),
                 achieved_rtt_median_ms: median_of(achieved.clone()),
-                achieved_rtt_mean_ms: (!achieved.is_empty())
-                    .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
+                achieved_rtt_mean_ms: mean_of(&achieved),
+                offered_rtt_mean_ms: mean_of(&offered),
                 link_invalid: mine.len() - fine.len(),
             }
         })
@@ -856,6 +866,7 @@ mod tests {
             goodput_mbit: None,
             model_rtt_ms: Some(40.0),
             achieved_rtt_ms: Some(40.05),
+            offered_rtt_ms: Some(40.0),
             steal_ms: Some(0.0),
         }
     }

@@ -510,10 +510,18 @@ impl Loop {
                 Command::Stop | Command::Exit => return false,
                 Command::Stall(d) => std::thread::sleep(d),
                 Command::Reconfigure { up, down } => {
+                    let now = Instant::now();
+                    for d in &mut self.dirs {
+                        d.account_offered(now);
+                    }
                     self.dirs[0].reconfigure(up);
                     self.dirs[1].reconfigure(down);
                 }
                 Command::Snapshot { reset, reply } => {
+                    let now = Instant::now();
+                    for d in &mut self.dirs {
+                        d.account_offered(now);
+                    }
                     let snap = Snapshot {
                         up: if reset {
                             self.dirs[0].take_counters()

@@ -20,6 +20,13 @@
 //!   to the profile instead of drifting with the luck of a few draws;
 //! - the grid of knots starts at a random phase, so the process is stationary.
 //!
+//! The process also keeps its own time integral ([`VaryingDelay::take_integral`]): the delay the
+//! link *offered* over an interval, whatever the traffic. That is what must equal the profile:
+//! the mean over a flow's packets is the offered delay weighted by the flow's own sending rate,
+//! and a window-limited TCP or QUIC flow sends more while the delay is low (rate ∝ 1/RTT), so
+//! its packets' mean sits a little below the offered one on high-jitter profiles — as on a real
+//! path whose queueing varies.
+//!
 //! Pure and deterministic: the caller passes time in; the seed fixes every draw.
 
 use std::f64::consts::PI;
@@ -57,6 +64,10 @@ pub struct VaryingDelay {
     to: f64,
     strata: [usize; STRATA],
     next_stratum: usize,
+    /// Position (in knot intervals since `origin`) up to which `integral` is accumulated, and
+    /// the integral of the offset over time since the last take (ns·ns).
+    integrated_to: f64,
+    integral: f64,
 }
 
 impl VaryingDelay {
@@ -73,6 +84,8 @@ impl VaryingDelay {
             to: 0.0,
             strata: std::array::from_fn(|i| i),
             next_stratum: STRATA,
+            integrated_to: 0.0,
+            integral: 0.0,
         };
         v.from = v.next_knot();
         v.to = v.next_knot();
@@ -90,25 +103,60 @@ impl VaryingDelay {
     /// The offset (ns, in `±J`) at time `t`. Times must not go backwards across calls; an
     /// earlier time is evaluated at the start of the current segment.
     pub fn offset_ns(&mut self, t: Instant) -> f64 {
+        let x = self.advance_to(t);
+        let s = (x - self.segment as f64).clamp(0.0, 1.0);
+        self.amplitude_ns * (self.from + (self.to - self.from) * ramp(s))
+    }
+
+    /// The time integral of the offset (ns·ns) from the last take (or the first use) to `t`,
+    /// and start a new one: divided by the span it is the mean offset the link offered.
+    pub fn take_integral(&mut self, t: Instant) -> f64 {
+        self.advance_to(t);
+        std::mem::take(&mut self.integral)
+    }
+
+    /// Moves the process to `t` (drawing the knots it passes), integrating on the way; returns
+    /// `t`'s position in knot intervals.
+    fn advance_to(&mut self, t: Instant) -> f64 {
         let origin = *self.origin.get_or_insert_with(|| {
             let phase: f64 = self.rng.random();
-            t - Duration::from_nanos((phase * self.interval_ns) as u64)
+            let start = t - Duration::from_nanos((phase * self.interval_ns) as u64);
+            self.integrated_to = phase;
+            start
         });
         let x = t.saturating_duration_since(origin).as_nanos() as f64 / self.interval_ns;
         let k = x.floor() as u64;
         if k > self.segment + MAX_SKIPPED_KNOTS {
+            // A long idle gap: restart there; its integral is the process's mean, 0.
             self.segment = k;
             self.from = self.next_knot();
             self.to = self.next_knot();
+            self.integrated_to = k as f64;
         }
         while k > self.segment {
+            self.integrate_segment_to((self.segment + 1) as f64);
             self.segment += 1;
             self.from = self.to;
             self.to = self.next_knot();
         }
-        let s = (x - self.segment as f64).clamp(0.0, 1.0);
-        let w = (1.0 - (PI * s).cos()) / 2.0;
-        self.amplitude_ns * (self.from + (self.to - self.from) * w)
+        self.integrate_segment_to(x);
+        x
+    }
+
+    /// Adds the integral over `[integrated_to, x]`, both within the current segment.
+    fn integrate_segment_to(&mut self, x: f64) {
+        let base = self.segment as f64;
+        let (a, b) = (
+            (self.integrated_to - base).clamp(0.0, 1.0),
+            (x - base).clamp(0.0, 1.0),
+        );
+        if b > a {
+            // ∫ from + (to − from)·(1 − cos πs)/2 ds over [a, b], in knot intervals.
+            let ramp_area = ((b - a) - ((PI * b).sin() - (PI * a).sin()) / PI) / 2.0;
+            let unit = self.from * (b - a) + (self.to - self.from) * ramp_area;
+            self.integral += unit * self.amplitude_ns * self.interval_ns;
+        }
+        self.integrated_to = self.integrated_to.max(x);
     }
 
     /// The next unit knot: arcsine-distributed in ±1, one per quarter in every block.
@@ -122,6 +170,11 @@ impl VaryingDelay {
         let u = (stratum as f64 + self.rng.random::<f64>()) / STRATA as f64;
         -(PI * u).cos()
     }
+}
+
+/// The half-cosine ramp from 0 (s = 0) to 1 (s = 1).
+fn ramp(s: f64) -> f64 {
+    (1.0 - (PI * s).cos()) / 2.0
 }
 
 #[cfg(test)]
@@ -177,6 +230,31 @@ mod tests {
         let v = p.offset_ns(later);
         assert!(v.abs() <= 10e6);
         assert!(p.offset_ns(later + Duration::from_millis(1)).abs() <= 10e6);
+    }
+
+    #[test]
+    fn the_integral_is_the_area_under_the_offsets() {
+        // Against a fine Riemann sum of the same process.
+        let t0 = Instant::now();
+        let mut exact = process(15, 60, 4);
+        let mut sampled = process(15, 60, 4);
+        let step = Duration::from_micros(10);
+        let n = 300_000u32; // 3 s
+        let mut sum = 0.0;
+        for i in 0..n {
+            sum += sampled.offset_ns(t0 + step * i) * step.as_nanos() as f64;
+        }
+        exact.offset_ns(t0);
+        let integral = exact.take_integral(t0 + step * n);
+        assert!(
+            (integral - sum).abs() < 1e-3 * 15e6 * 3e9,
+            "{integral} vs {sum}"
+        );
+        // A take restarts the integral; over a long span the mean offset is about 0.
+        let later = t0 + Duration::from_secs(600);
+        let mean = exact.take_integral(later) / (600e9 - 3e9);
+        assert!(mean.abs() < 0.05e6, "mean offset {mean} ns");
+        assert_eq!(exact.take_integral(later), 0.0);
     }
 
     #[test]

@@ -190,6 +190,10 @@ pub struct Counters {
     pub fifo_held: u64,
     /// Sum over released packets of the time spent waiting for and being serialised on the wire.
     pub wire_sum_ns: u128,
+    /// The delay the link offered, integrated over time (ns·ns), and the span it covers (ns):
+    /// their ratio is the mean delay whatever the traffic (see [`LinkDirection::account_offered`]).
+    pub offered_integral: f64,
+    pub offered_span_ns: f64,
     /// Most packets / bytes seen waiting in the rate-limit queue at once.
     pub max_backlog_packets: u64,
     pub max_backlog_bytes: u64,
@@ -206,6 +210,8 @@ pub struct LinkDirection {
     jitter_rng: ChaCha8Rng,
     /// The `Varying` model's process (None for the other models or without jitter).
     varying: Option<VaryingDelay>,
+    /// Until when the offered delay is accounted (None before the first accounting).
+    offered_since: Option<Instant>,
     next_seq: u64,
     /// Packets scheduled for release (ordered by due time, then arrival).
     scheduled: BinaryHeap<Scheduled>,
@@ -234,6 +240,7 @@ impl LinkDirection {
             loss_rng,
             jitter_rng,
             varying,
+            offered_since: None,
             next_seq: 0,
             scheduled: BinaryHeap::new(),
             last_due: None,
@@ -250,7 +257,25 @@ impl LinkDirection {
         &self.cfg
     }
 
+    /// Accounts the delay the link offered up to `now`: the configured delay plus the varying
+    /// model's offset, integrated over time — the mean a packet sent at a random moment would
+    /// get, whatever the traffic. (`fifo` and `reorder` have no time structure: their offered
+    /// mean is the configured delay; the `fifo` hold is the traffic's doing and shows only in
+    /// the packets' intended delays.)
+    pub fn account_offered(&mut self, now: Instant) {
+        let since = *self.offered_since.get_or_insert(now);
+        if now <= since {
+            return;
+        }
+        let span = (now - since).as_nanos() as f64;
+        let jitter = self.varying.as_mut().map_or(0.0, |v| v.take_integral(now));
+        self.counters.offered_integral += self.cfg.delay.as_nanos() as f64 * span + jitter;
+        self.counters.offered_span_ns += span;
+        self.offered_since = Some(now);
+    }
+
     /// Applies a new behaviour to packets offered from now on (scheduled ones keep their time).
+    /// Call [`LinkDirection::account_offered`] first to close the old behaviour's accounting.
     pub fn reconfigure(&mut self, cfg: DirectionConfig) {
         if cfg.rate_bps.is_none() {
             self.waiting.clear();
@@ -271,6 +296,8 @@ impl LinkDirection {
 
     /// A packet arrived at `now`.
     pub fn offer(&mut self, now: Instant, data: Vec<u8>) -> Verdict {
+        // The offered delay is accounted from the first packet (or accounting) on.
+        self.offered_since.get_or_insert(now);
         let len = data.len() as u64;
         self.counters.packets_in += 1;
         self.counters.bytes_in += len;
@@ -720,6 +747,41 @@ mod tests {
             })
             .count();
         assert!(within * 100 >= seeds as usize * 95, "{within} of {seeds}");
+    }
+
+    #[test]
+    fn the_offered_delay_is_the_profiles_even_when_the_traffic_follows_it() {
+        // A window-limited flow sends faster while the delay is low (rate ∝ 1/delay): its
+        // packets' mean delay falls below the profile's, the delay the link offered does not.
+        let t0 = Instant::now();
+        let mut d = LinkDirection::new(mobile(JitterModel::Varying), 21);
+        let (mut t, mut sum, mut n) = (t0, 0.0, 0u64);
+        while t < t0 + Duration::from_secs(300) {
+            d.offer(t, pkt(1200));
+            while let Some(due) = d.next_deadline() {
+                let p = d.poll_release(due).unwrap();
+                let delay = p.due - p.wire_exit;
+                sum += delay.as_nanos() as f64 / 1e6;
+                n += 1;
+                // The next packet after a twentieth of this packet's delay.
+                t = p.wire_exit + delay / 20;
+            }
+        }
+        d.account_offered(t);
+        let c = d.counters();
+        let offered = c.offered_integral / c.offered_span_ns / 1e6;
+        let packets = sum / n as f64;
+        assert!((offered - 30.0).abs() < 0.3, "offered {offered}");
+        assert!(
+            packets < offered - 1.0,
+            "packets {packets}, offered {offered}"
+        );
+        // Without jitter there is nothing to follow: both are the configured delay.
+        let mut flat = LinkDirection::new(cfg(30), 1);
+        flat.offer(t0, pkt(100));
+        flat.account_offered(t0 + Duration::from_secs(1));
+        let c = flat.counters();
+        assert!((c.offered_integral / c.offered_span_ns / 1e6 - 30.0).abs() < 1e-9);
     }
 
     /// Real page50 loads on `mobile` (tests/fixtures/netem): arrival times per direction.

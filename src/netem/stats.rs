@@ -55,6 +55,10 @@ pub struct DirectionStats {
     pub mean_intended_ms: f64,
     /// Mean delay the released packets really got (to their release): intended + lateness.
     pub mean_delay_ms: f64,
+    /// Mean delay the link offered over the interval, whatever the traffic (the time average
+    /// of the model's delay; `None` when no time was accounted).
+    #[serde(default)]
+    pub mean_offered_ms: Option<f64>,
     /// Mean extra wait imposed by keeping order (the `fifo` model's skew), and how many packets
     /// waited at all.
     pub mean_fifo_hold_ms: f64,
@@ -108,6 +112,8 @@ impl DirectionStats {
             lateness: c.lateness.summary(),
             mean_intended_ms: per(c.intended_sum_ns),
             mean_delay_ms: per(c.delay_sum_ns),
+            mean_offered_ms: (c.offered_span_ns > 0.0)
+                .then(|| c.offered_integral / c.offered_span_ns / 1e6),
             mean_fifo_hold_ms: per(c.fifo_hold_sum_ns),
             fifo_held: c.fifo_held,
             mean_wire_ms: per(c.wire_sum_ns),
@@ -324,6 +330,11 @@ pub struct SelfCheck {
     /// Mean delay the packets got, both directions summed.
     #[serde(default)]
     pub achieved_rtt_ms: f64,
+    /// Mean RTT the link offered over the run, whatever the traffic (the model's time
+    /// average): what equals the profile. The packets' means above are this weighted by when
+    /// the endpoints sent, and window-limited flows send more while the delay is low.
+    #[serde(default)]
+    pub offered_rtt_ms: Option<f64>,
     pub up: DirectionCheck,
     pub down: DirectionCheck,
     pub steal_ms: f64,
@@ -361,6 +372,11 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
     );
     let model_rtt_ms = up.model_delay_ms + down.model_delay_ms;
     let achieved_rtt_ms = up.achieved_delay_ms + down.achieved_delay_ms;
+    let offered_rtt_ms = stats
+        .up
+        .mean_offered_ms
+        .zip(stats.down.mean_offered_ms)
+        .map(|(u, d)| u + d);
     let tolerance_ms = rtt_tolerance_ms(model_rtt_ms);
     if (achieved_rtt_ms - model_rtt_ms).abs() > tolerance_ms {
         faults.insert(
@@ -384,6 +400,7 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
         elapsed_s: stats.elapsed_s,
         model_rtt_ms,
         achieved_rtt_ms,
+        offered_rtt_ms,
         up,
         down,
         steal_ms: stats.steal_ms,
@@ -561,9 +578,11 @@ impl SelfCheck {
             self.profile, self.elapsed_s, self.emulator_cpu_pct, self.steal_ms
         );
         out.push_str(&format!(
-            "  RTT {:.3} ms achieved, {:.3} ms intended by the model (profile {:.3} ms)\n",
+            "  RTT {:.3} ms achieved, {:.3} ms intended by the model for these packets; the link offered {} (profile {:.3} ms)\n",
             self.achieved_rtt_ms,
             self.model_rtt_ms,
+            self.offered_rtt_ms
+                .map_or("—".to_string(), |o| format!("{o:.3} ms")),
             self.up.configured_delay_ms + self.down.configured_delay_ms
         ));
         for (label, d) in [("up  ", &self.up), ("down", &self.down)] {
