@@ -6,7 +6,9 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 need=()
-for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates; do
+# gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3 and util-linux:
+# programs the tests run (a web server through `pagebench shell`, unshare, setpriv).
+for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

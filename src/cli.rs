@@ -200,7 +200,8 @@ pub struct MatrixArgs {
     #[arg(long)]
     pub no_report: bool,
     /// Run a run again, up to this many times, when it failed as a measurement (the link did
-    /// not deliver the profile, a server exited, the browser crashed); every attempt is kept.
+    /// not deliver the profile, a server exited, the browser crashed, the server's log missed
+    /// requests the browser made); every attempt is kept.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub retry_invalid: u32,
     /// Test hook: RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or
@@ -259,7 +260,8 @@ pub struct RunArgs {
     /// Print each run record as one line of JSON instead of the summary.
     #[arg(long)]
     pub json: bool,
-    /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har).
+    /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har; a retried run's
+    /// later attempts: FILE-i.a2.har …).
     #[arg(long, value_name = "FILE")]
     pub har: Option<PathBuf>,
     /// Run a run again, up to this many times, when it failed as a measurement (as for
@@ -332,8 +334,11 @@ pub enum BenchTarget {
 
 #[derive(Args, Debug)]
 pub struct BenchLinkArgs {
-    /// Only compute the table from an existing results directory (e.g. a study matrix).
-    #[arg(long, value_name = "DIR")]
+    /// Only compute the table from an existing results directory (e.g. a study matrix); the
+    /// options that shape a new run do not go with it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "profiles", "workloads", "protocols", "runs", "jitter_model", "timeout", "seed", "out",
+    ])]
     pub from: Option<PathBuf>,
     /// Network profiles (as for `matrix`).
     #[arg(long, default_value = "all")]
@@ -610,14 +615,22 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
     })
 }
 
-/// `FILE.har` for one run, `FILE-i.har` for several.
-fn har_path(base: &std::path::Path, index: u32, total: u32) -> PathBuf {
-    if total <= 1 {
-        return base.to_path_buf();
-    }
+/// `FILE.har` for one run, `FILE-i.har` for run i of several; a retried run's later attempts
+/// get `.aN` (`FILE-2.a2.har`), so no attempt overwrites another.
+fn har_path(base: &std::path::Path, round: u32, attempt: u32, total: u32) -> PathBuf {
     let stem = base.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
     let ext = base.extension().and_then(|s| s.to_str()).unwrap_or("har");
-    base.with_file_name(format!("{stem}-{index}.{ext}"))
+    let mut name = stem.to_string();
+    if total > 1 {
+        name.push_str(&format!("-{round}"));
+    }
+    if attempt > 1 {
+        name.push_str(&format!(".a{attempt}"));
+    }
+    if total <= 1 && attempt <= 1 {
+        return base.to_path_buf();
+    }
+    base.with_file_name(format!("{name}.{ext}"))
 }
 
 fn run_cmd(a: RunArgs) -> Result<ExitCode> {
@@ -651,16 +664,14 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         anyhow::bail!("--runs must be at least 1");
     }
     let chromium = crate::sysinfo::chromium_version();
-    let mut index = 0;
     crate::runner::run_series(&req, |rec| {
-        index += 1;
         if a.json {
             println!("{}", serde_json::to_string(rec)?);
         } else {
             print!("{}", crate::runner::describe(rec));
         }
         if let Some(base) = &a.har {
-            let path = har_path(base, index, req.runs);
+            let path = har_path(base, rec.round, rec.attempt, req.runs);
             let har = crate::har::build(&rec.observation, &rec.url, &chromium);
             std::fs::write(&path, serde_json::to_vec_pretty(&har)?)
                 .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -746,8 +757,11 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                     let dir = crate::browser::launch::make_temp_dir("pagebench-profiles")?;
                     let mut names = Vec::new();
                     for mut p in profile::select(&a.profiles, &a.common.profiles_dir)? {
-                        p.jitter_model = model;
-                        p.jitter_coherence_ms = None;
+                        if p.jitter_model != model {
+                            // The coherence time belongs to the varying model only.
+                            p.jitter_model = model;
+                            p.jitter_coherence_ms = None;
+                        }
                         std::fs::write(
                             dir.join(format!("{}.toml", p.name)),
                             toml::to_string(&p).context("writing a profile copy")?,
@@ -840,4 +854,19 @@ fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::har_path;
+    use std::path::Path;
+
+    #[test]
+    fn har_files_are_named_by_run_and_attempt() {
+        let base = Path::new("/tmp/out/load.har");
+        assert_eq!(har_path(base, 1, 1, 1), base);
+        assert_eq!(har_path(base, 1, 2, 1), Path::new("/tmp/out/load.a2.har"));
+        assert_eq!(har_path(base, 3, 1, 5), Path::new("/tmp/out/load-3.har"));
+        assert_eq!(har_path(base, 3, 2, 5), Path::new("/tmp/out/load-3.a2.har"));
+    }
 }

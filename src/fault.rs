@@ -3,8 +3,9 @@
 //! disk as invalid and run again (`pagebench matrix --inject-fault`, hidden from `--help`).
 //!
 //! Syntax: `RUN_ID=FAULT@AFTER`, where FAULT is `stall:DURATION`, `stop-emulator` or
-//! `kill-server`, e.g. `wired-page10-r01-embedded-h2=stall:400ms@100ms`. Only the first
-//! attempt of the run gets the fault (its retry runs clean).
+//! `kill-server`, e.g. `wired-page10-r01-embedded-h2=stall:400ms@100ms`. RUN_ID is one
+//! attempt's id: a planned run's id hits its first attempt only (the retry runs clean),
+//! `<id>.a2` its second. An id the plan cannot produce is an error, not a silent no-op.
 
 use std::str::FromStr;
 use std::sync::mpsc::{self, Sender};
@@ -24,6 +25,39 @@ pub enum Fault {
     StopEmulator,
     /// The reference server's process group gets SIGKILL.
     KillServer,
+}
+
+/// Every fault names an attempt the plan can run: a planned id, or `<id>.aN` with N within
+/// the retries allowed.
+pub fn check_targets<'a>(
+    faults: &[FaultInjection],
+    plan_ids: impl IntoIterator<Item = &'a str>,
+    retry_invalid: u32,
+) -> Result<()> {
+    let ids: std::collections::BTreeSet<&str> = plan_ids.into_iter().collect();
+    for f in faults {
+        // `<id>.aN` (N ≥ 2, as `record::attempt_id` writes it) or a plain planned id.
+        let (plan_id, attempt) = match f.run_id.rsplit_once(".a") {
+            Some((p, n)) if n.parse::<u32>().is_ok_and(|n| n >= 2) => {
+                (p, n.parse::<u32>().unwrap_or(2))
+            }
+            _ => (f.run_id.as_str(), 1),
+        };
+        if !ids.contains(plan_id) {
+            bail!(
+                "--inject-fault {}: no planned run or attempt has that id (planned ids look like {}; a retry is <id>.a2)",
+                f.run_id,
+                ids.iter().next().copied().unwrap_or("wired-page10-r01-embedded-h2")
+            );
+        }
+        if attempt > retry_invalid + 1 {
+            bail!(
+                "--inject-fault {}: attempt {attempt} cannot happen with --retry-invalid {retry_invalid}",
+                f.run_id
+            );
+        }
+    }
+    Ok(())
 }
 
 /// One fault for one run.
@@ -138,6 +172,25 @@ mod tests {
         );
         let f: FaultInjection = "x=kill-server@0ms".parse().unwrap();
         assert_eq!(f.fault, Fault::KillServer);
+    }
+
+    #[test]
+    fn faults_must_name_an_attempt_the_plan_runs() {
+        let plan = ["w-p-r01-e-h2", "w-p-r02-e-h2"];
+        let f = |s: &str| vec![s.parse::<FaultInjection>().unwrap()];
+        assert!(check_targets(&f("w-p-r01-e-h2=kill-server@1s"), plan, 2).is_ok());
+        assert!(check_targets(&f("w-p-r02-e-h2.a3=kill-server@1s"), plan, 2).is_ok());
+        for (bad, why) in [
+            ("w-p-r03-e-h2=kill-server@1s", "no planned run"),
+            ("w-p-r01-e-h2.a1=kill-server@1s", "no planned run"),
+            ("w-p-r01-e-h2.a4=kill-server@1s", "attempt 4 cannot happen"),
+        ] {
+            let e = check_targets(&f(bad), plan, 2).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("--inject-fault"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

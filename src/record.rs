@@ -240,8 +240,13 @@ impl RunRecord {
         let tu = |v: u64| if has_t { v.to_string() } else { String::new() };
         let mut warnings = self.warnings.clone();
         warnings.extend(l.self_check_warnings.iter().cloned());
-        let mut kinds: Vec<&str> = self.reasons.iter().map(|r| r.kind.name()).collect();
-        kinds.dedup();
+        // Each kind once, in the order first seen (two checks can report the same kind).
+        let mut kinds: Vec<&str> = Vec::new();
+        for r in &self.reasons {
+            if !kinds.contains(&r.kind.name()) {
+                kinds.push(r.kind.name());
+            }
+        }
         vec![
             self.id.clone(),
             self.plan_id.clone(),

@@ -183,6 +183,11 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         seed: req.seed,
     };
     let planned = plan::plan(&spec);
+    crate::fault::check_targets(
+        &req.faults,
+        planned.iter().map(|p| p.id.as_str()),
+        req.retry_invalid,
+    )?;
     let requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
     let (dir, mut store, mut meta) = match &req.resume {
         Some(dir) => {
@@ -348,46 +353,48 @@ pub trait Executor {
 /// The real testbed: a link and the servers under test.
 pub struct TestbedExecutor {
     config: TestbedConfig,
-    testbed: Testbed,
+    /// None only after a rebuild failed (the error was returned; every later call fails too).
+    testbed: Option<Testbed>,
 }
 
 impl TestbedExecutor {
     pub fn start(config: TestbedConfig) -> Result<TestbedExecutor> {
         let testbed = Testbed::start(&config).context("cannot build the testbed")?;
-        Ok(TestbedExecutor { config, testbed })
+        Ok(TestbedExecutor {
+            config,
+            testbed: Some(testbed),
+        })
     }
 
-    pub fn testbed(&mut self) -> &mut Testbed {
-        &mut self.testbed
+    pub fn testbed(&mut self) -> Result<&mut Testbed> {
+        self.testbed
+            .as_mut()
+            .context("no testbed: rebuilding it failed after an earlier run")
     }
 }
 
 impl Executor for TestbedExecutor {
     fn set_profile(&mut self, profile: &Profile) -> Result<()> {
         self.config.profile = profile.clone();
-        self.testbed.link.set_profile(profile)
+        self.testbed()?.link.set_profile(profile)
     }
 
     fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
-        runner::run_once(&mut self.testbed, spec)
+        runner::run_once(self.testbed()?, spec)
     }
 
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>> {
-        let Some(why) = self.testbed.broken() else {
+        let Some(why) = self.testbed()?.broken() else {
             return Ok(None);
         };
         self.config.profile = profile.clone();
-        // The old testbed goes first: its namespaces and servers must not outlive it.
-        let fresh = {
-            let old = std::mem::replace(
-                &mut self.testbed,
-                Testbed::start(&self.config)
-                    .with_context(|| format!("cannot rebuild the testbed after: {why}"))?,
-            );
-            drop(old);
-            why
-        };
-        Ok(Some(fresh))
+        // The old testbed goes first: its emulator, namespaces and servers must not overlap
+        // the new one's (one real-time emulator per CPU, one writer per request log).
+        drop(self.testbed.take());
+        let fresh = Testbed::start(&self.config)
+            .with_context(|| format!("cannot rebuild the testbed after: {why}"))?;
+        self.testbed = Some(fresh);
+        Ok(Some(why))
     }
 }
 
@@ -417,7 +424,7 @@ fn start_and_run(
         steer_receive: req.steer_receive,
     })?;
     // Record what the servers really applied.
-    let tb = exec.testbed();
+    let tb = exec.testbed()?;
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {

@@ -21,7 +21,8 @@ use crate::netem::stats::rtt_tolerance_ms;
 use crate::profile::Profile;
 use crate::validate::ReasonKind;
 
-/// A cell's mean achieved RTT may be off the profile's by at most max(this, [`CELL_FRACTION`]).
+/// A cell's mean offered RTT (the achieved RTT for records without it) may be off the
+/// profile's by at most max(this, [`CELL_FRACTION`]).
 pub const CELL_TOLERANCE_MS: f64 = 1.0;
 pub const CELL_FRACTION: f64 = 0.03;
 

@@ -191,7 +191,8 @@ impl CellComparison {
     }
 }
 
-/// What the link delivered on one profile, over the matrix's counted runs with link figures.
+/// What the link delivered on one profile: every attempt with link figures (warm-ups and
+/// attempts retried for other reasons too — each is a sample of the link) that passed the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileLink {
     pub profile: String,
@@ -292,7 +293,8 @@ fn median_of(mut v: Vec<f64>) -> Option<f64> {
     stats::median(&v).ok()
 }
 
-/// Per profile: what the link delivered (runs with link figures, every counted attempt).
+/// Per profile: what the link delivered over every attempt that passed the link gate, and how
+/// many attempts the gate rejected.
 fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
     order
         .iter()
@@ -318,6 +320,25 @@ fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
             }
         })
         .collect()
+}
+
+impl Summary {
+    /// Whether this summary was computed from `rows`: the same counted measured runs and the
+    /// same retried attempts (a retry replaces a counted run, so the run count alone cannot
+    /// see it). A mismatch means the summary is older than `runs.csv`.
+    pub fn is_current(&self, rows: &[RunRow]) -> bool {
+        let retries = rows.iter().filter(|r| r.attempt > 1).count();
+        let measured = final_attempts(rows)
+            .iter()
+            .filter(|r| r.phase == "measure")
+            .count();
+        let summarized: usize = self
+            .series
+            .iter()
+            .map(|x| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf)
+            .sum();
+        retries == self.retries && measured == summarized
+    }
 }
 
 /// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible;
@@ -1000,6 +1021,15 @@ mod tests {
         assert_eq!(s.links[0].link_invalid, 1);
         assert_eq!(s.links[0].runs, 5, "the link-invalid attempt is left out");
         assert_eq!(s.links[0].achieved_rtt_median_ms, Some(40.05));
+        assert!(s.is_current(&rows));
+        // The summary of before the retry: same counted runs, but it is stale.
+        let before: Vec<RunRow> = rows.iter().filter(|r| r.attempt == 1).cloned().collect();
+        let old = summarize_runs(&before, 1, 500, &[], TIMEOUT_MS).unwrap();
+        assert!(old.is_current(&before));
+        assert!(
+            !old.is_current(&rows),
+            "a retry makes the older summary stale"
+        );
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub struct Emulator {
     commands: Sender<Command>,
     wake: OwnedFd,
     realtime: bool,
+    /// The CPU the thread is pinned to, if pinning was asked for and the kernel took it.
+    pinned_cpu: Option<usize>,
 }
 
 impl Emulator {
@@ -102,16 +104,18 @@ impl Emulator {
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
         let wake_for_thread = wake.try_clone().context("duplicating the eventfd")?;
         let (commands, command_rx) = mpsc::channel();
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<bool, String>>(1);
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(bool, Option<usize>), String>>(1);
         let thread = std::thread::Builder::new()
             .name(format!("netem-{name}").chars().take(15).collect())
             .spawn(move || {
                 host::set_timer_slack_1ns();
-                if let Some(cpu) = pin_cpu {
-                    if let Err(e) = host::pin_to_cpu(cpu) {
+                let pinned = pin_cpu.and_then(|cpu| match host::pin_to_cpu(cpu) {
+                    Ok(()) => Some(cpu),
+                    Err(e) => {
                         tracing::warn!("emulator: cannot pin to CPU {cpu} ({e})");
+                        None
                     }
-                }
+                });
                 let rt = realtime
                     && match host::set_sched_fifo(RT_PRIORITY) {
                         Ok(()) => true,
@@ -144,12 +148,12 @@ impl Emulator {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok(rt));
+                let _ = ready_tx.send(Ok((rt, pinned)));
                 lp.run();
             })
             .context("spawning the emulator thread")?;
-        let realtime = match ready_rx.recv() {
-            Ok(Ok(rt)) => rt,
+        let (realtime, pinned_cpu) = match ready_rx.recv() {
+            Ok(Ok(started)) => started,
             Ok(Err(e)) => {
                 let _ = thread.join();
                 return Err(anyhow!("emulator thread failed to start: {e}"));
@@ -164,12 +168,18 @@ impl Emulator {
             commands,
             wake,
             realtime,
+            pinned_cpu,
         })
     }
 
     /// Whether the thread runs under SCHED_FIFO.
     pub fn realtime(&self) -> bool {
         self.realtime
+    }
+
+    /// The CPU the thread is pinned to (None: not asked, or the kernel refused).
+    pub fn pinned_cpu(&self) -> Option<usize> {
+        self.pinned_cpu
     }
 
     fn send(&self, cmd: Command) -> Result<()> {

@@ -167,6 +167,24 @@ pub fn cpu_count() -> usize {
         .unwrap_or(1)
 }
 
+/// The CPUs this process may run on (its affinity mask; every online CPU if it cannot be read).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set that sched_getaffinity fills; CPU_ISSET
+    // reads inside it; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    (0..cpu_count()).collect()
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; pid 0 is the

@@ -125,10 +125,11 @@ impl Link {
         let server = Namespace::create(instance, "s")?;
         let (client_tun, client_dev) = setup_device(&client, CLIENT_DEVICE, client_ip)?;
         let (server_tun, server_dev) = setup_device(&server, SERVER_DEVICE, server_ip)?;
-        let pin_cpu = (options.steer_receive && host::cpu_count() > 1)
+        let allowed = host::allowed_cpus();
+        let pin_cpu = (options.steer_receive && allowed.len() > 1)
             .then(|| {
-                let cpu = emulator_cpu(instance, host::cpu_count());
-                let mask = rps_mask(host::cpu_count(), cpu);
+                let cpu = emulator_cpu(instance, &allowed);
+                let mask = rps_mask(&allowed, cpu);
                 for (ns, dev) in [(&client, CLIENT_DEVICE), (&server, SERVER_DEVICE)] {
                     if let Err(e) = steer_receive(ns, dev, &mask) {
                         tracing::warn!("receive steering on {dev} refused ({e:#}): the emulator's releases will be late in bursts");
@@ -181,8 +182,8 @@ impl Link {
             None
         };
         Ok(Link {
+            emulator_cpu: emulator.pinned_cpu(),
             emulator: Some(emulator),
-            emulator_cpu: pin_cpu,
             awake,
             state: Mutex::new(state),
             client_ip,
@@ -365,15 +366,18 @@ fn direction_configs(
 }
 
 /// The CPU the emulator of link `instance` is pinned to when receive processing is steered
-/// away from it: links of different processes (parallel tests) spread over the CPUs.
-fn emulator_cpu(instance: u64, cpus: usize) -> usize {
-    ((std::process::id() as u64 + instance) % cpus.max(1) as u64) as usize
+/// away from it (one this process may use): links of different processes (parallel tests)
+/// spread over the CPUs.
+fn emulator_cpu(instance: u64, allowed: &[usize]) -> usize {
+    let i = (std::process::id() as u64 + instance) % allowed.len().max(1) as u64;
+    allowed.get(i as usize).copied().unwrap_or(0)
 }
 
-/// The hexadecimal RPS mask of every CPU but `skip`, for `cpus` CPUs.
-fn rps_mask(cpus: usize, skip: usize) -> String {
-    let mut words = vec![0u32; cpus.div_ceil(32)];
-    for cpu in (0..cpus).filter(|c| *c != skip) {
+/// The hexadecimal RPS mask of the `allowed` CPUs but `skip`.
+fn rps_mask(allowed: &[usize], skip: usize) -> String {
+    let top = allowed.iter().max().map_or(1, |m| m + 1);
+    let mut words = vec![0u32; top.div_ceil(32)];
+    for &cpu in allowed.iter().filter(|c| **c != skip) {
         words[cpu / 32] |= 1 << (cpu % 32);
     }
     words
@@ -442,9 +446,13 @@ mod tests {
 
     #[test]
     fn rps_masks_leave_out_the_emulators_cpu() {
-        assert_eq!(rps_mask(2, 0), "00000002");
-        assert_eq!(rps_mask(4, 0), "0000000e");
-        assert_eq!(rps_mask(40, 0), "000000ff,fffffffe");
+        let all = |n: usize| (0..n).collect::<Vec<_>>();
+        assert_eq!(rps_mask(&all(2), 0), "00000002");
+        assert_eq!(rps_mask(&all(4), 0), "0000000e");
+        assert_eq!(rps_mask(&all(40), 0), "000000ff,fffffffe");
+        // A restricted cpuset: only the CPUs the process may use.
+        assert_eq!(rps_mask(&[2, 5, 7], 5), "00000084");
+        assert!([2, 5, 7].contains(&emulator_cpu(3, &[2, 5, 7])));
     }
 
     #[test]

@@ -51,7 +51,8 @@ pub struct Bars {
 pub struct Bar {
     pub group: usize,
     pub series: usize,
-    /// Median of the headline time, ms (`None`: DNF majority or no valid run).
+    /// Median of the headline time, ms (`None`: the median is a DNF — at least half the
+    /// observations did not finish — or there is no run).
     pub median: Option<f64>,
     pub ci: Option<(f64, f64)>,
     pub dnf: bool,

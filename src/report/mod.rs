@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::matrix::store::{self, read_meta, read_record, write_atomic};
-use crate::matrix::summary::{self, RunRow, Summary};
+use crate::matrix::summary::{self, Summary};
 use crate::metrics::ResourceMetrics;
 
 pub use chart_data::Chart;
@@ -65,21 +65,6 @@ impl ReportOutput {
     }
 }
 
-/// Counted measured runs in `runs.csv` vs in the summary: a mismatch means the summary is
-/// older than the runs.
-fn summary_is_current(rows: &[RunRow], s: &Summary) -> bool {
-    let measured = summary::final_attempts(rows)
-        .iter()
-        .filter(|r| r.phase == "measure")
-        .count();
-    let summarized: usize = s
-        .series
-        .iter()
-        .map(|x| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf)
-        .sum();
-    measured == summarized
-}
-
 /// Reads `summary.json`, or computes and writes it when it is missing, unreadable or older than
 /// `runs.csv`. Returns the summary, whether it was computed, and the number of planned runs on
 /// record (retried attempts count once).
@@ -99,7 +84,7 @@ pub fn load_summary(
     }
     if dir.join("summary.json").exists() {
         match summary::read(dir) {
-            Ok(s) if summary_is_current(&rows, &s) => return Ok((s, false, n)),
+            Ok(s) if s.is_current(&rows) => return Ok((s, false, n)),
             Ok(_) => tracing::info!("summary.json is older than runs.csv: recomputing it"),
             Err(e) => tracing::info!("{e:#}: recomputing it"),
         }

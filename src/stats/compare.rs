@@ -292,15 +292,19 @@ pub fn apply_holm(comparisons: &mut [Comparison]) -> Result<(), StatsError> {
     Ok(())
 }
 
-/// The verdict of a tested comparison from its Holm p-value and ratio CI (rule 4).
+/// The verdict of a tested comparison from its Holm p-value and ratio CI (rule 4). The point
+/// ratio must point the same way: a percentile CI can miss its own estimate (more so when
+/// the ratio is a DNF bound), and a verdict must never contradict the printed ratio.
 fn decide(c: &Comparison) -> Verdict {
     let (Some(p_holm), Some(low), Some(high)) = (c.p_holm, c.ratio_ci_low, c.ratio_ci_high) else {
         return Verdict::NoSignificantDifference;
     };
     let significant = p_holm < c.alpha;
-    if significant && high < 1.0 {
+    let ratio_below = c.ratio.is_none_or(|r| r < 1.0);
+    let ratio_above = c.ratio.is_none_or(|r| r > 1.0);
+    if significant && high < 1.0 && ratio_below {
         Verdict::Faster
-    } else if significant && low > 1.0 {
+    } else if significant && low > 1.0 && ratio_above {
         Verdict::Slower
     } else {
         Verdict::NoSignificantDifference
@@ -335,6 +339,36 @@ mod tests {
             bootstrap: BootstrapConfig::default().with_seed(seed),
             ..CompareConfig::default()
         }
+    }
+
+    #[test]
+    fn a_verdict_never_contradicts_the_point_ratio() {
+        let c = |ratio: f64, low: f64, high: f64| Comparison {
+            n_valid_a: 10,
+            n_valid_b: 10,
+            n_dnf_a: 0,
+            n_dnf_b: 0,
+            ratio: Some(ratio),
+            ratio_bound: RatioBound::AtLeast,
+            ratio_ci_low: Some(low),
+            ratio_ci_high: Some(high),
+            u: Some(5.0),
+            p: Some(1e-4),
+            test_method: Some(MwuMethod::Asymptotic),
+            p_holm: Some(1e-3),
+            alpha: 0.05,
+            verdict: Verdict::NoSignificantDifference,
+        };
+        assert_eq!(decide(&c(0.9, 0.8, 0.97)), Verdict::Faster);
+        assert_eq!(
+            decide(&c(1.02, 0.8, 0.97)),
+            Verdict::NoSignificantDifference
+        );
+        assert_eq!(decide(&c(1.2, 1.05, 1.3)), Verdict::Slower);
+        assert_eq!(
+            decide(&c(0.99, 1.05, 1.3)),
+            Verdict::NoSignificantDifference
+        );
     }
 
     #[test]

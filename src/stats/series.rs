@@ -66,7 +66,8 @@ pub struct SeriesSummary {
 }
 
 impl SeriesSummary {
-    /// True when the median is a DNF: the series mostly did not finish.
+    /// True when the median is a DNF: at least half of the series' observations did not finish
+    /// (an even count's median averages the middle two, so 5 DNFs of 10 already make it one).
     pub fn median_is_dnf(&self) -> bool {
         self.median.is_some_and(Censored::is_dnf)
     }
