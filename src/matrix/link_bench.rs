@@ -177,33 +177,11 @@ mod tests {
     fn row(profile: &str, variant: &str, round: u32, model: f64, achieved: f64) -> RunRow {
         let id = format!("{profile}-page50-r{round:02}-{variant}");
         RunRow {
-            plan_id: id.clone(),
-            run_id: id,
-            attempt: 1,
-            profile: profile.into(),
-            workload: "page50".into(),
-            server: "embedded".into(),
-            phase: "measure".into(),
-            round,
-            position: 1,
-            variant: variant.into(),
-            outcome: Outcome::Valid,
-            invalid_kinds: vec![],
-            measurement_failure: false,
-            viewpoints: 3,
             completion_ms: Some(500.0),
-            queueing_median_ms: None,
-            queueing_p95_ms: None,
-            ttfb_median_ms: None,
-            connect_ms: None,
-            handshake_rtts: None,
-            onwire_mid: None,
-            onwire_peak: None,
-            goodput_mbit: None,
             model_rtt_ms: Some(model),
             achieved_rtt_ms: Some(achieved),
             offered_rtt_ms: Some(60.0 + (model - 60.0) / 4.0),
-            steal_ms: None,
+            ..RunRow::measured(&id, profile, "page50", "embedded", variant, round)
         }
     }
 

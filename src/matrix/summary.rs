@@ -54,6 +54,49 @@ pub struct RunRow {
     pub steal_ms: Option<f64>,
 }
 
+#[cfg(test)]
+impl RunRow {
+    /// A valid measured first attempt `id` with no figures: the base the tests' rows build on.
+    pub fn measured(
+        id: &str,
+        profile: &str,
+        workload: &str,
+        server: &str,
+        variant: &str,
+        round: u32,
+    ) -> RunRow {
+        RunRow {
+            run_id: id.into(),
+            plan_id: id.into(),
+            attempt: 1,
+            profile: profile.into(),
+            workload: workload.into(),
+            server: server.into(),
+            phase: "measure".into(),
+            round,
+            position: 1,
+            variant: variant.into(),
+            outcome: Outcome::Valid,
+            invalid_kinds: vec![],
+            measurement_failure: false,
+            viewpoints: 3,
+            completion_ms: None,
+            queueing_median_ms: None,
+            queueing_p95_ms: None,
+            ttfb_median_ms: None,
+            connect_ms: None,
+            handshake_rtts: None,
+            onwire_mid: None,
+            onwire_peak: None,
+            goodput_mbit: None,
+            model_rtt_ms: None,
+            achieved_rtt_ms: None,
+            offered_rtt_ms: None,
+            steal_ms: None,
+        }
+    }
+}
+
 /// `link server` → the typed kinds.
 fn reason_kinds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ReasonKind>, D::Error> {
     let text = String::deserialize(d)?;
@@ -858,37 +901,24 @@ mod tests {
     fn row(profile: &str, variant: &str, round: u32, outcome: Outcome, ms: f64) -> RunRow {
         let id = format!("{profile}-page10-r{round}-{variant}");
         RunRow {
-            plan_id: id.clone(),
-            run_id: id,
-            attempt: 1,
-            profile: profile.into(),
-            workload: "page10".into(),
-            server: "embedded".into(),
-            phase: "measure".into(),
-            round,
-            position: 1,
-            variant: variant.into(),
             outcome,
             invalid_kinds: if outcome == Outcome::Invalid {
                 vec![ReasonKind::ProtocolMismatch]
             } else {
                 vec![]
             },
-            measurement_failure: false,
-            viewpoints: 3,
             completion_ms: (outcome == Outcome::Valid).then_some(ms),
             queueing_median_ms: Some(ms / 10.0),
             queueing_p95_ms: Some(ms / 5.0),
             ttfb_median_ms: Some(1.0),
             connect_ms: Some(2.0),
-            handshake_rtts: None,
             onwire_mid: Some(3.0),
             onwire_peak: Some(6.0),
-            goodput_mbit: None,
             model_rtt_ms: Some(40.0),
             achieved_rtt_ms: Some(40.05),
             offered_rtt_ms: Some(40.0),
             steal_ms: Some(0.0),
+            ..RunRow::measured(&id, profile, "page10", "embedded", variant, round)
         }
     }
 

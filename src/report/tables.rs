@@ -850,25 +850,10 @@ mod tests {
     use crate::matrix::plan::{PlanSpec, Variant};
     use crate::matrix::store::Meta;
     use crate::matrix::summary::{summarize_runs, RunRow};
-    use crate::validate::Outcome;
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
         RunRow {
-            plan_id: id.clone(),
-            run_id: id,
-            attempt: 1,
-            profile: "wired".into(),
-            workload: workload.into(),
-            server: server.into(),
-            phase: "measure".into(),
-            round,
-            position: 1,
-            variant: variant.into(),
-            outcome: Outcome::Valid,
-            invalid_kinds: vec![],
-            measurement_failure: false,
-            viewpoints: 3,
             completion_ms: Some(ms),
             queueing_median_ms: Some(1.0),
             queueing_p95_ms: Some(2.0),
@@ -882,6 +867,7 @@ mod tests {
             achieved_rtt_ms: Some(40.1),
             offered_rtt_ms: Some(40.0),
             steal_ms: Some(0.0),
+            ..RunRow::measured(&id, "wired", workload, server, variant, round)
         }
     }
 
