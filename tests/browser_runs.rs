@@ -70,7 +70,7 @@ fn spec(id: &str, profile: &Profile, manifest: &Manifest, variant: Variant) -> R
 /// The run that counts: run again while the link gate (or a crash) rejects it, as the matrix
 /// does — a VM's scheduling hiccup must not fail a test of the browser.
 fn counted(tb: &mut Testbed, spec: &RunSpec) -> RunRecord {
-    run_counted(tb, spec, 3).unwrap().pop().unwrap()
+    run_counted(tb, spec, 5).unwrap().pop().unwrap()
 }
 
 fn assert_valid(rec: &RunRecord, alpn: &str) {

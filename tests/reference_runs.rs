@@ -71,7 +71,7 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
             "caddy",
             Duration::from_secs(60),
         );
-        let rec = run_counted(&mut tb, &spec, 3).unwrap().pop().unwrap();
+        let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         assert!(rec.resources.iter().all(|r| r.protocol == proto.alpn()));
         // Caddy's own access log saw every request, over the same protocol.
@@ -238,7 +238,7 @@ fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
             "custom",
             Duration::from_secs(30),
         );
-        let rec = run_counted(&mut tb, &spec, 3).unwrap().pop().unwrap();
+        let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         // No log format named: the run says plainly it had two viewpoints.
         assert_eq!(rec.viewpoints, 2);
@@ -290,7 +290,7 @@ fn a_users_server_log_in_combined_format_is_a_third_viewpoint() {
             "custom",
             Duration::from_secs(30),
         );
-        let rec = run_counted(&mut tb, &spec, 3).unwrap().pop().unwrap();
+        let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         assert_eq!(rec.viewpoints, 3);
         assert_eq!(rec.server_requests.len(), 11, "{:?}", rec.server_requests);
@@ -334,7 +334,7 @@ fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
             "nginx",
             Duration::from_secs(30),
         );
-        let rec = run_counted(&mut tb, &spec, 3).unwrap().pop().unwrap();
+        let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
         assert_eq!(rec.outcome, Outcome::Valid, "{proto}: {:?}", rec.reasons);
         assert_eq!(rec.server_requests.len(), 11);
         assert!(rec
