@@ -184,7 +184,7 @@ pub struct MatrixArgs {
     pub timeout: Duration,
     /// How plain `h3` reaches HTTP/3: forced (the study's, cold) or primed (a returning visitor).
     #[arg(long, value_enum, default_value = "forced")]
-    pub h3_mode: crate::browser::H3Mode,
+    pub h3_mode: crate::protocol::H3Mode,
     #[command(flatten)]
     pub server: ServerArgs,
     /// Results directory [default: results/<timestamp>].
@@ -244,7 +244,7 @@ pub struct DiagnoseArgs {
 pub struct RunArgs {
     /// h1, h2 or h3.
     #[arg(long)]
-    pub protocol: crate::browser::Protocol,
+    pub protocol: crate::protocol::Protocol,
     /// page10, page50, download, upload, pageN, pageNxSIZE…
     #[arg(long, default_value = "page10")]
     pub workload: String,
@@ -254,7 +254,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
     #[arg(long, value_enum, default_value = "forced")]
-    pub h3_mode: crate::browser::H3Mode,
+    pub h3_mode: crate::protocol::H3Mode,
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
     /// Print each run record as one line of JSON instead of the summary.
@@ -649,7 +649,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     let req = crate::runner::SeriesRequest {
         profile: profile[0].clone(),
         workload: a.workload.parse()?,
-        variant: crate::matrix::plan::Variant::new(a.protocol, a.h3_mode),
+        variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
         server: servers[0].clone(),
         knobs: a.server.knobs()?,
         runs: a.runs,
@@ -787,7 +787,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 profiles_dir,
                 workloads: a.workloads.clone(),
                 protocols: a.protocols.clone(),
-                h3_mode: crate::browser::H3Mode::Forced,
+                h3_mode: crate::protocol::H3Mode::Forced,
                 servers: vec![crate::testbed::ServerChoice::Embedded],
                 knobs: ServerKnobs::default().with_default_tcp_congestion(),
                 runs: a.runs,

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod diagnose;
 pub mod fault;
 pub mod har;
+pub mod identity;
 pub mod matrix;
 pub mod metrics;
 pub mod netem;

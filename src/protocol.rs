@@ -1,9 +1,12 @@
 //! The three HTTP versions pagebench compares: what the browser is forced onto, what a server
-//! offers, and the names each viewpoint uses for them.
+//! offers, the names each viewpoint uses for them, and the series a matrix compares
+//! ([`Variant`]: a protocol, for h3 in a mode). The bottom of the vocabulary: depends on nothing
+//! else in pagebench.
 
 use std::fmt;
 use std::str::FromStr;
 
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// HTTP/1.1, HTTP/2 (both over TLS over TCP, by ALPN) or HTTP/3 (over QUIC).
@@ -71,6 +74,104 @@ impl FromStr for Protocol {
     }
 }
 
+/// How HTTP/3 is reached: `forced` is the study's cold `--origin-to-force-quic-on`; `primed`
+/// also pre-seeds the profile with the origin's QUIC alternative service, as a returning
+/// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
+/// and stops throttling low-priority requests).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum H3Mode {
+    Forced,
+    Primed,
+}
+
+impl H3Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            H3Mode::Forced => "forced",
+            H3Mode::Primed => "primed",
+        }
+    }
+}
+
+/// A protocol as a series: h1, h2, or h3 in a given mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Variant {
+    pub protocol: Protocol,
+    /// Only for h3.
+    pub h3_mode: Option<H3Mode>,
+}
+
+impl Variant {
+    pub fn new(protocol: Protocol, mode: H3Mode) -> Variant {
+        Variant {
+            protocol,
+            h3_mode: (protocol == Protocol::H3).then_some(mode),
+        }
+    }
+
+    /// `h1`, `h2`, `h3` (forced, the study's) or `h3-primed`.
+    pub fn name(&self) -> String {
+        match self.h3_mode {
+            Some(H3Mode::Primed) => "h3-primed".into(),
+            _ => self.protocol.name().into(),
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Variant> {
+        Ok(match s.trim() {
+            "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
+            "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
+            other => Variant::new(
+                other.parse().map_err(|_| {
+                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced or h3-primed")
+                })?,
+                H3Mode::Forced,
+            ),
+        })
+    }
+}
+
+/// Parses `--protocols`; plain `h3` takes `default_mode`.
+pub fn parse_variants(spec: &str, default_mode: H3Mode) -> Result<Vec<Variant>> {
+    let mut out: Vec<Variant> = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut v: Variant = item.parse()?;
+        if item == "h3" {
+            v.h3_mode = Some(default_mode);
+        }
+        if out.contains(&v) {
+            bail!("protocol {item:?} is listed twice in --protocols");
+        }
+        out.push(v);
+    }
+    if out.is_empty() {
+        bail!("--protocols is empty: give e.g. h1,h2,h3");
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +183,22 @@ mod tests {
         assert_eq!(serde_json::to_string(&Protocol::H3).unwrap(), "\"h3\"");
         assert!("h4"
             .parse::<Protocol>()
+            .unwrap_err()
+            .to_string()
+            .contains("h4"));
+    }
+
+    #[test]
+    fn variants_parse() {
+        let v = parse_variants("h2,h3-primed,h3-forced", H3Mode::Forced).unwrap();
+        assert_eq!(
+            v.iter().map(|v| v.name()).collect::<Vec<_>>(),
+            ["h2", "h3-primed", "h3"]
+        );
+        let v = parse_variants("h3", H3Mode::Primed).unwrap();
+        assert_eq!(v[0].name(), "h3-primed");
+        assert!(parse_variants("h2,h2", H3Mode::Forced).is_err());
+        assert!(parse_variants("h4", H3Mode::Forced)
             .unwrap_err()
             .to_string()
             .contains("h4"));

@@ -10,12 +10,13 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::browser::launch::{Browser, BrowserOverhead, LaunchOptions};
-use crate::browser::{load, H3Mode, CHROMIUM, HOST};
+use crate::browser::{load, CHROMIUM, HOST};
 use crate::fault::{self, FaultInjection};
-use crate::matrix::plan::Variant;
 use crate::metrics::{self, Observation};
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
+use crate::protocol::H3Mode;
+use crate::protocol::Variant;
 use crate::record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::signals;
 use crate::snmp;

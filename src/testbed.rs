@@ -10,9 +10,9 @@ use std::str::FromStr;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::browser::Protocol;
 use crate::netem::{Link, LinkOptions};
 use crate::profile::Profile;
+use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::reference::access_log::LogFormat;
 use crate::reference::config::Site;

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::browser::{H3Mode, Protocol};
-use pagebench::matrix::plan::Variant;
 use pagebench::profile::{self, Profile};
+use pagebench::protocol::Variant;
+use pagebench::protocol::{H3Mode, Protocol};
 use pagebench::record::RunRecord;
 use pagebench::runner::{run_counted, run_once, RunSpec};
 use pagebench::server::ServerKnobs;

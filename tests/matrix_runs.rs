@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pagebench::browser::H3Mode;
 use pagebench::matrix::plan::{self, PlanSpec};
 use pagebench::matrix::summary;
+use pagebench::protocol::H3Mode;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
@@ -144,7 +144,7 @@ fn planned_ids(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: vec!["embedded".into()],
-        variants: plan::parse_variants(protocols, H3Mode::Forced).unwrap(),
+        variants: pagebench::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
         runs,
         warmup,
         seed,
@@ -405,7 +405,7 @@ fn matrix_with_fault(
             .position(|a| *a == "--servers")
             .map_or("embedded", |i| extra[i + 1])
             .to_string()],
-        variants: plan::parse_variants("h2", H3Mode::Forced).unwrap(),
+        variants: pagebench::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
         warmup: 0,
         seed: 3,

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use pagebench::browser::{H3Mode, Protocol};
 use pagebench::diagnose::{self, FindingKind};
-use pagebench::matrix::plan::Variant;
 use pagebench::profile::{self, Profile};
+use pagebench::protocol::Variant;
+use pagebench::protocol::{H3Mode, Protocol};
 use pagebench::reference::access_log::LogFormat;
 use pagebench::reference::process::{CustomLog, CustomServer};
 use pagebench::runner::{run_counted, run_once, RunSpec};

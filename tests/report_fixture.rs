@@ -17,11 +17,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pagebench::browser::launch::BrowserOverhead;
-use pagebench::browser::{H3Mode, Protocol};
-use pagebench::matrix::plan::{PlanSpec, Variant};
+use pagebench::matrix::plan::PlanSpec;
 use pagebench::matrix::store::{Meta, Store};
 use pagebench::metrics::{self, Observation};
 use pagebench::profile::Profile;
+use pagebench::protocol::Variant;
+use pagebench::protocol::{H3Mode, Protocol};
 use pagebench::record::{LinkSummary, RunRecord, TransportSummary};
 use pagebench::sysinfo::{MachineInfo, MachineSample};
 use pagebench::validate::{LoadEnd, Outcome, Reason, ReasonKind};

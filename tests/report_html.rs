@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine;
-use pagebench::browser::{cdp, Browser, H3Mode, LaunchOptions, Protocol, CHROMIUM};
+use pagebench::browser::{cdp, Browser, LaunchOptions, CHROMIUM};
+use pagebench::protocol::{H3Mode, Protocol};
 use serde_json::{json, Value};
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -21,39 +21,7 @@ pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 /// The host name every workload is served under.
 pub const HOST: &str = "pagebench.test";
 
-pub use crate::protocol::Protocol;
-
-/// How HTTP/3 is reached: `forced` is the study's cold `--origin-to-force-quic-on`; `primed`
-/// also pre-seeds the profile with the origin's QUIC alternative service, as a returning
-/// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
-/// and stops throttling low-priority requests).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum H3Mode {
-    Forced,
-    Primed,
-}
-
-impl H3Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            H3Mode::Forced => "forced",
-            H3Mode::Primed => "primed",
-        }
-    }
-}
+use crate::protocol::{H3Mode, Protocol};
 
 /// What to launch.
 #[derive(Debug, Clone)]

@@ -5,4 +5,4 @@ pub mod cdp;
 pub mod launch;
 pub mod load;
 
-pub use launch::{Browser, H3Mode, LaunchOptions, Protocol, CHROMIUM, HOST};
+pub use launch::{Browser, LaunchOptions, CHROMIUM, HOST};

@@ -13,12 +13,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::plan::{self, Phase, PlanSpec, PlannedRun, Variant};
+use super::plan::{self, PlanSpec, PlannedRun};
 use super::store::{self, Attempts, Meta, Store};
 use super::summary;
-use crate::browser::H3Mode;
 use crate::fault::FaultInjection;
+use crate::identity::Phase;
 use crate::profile::{self, Profile};
+use crate::protocol::H3Mode;
+use crate::protocol::Variant;
 use crate::record::{self, RunRecord};
 use crate::runner::{self, RunSpec};
 use crate::server::ServerKnobs;
@@ -82,7 +84,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     }
     let profiles = profile::select(&req.profiles, &req.profiles_dir)?;
     let workloads = workload::parse_list(&req.workloads)?;
-    let variants = plan::parse_variants(&req.protocols, req.h3_mode)?;
+    let variants = crate::protocol::parse_variants(&req.protocols, req.h3_mode)?;
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     for s in &req.servers {
         for v in &variants {
@@ -740,7 +742,7 @@ mod tests {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into()],
             servers: vec!["embedded".into()],
-            variants: plan::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
+            variants: crate::protocol::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
             runs: 2,
             warmup: 0,
             seed: 1,

@@ -7,83 +7,14 @@
 //! lesson: a drifting machine must not masquerade as a protocol difference). Warm-up rounds come
 //! first and are kept on disk but left out of the statistics.
 
-use std::fmt;
-use std::str::FromStr;
-
-use anyhow::{bail, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::browser::{H3Mode, Protocol};
-
-/// A protocol as a series: h1, h2, or h3 in a given mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Variant {
-    pub protocol: Protocol,
-    /// Only for h3.
-    pub h3_mode: Option<H3Mode>,
-}
-
-impl Variant {
-    pub fn new(protocol: Protocol, mode: H3Mode) -> Variant {
-        Variant {
-            protocol,
-            h3_mode: (protocol == Protocol::H3).then_some(mode),
-        }
-    }
-
-    /// `h1`, `h2`, `h3` (forced, the study's) or `h3-primed`.
-    pub fn name(&self) -> String {
-        match self.h3_mode {
-            Some(H3Mode::Primed) => "h3-primed".into(),
-            _ => self.protocol.name().into(),
-        }
-    }
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl FromStr for Variant {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Variant> {
-        Ok(match s.trim() {
-            "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
-            "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
-            other => Variant::new(
-                other.parse().map_err(|_| {
-                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced or h3-primed")
-                })?,
-                H3Mode::Forced,
-            ),
-        })
-    }
-}
-
-/// Parses `--protocols`; plain `h3` takes `default_mode`.
-pub fn parse_variants(spec: &str, default_mode: H3Mode) -> Result<Vec<Variant>> {
-    let mut out: Vec<Variant> = Vec::new();
-    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let mut v: Variant = item.parse()?;
-        if item == "h3" {
-            v.h3_mode = Some(default_mode);
-        }
-        if out.contains(&v) {
-            bail!("protocol {item:?} is listed twice in --protocols");
-        }
-        out.push(v);
-    }
-    if out.is_empty() {
-        bail!("--protocols is empty: give e.g. h1,h2,h3");
-    }
-    Ok(out)
-}
+use crate::identity::Phase;
+use crate::protocol::Variant;
 
 /// What the user asked for; together with the seed it fixes the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,23 +26,6 @@ pub struct PlanSpec {
     pub runs: u32,
     pub warmup: u32,
     pub seed: u64,
-}
-
-/// Whether a run counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Warmup,
-    Measure,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Warmup => "warmup",
-            Phase::Measure => "measure",
-        }
-    }
 }
 
 /// One run of the plan.
@@ -195,6 +109,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{parse_variants, H3Mode};
 
     fn spec(seed: u64) -> PlanSpec {
         PlanSpec {
@@ -242,21 +157,5 @@ mod tests {
             .map(|c| c[0].variant.name())
             .collect();
         assert!(firsts.len() > 1);
-    }
-
-    #[test]
-    fn variants_parse() {
-        let v = parse_variants("h2,h3-primed,h3-forced", H3Mode::Forced).unwrap();
-        assert_eq!(
-            v.iter().map(|v| v.name()).collect::<Vec<_>>(),
-            ["h2", "h3-primed", "h3"]
-        );
-        let v = parse_variants("h3", H3Mode::Primed).unwrap();
-        assert_eq!(v[0].name(), "h3-primed");
-        assert!(parse_variants("h2,h2", H3Mode::Forced).is_err());
-        assert!(parse_variants("h4", H3Mode::Forced)
-            .unwrap_err()
-            .to_string()
-            .contains("h4"));
     }
 }

@@ -98,7 +98,7 @@ impl Meta {
             diffs.push(format!("servers {:?} vs {:?}", p.0.servers, p.1.servers));
         }
         if p.0.variants != p.1.variants {
-            let n = |v: &[super::plan::Variant]| v.iter().map(|x| x.name()).collect::<Vec<_>>();
+            let n = |v: &[crate::protocol::Variant]| v.iter().map(|x| x.name()).collect::<Vec<_>>();
             diffs.push(format!(
                 "protocols {:?} vs {:?}",
                 n(&p.0.variants),

@@ -847,9 +847,10 @@ fn transfer_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::plan::{PlanSpec, Variant};
+    use crate::matrix::plan::PlanSpec;
     use crate::matrix::store::Meta;
     use crate::matrix::summary::{summarize_runs, RunRow};
+    use crate::protocol::Variant;
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
