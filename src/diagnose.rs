@@ -200,14 +200,17 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
     for ((p, w, _, _), runs) in &by_series {
         for r in runs {
-            if let Some(g) = r.goodput_mbit {
+            if let Some(g) = r.value(&crate::registry::GOODPUT_MBIT) {
                 let e = best.entry((p.clone(), w.clone())).or_insert(0.0);
                 *e = e.max(g);
             }
         }
     }
     for ((profile, workload, server, variant), runs) in &by_series {
-        if runs.iter().all(|r| r.goodput_mbit.is_none()) {
+        if runs
+            .iter()
+            .all(|r| r.value(&crate::registry::GOODPUT_MBIT).is_none())
+        {
             continue;
         }
         let series = format!("{profile}/{workload}/{server}/{variant}");
@@ -223,7 +226,11 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload"))
             .unwrap_or(false);
         let protocol = recs.first().map(|r| r.protocol.clone()).unwrap_or_default();
-        let goodput = median(runs.iter().filter_map(|r| r.goodput_mbit).collect());
+        let goodput = median(
+            runs.iter()
+                .filter_map(|r| r.value(&crate::registry::GOODPUT_MBIT))
+                .collect(),
+        );
         let window = goodput
             .map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3)
             .filter(|_| rtt_ms > 0.0);

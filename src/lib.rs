@@ -17,6 +17,7 @@ pub mod profile;
 pub mod protocol;
 pub mod record;
 pub mod reference;
+pub mod registry;
 pub mod report;
 pub mod runner;
 pub mod server;

@@ -2,6 +2,8 @@
 //! evidence (timing entries, CDP events, server log, emulator counters) — and its flat forms for
 //! `runs.csv` and `resources.csv`.
 
+use std::sync::LazyLock;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -145,16 +147,53 @@ impl RunRecord {
     }
 }
 
+#[cfg(test)]
+impl RunRecord {
+    /// A valid first attempt `id` with no figures and no evidence: the base unit tests build on.
+    pub fn fixture(id: &str) -> RunRecord {
+        RunRecord {
+            id: id.into(),
+            plan_id: id.into(),
+            attempt: 1,
+            started_at: "2026-12-01T00:00:00Z".into(),
+            protocol: "h2".into(),
+            h3_mode: None,
+            variant: "h2".into(),
+            workload: "page10".into(),
+            profile: "wired".into(),
+            server: "embedded".into(),
+            phase: "measure".into(),
+            round: 1,
+            position: 1,
+            url: String::new(),
+            outcome: Outcome::Valid,
+            reasons: vec![],
+            warnings: vec![],
+            viewpoints: 3,
+            end: LoadEnd::Completed,
+            metrics: RunMetrics::default(),
+            resources: vec![],
+            overhead: BrowserOverhead::default(),
+            wall_ms: 0.0,
+            machine: MachineSample::default(),
+            link: None,
+            transport: None,
+            snmp: Value::Null,
+            server_requests: vec![],
+            observation: Observation::default(),
+            link_stats: None,
+            server_transport: Value::Null,
+            server_log: Value::Null,
+        }
+    }
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{:.3}", x)).unwrap_or_default()
 }
 
-fn opt_u(v: Option<usize>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
-
-/// Columns of `runs.csv`, in order.
-pub const RUN_COLUMNS: &[&str] = &[
+/// The columns of `runs.csv` before the metrics: identity and outcome.
+const IDENTITY_COLUMNS: &[&str] = &[
     "run_id",
     "plan_id",
     "attempt",
@@ -172,74 +211,29 @@ pub const RUN_COLUMNS: &[&str] = &[
     "measurement_failure",
     "invalid_reason",
     "viewpoints",
-    "completion_ms",
-    "load_event_end_ms",
-    "queueing_median_ms",
-    "queueing_p95_ms",
-    "ttfb_median_ms",
-    "connect_ms",
-    "handshake_rtts",
-    "onwire_mid",
-    "onwire_peak",
-    "resources",
-    "connections",
-    "goodput_mbit",
-    "transfer_ms",
-    "bytes_up",
-    "bytes_down",
-    "packets_up",
-    "packets_down",
-    "emu_drops_up",
-    "emu_drops_down",
-    "lateness_p99_up_us",
-    "lateness_p99_down_us",
-    "model_rtt_ms",
-    "achieved_rtt_ms",
-    "offered_rtt_ms",
-    "achieved_loss_up_pct",
-    "achieved_loss_down_pct",
-    "tun_tx_dropped",
-    "tcp_retransmits",
-    "quic_lost_packets",
-    "quic_congestion_events",
-    "server_rtt_ms",
-    "cwnd_bytes",
-    "load1",
-    "steal_ms",
-    "steal_pct",
-    "launch_ms",
-    "settle_ms",
-    "teardown_ms",
-    "wall_ms",
-    "started_at",
-    "warnings",
 ];
+
+/// The columns after the metrics.
+const TRAILING_COLUMNS: &[&str] = &["started_at", "warnings"];
+
+/// Columns of `runs.csv`, in order: identity, every metric of the [registry](crate::registry),
+/// then when the run started and its warnings.
+pub static RUN_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    IDENTITY_COLUMNS
+        .iter()
+        .copied()
+        .chain(crate::registry::ALL.iter().map(|m| m.name))
+        .chain(TRAILING_COLUMNS.iter().copied())
+        .collect()
+});
 
 impl RunRecord {
     /// The `runs.csv` row (same order as [`RUN_COLUMNS`]).
     pub fn csv_row(&self) -> Vec<String> {
-        let m = &self.metrics;
-        let l = self.link.clone().unwrap_or_default();
-        let t = self.transport.clone().unwrap_or_default();
-        let has_link = self.link.is_some();
-        let has_t = self.transport.is_some();
-        let lu = |v: u64| {
-            if has_link {
-                v.to_string()
-            } else {
-                String::new()
-            }
-        };
-        let lf = |v: f64| {
-            if has_link {
-                format!("{v:.3}")
-            } else {
-                String::new()
-            }
-        };
-        let tu = |v: u64| if has_t { v.to_string() } else { String::new() };
         let mut warnings = self.warnings.clone();
-        warnings.extend(l.self_check_warnings.iter().cloned());
+        if let Some(l) = &self.link {
+            warnings.extend(l.self_check_warnings.iter().cloned());
+        }
         // Each kind once, in the order first seen (two checks can report the same kind).
         let mut kinds: Vec<&str> = Vec::new();
         for r in &self.reasons {
@@ -247,7 +241,7 @@ impl RunRecord {
                 kinds.push(r.kind.name());
             }
         }
-        vec![
+        let mut row = vec![
             self.id.clone(),
             self.plan_id.clone(),
             self.attempt.to_string(),
@@ -269,48 +263,11 @@ impl RunRecord {
             self.is_measurement_failure().to_string(),
             validate::reason_text(&self.reasons),
             self.viewpoints.to_string(),
-            opt(m.completion_ms),
-            opt(m.load_event_end_ms),
-            opt(m.queueing_median_ms),
-            opt(m.queueing_p95_ms),
-            opt(m.ttfb_median_ms),
-            opt(m.nav_connect_ms),
-            opt(m.handshake_rtts),
-            opt_u(m.onwire_mid),
-            opt_u(m.onwire_peak),
-            m.resources.to_string(),
-            m.connections.to_string(),
-            opt(m.goodput_mbit),
-            opt(m.transfer_ms),
-            lu(l.bytes_up),
-            lu(l.bytes_down),
-            lu(l.packets_up),
-            lu(l.packets_down),
-            lu(l.drops_up),
-            lu(l.drops_down),
-            lf(l.lateness_p99_up_us),
-            lf(l.lateness_p99_down_us),
-            lf(l.model_rtt_ms),
-            lf(l.achieved_rtt_ms),
-            opt(l.offered_rtt_ms),
-            lf(l.achieved_loss_up_pct),
-            lf(l.achieved_loss_down_pct),
-            lu(l.tun_tx_dropped),
-            tu(t.tcp_retransmits),
-            tu(t.quic_lost_packets),
-            tu(t.quic_congestion_events),
-            opt(t.server_rtt_ms),
-            t.cwnd_bytes.map(|c| c.to_string()).unwrap_or_default(),
-            format!("{:.2}", self.machine.load1),
-            format!("{:.1}", self.machine.steal_ms),
-            format!("{:.3}", self.machine.steal_pct),
-            format!("{:.1}", self.overhead.launch_ms),
-            format!("{:.1}", self.overhead.settle_ms),
-            format!("{:.1}", self.overhead.teardown_ms),
-            format!("{:.1}", self.wall_ms),
-            self.started_at.clone(),
-            warnings.join("; "),
-        ]
+        ];
+        row.extend(crate::registry::ALL.iter().map(|m| m.csv_field(self)));
+        row.push(self.started_at.clone());
+        row.push(warnings.join("; "));
+        row
     }
 
     /// The `resources.csv` rows of this run (same order as [`RESOURCE_COLUMNS`]).
@@ -376,3 +333,26 @@ pub const RESOURCE_COLUMNS: &[&str] = &[
     "connection_id",
     "connection_reused",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_columns_are_identity_then_the_registry_then_the_trailer() {
+        let metrics: Vec<&str> = crate::registry::ALL.iter().map(|m| m.name).collect();
+        let n = IDENTITY_COLUMNS.len();
+        assert_eq!(&RUN_COLUMNS[..n], IDENTITY_COLUMNS);
+        assert_eq!(&RUN_COLUMNS[n..n + metrics.len()], &metrics[..]);
+        assert_eq!(&RUN_COLUMNS[n + metrics.len()..], TRAILING_COLUMNS);
+        let mut rec = RunRecord::fixture("r1");
+        rec.metrics.completion_ms = Some(100.0);
+        let row = rec.csv_row();
+        assert_eq!(row.len(), RUN_COLUMNS.len());
+        let at = RUN_COLUMNS
+            .iter()
+            .position(|c| *c == "completion_ms")
+            .unwrap();
+        assert_eq!(row[at], "100.000");
+    }
+}

@@ -84,7 +84,9 @@ pub fn table(rows: &[RunRow], profiles: &[Profile]) -> Vec<Cell> {
         }
     }
     for r in final_attempts(rows) {
-        if r.achieved_rtt_ms.is_some() && r.model_rtt_ms.is_some() {
+        if r.value(&crate::registry::ACHIEVED_RTT_MS).is_some()
+            && r.value(&crate::registry::MODEL_RTT_MS).is_some()
+        {
             counted.entry(key(r)).or_default().push(r);
         }
     }
@@ -99,17 +101,23 @@ pub fn table(rows: &[RunRow], profiles: &[Profile]) -> Vec<Cell> {
             let errors: Vec<(f64, f64)> = runs
                 .iter()
                 .map(|r| {
-                    let (a, m) = (r.achieved_rtt_ms.unwrap(), r.model_rtt_ms.unwrap());
+                    let (a, m) = (
+                        r.value(&crate::registry::ACHIEVED_RTT_MS).unwrap(),
+                        r.value(&crate::registry::MODEL_RTT_MS).unwrap(),
+                    );
                     ((a - m).abs(), rtt_tolerance_ms(m))
                 })
                 .collect();
-            let offered: Vec<f64> = runs.iter().filter_map(|r| r.offered_rtt_ms).collect();
+            let offered: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.value(&crate::registry::OFFERED_RTT_MS))
+                .collect();
             Some(Cell {
                 runs: runs.len(),
                 offered_rtt_ms: (offered.len() == runs.len())
                     .then(|| offered.iter().sum::<f64>() / offered.len() as f64),
-                achieved_rtt_ms: mean(&|r| r.achieved_rtt_ms.unwrap()),
-                model_rtt_ms: mean(&|r| r.model_rtt_ms.unwrap()),
+                achieved_rtt_ms: mean(&|r| r.value(&crate::registry::ACHIEVED_RTT_MS).unwrap()),
+                model_rtt_ms: mean(&|r| r.value(&crate::registry::MODEL_RTT_MS).unwrap()),
                 worst_run_error_ms: errors.iter().map(|e| e.0).fold(0.0, f64::max),
                 runs_off_model: errors.iter().filter(|(e, t)| e > t).count(),
                 gate_failures: failures.get(&k).copied().unwrap_or(0),
@@ -176,13 +184,14 @@ mod tests {
 
     fn row(profile: &str, variant: &str, round: u32, model: f64, achieved: f64) -> RunRow {
         let id = format!("{profile}-page50-r{round:02}-{variant}");
-        RunRow {
-            completion_ms: Some(500.0),
-            model_rtt_ms: Some(model),
-            achieved_rtt_ms: Some(achieved),
-            offered_rtt_ms: Some(60.0 + (model - 60.0) / 4.0),
-            ..RunRow::measured(&id, profile, "page50", "embedded", variant, round)
-        }
+        RunRow::measured(&id, profile, "page50", "embedded", variant, round)
+            .with_value(&crate::registry::COMPLETION_MS, Some(500.0))
+            .with_value(&crate::registry::MODEL_RTT_MS, Some(model))
+            .with_value(&crate::registry::ACHIEVED_RTT_MS, Some(achieved))
+            .with_value(
+                &crate::registry::OFFERED_RTT_MS,
+                Some(60.0 + (model - 60.0) / 4.0),
+            )
     }
 
     #[test]

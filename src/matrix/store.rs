@@ -379,7 +379,7 @@ impl Store {
     ) -> Result<Store> {
         Ok(Store {
             dir: dir.to_path_buf(),
-            runs: open_append(&dir.join(RUNS_CSV), RUN_COLUMNS)?,
+            runs: open_append(&dir.join(RUNS_CSV), &RUN_COLUMNS)?,
             resources: open_append(&dir.join(RESOURCES_CSV), RESOURCE_COLUMNS)?,
             done,
             attempts,

@@ -13,14 +13,36 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::store::{write_atomic, RUNS_CSV};
+use crate::registry::{self, Metric};
 use crate::stats::{
     self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
     Censored, CompareConfig, Comparison, RatioBound, SeriesInput, SeriesSummary, Verdict,
 };
 use crate::validate::{Outcome, ReasonKind};
 
-/// The columns of `runs.csv` the statistics read.
+/// The identity and outcome columns of a `runs.csv` row.
 #[derive(Debug, Clone, Deserialize)]
+struct RowIdentity {
+    run_id: String,
+    plan_id: String,
+    attempt: u32,
+    profile: String,
+    workload: String,
+    server: String,
+    phase: String,
+    round: u32,
+    position: u32,
+    variant: String,
+    outcome: Outcome,
+    #[serde(deserialize_with = "reason_kinds")]
+    invalid_kinds: Vec<ReasonKind>,
+    measurement_failure: bool,
+    viewpoints: u8,
+}
+
+/// One row of `runs.csv`: identity, outcome, and the value of every metric of the
+/// [registry](crate::registry) (read by the registry's column names).
+#[derive(Debug, Clone)]
 pub struct RunRow {
     pub run_id: String,
     pub plan_id: String,
@@ -34,29 +56,42 @@ pub struct RunRow {
     pub variant: String,
     pub outcome: Outcome,
     /// The kinds of an invalid run's reasons.
-    #[serde(deserialize_with = "reason_kinds")]
     pub invalid_kinds: Vec<ReasonKind>,
     pub measurement_failure: bool,
     /// 3 (Resource Timing, CDP, the server's log) or 2 (no readable server log).
     pub viewpoints: u8,
-    pub completion_ms: Option<f64>,
-    pub queueing_median_ms: Option<f64>,
-    pub queueing_p95_ms: Option<f64>,
-    pub ttfb_median_ms: Option<f64>,
-    pub connect_ms: Option<f64>,
-    pub handshake_rtts: Option<f64>,
-    pub onwire_mid: Option<f64>,
-    pub onwire_peak: Option<f64>,
-    pub goodput_mbit: Option<f64>,
-    pub model_rtt_ms: Option<f64>,
-    pub achieved_rtt_ms: Option<f64>,
-    pub offered_rtt_ms: Option<f64>,
-    pub steal_ms: Option<f64>,
+    /// Per metric of [`registry::ALL`], in its order.
+    values: Vec<Option<f64>>,
 }
 
-#[cfg(test)]
 impl RunRow {
-    /// A valid measured first attempt `id` with no figures: the base the tests' rows build on.
+    /// The value of `metric` in this run (`None`: the run has no such figure).
+    pub fn value(&self, metric: &Metric) -> Option<f64> {
+        registry::ALL
+            .iter()
+            .position(|m| std::ptr::eq(*m, metric))
+            .and_then(|i| self.values[i])
+    }
+
+    /// Sets `metric` (rows built by tests and fixtures).
+    pub fn set(&mut self, metric: &Metric, value: Option<f64>) {
+        if let Some(i) = registry::ALL.iter().position(|m| std::ptr::eq(*m, metric)) {
+            self.values[i] = value;
+        }
+    }
+
+    /// `self` with `metric` set to `value`.
+    pub fn with_value(mut self, metric: &Metric, value: Option<f64>) -> RunRow {
+        self.set(metric, value);
+        self
+    }
+
+    /// The headline time.
+    pub fn completion_ms(&self) -> Option<f64> {
+        self.value(&registry::COMPLETION_MS)
+    }
+
+    /// A valid measured first attempt `id` with no figures: the base rows of tests build on.
     pub fn measured(
         id: &str,
         profile: &str,
@@ -80,19 +115,7 @@ impl RunRow {
             invalid_kinds: vec![],
             measurement_failure: false,
             viewpoints: 3,
-            completion_ms: None,
-            queueing_median_ms: None,
-            queueing_p95_ms: None,
-            ttfb_median_ms: None,
-            connect_ms: None,
-            handshake_rtts: None,
-            onwire_mid: None,
-            onwire_peak: None,
-            goodput_mbit: None,
-            model_rtt_ms: None,
-            achieved_rtt_ms: None,
-            offered_rtt_ms: None,
-            steal_ms: None,
+            values: vec![None; registry::ALL.len()],
         }
     }
 }
@@ -110,16 +133,60 @@ pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
     let path = dir.join(RUNS_CSV);
     let mut r =
         csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let headers = r
+        .headers()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .clone();
+    // Where each metric's column is (a results directory older than a metric lacks it).
+    let columns: Vec<Option<usize>> = registry::ALL
+        .iter()
+        .map(|m| headers.iter().position(|h| h == m.name))
+        .collect();
     let mut out: Vec<RunRow> = Vec::new();
     let mut at: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, row) in r.deserialize().enumerate() {
-        let row: RunRow = row.with_context(|| {
+    for (i, record) in r.records().enumerate() {
+        let malformed = || {
             format!(
                 "{} row {}: malformed (a results directory of another pagebench version? `pagebench report` reads only its own)",
                 path.display(),
                 i + 2
             )
-        })?;
+        };
+        let record = record.with_context(malformed)?;
+        let id: RowIdentity = record.deserialize(Some(&headers)).with_context(malformed)?;
+        let mut values = Vec::with_capacity(columns.len());
+        for (m, col) in registry::ALL.iter().zip(&columns) {
+            let field = col.and_then(|c| record.get(c)).unwrap_or("");
+            values.push(if field.is_empty() {
+                None
+            } else {
+                Some(field.parse::<f64>().with_context(|| {
+                    format!(
+                        "{} row {}, column {}: {field:?} is not a number",
+                        path.display(),
+                        i + 2,
+                        m.name
+                    )
+                })?)
+            });
+        }
+        let row = RunRow {
+            run_id: id.run_id,
+            plan_id: id.plan_id,
+            attempt: id.attempt,
+            profile: id.profile,
+            workload: id.workload,
+            server: id.server,
+            phase: id.phase,
+            round: id.round,
+            position: id.position,
+            variant: id.variant,
+            outcome: id.outcome,
+            invalid_kinds: id.invalid_kinds,
+            measurement_failure: id.measurement_failure,
+            viewpoints: id.viewpoints,
+            values,
+        };
         match at.get(&row.run_id) {
             Some(&j) => out[j] = row,
             None => {
@@ -158,32 +225,6 @@ impl SeriesKey {
             "{}/{}/{}/{}",
             self.profile, self.workload, self.server, self.variant
         )
-    }
-}
-
-/// The breakdown metrics summarised besides the headline time.
-pub const BREAKDOWN: [&str; 8] = [
-    "queueing_median_ms",
-    "queueing_p95_ms",
-    "ttfb_median_ms",
-    "connect_ms",
-    "handshake_rtts",
-    "onwire_mid",
-    "onwire_peak",
-    "goodput_mbit",
-];
-
-fn breakdown_value(r: &RunRow, metric: &str) -> Option<f64> {
-    match metric {
-        "queueing_median_ms" => r.queueing_median_ms,
-        "queueing_p95_ms" => r.queueing_p95_ms,
-        "ttfb_median_ms" => r.ttfb_median_ms,
-        "connect_ms" => r.connect_ms,
-        "handshake_rtts" => r.handshake_rtts,
-        "onwire_mid" => r.onwire_mid,
-        "onwire_peak" => r.onwire_peak,
-        "goodput_mbit" => r.goodput_mbit,
-        _ => None,
     }
 }
 
@@ -305,7 +346,7 @@ fn completion_input(rows: &[&RunRow], timeout_ms: f64) -> SeriesInput {
     SeriesInput {
         dnf: rows.iter().filter(|r| r.outcome == Outcome::Dnf).count(),
         censor_at: timeout_ms,
-        ..breakdown_input(rows, |r| r.completion_ms)
+        ..breakdown_input(rows, |r| r.completion_ms())
     }
 }
 
@@ -348,13 +389,21 @@ fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
                 .copied()
                 .filter(|r| !r.invalid_kinds.contains(&ReasonKind::Link))
                 .collect();
-            let achieved: Vec<f64> = fine.iter().filter_map(|r| r.achieved_rtt_ms).collect();
-            let offered: Vec<f64> = fine.iter().filter_map(|r| r.offered_rtt_ms).collect();
+            let achieved: Vec<f64> = fine
+                .iter()
+                .filter_map(|r| r.value(&crate::registry::ACHIEVED_RTT_MS))
+                .collect();
+            let offered: Vec<f64> = fine
+                .iter()
+                .filter_map(|r| r.value(&crate::registry::OFFERED_RTT_MS))
+                .collect();
             ProfileLink {
                 profile: profile.clone(),
                 runs: achieved.len(),
                 model_rtt_median_ms: median_of(
-                    fine.iter().filter_map(|r| r.model_rtt_ms).collect(),
+                    fine.iter()
+                        .filter_map(|r| r.value(&crate::registry::MODEL_RTT_MS))
+                        .collect(),
                 ),
                 achieved_rtt_median_ms: median_of(achieved.clone()),
                 achieved_rtt_mean_ms: mean_of(&achieved),
@@ -446,13 +495,14 @@ pub fn summarize_runs(
         let completion =
             summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
         let mut breakdown = BTreeMap::new();
-        for metric in BREAKDOWN {
-            let inp = breakdown_input(runs, |r| breakdown_value(r, metric));
+        for metric in registry::breakdown() {
+            let inp = breakdown_input(runs, |r| r.value(metric));
             if inp.values.is_empty() {
                 continue;
             }
-            let b = boot.with_seed(derive_seed(seed, &format!("{}/{metric}", key.label())));
-            breakdown.insert(metric.to_string(), summarize(&inp, &b)?);
+            let name = metric.name;
+            let b = boot.with_seed(derive_seed(seed, &format!("{}/{name}", key.label())));
+            breakdown.insert(name.to_string(), summarize(&inp, &b)?);
         }
         let mut invalid_reasons: BTreeMap<String, usize> = BTreeMap::new();
         for r in runs.iter().filter(|r| r.outcome == Outcome::Invalid) {
@@ -463,7 +513,7 @@ pub fn summarize_runs(
         let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
             runs.iter()
                 .filter(|r| r.outcome == Outcome::Valid)
-                .filter_map(|r| r.completion_ms.map(|c| ((c - m).abs(), r.run_id.clone())))
+                .filter_map(|r| r.completion_ms().map(|c| ((c - m).abs(), r.run_id.clone())))
                 .min_by(|a, b| a.0.total_cmp(&b.0))
                 .map(|(_, id)| id)
         });
@@ -597,7 +647,7 @@ pub fn summarize_runs(
         }
     }
     Ok(Summary {
-        metric: "completion_ms".into(),
+        metric: registry::COMPLETION_MS.name.into(),
         alpha,
         bootstrap_resamples: resamples,
         holm_family: family,
@@ -652,7 +702,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    header.extend(BREAKDOWN.iter().map(|m| format!("median_{m}")));
+    header.extend(registry::breakdown().map(|m| format!("median_{}", m.name)));
     header.push("invalid_reasons".into());
     w.write_record(&header)?;
     for st in &s.series {
@@ -675,8 +725,10 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             fmt_censored(c.min),
             fmt_censored(c.max),
         ];
-        for m in BREAKDOWN {
-            row.push(fmt_censored(st.breakdown.get(m).and_then(|b| b.median)));
+        for m in registry::breakdown() {
+            row.push(fmt_censored(
+                st.breakdown.get(m.name).and_then(|b| b.median),
+            ));
         }
         row.push(
             st.invalid_reasons
@@ -900,6 +952,7 @@ mod tests {
 
     fn row(profile: &str, variant: &str, round: u32, outcome: Outcome, ms: f64) -> RunRow {
         let id = format!("{profile}-page10-r{round}-{variant}");
+        use crate::registry::*;
         RunRow {
             outcome,
             invalid_kinds: if outcome == Outcome::Invalid {
@@ -907,19 +960,19 @@ mod tests {
             } else {
                 vec![]
             },
-            completion_ms: (outcome == Outcome::Valid).then_some(ms),
-            queueing_median_ms: Some(ms / 10.0),
-            queueing_p95_ms: Some(ms / 5.0),
-            ttfb_median_ms: Some(1.0),
-            connect_ms: Some(2.0),
-            onwire_mid: Some(3.0),
-            onwire_peak: Some(6.0),
-            model_rtt_ms: Some(40.0),
-            achieved_rtt_ms: Some(40.05),
-            offered_rtt_ms: Some(40.0),
-            steal_ms: Some(0.0),
             ..RunRow::measured(&id, profile, "page10", "embedded", variant, round)
         }
+        .with_value(&COMPLETION_MS, (outcome == Outcome::Valid).then_some(ms))
+        .with_value(&QUEUEING_MEDIAN_MS, Some(ms / 10.0))
+        .with_value(&QUEUEING_P95_MS, Some(ms / 5.0))
+        .with_value(&TTFB_MEDIAN_MS, Some(1.0))
+        .with_value(&CONNECT_MS, Some(2.0))
+        .with_value(&ONWIRE_MID, Some(3.0))
+        .with_value(&ONWIRE_PEAK, Some(6.0))
+        .with_value(&MODEL_RTT_MS, Some(40.0))
+        .with_value(&ACHIEVED_RTT_MS, Some(40.05))
+        .with_value(&OFFERED_RTT_MS, Some(40.0))
+        .with_value(&STEAL_MS, Some(0.0))
     }
 
     const TIMEOUT_MS: f64 = 120_000.0;
@@ -940,7 +993,7 @@ mod tests {
         }
         // An invalid run with an absurd time must not move anything.
         let mut bad = row("wired", "h2", 13, Outcome::Invalid, 1.0);
-        bad.completion_ms = Some(1.0);
+        bad.set(&crate::registry::COMPLETION_MS, Some(1.0));
         rows.push(bad);
         let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
         warm.phase = "warmup".into();
@@ -1035,11 +1088,11 @@ mod tests {
         let mut failed = row("wired", "h2", 1, Outcome::Invalid, 5.0);
         failed.invalid_kinds = vec![ReasonKind::Link];
         failed.measurement_failure = true;
-        failed.completion_ms = Some(5.0);
+        failed.set(&crate::registry::COMPLETION_MS, Some(5.0));
         let mut retry = rows[0].clone();
         retry.run_id = format!("{}.a2", retry.plan_id);
         retry.attempt = 2;
-        retry.completion_ms = Some(301.0);
+        retry.set(&crate::registry::COMPLETION_MS, Some(301.0));
         rows[0] = failed;
         rows.push(retry);
         let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();

@@ -359,7 +359,7 @@ these networks — and why?",
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for server in &data.servers {
-            for metric in [Some("queueing_median_ms"), None] {
+            for metric in [Some(&crate::registry::QUEUEING_MEDIAN_MS), None] {
                 if let Some(t) = tables::sweep(data, server, metric) {
                     tables.push(t.clone());
                     doc.blocks.push(Block::Table(t));

@@ -626,7 +626,7 @@ pub fn sweep(data: &ReportData, server: &str) -> Option<Chart> {
                             if s.completion.median_is_dnf() {
                                 return None;
                             }
-                            let b = s.breakdown.get("queueing_median_ms")?;
+                            let b = s.breakdown.get(crate::registry::QUEUEING_MEDIAN_MS.name)?;
                             Some(SweepPoint {
                                 files: *files,
                                 median: b.median?.ms()?,

@@ -8,6 +8,7 @@ use super::model::{
     NumFormat, ReportData, VerdictClass,
 };
 use super::study::{study_ratio, study_value, StudyValue};
+use crate::registry::{self, Metric, Precision, Scope};
 use crate::workload::WorkloadKind;
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
@@ -404,7 +405,7 @@ fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[String]
             if s.completion.median_is_dnf() {
                 return Some(format!("{v} DNF"));
             }
-            let g = s.breakdown.get("goodput_mbit")?.median?.ms()?;
+            let g = s.breakdown.get(registry::GOODPUT_MBIT.name)?.median?.ms()?;
             Some(format!("{v} {}", fmt_num(g)))
         })
         .collect();
@@ -415,20 +416,21 @@ fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[String]
     }
 }
 
-/// The breakdown metrics of the 50-file table: (metric, column header, format).
-pub const BREAKDOWN_COLUMNS: [(&str, &str, NumFormat); 7] = [
-    ("connect_ms", "connect (ms)", NumFormat::Plain),
-    ("handshake_rtts", "handshake RTTs", NumFormat::Fine),
-    (
-        "queueing_median_ms",
-        "queueing median (ms)",
-        NumFormat::Plain,
-    ),
-    ("queueing_p95_ms", "queueing p95 (ms)", NumFormat::Plain),
-    ("ttfb_median_ms", "TTFB median (ms)", NumFormat::Plain),
-    ("onwire_mid", "on-wire at mid-window", NumFormat::Plain),
-    ("onwire_peak", "on-wire peak", NumFormat::Plain),
-];
+/// `queueing median` → `Queueing median`.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// How the report prints a metric's medians.
+fn num_format(m: &Metric) -> NumFormat {
+    match m.precision {
+        Precision::Plain => NumFormat::Plain,
+        Precision::Fine => NumFormat::Fine,
+    }
+}
 
 /// Table 5: why — the breakdown of the 50-file page per protocol.
 pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Table, Skipped> {
@@ -449,7 +451,7 @@ pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Tabl
         "protocol".into(),
         "loadEventEnd (ms)".into(),
     ];
-    header.extend(BREAKDOWN_COLUMNS.iter().map(|(_, h, _)| h.to_string()));
+    header.extend(registry::breakdown_for(Scope::Pages).map(|m| m.label.to_string()));
     let mut rows = Vec::new();
     for p in data.profiles_in(workload, server) {
         for v in &vs {
@@ -461,8 +463,16 @@ pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Tabl
                 Cell::label(v),
                 series_cell(data, &p, workload, server, v),
             ];
-            for (m, _, f) in BREAKDOWN_COLUMNS {
-                r.push(metric_cell(data, &p, workload, server, v, m, f));
+            for m in registry::breakdown_for(Scope::Pages) {
+                r.push(metric_cell(
+                    data,
+                    &p,
+                    workload,
+                    server,
+                    v,
+                    m.name,
+                    num_format(m),
+                ));
             }
             rows.push(r);
         }
@@ -535,7 +545,7 @@ fn fixed_size_pages(data: &ReportData) -> Vec<String> {
 }
 
 /// Table 6: the file-count sweep, for one metric (`None`: the headline time).
-pub fn sweep(data: &ReportData, server: &str, metric: Option<&str>) -> Option<Table> {
+pub fn sweep(data: &ReportData, server: &str, metric: Option<&Metric>) -> Option<Table> {
     if !has_sweep(data) {
         return None;
     }
@@ -556,7 +566,7 @@ pub fn sweep(data: &ReportData, server: &str, metric: Option<&str>) -> Option<Ta
             let mut r = vec![Cell::label(p), Cell::label(v)];
             for w in &cols {
                 r.push(match metric {
-                    Some(m) => metric_cell(data, p, w, server, v, m, NumFormat::Plain),
+                    Some(m) => metric_cell(data, p, w, server, v, m.name, num_format(m)),
                     None => series_cell(data, p, w, server, v),
                 });
             }
@@ -564,11 +574,17 @@ pub fn sweep(data: &ReportData, server: &str, metric: Option<&str>) -> Option<Ta
         }
     }
     let (id, what) = match metric {
-        Some(_) => ("sweep-queueing", "Queueing median (ms) by file count"),
-        None => ("sweep-load", "loadEventEnd (ms) by file count"),
+        Some(m) => (
+            format!("sweep-{}", m.name.split('_').next().unwrap_or(m.name)),
+            format!("{} by file count", capitalized(m.label)),
+        ),
+        None => (
+            "sweep-load".to_string(),
+            "loadEventEnd (ms) by file count".to_string(),
+        ),
     };
     Some(Table {
-        id: table_id(data, id, server),
+        id: table_id(data, &id, server),
         title: format!("{what}{}", title_suffix(data, server)),
         intro: vec![
             "Medians [95 % CI]. Pages of N files keep the study's byte budget per file; pages of \
@@ -854,22 +870,23 @@ mod tests {
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
-        RunRow {
-            completion_ms: Some(ms),
-            queueing_median_ms: Some(1.0),
-            queueing_p95_ms: Some(2.0),
-            ttfb_median_ms: Some(40.0),
-            connect_ms: Some(80.0),
-            handshake_rtts: Some(2.0),
-            onwire_mid: Some(1.0),
-            onwire_peak: Some(1.0),
-            goodput_mbit: Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
-            model_rtt_ms: Some(40.0),
-            achieved_rtt_ms: Some(40.1),
-            offered_rtt_ms: Some(40.0),
-            steal_ms: Some(0.0),
-            ..RunRow::measured(&id, "wired", workload, server, variant, round)
-        }
+        RunRow::measured(&id, "wired", workload, server, variant, round)
+            .with_value(&crate::registry::COMPLETION_MS, Some(ms))
+            .with_value(&crate::registry::QUEUEING_MEDIAN_MS, Some(1.0))
+            .with_value(&crate::registry::QUEUEING_P95_MS, Some(2.0))
+            .with_value(&crate::registry::TTFB_MEDIAN_MS, Some(40.0))
+            .with_value(&crate::registry::CONNECT_MS, Some(80.0))
+            .with_value(&crate::registry::HANDSHAKE_RTTS, Some(2.0))
+            .with_value(&crate::registry::ONWIRE_MID, Some(1.0))
+            .with_value(&crate::registry::ONWIRE_PEAK, Some(1.0))
+            .with_value(
+                &crate::registry::GOODPUT_MBIT,
+                Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
+            )
+            .with_value(&crate::registry::MODEL_RTT_MS, Some(40.0))
+            .with_value(&crate::registry::ACHIEVED_RTT_MS, Some(40.1))
+            .with_value(&crate::registry::OFFERED_RTT_MS, Some(40.0))
+            .with_value(&crate::registry::STEAL_MS, Some(0.0))
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
