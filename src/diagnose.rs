@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::matrix::store::{read_meta, read_record, Meta};
 use crate::matrix::summary::{read_runs, RunRow};
 use crate::record::RunRecord;
+use crate::snmp::NamespaceDeltas;
 use crate::validate::Outcome;
 
 /// What a finding is about.
@@ -168,12 +169,9 @@ fn tcp_evidence(rec: &RunRecord) -> Option<TcpEvidence> {
     })
 }
 
-fn snmp(rec: &RunRecord, ns: &str, key: &str) -> f64 {
-    rec.snmp
-        .get(ns)
-        .and_then(|m| m.get(key))
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0)
+/// The namespaces' counters of a run (zero when they were not read).
+fn snmp(rec: &RunRecord) -> NamespaceDeltas {
+    rec.snmp.unwrap_or_default()
 }
 
 /// Analyses a results directory.
@@ -275,11 +273,9 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                     .map(|t| t.quic_lost_packets as f64)
                     .unwrap_or(0.0)
             }),
-            udp_rcvbuf_errors_server: per_run(&|r| snmp(r, "server", "Udp.RcvbufErrors")),
-            udp_rcvbuf_errors_client: per_run(&|r| snmp(r, "client", "Udp.RcvbufErrors")),
-            udp_sndbuf_errors: per_run(&|r| {
-                snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors")
-            }),
+            udp_rcvbuf_errors_server: per_run(&|r| snmp(r).server.udp_rcvbuf_errors as f64),
+            udp_rcvbuf_errors_client: per_run(&|r| snmp(r).client.udp_rcvbuf_errors as f64),
+            udp_sndbuf_errors: per_run(&|r| snmp(r).udp_sndbuf_errors() as f64),
         };
 
         // Window-limited? Evidence first (a configured window, TCP_INFO), then the heuristic.
@@ -389,10 +385,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         if row.udp_rcvbuf_errors_server > 0.0 || row.udp_rcvbuf_errors_client > 0.0 {
             let n = recs
                 .iter()
-                .filter(|r| {
-                    snmp(r, "server", "Udp.RcvbufErrors") + snmp(r, "client", "Udp.RcvbufErrors")
-                        > 0.0
-                })
+                .filter(|r| snmp(r).udp_rcvbuf_errors() as f64 > 0.0)
                 .count();
             let server_side = row.udp_rcvbuf_errors_server >= row.udp_rcvbuf_errors_client;
             out.findings.push(Finding {
@@ -414,7 +407,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             out.findings.push(Finding {
                 kind: FindingKind::UdpSendBufferOverflow,
                 series: series.clone(),
-                runs: recs.iter().filter(|r| snmp(r, "server", "Udp.SndbufErrors") + snmp(r, "client", "Udp.SndbufErrors") > 0.0).count(),
+                runs: recs.iter().filter(|r| snmp(r).udp_sndbuf_errors() as f64 > 0.0).count(),
                 of: recs.len(),
                 sentence: format!(
                     "{series}: UDP send buffers overflowed (SndbufErrors median {:.0} per run): raise --udp-send-buffer (SO_SNDBUF).",

@@ -121,7 +121,7 @@ pub struct RunRecord {
     pub transport: Option<TransportSummary>,
     /// UDP/TCP counter deltas of the namespaces (`/proc/net/snmp`), by namespace then counter.
     #[serde(default)]
-    pub snmp: Value,
+    pub snmp: Option<crate::snmp::NamespaceDeltas>,
     pub server_requests: Vec<ServerView>,
     /// Raw evidence.
     pub observation: Observation,
@@ -178,7 +178,7 @@ impl RunRecord {
             machine: MachineSample::default(),
             link: None,
             transport: None,
-            snmp: Value::Null,
+            snmp: None,
             server_requests: vec![],
             observation: Observation::default(),
             link_stats: None,

@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde_json::json;
 
 use crate::browser::launch::{Browser, BrowserOverhead, LaunchOptions};
 use crate::browser::{load, CHROMIUM, HOST};
@@ -234,14 +233,11 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         };
         verdict.invalidate(kind, "no completion time".into());
     }
-    let tcp_opened = |c0: &snmp::Counters, c1: &snmp::Counters| {
-        let get = |c: &snmp::Counters| c.get("Tcp.ActiveOpens").copied().unwrap_or(0);
-        (get(c1) - get(c0)).max(0) as u64
-    };
     if variant.h3_mode == Some(H3Mode::Primed) {
         // What the browser's namespace opened, and what the server accepted where it counts.
         let server_tcp = server.summary.as_ref().map_or(0, |t| t.tcp_connections);
-        let opened = tcp_opened(&snmp_c0, &snmp_c1).max(server_tcp);
+        let opened =
+            (snmp::delta(&snmp_c0, &snmp_c1).tcp_active_opens.max(0) as u64).max(server_tcp);
         if let Some(r) = validate::check_primed(opened) {
             verdict.invalidate(r.kind, r.detail);
         }
@@ -265,9 +261,9 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         verdict.invalidate(ReasonKind::Server, why);
     }
     let link = stats.as_ref().map(|s| link_summary(s, &check));
-    let snmp = json!({
-        "client": snmp::delta(&snmp_c0, &snmp_c1),
-        "server": snmp::delta(&snmp_s0, &snmp_s1),
+    let snmp = Some(snmp::NamespaceDeltas {
+        client: snmp::delta(&snmp_c0, &snmp_c1),
+        server: snmp::delta(&snmp_s0, &snmp_s1),
     });
     Ok(RunRecord {
         id: spec.id.clone(),

@@ -652,7 +652,7 @@ fn generate(
                             server_rtt_ms: Some(prof.rtt_ms + 0.3),
                             ..Default::default()
                         }),
-                        snmp: Value::Null,
+                        snmp: None,
                         server_requests: vec![],
                         observation: Observation::default(),
                         link_stats: None,

@@ -703,7 +703,7 @@ mod tests {
             machine: MachineSample::default(),
             link: None,
             transport: None,
-            snmp: serde_json::Value::Null,
+            snmp: None,
             server_requests: vec![],
             observation: Observation::default(),
             link_stats: None,
