@@ -181,7 +181,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let mut by_series: BTreeMap<(String, String, String, String), Vec<&RunRow>> = BTreeMap::new();
     for r in rows
         .iter()
-        .filter(|r| r.phase == "measure" && r.outcome == Outcome::Valid)
+        .filter(|r| r.phase == crate::identity::Phase::Measure && r.outcome == Outcome::Valid)
     {
         by_series
             .entry((

@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::store::{write_atomic, RUNS_CSV};
+use crate::identity::Phase;
 use crate::registry::{self, Metric};
 use crate::stats::{
     self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
@@ -29,7 +30,7 @@ struct RowIdentity {
     profile: String,
     workload: String,
     server: String,
-    phase: String,
+    phase: Phase,
     round: u32,
     position: u32,
     variant: String,
@@ -50,7 +51,7 @@ pub struct RunRow {
     pub profile: String,
     pub workload: String,
     pub server: String,
-    pub phase: String,
+    pub phase: Phase,
     pub round: u32,
     pub position: u32,
     pub variant: String,
@@ -107,7 +108,7 @@ impl RunRow {
             profile: profile.into(),
             workload: workload.into(),
             server: server.into(),
-            phase: "measure".into(),
+            phase: Phase::Measure,
             round,
             position: 1,
             variant: variant.into(),
@@ -422,7 +423,7 @@ impl Summary {
         let retries = rows.iter().filter(|r| r.attempt > 1).count();
         let measured = final_attempts(rows)
             .iter()
-            .filter(|r| r.phase == "measure")
+            .filter(|r| r.phase == Phase::Measure)
             .count();
         let summarized: usize = self
             .series
@@ -459,7 +460,7 @@ pub fn summarize_runs(
     }
     for r in rows
         .iter()
-        .filter(|r| r.phase == "measure" && r.attempt > 1)
+        .filter(|r| r.phase == Phase::Measure && r.attempt > 1)
     {
         let key = SeriesKey {
             profile: r.profile.clone(),
@@ -469,7 +470,11 @@ pub fn summarize_runs(
         };
         *retried.entry(key).or_default() += 1;
     }
-    for r in counted.iter().copied().filter(|r| r.phase == "measure") {
+    for r in counted
+        .iter()
+        .copied()
+        .filter(|r| r.phase == Phase::Measure)
+    {
         let key = SeriesKey {
             profile: r.profile.clone(),
             workload: r.workload.clone(),
@@ -996,7 +1001,7 @@ mod tests {
         bad.set(&crate::registry::COMPLETION_MS, Some(1.0));
         rows.push(bad);
         let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
-        warm.phase = "warmup".into();
+        warm.phase = Phase::Warmup;
         rows.push(warm);
         let s = summarize_runs(&rows, 1, 2000, &[], TIMEOUT_MS).unwrap();
         assert_eq!(s.series.len(), 3);

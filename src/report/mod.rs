@@ -76,7 +76,10 @@ pub fn load_summary(
 ) -> Result<(Summary, bool, usize)> {
     let rows = summary::read_runs(dir)?;
     let n = summary::final_attempts(&rows).len();
-    if rows.iter().all(|r| r.phase != "measure") {
+    if rows
+        .iter()
+        .all(|r| r.phase != crate::identity::Phase::Measure)
+    {
         anyhow::bail!(
             "{} has no measured runs yet: nothing to report (run or resume the matrix first)",
             dir.join(store::RUNS_CSV).display()
