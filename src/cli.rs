@@ -471,7 +471,11 @@ fn pages(a: PagesArgs) -> Result<ExitCode> {
         manifests.push(workload::generate(&root, &w, a.pages_seed)?);
     }
     print!("{}", workload::listing(&manifests));
-    println!("(generated under {}, seed {})", root.display(), a.pages_seed);
+    println!(
+        "(generated under {}, seed {})",
+        root.display(),
+        a.pages_seed
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -822,7 +826,8 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                     .map_err(|_| {
                         anyhow::anyhow!("--jitter-model {m:?}: use varying, fifo or reorder")
                     })?;
-                    let mut changed = profile::select_from(&a.profiles, &a.common.profile_source())?;
+                    let mut changed =
+                        profile::select_from(&a.profiles, &a.common.profile_source())?;
                     for p in &mut changed {
                         if p.jitter_model != model {
                             // The coherence time belongs to the varying model only.
@@ -831,7 +836,10 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                         }
                     }
                     let names: Vec<&str> = changed.iter().map(|p| p.name.as_str()).collect();
-                    (names.join(","), profile::ProfileSource::Listed(changed.clone()))
+                    (
+                        names.join(","),
+                        profile::ProfileSource::Listed(changed.clone()),
+                    )
                 }
                 None => (a.profiles.clone(), a.common.profile_source()),
             };

@@ -76,10 +76,7 @@ pub fn cache_pages_root(
             "no cache directory for the generated pages: neither XDG_CACHE_HOME nor HOME is set; pass --pages DIR"
         ),
     };
-    Ok(cache
-        .join("pagebench")
-        .join("pages")
-        .join(seed.to_string()))
+    Ok(cache.join("pagebench").join("pages").join(seed.to_string()))
 }
 
 #[cfg(test)]
@@ -121,7 +118,10 @@ mod tests {
             "[package]\nname = \"site\"\n",
         )
         .unwrap();
-        assert!(!is_checkout(other.path()), "another crate with a pages/ dir");
+        assert!(
+            !is_checkout(other.path()),
+            "another crate with a pages/ dir"
+        );
     }
 
     #[test]

@@ -292,7 +292,9 @@ pub enum ProfileError {
     },
     #[error("unknown profile {name:?}: known profiles are {known} (or `all`, `extended`, `every`, or a path to a .toml file)")]
     Unknown { name: String, known: String },
-    #[error("{source_name} is missing profile {name:?}, which `all` needs (the six study profiles)")]
+    #[error(
+        "{source_name} is missing profile {name:?}, which `all` needs (the six study profiles)"
+    )]
     MissingStudy { source_name: String, name: String },
     #[error(
         "no profiles selected: give --profiles a name, a set (all, extended, every) or a path"
@@ -363,10 +365,16 @@ pub fn load_profile_file(path: &Path) -> Result<LoadedProfile, ProfileError> {
 /// checks that this table is exactly the repository's `profiles/` directory.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("3g.toml", include_str!("../profiles/3g.toml")),
-    ("bad-mobile.toml", include_str!("../profiles/bad-mobile.toml")),
+    (
+        "bad-mobile.toml",
+        include_str!("../profiles/bad-mobile.toml"),
+    ),
     ("cable.toml", include_str!("../profiles/cable.toml")),
     ("cell-edge.toml", include_str!("../profiles/cell-edge.toml")),
-    ("datacenter.toml", include_str!("../profiles/datacenter.toml")),
+    (
+        "datacenter.toml",
+        include_str!("../profiles/datacenter.toml"),
+    ),
     (
         "intercontinental.toml",
         include_str!("../profiles/intercontinental.toml"),
@@ -701,9 +709,15 @@ mod tests {
         let wired = Profile::simple("wired", 40.0, 5.0, 0.0);
         let odd = Profile::simple("odd", 10.0, 0.0, 0.0);
         let src = ProfileSource::Listed(vec![wired.clone(), odd.clone()]);
-        assert_eq!(select_from("odd,wired", &src).unwrap(), vec![odd.clone(), wired]);
+        assert_eq!(
+            select_from("odd,wired", &src).unwrap(),
+            vec![odd.clone(), wired]
+        );
         assert_eq!(select_from("extended", &src).unwrap(), vec![odd]);
         let e = select_from("all", &src).unwrap_err().to_string();
-        assert!(e.contains("the stored profile set") && e.contains("datacenter"), "{e}");
+        assert!(
+            e.contains("the stored profile set") && e.contains("datacenter"),
+            "{e}"
+        );
     }
 }

@@ -256,7 +256,12 @@ pub fn resumed_request(
     }
     for (is_typed, flag, g, s) in [
         (typed.runs, "--runs", given.runs as u64, plan.runs as u64),
-        (typed.warmup, "--warmup", given.warmup as u64, plan.warmup as u64),
+        (
+            typed.warmup,
+            "--warmup",
+            given.warmup as u64,
+            plan.warmup as u64,
+        ),
         (typed.seed, "--seed", given.seed, plan.seed),
         (
             typed.retry_invalid,
@@ -546,7 +551,9 @@ mod tests {
         let e = refusal(&several, typed);
         assert!(
             e.contains("--timeout 1m given, the results were made with --timeout 30s")
-                && e.contains("--workloads page50 given, the results were made with --workloads page10"),
+                && e.contains(
+                    "--workloads page50 given, the results were made with --workloads page10"
+                ),
             "{e}"
         );
         let h3 = Typed {
@@ -566,7 +573,8 @@ mod tests {
             pages_seed: true,
             ..Typed::default()
         };
-        assert!(refusal(&seed, typed).contains("--pages-seed 1 given, the results were made with --pages-seed 7"));
+        assert!(refusal(&seed, typed)
+            .contains("--pages-seed 1 given, the results were made with --pages-seed 7"));
     }
 
     #[test]
@@ -598,7 +606,9 @@ mod tests {
         };
         let e = refusal(&bbr, typed);
         assert!(
-            e.contains("server knob tcp_congestion \"bbr\" given, the results were made with \"cubic\""),
+            e.contains(
+                "server knob tcp_congestion \"bbr\" given, the results were made with \"cubic\""
+            ),
             "{e}"
         );
         // The same names from a source where wired has other values.
@@ -614,15 +624,19 @@ mod tests {
             ..Typed::default()
         };
         let e = refusal(&changed, typed);
-        assert!(e.contains("profile wired") && e.contains("RTT 40 ms"), "{e}");
+        assert!(
+            e.contains("profile wired") && e.contains("RTT 40 ms"),
+            "{e}"
+        );
         let e = refusal(&defaults(), typed);
         assert!(e.contains("needs (the six study profiles)"), "{e}");
         let fewer = MatrixRequest {
             profiles: "wired".into(),
             ..defaults()
         };
-        assert!(refusal(&fewer, typed)
-            .contains("--profiles wired given, the results were made with --profiles wired,mobile"));
+        assert!(refusal(&fewer, typed).contains(
+            "--profiles wired given, the results were made with --profiles wired,mobile"
+        ));
     }
 
     #[test]
