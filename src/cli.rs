@@ -229,7 +229,7 @@ pub struct MatrixArgs {
 pub struct CommonArgs {
     #[arg(long, value_name = "DIR", help = PAGES_HELP)]
     pub pages: Option<PathBuf>,
-    /// Seed of the generated workloads (as `pagebench pages --seed`): pages of another seed are
+    /// Seed of the generated workloads (as `pagebench pages --pages-seed`): pages of another seed are
     /// regenerated.
     #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
     pub pages_seed: u64,
