@@ -6,9 +6,10 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 need=()
-# gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3 and util-linux:
-# programs the tests run (a web server through `pagebench shell`, unshare, setpriv).
-for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux; do
+# gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3, util-linux and
+# mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
+# mount); iproute2: ip and ss.
+for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -32,6 +33,19 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "setup.sh: cargo is missing: install a Rust toolchain (rustup) first" >&2
   exit 1
 fi
+# .ci/run checks formatting and lints: rustfmt and clippy come with rustup's default profile,
+# not with the minimal one.
+for tool in fmt:rustfmt clippy:clippy; do
+  if ! cargo "${tool%%:*}" --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+      echo "setup.sh: installing ${tool##*:}" >&2
+      rustup component add "${tool##*:}" >/dev/null
+    else
+      echo "setup.sh: cargo ${tool%%:*} is missing and there is no rustup to add ${tool##*:}" >&2
+      exit 1
+    fi
+  fi
+done
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "setup.sh: installing cargo-nextest" >&2
   cargo install --locked --quiet cargo-nextest

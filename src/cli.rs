@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::server::{self, Certificate, EmbeddedServer, ServerConfig, ServerKnobs};
-use crate::{profile, report, signals, workload, NotBuilt};
+use crate::{locations, profile, report, signals, workload, NotBuilt};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,7 +29,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// (Re)generate the workloads under pages/ and list them.
+    /// (Re)generate the workloads (pages/ in a checkout, else the cache directory) and list them.
     Pages(PagesArgs),
     /// List the network profiles.
     Profiles(ProfilesArgs),
@@ -54,12 +55,13 @@ pub enum Command {
 pub struct PagesArgs {
     /// Workloads to generate (default: the standard set). E.g. page10 page50x900 download.
     pub workloads: Vec<String>,
-    /// Where the workload trees go.
-    #[arg(long, default_value = "pages")]
-    pub root: PathBuf,
+    /// Where the workload trees go [default: pages/ in a pagebench checkout, else
+    /// $XDG_CACHE_HOME/pagebench/pages/<seed> (~/.cache/… without it)].
+    #[arg(long, value_name = "DIR")]
+    pub pages: Option<PathBuf>,
     /// Generation seed (the same seed always gives the same bytes).
-    #[arg(long, default_value_t = workload::DEFAULT_SEED)]
-    pub seed: u64,
+    #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
+    pub pages_seed: u64,
 }
 
 #[derive(Args, Debug)]
@@ -73,16 +75,21 @@ pub struct ProfilesArgs {
     /// Which profiles: names, sets (all, extended, every) or TOML paths, comma-separated.
     #[arg(long, default_value = "every")]
     pub profiles: String,
-    /// Directory of the shipped profiles.
-    #[arg(long, default_value = "profiles")]
-    pub dir: PathBuf,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
 }
+
+const PROFILES_DIR_HELP: &str = "Directory of profiles that names and sets are looked up in \
+[default: profiles/ in a pagebench checkout, else the built-in profiles]";
+const PAGES_HELP: &str = "Where the workloads are generated [default: pages/ in a pagebench \
+checkout, else $XDG_CACHE_HOME/pagebench/pages/<seed> (~/.cache/… without it)]";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// The workload tree to serve (`pagebench pages` generates it).
-    #[arg(long, default_value = "pages")]
-    pub root: PathBuf,
+    /// The workload tree to serve (`pagebench pages` generates it) [default: as for `pages`,
+    /// of seed 1].
+    #[arg(long, value_name = "DIR")]
+    pub pages: Option<PathBuf>,
     /// Port for TCP (h1, h2) and UDP (h3) alike; 0 picks one free on both.
     #[arg(long, default_value_t = 8443)]
     pub port: u16,
@@ -91,7 +98,7 @@ pub struct ServeArgs {
     pub bind: IpAddr,
     /// Server knobs from the `[server]` table of a TOML file (flags override it).
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub server_config: Option<PathBuf>,
     /// JSON-lines request log (appended).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -190,7 +197,8 @@ pub struct MatrixArgs {
     /// Results directory [default: results/<timestamp>].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Finish the missing runs of an interrupted matrix (same command line as before).
+    /// Finish the missing runs of an interrupted matrix with the options stored there (options
+    /// given beside it must equal the stored ones).
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub resume: Option<PathBuf>,
     /// No progress bar and no terminal summary.
@@ -219,19 +227,27 @@ pub struct MatrixArgs {
 /// Paths and browser settings shared by `run` and `matrix`.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Where the workloads are generated.
-    #[arg(long, default_value = "pages", value_name = "DIR")]
-    pub pages: PathBuf,
-    /// Seed of the generated workloads (as `pagebench pages --seed`): pages of another seed are
+    #[arg(long, value_name = "DIR", help = PAGES_HELP)]
+    pub pages: Option<PathBuf>,
+    /// Seed of the generated workloads (as `pagebench pages --pages-seed`): pages of another seed are
     /// regenerated.
     #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
     pub pages_seed: u64,
-    /// Directory of the shipped profiles.
-    #[arg(long, default_value = "profiles", value_name = "DIR")]
-    pub profiles_dir: PathBuf,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
     /// Upper bound of the wait for Chromium's start-up CPU burst to end before navigating.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub settle_max: Duration,
+}
+
+impl CommonArgs {
+    pub fn profile_source(&self) -> profile::ProfileSource {
+        locations::profile_source(self.profiles_dir.as_deref())
+    }
+
+    pub fn pages_root(&self) -> Result<PathBuf> {
+        locations::pages_root(self.pages.as_deref(), self.pages_seed)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -284,12 +300,11 @@ PAGEBENCH_SERVER_NS. Example:\n  pagebench shell --profile wired --server-cmd 'p
 http://$PAGEBENCH_SERVER_IP:8000/'"
 )]
 pub struct ShellArgs {
-    /// Network profile: a name from the profiles directory or a path to a TOML file.
+    /// Network profile: a name (see `pagebench profiles`) or a path to a TOML file.
     #[arg(long)]
     pub profile: String,
-    /// Directory of the shipped profiles.
-    #[arg(long, default_value = "profiles")]
-    pub profiles_dir: PathBuf,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
     /// Command run with `sh -c` in the server namespace while the client command runs.
     #[arg(long, value_name = "CMD")]
     pub server_cmd: Option<String>,
@@ -388,14 +403,15 @@ pub struct BenchNetemArgs {
     pub no_receive_steering: bool,
     /// Also write the figures as JSON to this file.
     #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
+    pub stats_json: Option<PathBuf>,
 }
 
 /// Entry point of the binary: runs the command, prints one clear error, picks the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_tracing();
-    match run(cli) {
+    match run(cli, &matches) {
         Ok(code) => code,
         Err(e) => {
             if let Some(nb) = e.downcast_ref::<NotBuilt>() {
@@ -418,11 +434,17 @@ fn init_tracing() {
         .try_init();
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
+fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
     match cli.command {
         Command::Pages(a) => pages(a),
         Command::Profiles(a) => profiles(a),
-        Command::Matrix(a) => matrix(a),
+        Command::Matrix(a) => {
+            let typed = matches
+                .subcommand_matches("matrix")
+                .map(typed_matrix_options)
+                .unwrap_or_default();
+            matrix(a, &typed)
+        }
         Command::Run(a) => run_cmd(a),
         Command::Serve(a) => serve(a),
         Command::Shell(a) => shell(a),
@@ -442,18 +464,24 @@ fn pages(a: PagesArgs) -> Result<ExitCode> {
     } else {
         a.workloads
     };
+    let root = locations::pages_root(a.pages.as_deref(), a.pages_seed)?;
     let mut manifests = Vec::new();
     for name in names {
         let w: workload::Workload = name.parse()?;
-        manifests.push(workload::generate(&a.root, &w, a.seed)?);
+        manifests.push(workload::generate(&root, &w, a.pages_seed)?);
     }
     print!("{}", workload::listing(&manifests));
-    println!("(generated under {}, seed {})", a.root.display(), a.seed);
+    println!(
+        "(generated under {}, seed {})",
+        root.display(),
+        a.pages_seed
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 fn profiles(a: ProfilesArgs) -> Result<ExitCode> {
-    let selected = profile::select(&a.profiles, &a.dir)?;
+    let source = locations::profile_source(a.profiles_dir.as_deref());
+    let selected = profile::select_from(&a.profiles, &source)?;
     print!("{}", profile::table(&selected));
     Ok(ExitCode::SUCCESS)
 }
@@ -474,7 +502,8 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
 
 fn serve(a: ServeArgs) -> Result<ExitCode> {
     signals::install();
-    let mut knobs = match &a.config {
+    let root = locations::pages_root(a.pages.as_deref(), workload::DEFAULT_SEED)?;
+    let mut knobs = match &a.server_config {
         Some(p) => ServerKnobs::load_toml(p)?,
         None => ServerKnobs::default(),
     };
@@ -487,7 +516,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
         Certificate::load_or_create(&a.cert_dir)?
     };
     let mut srv = EmbeddedServer::start(ServerConfig {
-        root: a.root.clone(),
+        root: root.clone(),
         bind: SocketAddr::new(a.bind, a.port),
         knobs,
         cert: cert.clone(),
@@ -500,7 +529,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
     writeln!(
         out,
         "pagebench serve: {} on {} (protocols {})",
-        a.root.display(),
+        root.display(),
         srv.addr(),
         offered.join(",")
     )?;
@@ -563,10 +592,44 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     }
 }
 
-fn matrix(a: MatrixArgs) -> Result<ExitCode> {
-    let req = crate::matrix::execute::MatrixRequest {
+/// Which matrix options the command line typed (clap filled in the others).
+fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
+    let typed: std::collections::BTreeSet<String> = m
+        .ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect();
+    let knob_ids: Vec<String> = <ServerKnobs as Args>::augment_args(clap::Command::new("knobs"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let t = |id: &str| typed.contains(id);
+    crate::matrix::resume::Typed {
+        profiles: t("profiles"),
+        profiles_dir: t("profiles_dir"),
+        workloads: t("workloads"),
+        protocols: t("protocols"),
+        h3_mode: t("h3_mode"),
+        servers: ["servers", "server_cmd", "server_log_format", "server_log"]
+            .iter()
+            .any(|id| t(id)),
+        knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
+        runs: t("runs"),
+        warmup: t("warmup"),
+        seed: t("seed"),
+        timeout: t("timeout"),
+        settle_max: t("settle_max"),
+        retry_invalid: t("retry_invalid"),
+        pages_seed: t("pages_seed"),
+        no_receive_steering: t("no_receive_steering"),
+        pages: t("pages"),
+    }
+}
+
+fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCode> {
+    let mut req = crate::matrix::execute::MatrixRequest {
         profiles: a.profiles,
-        profiles_dir: a.common.profiles_dir,
+        profiles_dir: a.common.profile_source(),
         workloads: a.workloads,
         protocols: a.protocols,
         h3_mode: a.h3_mode,
@@ -577,7 +640,8 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
         seed: a.seed,
         timeout: a.timeout,
         settle_max: a.common.settle_max,
-        pages_root: a.common.pages,
+        // Filled in below: the default depends on the pages seed, which a resume may restore.
+        pages_root: a.common.pages.clone().unwrap_or_default(),
         out: a.out,
         resume: a.resume,
         quiet: a.quiet,
@@ -591,6 +655,13 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?,
         steer_receive: !a.no_receive_steering,
     };
+    if let Some(dir) = &req.resume {
+        let stored = crate::matrix::store::read_meta(dir)?;
+        req = crate::matrix::resume::resumed_request(dir, &stored, &req, typed)?;
+    }
+    if req.pages_root.as_os_str().is_empty() {
+        req.pages_root = locations::pages_root(None, req.pages_seed)?;
+    }
     let out = crate::matrix::execute::run(&req)?;
     let interrupted = signals::interrupted() && !out.completed;
     eprintln!(
@@ -602,7 +673,7 @@ fn matrix(a: MatrixArgs) -> Result<ExitCode> {
             String::new()
         } else {
             format!(
-                " — incomplete: continue with `pagebench matrix --resume {}` and the same options",
+                " — incomplete: continue with `pagebench matrix --resume {}`",
                 out.dir.display()
             )
         }
@@ -634,7 +705,7 @@ fn har_path(base: &std::path::Path, round: u32, attempt: u32, total: u32) -> Pat
 }
 
 fn run_cmd(a: RunArgs) -> Result<ExitCode> {
-    let profile = crate::profile::select(&a.profile, &a.common.profiles_dir)?;
+    let profile = crate::profile::select_from(&a.profile, &a.common.profile_source())?;
     if profile.len() != 1 {
         anyhow::bail!(
             "--profile takes one profile, not a set ({} profiles)",
@@ -655,7 +726,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         runs: a.runs,
         timeout: a.timeout,
         settle_max: a.common.settle_max,
-        pages_root: a.common.pages,
+        pages_root: a.common.pages_root()?,
         pages_seed: a.common.pages_seed,
         seed: a.seed,
         retry_invalid: a.retry_invalid,
@@ -696,7 +767,8 @@ fn diagnose(a: DiagnoseArgs) -> Result<ExitCode> {
 }
 
 fn shell(a: ShellArgs) -> Result<ExitCode> {
-    let profile = single_profile(&a.profile, &a.profiles_dir)?;
+    let source = locations::profile_source(a.profiles_dir.as_deref());
+    let profile = single_profile(&a.profile, &source)?;
     let outcome = crate::netem::shell::run(&crate::netem::shell::ShellOptions {
         profile,
         server_cmd: a.server_cmd,
@@ -714,8 +786,8 @@ fn shell(a: ShellArgs) -> Result<ExitCode> {
 }
 
 /// Exactly one profile from a `--profile` value.
-fn single_profile(spec: &str, dir: &std::path::Path) -> Result<profile::Profile> {
-    let mut selected = profile::select(spec, dir)?;
+fn single_profile(spec: &str, source: &profile::ProfileSource) -> Result<profile::Profile> {
+    let mut selected = profile::select_from(spec, source)?;
     if selected.len() != 1 {
         anyhow::bail!(
             "--profile {spec:?} selects {} profiles; give exactly one name or TOML path",
@@ -745,8 +817,8 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     let dir = match &a.from {
         Some(dir) => dir.clone(),
         None => {
-            // A jitter model other than the profiles' own: copies of the profiles with it.
-            let copies = match &a.jitter_model {
+            // A jitter model other than the profiles' own: the profiles' values with it.
+            let (profiles, profiles_dir) = match &a.jitter_model {
                 Some(m) => {
                     let model: profile::JitterModel = serde_json::from_value(
                         serde_json::Value::String(m.clone()),
@@ -754,27 +826,22 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                     .map_err(|_| {
                         anyhow::anyhow!("--jitter-model {m:?}: use varying, fifo or reorder")
                     })?;
-                    let dir = crate::browser::launch::make_temp_dir("pagebench-profiles")?;
-                    let mut names = Vec::new();
-                    for mut p in profile::select(&a.profiles, &a.common.profiles_dir)? {
+                    let mut changed =
+                        profile::select_from(&a.profiles, &a.common.profile_source())?;
+                    for p in &mut changed {
                         if p.jitter_model != model {
                             // The coherence time belongs to the varying model only.
                             p.jitter_model = model;
                             p.jitter_coherence_ms = None;
                         }
-                        std::fs::write(
-                            dir.join(format!("{}.toml", p.name)),
-                            toml::to_string(&p).context("writing a profile copy")?,
-                        )?;
-                        names.push(p.name.clone());
                     }
-                    Some((dir, names.join(",")))
+                    let names: Vec<&str> = changed.iter().map(|p| p.name.as_str()).collect();
+                    (
+                        names.join(","),
+                        profile::ProfileSource::Listed(changed.clone()),
+                    )
                 }
-                None => None,
-            };
-            let (profiles, profiles_dir) = match &copies {
-                Some((d, names)) => (names.clone(), d.clone()),
-                None => (a.profiles.clone(), a.common.profiles_dir.clone()),
+                None => (a.profiles.clone(), a.common.profile_source()),
             };
             let out = a.out.clone().unwrap_or_else(|| {
                 PathBuf::from("results").join(format!(
@@ -795,7 +862,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 seed: a.seed,
                 timeout: a.timeout,
                 settle_max: a.common.settle_max,
-                pages_root: a.common.pages.clone(),
+                pages_root: a.common.pages_root()?,
                 out: Some(out),
                 resume: None,
                 quiet: true,
@@ -805,11 +872,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 faults: vec![],
                 steer_receive: true,
             };
-            let done = crate::matrix::execute::run(&req);
-            if let Some((d, _)) = &copies {
-                let _ = std::fs::remove_dir_all(d);
-            }
-            done?.dir
+            crate::matrix::execute::run(&req)?.dir
         }
     };
     let meta = store::read_meta(&dir)?;
@@ -849,7 +912,7 @@ fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
     };
     let report = crate::netem::bench::run(&opts, |step| eprintln!("bench: {step} …"))?;
     print!("{}", crate::netem::bench::render(&report));
-    if let Some(path) = a.json {
+    if let Some(path) = a.stats_json {
         std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }

@@ -10,6 +10,7 @@ pub mod diagnose;
 pub mod fault;
 pub mod har;
 pub mod identity;
+pub mod locations;
 pub mod matrix;
 pub mod metrics;
 pub mod netem;

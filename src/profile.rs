@@ -1,5 +1,6 @@
 //! Network profiles: what a link looks like (RTT, jitter, loss, optional rate and queue),
-//! loaded from `profiles/*.toml` or from user files, validated with errors that name the file.
+//! from the shipped `profiles/*.toml` (compiled into the binary, so it works from any
+//! directory), a `--profiles-dir` or user files, validated with errors that name the file.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -291,8 +292,10 @@ pub enum ProfileError {
     },
     #[error("unknown profile {name:?}: known profiles are {known} (or `all`, `extended`, `every`, or a path to a .toml file)")]
     Unknown { name: String, known: String },
-    #[error("profile directory {dir} is missing profile {name:?}, which `all` needs (the six study profiles)")]
-    MissingStudy { dir: PathBuf, name: String },
+    #[error(
+        "{source_name} is missing profile {name:?}, which `all` needs (the six study profiles)"
+    )]
+    MissingStudy { source_name: String, name: String },
     #[error(
         "no profiles selected: give --profiles a name, a set (all, extended, every) or a path"
     )]
@@ -358,6 +361,79 @@ pub fn load_profile_file(path: &Path) -> Result<LoadedProfile, ProfileError> {
     })
 }
 
+/// The shipped profiles as compiled in: (file name below `profiles/`, TOML text). A unit test
+/// checks that this table is exactly the repository's `profiles/` directory.
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("3g.toml", include_str!("../profiles/3g.toml")),
+    (
+        "bad-mobile.toml",
+        include_str!("../profiles/bad-mobile.toml"),
+    ),
+    ("cable.toml", include_str!("../profiles/cable.toml")),
+    ("cell-edge.toml", include_str!("../profiles/cell-edge.toml")),
+    (
+        "datacenter.toml",
+        include_str!("../profiles/datacenter.toml"),
+    ),
+    (
+        "intercontinental.toml",
+        include_str!("../profiles/intercontinental.toml"),
+    ),
+    ("lte.toml", include_str!("../profiles/lte.toml")),
+    ("mobile.toml", include_str!("../profiles/mobile.toml")),
+    ("wired.toml", include_str!("../profiles/wired.toml")),
+];
+
+/// Where profile names (and the sets `all`, `extended`, `every`) are looked up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProfileSource {
+    /// The `*.toml` files of a directory (`--profiles-dir`, or `profiles/` in a checkout).
+    Dir(PathBuf),
+    /// The shipped profiles compiled into the binary ([`BUILT_IN`]).
+    BuiltIn,
+    /// A fixed set of values, e.g. the profiles a results directory was made with.
+    Listed(Vec<Profile>),
+}
+
+impl ProfileSource {
+    /// What errors call this source.
+    pub fn describe(&self) -> String {
+        match self {
+            ProfileSource::Dir(d) => format!("profile directory {}", d.display()),
+            ProfileSource::BuiltIn => "the built-in profiles".into(),
+            ProfileSource::Listed(_) => "the stored profile set".into(),
+        }
+    }
+
+    /// Every profile of the source, by name; duplicate names are an error.
+    pub fn load(&self) -> Result<BTreeMap<String, LoadedProfile>, ProfileError> {
+        match self {
+            ProfileSource::Dir(d) => load_dir(d),
+            ProfileSource::BuiltIn => {
+                let mut out = BTreeMap::new();
+                for (file, text) in BUILT_IN {
+                    // The built-in name keeps errors pointing at the file it was compiled from.
+                    let path = Path::new("profiles").join(file);
+                    let profile = parse_profile(text, &path)?;
+                    insert_unique(&mut out, LoadedProfile { profile, path })?;
+                }
+                Ok(out)
+            }
+            ProfileSource::Listed(list) => {
+                let mut out = BTreeMap::new();
+                for p in list {
+                    let loaded = LoadedProfile {
+                        profile: p.clone(),
+                        path: PathBuf::from(format!("stored profile {}", p.name)),
+                    };
+                    insert_unique(&mut out, loaded)?;
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
 /// All profiles of a directory (`*.toml`), by name; duplicate names are an error.
 pub fn load_dir(dir: &Path) -> Result<BTreeMap<String, LoadedProfile>, ProfileError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ProfileError::Read {
@@ -396,6 +472,11 @@ fn insert_unique(
 /// profiles, in study order), `extended` (the rest of the directory), `every` (all of it), and
 /// paths to TOML files. Order is kept; a profile named twice is an error.
 pub fn select(spec: &str, dir: &Path) -> Result<Vec<Profile>, ProfileError> {
+    select_from(spec, &ProfileSource::Dir(dir.to_path_buf()))
+}
+
+/// [`select`] with names looked up in `source`.
+pub fn select_from(spec: &str, source: &ProfileSource) -> Result<Vec<Profile>, ProfileError> {
     let mut known: Option<BTreeMap<String, LoadedProfile>> = None;
     let mut chosen: Vec<LoadedProfile> = Vec::new();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
@@ -404,7 +485,7 @@ pub fn select(spec: &str, dir: &Path) -> Result<Vec<Profile>, ProfileError> {
             vec![load_profile_file(Path::new(item))?]
         } else {
             if known.is_none() {
-                known = Some(load_dir(dir)?);
+                known = Some(source.load()?);
             }
             let known = known.as_ref().expect("loaded above");
             match item {
@@ -415,7 +496,7 @@ pub fn select(spec: &str, dir: &Path) -> Result<Vec<Profile>, ProfileError> {
                             .get(*n)
                             .cloned()
                             .ok_or_else(|| ProfileError::MissingStudy {
-                                dir: dir.to_path_buf(),
+                                source_name: source.describe(),
                                 name: n.to_string(),
                             })
                     })
@@ -589,5 +670,54 @@ mod tests {
         assert!(e.contains("twice"), "{e}");
         let e = select("nosuch", &dir).unwrap_err().to_string();
         assert!(e.contains("nosuch") && e.contains("wired"), "{e}");
+    }
+
+    #[test]
+    fn built_in_profiles_are_exactly_the_shipped_files() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+        let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap().to_string();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        files.sort();
+        let built_in: Vec<(String, String)> = BUILT_IN
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(
+            built_in, files,
+            "profiles/ changed: update profile::BUILT_IN to match"
+        );
+        let from_files = ProfileSource::Dir(dir).load().unwrap();
+        let compiled = ProfileSource::BuiltIn.load().unwrap();
+        let values = |m: &BTreeMap<String, LoadedProfile>| -> Vec<Profile> {
+            m.values().map(|l| l.profile.clone()).collect()
+        };
+        assert_eq!(values(&compiled), values(&from_files));
+        let all = select_from("all", &ProfileSource::BuiltIn).unwrap();
+        let names: Vec<_> = all.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, STUDY_PROFILES);
+    }
+
+    #[test]
+    fn a_listed_source_resolves_names_and_sets_from_its_values() {
+        let wired = Profile::simple("wired", 40.0, 5.0, 0.0);
+        let odd = Profile::simple("odd", 10.0, 0.0, 0.0);
+        let src = ProfileSource::Listed(vec![wired.clone(), odd.clone()]);
+        assert_eq!(
+            select_from("odd,wired", &src).unwrap(),
+            vec![odd.clone(), wired]
+        );
+        assert_eq!(select_from("extended", &src).unwrap(), vec![odd]);
+        let e = select_from("all", &src).unwrap_err().to_string();
+        assert!(
+            e.contains("the stored profile set") && e.contains("datacenter"),
+            "{e}"
+        );
     }
 }

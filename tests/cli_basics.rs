@@ -1,6 +1,7 @@
 //! The foundation through the binary: `pages` generates the workloads (deterministically, with
-//! the study's sizes), `profiles` lists the profiles, and each kind of bad profile is one clear
-//! error with a non-zero exit.
+//! the study's sizes), `profiles` lists the profiles, each kind of bad profile is one clear
+//! error with a non-zero exit, and the binary works from any directory (profiles compiled in,
+//! pages in the cache directory).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,9 +39,9 @@ fn hashes(dir: &Path) -> BTreeMap<String, String> {
 fn pages_are_deterministic_and_sized_like_the_study() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    let out = pagebench(&["pages", "--root", a.path().to_str().unwrap()]);
+    let out = pagebench(&["pages", "--pages", a.path().to_str().unwrap()]);
     assert!(out.status.success());
-    assert!(pagebench(&["pages", "--root", b.path().to_str().unwrap()])
+    assert!(pagebench(&["pages", "--pages", b.path().to_str().unwrap()])
         .status
         .success());
     let (ha, hb) = (hashes(a.path()), hashes(b.path()));
@@ -72,9 +73,9 @@ fn pages_are_deterministic_and_sized_like_the_study() {
     let c = tempfile::tempdir().unwrap();
     assert!(pagebench(&[
         "pages",
-        "--root",
+        "--pages",
         c.path().to_str().unwrap(),
-        "--seed",
+        "--pages-seed",
         "2",
         "page10"
     ])
@@ -197,4 +198,99 @@ fn every_subcommand_either_works_or_explains_itself() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("page0"));
     let out = pagebench(&["run", "--protocol", "h4"]);
     assert_eq!(out.status.code(), Some(2), "clap usage error");
+}
+
+/// The binary run from a fresh directory that is not a checkout, with its cache in `cache`.
+fn pagebench_elsewhere(cwd: &Path, cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
+    c.current_dir(cwd)
+        .env("XDG_CACHE_HOME", cache)
+        .env("PAGEBENCH_LOG", "warn");
+    c
+}
+
+#[test]
+fn profiles_and_a_run_work_from_any_directory() {
+    let cwd = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = pagebench_elsewhere(cwd.path(), cache.path())
+        .arg("profiles")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in pagebench::profile::BUILT_IN
+        .iter()
+        .map(|(file, _)| file.trim_end_matches(".toml"))
+    {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+    let all = pagebench_elsewhere(cwd.path(), cache.path())
+        .args(["profiles", "--profiles", "all"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&all.stdout).lines().count(), 2 + 6);
+
+    // A real load (root and Chromium): the workload lands in the cache, nothing in the cwd.
+    let out = pagebench_elsewhere(cwd.path(), cache.path())
+        .args(["run", "--protocol", "h2", "--workload", "page10"])
+        .args(["--profile", "wired", "--timeout", "30s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.stdout.is_empty());
+    let manifest = cache.path().join("pagebench/pages/1/page10/manifest.json");
+    assert!(manifest.exists(), "{} missing", manifest.display());
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "the run wrote into its cwd: {left:?}");
+}
+
+#[test]
+fn without_a_cache_directory_the_error_names_the_flag() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pagebench"))
+        .args(["pages", "page10"])
+        .current_dir(cwd.path())
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HOME")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("XDG_CACHE_HOME") && err.contains("--pages DIR"),
+        "{err}"
+    );
+    // A user's own profile directory still overrides the built-in profiles.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        "name = \"mine\"\nrtt_ms = 7\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pagebench"))
+        .args(["profiles", "--profiles-dir"])
+        .arg(dir.path())
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.lines().any(|l| l.starts_with("mine")), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("wired")), "{text}");
 }

@@ -317,32 +317,34 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     let meta = pagebench::matrix::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "interrupted");
 
-    // 2. A resume with a different matrix is refused.
-    let mut other = matrix_args(&tmp, &out, &extra);
-    let i = other.iter().position(|a| a == "--out").unwrap();
-    other[i] = "--resume".into();
-    let j = other.iter().position(|a| a == "--runs").unwrap();
-    other[j + 1] = "6".into();
+    // 2. A resume with a different option is refused, naming the difference.
+    let out_arg = out.display().to_string();
+    let resume: Vec<String> = ["matrix", "--resume", &out_arg, "--quiet", "--no-report"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut other = resume.clone();
+    other.extend(["--runs".to_string(), "6".into()]);
     let refused = bin().args(&other).output().unwrap();
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--runs 5 vs 6"),
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("--runs 6 given, the results were made with --runs 5"),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    // 3. Resume, then SIGKILL mid-way: no graceful path at all.
-    let mut resume = matrix_args(&tmp, &out, &extra);
-    let i = resume.iter().position(|a| a == "--out").unwrap();
-    resume[i] = "--resume".into();
+    // 3. Resume with `--resume DIR` and nothing else (the options are stored in the
+    // directory), then SIGKILL mid-way: no graceful path at all.
     let mut child = spawn(&resume, &log);
     wait_rows(&out, after_int + 2, &mut child, &log);
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     let killed_pid = child.id();
 
-    // 4. Resume to the end: it also removes what the killed process left.
-    let status = bin().args(&resume).status().unwrap();
+    // 4. Resume to the end, from another directory (nothing depends on the working directory
+    // of the first command): it also removes what the killed process left.
+    let status = bin().args(&resume).current_dir(&tmp).status().unwrap();
     assert!(status.success());
     assert!(
         namespaces_of(killed_pid).is_empty(),

@@ -234,7 +234,7 @@ fn bench_netem_prints_and_saves_its_figures() {
             "--delays",
             "0",
         ])
-        .arg("--json")
+        .arg("--stats-json")
         .arg(&json)
         .output()
         .unwrap();

@@ -222,7 +222,7 @@ fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
     let guard = temp("custom");
     let root = guard.path().to_path_buf();
     let command = format!(
-        "exec {} serve --root {{root}} --bind {{ip}} --port {{port}} --cert-dir \"$(dirname {{cert}})\" --log {{log}}",
+        "exec {} serve --pages {{root}} --bind {{ip}} --port {{port}} --cert-dir \"$(dirname {{cert}})\" --log {{log}}",
         env!("CARGO_BIN_EXE_pagebench")
     );
     let dc = profile("datacenter");

@@ -734,6 +734,7 @@ fn generate(
         pages_seed: 1,
         servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
+        options: None,
     };
     Generated { meta, records }
 }

@@ -78,7 +78,7 @@ fn serve_prints_ready_applies_flags_and_stops_gracefully() {
     let cert_dir = p.dir.path().join("cert");
     let root = p.root.display().to_string();
     let mut serve = Serve::spawn(&[
-        "--root",
+        "--pages",
         &root,
         "--port",
         "0",
@@ -139,7 +139,7 @@ fn serve_prints_ready_applies_flags_and_stops_gracefully() {
     assert_eq!(lines[0]["path"], "/page10/index.html");
     // A second run reuses the cached certificate: same SPKI for Chromium's flag.
     let mut again = Serve::spawn(&[
-        "--root",
+        "--pages",
         &root,
         "--port",
         "0",
@@ -157,7 +157,13 @@ fn serve_on_a_taken_port_exits_with_a_clear_error() {
     let port = holder.local_addr().unwrap().port().to_string();
     let cert_dir = p.dir.path().join("cert");
     let out = Command::new(BIN)
-        .args(["serve", "--root", p.root.to_str().unwrap(), "--port", &port])
+        .args([
+            "serve",
+            "--pages",
+            p.root.to_str().unwrap(),
+            "--port",
+            &port,
+        ])
         .args(["--cert-dir", cert_dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -179,8 +185,8 @@ fn bad_config_file_names_file_line_and_field() {
     )
     .unwrap();
     let out = Command::new(BIN)
-        .args(["serve", "--root", p.root.to_str().unwrap(), "--port", "0"])
-        .args(["--config", cfg.to_str().unwrap()])
+        .args(["serve", "--pages", p.root.to_str().unwrap(), "--port", "0"])
+        .args(["--server-config", cfg.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -195,7 +201,7 @@ fn bad_config_file_names_file_line_and_field() {
     let out = Command::new(BIN)
         .args([
             "serve",
-            "--root",
+            "--pages",
             p.root.to_str().unwrap(),
             "--port",
             "0",
@@ -209,7 +215,7 @@ fn bad_config_file_names_file_line_and_field() {
     assert!(err.contains("--h2-initial-connection-window"), "{err}");
     // A missing root says how to make it.
     let out = Command::new(BIN)
-        .args(["serve", "--root", "/nonexistent/pages", "--port", "0"])
+        .args(["serve", "--pages", "/nonexistent/pages", "--port", "0"])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("pagebench pages"));

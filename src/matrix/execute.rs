@@ -18,7 +18,7 @@ use super::store::{self, Attempts, Meta, Store};
 use super::summary;
 use crate::fault::FaultInjection;
 use crate::identity::Phase;
-use crate::profile::{self, Profile};
+use crate::profile::{self, Profile, ProfileSource};
 use crate::protocol::H3Mode;
 use crate::protocol::Variant;
 use crate::record::{self, RunRecord};
@@ -34,7 +34,8 @@ use crate::workload::{self, Manifest, Workload};
 #[derive(Debug, Clone)]
 pub struct MatrixRequest {
     pub profiles: String,
-    pub profiles_dir: PathBuf,
+    /// Where `profiles` names are looked up.
+    pub profiles_dir: ProfileSource,
     pub workloads: String,
     pub protocols: String,
     pub h3_mode: H3Mode,
@@ -82,7 +83,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     if req.timeout.is_zero() {
         bail!("--timeout must be above 0 (e.g. 120s)");
     }
-    let profiles = profile::select(&req.profiles, &req.profiles_dir)?;
+    let profiles = profile::select_from(&req.profiles, &req.profiles_dir)?;
     let workloads = workload::parse_list(&req.workloads)?;
     let variants = crate::protocol::parse_variants(&req.protocols, req.h3_mode)?;
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -127,6 +128,7 @@ fn meta_for(
         retry_invalid: req.retry_invalid,
         servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
+        options: Some(super::resume::StoredOptions::of(req)),
     }
 }
 
@@ -785,6 +787,7 @@ mod tests {
             retry_invalid,
             servers_applied: serde_json::Value::Null,
             resumed_at: vec![],
+            options: None,
         }
     }
 

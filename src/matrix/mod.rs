@@ -4,5 +4,6 @@
 pub mod execute;
 pub mod link_bench;
 pub mod plan;
+pub mod resume;
 pub mod store;
 pub mod summary;

@@ -62,6 +62,10 @@ pub struct Meta {
     /// Per resumed session: when it started (the first is `started_at`).
     #[serde(default)]
     pub resumed_at: Vec<String>,
+    /// The rest of the options the matrix was started with, so `--resume DIR` alone continues
+    /// it (absent in directories written before pagebench stored them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<super::resume::StoredOptions>,
 }
 
 impl Meta {
@@ -497,6 +501,7 @@ mod tests {
             retry_invalid: 2,
             servers_applied: Value::Null,
             resumed_at: vec![],
+            options: None,
         }
     }
 

@@ -920,6 +920,7 @@ mod tests {
             pages_seed: 1,
             servers_applied: serde_json::Value::Null,
             resumed_at: vec![],
+            options: None,
         };
         ReportData::new(meta, summary)
     }

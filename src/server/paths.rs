@@ -70,7 +70,7 @@ pub fn resolve(root: &Path, target: &str) -> Resolved {
 pub fn canonical_root(root: &Path) -> anyhow::Result<PathBuf> {
     let c = root.canonicalize().map_err(|e| {
         anyhow::anyhow!(
-            "cannot serve {}: {e} (generate the workloads with `pagebench pages --root {}`)",
+            "cannot serve {}: {e} (generate the workloads with `pagebench pages --pages {}`)",
             root.display(),
             root.display()
         )

@@ -325,11 +325,6 @@ pub fn ensure(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
     generate(root, workload, seed)
 }
 
-/// The default pages root: `pages/` in the working directory.
-pub fn default_root() -> PathBuf {
-    PathBuf::from("pages")
-}
-
 /// The listing printed by `pagebench pages`.
 pub fn listing(manifests: &[Manifest]) -> String {
     let mut rows = vec![vec![
