@@ -1138,6 +1138,7 @@ mod tests {
             ("attempt", "1"),
             ("round", "1"),
             ("position", "1"),
+            ("phase", "measure"),
             ("outcome", "invalid"),
             ("invalid_kinds", "link"),
             ("measurement_failure", "true"),
