@@ -656,7 +656,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         steer_receive: !a.no_receive_steering,
     };
     if let Some(dir) = &req.resume {
-        let stored = crate::matrix::store::read_meta(dir)?;
+        let stored = crate::results::store::read_meta(dir)?;
         req = crate::matrix::resume::resumed_request(dir, &stored, &req, typed)?;
     }
     if req.pages_root.as_os_str().is_empty() {
@@ -813,7 +813,8 @@ fn cleanup() -> Result<ExitCode> {
 }
 
 fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
-    use crate::matrix::{link_bench, store, summary};
+    use crate::matrix::link_bench;
+    use crate::results::{store, summary};
     let dir = match &a.from {
         Some(dir) => dir.clone(),
         None => {

@@ -16,9 +16,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::matrix::store::{read_meta, read_record, Meta};
-use crate::matrix::summary::{read_runs, RunRow};
 use crate::record::RunRecord;
+use crate::results::store::{read_meta, read_record, Meta};
+use crate::results::summary::{read_runs, RunRow};
 use crate::snmp::NamespaceDeltas;
 use crate::validate::Outcome;
 
@@ -491,11 +491,11 @@ pub fn markdown(d: &Diagnosis) -> String {
 /// `pagebench diagnose DIR`: analyses, writes `diagnosis.json` and `diagnosis.md`, prints.
 pub fn run(dir: &Path) -> Result<Diagnosis> {
     let d = analyze(dir).with_context(|| format!("diagnosing {}", dir.display()))?;
-    crate::matrix::store::write_atomic(
+    crate::results::store::write_atomic(
         &dir.join("diagnosis.json"),
         (serde_json::to_string_pretty(&d)? + "\n").as_bytes(),
     )?;
-    crate::matrix::store::write_atomic(
+    crate::results::store::write_atomic(
         &dir.join("diagnosis.md"),
         format!("# Diagnosis\n\n{}", markdown(&d)).as_bytes(),
     )?;

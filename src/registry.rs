@@ -2,7 +2,7 @@
 //! link and the server's transport did, the machine and the browser's overhead — is one entry
 //! here (name, unit, which way is better, how it is derived from the record, how it is written,
 //! whether the statistics summarise it and the report shows it). The `runs.csv` metric columns,
-//! [`RunRow`](crate::matrix::summary::RunRow)'s values, the per-series breakdown in the summary,
+//! the results reader's `RunRow` values, the per-series breakdown in the summary,
 //! `summary.csv`, the report's breakdown table and the terminal summary all iterate this table.
 //!
 //! Adding a metric: its field and derivation where the evidence is (`metrics.rs` for what the

@@ -352,7 +352,7 @@ pub fn run_series(
     mut each: impl FnMut(&RunRecord) -> Result<()>,
 ) -> Result<usize> {
     use crate::matrix::execute::{run_plan, Executor, PlanContext, Printed, TestbedExecutor};
-    use crate::matrix::plan::{self, PlanSpec};
+    use crate::plan::{self, PlanSpec};
     signals::install();
     let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
     let server = req.server.name().to_string();

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pagebench::matrix::plan::{self, PlanSpec};
-use pagebench::matrix::summary;
+use pagebench::plan::{self, PlanSpec};
 use pagebench::protocol::H3Mode;
+use pagebench::results::summary;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
@@ -238,7 +238,7 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     let s = summary::read(&out).unwrap();
     assert_eq!(s.series.len(), 12);
     assert_eq!(s.comparisons.len(), 12);
-    let meta = pagebench::matrix::store::read_meta(&out).unwrap();
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "complete");
     assert!(meta.machine.chromium.contains("Chromium"));
     assert!(namespaces_of(std::process::id()).is_empty());
@@ -314,7 +314,7 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     );
     let after_int = rows_now(&out);
     assert!(after_int >= 3 && after_int < planned.len());
-    let meta = pagebench::matrix::store::read_meta(&out).unwrap();
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "interrupted");
 
     // 2. A resume with a different option is refused, naming the difference.
@@ -386,7 +386,7 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
     assert_eq!(h2.completion.n_valid, h2_valid, "warm-ups are not counted");
     assert_eq!(
-        pagebench::matrix::store::read_meta(&out).unwrap().status,
+        pagebench::results::store::read_meta(&out).unwrap().status,
         "complete"
     );
 }

@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pagebench::browser::launch::BrowserOverhead;
-use pagebench::matrix::plan::PlanSpec;
-use pagebench::matrix::store::{Meta, Store};
 use pagebench::metrics::{self, Observation};
+use pagebench::plan::PlanSpec;
 use pagebench::profile::Profile;
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
 use pagebench::record::{LinkSummary, RunRecord, TransportSummary};
+use pagebench::results::store::{Meta, Store};
 use pagebench::sysinfo::{MachineInfo, MachineSample};
 use pagebench::validate::{LoadEnd, Outcome, Reason, ReasonKind};
 use pagebench::workload::{self, FileKind, Manifest, Workload, WorkloadKind};
@@ -709,7 +709,7 @@ fn generate(
     let meta = Meta {
         pagebench_version: "0.1.0".into(),
         record_format: pagebench::record::RECORD_FORMAT,
-        run_columns: pagebench::record::RUN_COLUMNS
+        run_columns: pagebench::results::csv::RUN_COLUMNS
             .iter()
             .map(|c| c.to_string())
             .collect(),

@@ -13,15 +13,15 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::plan::{self, PlanSpec, PlannedRun};
-use super::store::{self, Attempts, Meta, Store};
-use super::summary;
 use crate::fault::FaultInjection;
 use crate::identity::Phase;
+use crate::plan::{self, PlanSpec, PlannedRun};
 use crate::profile::{self, Profile, ProfileSource};
 use crate::protocol::H3Mode;
 use crate::protocol::Variant;
 use crate::record::{self, RunRecord};
+use crate::results::store::{self, Attempts, Meta, Store};
+use crate::results::summary;
 use crate::runner::{self, RunSpec};
 use crate::server::ServerKnobs;
 use crate::signals;
@@ -113,7 +113,10 @@ fn meta_for(
     Meta {
         pagebench_version: env!("CARGO_PKG_VERSION").into(),
         record_format: record::RECORD_FORMAT,
-        run_columns: record::RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
+        run_columns: crate::results::csv::RUN_COLUMNS
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
         git_revision: sysinfo::git_revision(),
         machine: MachineInfo::collect(),
         started_at: chrono::Utc::now().to_rfc3339(),
@@ -128,7 +131,7 @@ fn meta_for(
         retry_invalid: req.retry_invalid,
         servers_applied: serde_json::Value::Null,
         resumed_at: vec![],
-        options: Some(super::resume::StoredOptions::of(req)),
+        options: Some(crate::results::options::StoredOptions::of(req)),
     }
 }
 
@@ -764,7 +767,10 @@ mod tests {
         Meta {
             pagebench_version: env!("CARGO_PKG_VERSION").into(),
             record_format: record::RECORD_FORMAT,
-            run_columns: record::RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
+            run_columns: crate::results::csv::RUN_COLUMNS
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
             git_revision: String::new(),
             machine: MachineInfo::default(),
             started_at: String::new(),

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::summary::{final_attempts, RunRow};
 use crate::netem::stats::rtt_tolerance_ms;
 use crate::profile::Profile;
+use crate::results::summary::{final_attempts, RunRow};
 use crate::validate::ReasonKind;
 
 /// A cell's mean offered RTT (the achieved RTT for records without it) may be off the

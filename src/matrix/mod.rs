@@ -1,9 +1,6 @@
-//! The matrix: profiles × workloads × protocols (× servers), interleaved, persisted run by run,
-//! resumable, summarised with statistics.
+//! The matrix: profiles × workloads × protocols (× servers), interleaved, persisted run by run
+//! into a results directory, resumable, summarised with statistics.
 
 pub mod execute;
 pub mod link_bench;
-pub mod plan;
 pub mod resume;
-pub mod store;
-pub mod summary;

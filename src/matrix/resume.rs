@@ -4,30 +4,18 @@
 //! ones: each difference is named, and the resume refused. Pure: the command line comes in as
 //! the request it built (clap's defaults filled in) and which options were typed ([`Typed`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 
 use super::execute::MatrixRequest;
-use super::store::Meta;
 use crate::profile::{self, ProfileSource};
 use crate::protocol::{H3Mode, Variant};
+use crate::results::options::{ServerFlags, StoredOptions};
+use crate::results::store::Meta;
 use crate::server::ServerKnobs;
 use crate::testbed::{self, ServerChoice};
-
-/// What `meta.json` needs beside the plan and the profiles to rebuild a matrix's request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredOptions {
-    pub servers: ServerFlags,
-    /// The knobs as requested (file, then flags, then the default congestion control).
-    pub knobs: ServerKnobs,
-    pub settle_max_ms: u64,
-    pub steer_receive: bool,
-    /// The pages tree the matrix used (absolute); a resume reuses it unless given `--pages`.
-    pub pages: PathBuf,
-}
 
 impl StoredOptions {
     pub fn of(req: &MatrixRequest) -> StoredOptions {
@@ -39,18 +27,6 @@ impl StoredOptions {
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
         }
     }
-}
-
-/// `--servers`, `--server-cmd`, `--server-log-format` and `--server-log`, as they parse back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServerFlags {
-    pub servers: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_cmd: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_log_format: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_log: Option<String>,
 }
 
 impl ServerFlags {
@@ -340,9 +316,10 @@ pub fn resumed_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::plan::PlanSpec;
+    use crate::plan::PlanSpec;
     use crate::profile::Profile;
     use crate::sysinfo::MachineInfo;
+    use std::path::PathBuf;
 
     fn wired() -> Profile {
         Profile::simple("wired", 40.0, 5.0, 0.0)

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::matrix::store::{self, read_meta, read_record, write_atomic};
-use crate::matrix::summary::{self, Summary};
 use crate::metrics::ResourceMetrics;
+use crate::results::store::{self, read_meta, read_record, write_atomic};
+use crate::results::summary::{self, Summary};
 
 pub use chart_data::Chart;
 pub use doc::Table;

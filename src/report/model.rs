@@ -2,8 +2,8 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
-use crate::matrix::store::Meta;
-use crate::matrix::summary::{CellComparison, SeriesStats, Summary};
+use crate::results::store::Meta;
+use crate::results::summary::{CellComparison, SeriesStats, Summary};
 use crate::stats::{Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict};
 use crate::workload::{Workload, WorkloadKind};
 
@@ -295,7 +295,7 @@ pub fn finite_ci(s: &SeriesSummary) -> Option<(f64, f64)> {
 
 /// A ratio of medians as printed in tables and charts (see `summary::fmt_ratio`).
 pub fn ratio_text(ratio: f64, bound: RatioBound) -> String {
-    crate::matrix::summary::fmt_ratio(ratio, bound)
+    crate::results::summary::fmt_ratio(ratio, bound)
 }
 
 /// The verdict of a comparison as a class (for colours) and a mark.

@@ -863,10 +863,10 @@ fn transfer_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::plan::PlanSpec;
-    use crate::matrix::store::Meta;
-    use crate::matrix::summary::{summarize_runs, RunRow};
+    use crate::plan::PlanSpec;
     use crate::protocol::Variant;
+    use crate::results::store::Meta;
+    use crate::results::summary::{summarize_runs, RunRow};
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");

@@ -1123,10 +1123,10 @@ mod tests {
     #[test]
     fn reason_kinds_are_read_typed() {
         let dir = crate::browser::launch::make_temp_dir("pagebench-summary-test").unwrap();
-        let header = crate::record::RUN_COLUMNS.join(",");
-        let mut fields: Vec<String> = vec![String::new(); crate::record::RUN_COLUMNS.len()];
+        let header = crate::results::csv::RUN_COLUMNS.join(",");
+        let mut fields: Vec<String> = vec![String::new(); crate::results::csv::RUN_COLUMNS.len()];
         let set = |f: &mut Vec<String>, name: &str, v: &str| {
-            let i = crate::record::RUN_COLUMNS
+            let i = crate::results::csv::RUN_COLUMNS
                 .iter()
                 .position(|c| *c == name)
                 .unwrap();

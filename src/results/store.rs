@@ -17,9 +17,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::plan::{PlanSpec, PlannedRun};
+use super::csv::{resource_rows, run_row, RESOURCE_COLUMNS, RUN_COLUMNS};
+use crate::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
-use crate::record::{RunRecord, RECORD_FORMAT, RESOURCE_COLUMNS, RUN_COLUMNS};
+use crate::record::{RunRecord, RECORD_FORMAT};
 use crate::sysinfo::MachineInfo;
 
 pub const META: &str = "meta.json";
@@ -65,7 +66,7 @@ pub struct Meta {
     /// The rest of the options the matrix was started with, so `--resume DIR` alone continues
     /// it (absent in directories written before pagebench stored them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<super::resume::StoredOptions>,
+    pub options: Option<crate::results::options::StoredOptions>,
 }
 
 impl Meta {
@@ -418,12 +419,12 @@ impl Store {
             &self.dir.join(RUNS_DIR).join(format!("{}.json", rec.id)),
             &raw,
         )?;
-        for row in rec.resource_rows() {
+        for row in resource_rows(rec) {
             self.resources.write_record(&row)?;
         }
         self.resources.flush()?;
         self.resources.get_ref().sync_data()?;
-        self.runs.write_record(rec.csv_row())?;
+        self.runs.write_record(run_row(rec))?;
         self.runs.flush()?;
         self.runs.get_ref().sync_data()?;
         self.done.insert(rec.id.clone());

@@ -1,0 +1,174 @@
+//! The flat forms of a run record: its `runs.csv` row (identity, outcome, every metric of the
+//! registry, start time and warnings) and its `resources.csv` rows.
+
+use std::sync::LazyLock;
+
+use crate::record::RunRecord;
+use crate::validate::{self, Outcome};
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.3}", x)).unwrap_or_default()
+}
+
+/// The columns of `runs.csv` before the metrics: identity and outcome.
+const IDENTITY_COLUMNS: &[&str] = &[
+    "run_id",
+    "plan_id",
+    "attempt",
+    "profile",
+    "workload",
+    "server",
+    "phase",
+    "round",
+    "position",
+    "protocol",
+    "h3_mode",
+    "variant",
+    "outcome",
+    "invalid_kinds",
+    "measurement_failure",
+    "invalid_reason",
+    "viewpoints",
+];
+
+/// The columns after the metrics.
+const TRAILING_COLUMNS: &[&str] = &["started_at", "warnings"];
+
+/// Columns of `runs.csv`, in order: identity, every metric of the [registry](crate::registry),
+/// then when the run started and its warnings.
+pub static RUN_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    IDENTITY_COLUMNS
+        .iter()
+        .copied()
+        .chain(crate::registry::ALL.iter().map(|m| m.name))
+        .chain(TRAILING_COLUMNS.iter().copied())
+        .collect()
+});
+
+/// The `runs.csv` row of `rec` (same order as [`RUN_COLUMNS`]).
+pub fn run_row(rec: &RunRecord) -> Vec<String> {
+    let mut warnings = rec.warnings.clone();
+    if let Some(l) = &rec.link {
+        warnings.extend(l.self_check_warnings.iter().cloned());
+    }
+    // Each kind once, in the order first seen (two checks can report the same kind).
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in &rec.reasons {
+        if !kinds.contains(&r.kind.name()) {
+            kinds.push(r.kind.name());
+        }
+    }
+    let mut row = vec![
+        rec.id.clone(),
+        rec.plan_id.clone(),
+        rec.attempt.to_string(),
+        rec.profile.clone(),
+        rec.workload.clone(),
+        rec.server.clone(),
+        rec.phase.clone(),
+        rec.round.to_string(),
+        rec.position.to_string(),
+        rec.protocol.clone(),
+        rec.h3_mode.clone().unwrap_or_default(),
+        rec.variant.clone(),
+        rec.outcome.name().to_string(),
+        if rec.outcome == Outcome::Invalid {
+            kinds.join(" ")
+        } else {
+            String::new()
+        },
+        rec.is_measurement_failure().to_string(),
+        validate::reason_text(&rec.reasons),
+        rec.viewpoints.to_string(),
+    ];
+    row.extend(crate::registry::ALL.iter().map(|m| m.csv_field(rec)));
+    row.push(rec.started_at.clone());
+    row.push(warnings.join("; "));
+    row
+}
+
+/// The `resources.csv` rows of `rec` (same order as [`RESOURCE_COLUMNS`]).
+pub fn resource_rows(rec: &RunRecord) -> Vec<Vec<String>> {
+    rec.resources
+        .iter()
+        .map(|r| {
+            vec![
+                rec.id.clone(),
+                rec.profile.clone(),
+                rec.workload.clone(),
+                rec.server.clone(),
+                rec.variant.clone(),
+                rec.phase.clone(),
+                rec.outcome.name().to_string(),
+                r.path.clone(),
+                r.initiator.clone(),
+                r.protocol.clone(),
+                format!("{:.3}", r.start_ms),
+                format!("{:.3}", r.request_start_ms),
+                format!("{:.3}", r.response_start_ms),
+                format!("{:.3}", r.response_end_ms),
+                format!("{:.3}", r.queueing_ms),
+                opt(r.connect_ms),
+                format!("{:.3}", r.ttfb_ms),
+                format!("{:.3}", r.download_ms),
+                format!("{}", r.encoded_body_size as u64),
+                format!("{}", r.transfer_size as u64),
+                r.status.to_string(),
+                r.connection_id.map(|c| c.to_string()).unwrap_or_default(),
+                r.connection_reused
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+/// Columns of `resources.csv`, in order.
+pub const RESOURCE_COLUMNS: &[&str] = &[
+    "run_id",
+    "profile",
+    "workload",
+    "server",
+    "variant",
+    "phase",
+    "outcome",
+    "path",
+    "initiator",
+    "protocol",
+    "start_ms",
+    "request_start_ms",
+    "response_start_ms",
+    "response_end_ms",
+    "queueing_ms",
+    "connect_ms",
+    "ttfb_ms",
+    "download_ms",
+    "encoded_body_size",
+    "transfer_size",
+    "status",
+    "connection_id",
+    "connection_reused",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_columns_are_identity_then_the_registry_then_the_trailer() {
+        let metrics: Vec<&str> = crate::registry::ALL.iter().map(|m| m.name).collect();
+        let n = IDENTITY_COLUMNS.len();
+        assert_eq!(&RUN_COLUMNS[..n], IDENTITY_COLUMNS);
+        assert_eq!(&RUN_COLUMNS[n..n + metrics.len()], &metrics[..]);
+        assert_eq!(&RUN_COLUMNS[n + metrics.len()..], TRAILING_COLUMNS);
+        let mut rec = RunRecord::fixture("r1");
+        rec.metrics.completion_ms = Some(100.0);
+        let row = run_row(&rec);
+        assert_eq!(row.len(), RUN_COLUMNS.len());
+        let at = RUN_COLUMNS
+            .iter()
+            .position(|c| *c == "completion_ms")
+            .unwrap();
+        assert_eq!(row[at], "100.000");
+    }
+}

@@ -1,0 +1,9 @@
+//! A results directory: the store a matrix writes run by run (`meta.json`, `runs.csv`,
+//! `resources.csv`, raw records) and the statistics files computed from it (`summary.json`,
+//! `summary.csv`, `comparisons.csv`). The matrix writes it; the report, `diagnose` and
+//! `bench link` read it — all through this module.
+
+pub mod csv;
+pub mod options;
+pub mod store;
+pub mod summary;
