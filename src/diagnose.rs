@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::Variant;
 use crate::record::RunRecord;
 use crate::results::store::{read_meta, read_record, Meta};
 use crate::results::summary::{read_runs, RunRow};
@@ -48,13 +49,14 @@ pub struct Finding {
 }
 
 /// Per-series transfer figures (medians over valid runs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferRow {
     pub series: String,
     pub profile: String,
     pub workload: String,
     pub server: String,
-    pub variant: String,
+    #[serde(with = "crate::protocol::variant_name")]
+    pub variant: Variant,
     pub runs: usize,
     pub goodput_mbit: Option<f64>,
     pub rtt_ms: f64,
@@ -178,7 +180,7 @@ fn snmp(rec: &RunRecord) -> NamespaceDeltas {
 pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let meta = read_meta(dir)?;
     let rows = read_runs(dir)?;
-    let mut by_series: BTreeMap<(String, String, String, String), Vec<&RunRow>> = BTreeMap::new();
+    let mut by_series: BTreeMap<(String, String, String, Variant), Vec<&RunRow>> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.phase == crate::identity::Phase::Measure && r.outcome == Outcome::Valid)
@@ -188,7 +190,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                 r.profile.clone(),
                 r.workload.clone(),
                 r.server.clone(),
-                r.variant.clone(),
+                r.variant,
             ))
             .or_default()
             .push(r);
@@ -254,7 +256,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             profile: profile.clone(),
             workload: workload.clone(),
             server: server.clone(),
-            variant: variant.clone(),
+            variant: *variant,
             runs: runs.len(),
             goodput_mbit: goodput,
             rtt_ms,

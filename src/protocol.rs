@@ -137,6 +137,19 @@ impl fmt::Display for Variant {
     }
 }
 
+/// A series compared with its name (`h3-primed`), as the files and tests spell it.
+impl PartialEq<&str> for Variant {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
+    }
+}
+
+impl From<&Variant> for String {
+    fn from(v: &Variant) -> String {
+        v.name()
+    }
+}
+
 impl FromStr for Variant {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Variant> {
@@ -150,6 +163,42 @@ impl FromStr for Variant {
                 H3Mode::Forced,
             ),
         })
+    }
+}
+
+impl Variant {
+    pub const H1: Variant = Variant {
+        protocol: Protocol::H1,
+        h3_mode: None,
+    };
+    pub const H2: Variant = Variant {
+        protocol: Protocol::H2,
+        h3_mode: None,
+    };
+    /// The study's h3: forced onto QUIC without Alt-Svc knowledge.
+    pub const H3: Variant = Variant {
+        protocol: Protocol::H3,
+        h3_mode: Some(H3Mode::Forced),
+    };
+    pub const H3_PRIMED: Variant = Variant {
+        protocol: Protocol::H3,
+        h3_mode: Some(H3Mode::Primed),
+    };
+}
+
+/// Serde as the series name (`h1`, `h2`, `h3`, `h3-primed`), for the files that name series
+/// (`runs.csv`, `summary.json`); the plan in `meta.json` keeps the structured form.
+pub mod variant_name {
+    use super::Variant;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Variant, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Variant, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::netem::stats::rtt_tolerance_ms;
 use crate::profile::Profile;
+use crate::protocol::Variant;
 use crate::results::summary::{final_attempts, RunRow};
 use crate::validate::ReasonKind;
 
@@ -31,7 +32,8 @@ pub const CELL_FRACTION: f64 = 0.03;
 pub struct Cell {
     pub profile: String,
     pub workload: String,
-    pub variant: String,
+    #[serde(with = "crate::protocol::variant_name")]
+    pub variant: Variant,
     pub profile_rtt_ms: f64,
     /// Counted runs with link figures (the last attempt of each planned run).
     pub runs: usize,
@@ -70,10 +72,10 @@ impl Cell {
 /// protocols as first seen). Runs without link figures (the emulator's counters unreadable)
 /// are left out; warm-ups count too (they crossed the same link).
 pub fn table(rows: &[RunRow], profiles: &[Profile]) -> Vec<Cell> {
-    let mut order: Vec<(String, String, String)> = Vec::new();
-    let mut counted: BTreeMap<(String, String, String), Vec<&RunRow>> = BTreeMap::new();
-    let mut failures: BTreeMap<(String, String, String), usize> = BTreeMap::new();
-    let key = |r: &RunRow| (r.profile.clone(), r.workload.clone(), r.variant.clone());
+    let mut order: Vec<(String, String, Variant)> = Vec::new();
+    let mut counted: BTreeMap<(String, String, Variant), Vec<&RunRow>> = BTreeMap::new();
+    let mut failures: BTreeMap<(String, String, Variant), usize> = BTreeMap::new();
+    let key = |r: &RunRow| (r.profile.clone(), r.workload.clone(), r.variant);
     for r in rows {
         let k = key(r);
         if !order.contains(&k) {
@@ -216,7 +218,7 @@ mod tests {
         assert_eq!(cells.len(), 2);
         let h2 = &cells[0];
         assert_eq!(
-            (h2.variant.as_str(), h2.runs, h2.gate_failures),
+            (h2.variant.name().as_str(), h2.runs, h2.gate_failures),
             ("h2", 3, 1)
         );
         assert!((h2.achieved_rtt_ms - (58.05 + 62.52 + 61.03) / 3.0).abs() < 1e-9);

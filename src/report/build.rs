@@ -1,6 +1,7 @@
 //! Assembling the report document (pure): header, how to read, warnings, the study's tables,
 //! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
 
+use crate::protocol::Variant;
 use serde_json::Value;
 
 use super::chart_data::{Chart, ChartData};
@@ -109,13 +110,13 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         ));
     }
     let mut h3 = Vec::new();
-    if data.has_variant("h3") {
+    if data.has_variant(Variant::H3) {
         h3.push(
             "forced (`h3`): cold, `--origin-to-force-quic-on`, the study's method; Chromium then \
 throttles low-priority requests as for HTTP/1.1",
         );
     }
-    if data.has_variant("h3-primed") {
+    if data.has_variant(Variant::H3_PRIMED) {
         h3.push(
             "primed (`h3-primed`): the profile already knows the origin's QUIC alternative \
 service, as a returning visitor's browser does",
@@ -129,7 +130,14 @@ service, as a returning visitor's browser does",
             h3.join("; ")
         },
     ));
-    kv.push(("protocols".into(), data.variants.join(", ")));
+    kv.push((
+        "protocols".into(),
+        data.variants
+            .iter()
+            .map(Variant::name)
+            .collect::<Vec<_>>()
+            .join(", "),
+    ));
     let profiles: Vec<String> = data
         .profiles
         .iter()
@@ -220,7 +228,7 @@ no confidence intervals."
             .to_string(),
         "`—`: not measured in this matrix (or not published by the study).".to_string(),
     ];
-    if data.has_variant("h3-primed") {
+    if data.has_variant(Variant::H3_PRIMED) {
         v.push(
             "`h3` is HTTP/3 forced cold (the study's method); `h3-primed` is HTTP/3 as a \
 returning visitor's browser reaches it. The difference between the two is Chromium's request \

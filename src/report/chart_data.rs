@@ -1,6 +1,7 @@
 //! What each chart shows (pure): the numbers handed to the renderer, kept apart from drawing so
 //! tests can check a chart's data points against the results directory.
 
+use crate::protocol::Variant;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -234,7 +235,7 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
         })
         .cloned()
         .collect();
-    let mut combos: Vec<(String, String)> = Vec::new();
+    let mut combos: Vec<(String, Variant)> = Vec::new();
     for server in &data.servers {
         for v in data.variants_in(workload, server) {
             combos.push((server.clone(), v));
@@ -250,14 +251,14 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
             if multi {
                 format!("{v} @ {s}")
             } else {
-                v.clone()
+                v.name()
             }
         })
         .collect();
     let mut out = Vec::new();
     for (gi, p) in groups.iter().enumerate() {
         for (si, (server, v)) in combos.iter().enumerate() {
-            let Some(s) = data.series(p, workload, server, v) else {
+            let Some(s) = data.series(p, workload, server, *v) else {
                 continue;
             };
             let c = &s.completion;
@@ -299,22 +300,26 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
 
 /// Ratio heatmap for one server: h2/h1, h3/h2 (and h3-primed/h2) over profile × workload.
 pub fn heatmap(data: &ReportData, server: &str) -> Option<Chart> {
-    let pairs: Vec<(&str, &str)> = [("h2", "h1"), ("h3", "h2"), ("h3-primed", "h2")]
-        .into_iter()
-        .filter(|(a, b)| {
-            data.summary
-                .comparisons
-                .iter()
-                .any(|c| c.server_a == server && c.server_b == server && c.a == *a && c.b == *b)
-        })
-        .collect();
+    let pairs: Vec<(Variant, Variant)> = [
+        (Variant::H2, Variant::H1),
+        (Variant::H3, Variant::H2),
+        (Variant::H3_PRIMED, Variant::H2),
+    ]
+    .into_iter()
+    .filter(|(a, b)| {
+        data.summary
+            .comparisons
+            .iter()
+            .any(|c| c.server_a == server && c.server_b == server && c.a == *a && c.b == *b)
+    })
+    .collect();
     if pairs.is_empty() {
         return None;
     }
     let has = |p: &str, w: &str| {
         pairs
             .iter()
-            .any(|(a, b)| data.comparison(p, w, server, a, b).is_some())
+            .any(|(a, b)| data.comparison(p, w, server, *a, *b).is_some())
     };
     let cols: Vec<String> = data
         .workloads
@@ -336,7 +341,7 @@ pub fn heatmap(data: &ReportData, server: &str) -> Option<Chart> {
             let mut cells = Vec::new();
             for (ri, p) in rows.iter().enumerate() {
                 for (ci, w) in cols.iter().enumerate() {
-                    let Some(c) = data.comparison(p, w, server, a, b) else {
+                    let Some(c) = data.comparison(p, w, server, *a, *b) else {
                         continue;
                     };
                     let x = &c.comparison;
@@ -397,7 +402,7 @@ pub fn cdf(data: &ReportData, workload: &str, server: &str) -> Option<Chart> {
                 .variants_in(workload, server)
                 .iter()
                 .filter_map(|v| {
-                    let s = data.series(p, workload, server, v)?;
+                    let s = data.series(p, workload, server, *v)?;
                     let c = &s.completion;
                     let mut vals = s.values.clone();
                     vals.sort_by(f64::total_cmp);
@@ -408,7 +413,7 @@ pub fn cdf(data: &ReportData, workload: &str, server: &str) -> Option<Chart> {
                         .map(|(i, x)| (*x, (i + 1) as f64 / total))
                         .collect();
                     Some(CdfLine {
-                        series: v.clone(),
+                        series: v.name(),
                         points,
                         n_valid: c.n_valid,
                         n_dnf: c.n_dnf,
@@ -475,11 +480,11 @@ fn median_runs<'a>(
     data.variants_in(workload, server)
         .iter()
         .filter_map(|v| {
-            let s = data.series(profile, workload, server, v)?;
+            let s = data.series(profile, workload, server, *v)?;
             let id = s.median_run.as_ref()?;
             let res = records.get(id)?;
             Some((
-                v.clone(),
+                v.name(),
                 id.clone(),
                 s.completion.median.and_then(Censored::ms),
                 res.as_slice(),
@@ -622,7 +627,7 @@ pub fn sweep(data: &ReportData, server: &str) -> Option<Chart> {
                     let points: Vec<SweepPoint> = pages
                         .iter()
                         .filter_map(|(files, w)| {
-                            let s = data.series(p, w, server, v)?;
+                            let s = data.series(p, w, server, *v)?;
                             if s.completion.median_is_dnf() {
                                 return None;
                             }
@@ -635,7 +640,7 @@ pub fn sweep(data: &ReportData, server: &str) -> Option<Chart> {
                         })
                         .collect();
                     (!points.is_empty()).then(|| SweepLine {
-                        series: v.clone(),
+                        series: v.name(),
                         points,
                     })
                 })

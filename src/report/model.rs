@@ -2,13 +2,11 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
+use crate::protocol::Variant;
 use crate::results::store::Meta;
 use crate::results::summary::{CellComparison, SeriesStats, Summary};
 use crate::stats::{Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict};
 use crate::workload::{Workload, WorkloadKind};
-
-/// Series names in presentation order; others follow alphabetically.
-pub const VARIANT_ORDER: [&str; 4] = ["h1", "h2", "h3", "h3-primed"];
 
 /// The inputs of one report with their presentation order.
 #[derive(Debug, Clone)]
@@ -19,7 +17,8 @@ pub struct ReportData {
     pub profiles: Vec<String>,
     pub workloads: Vec<String>,
     pub servers: Vec<String>,
-    pub variants: Vec<String>,
+    /// In presentation order (h1, h2, h3, h3-primed).
+    pub variants: Vec<Variant>,
 }
 
 fn push_new(v: &mut Vec<String>, s: &str) {
@@ -33,7 +32,7 @@ impl ReportData {
         let mut profiles = Vec::new();
         let mut workloads = Vec::new();
         let mut servers = Vec::new();
-        let mut variants: Vec<String> = Vec::new();
+        let mut variants: Vec<Variant> = Vec::new();
         let present = |f: &dyn Fn(&SeriesStats) -> &str, name: &str| {
             summary.series.iter().any(|s| f(s) == name)
         };
@@ -56,17 +55,11 @@ impl ReportData {
             push_new(&mut profiles, &s.key.profile);
             push_new(&mut workloads, &s.key.workload);
             push_new(&mut servers, &s.key.server);
-            push_new(&mut variants, &s.key.variant);
+            if !variants.contains(&s.key.variant) {
+                variants.push(s.key.variant);
+            }
         }
-        variants.sort_by_key(|v| {
-            (
-                VARIANT_ORDER
-                    .iter()
-                    .position(|x| x == v)
-                    .unwrap_or(VARIANT_ORDER.len()),
-                v.clone(),
-            )
-        });
+        variants.sort();
         ReportData {
             meta,
             summary,
@@ -82,7 +75,7 @@ impl ReportData {
         profile: &str,
         workload: &str,
         server: &str,
-        variant: &str,
+        variant: Variant,
     ) -> Option<&SeriesStats> {
         self.summary.series.iter().find(|s| {
             s.key.profile == profile
@@ -98,8 +91,8 @@ impl ReportData {
         profile: &str,
         workload: &str,
         server: &str,
-        a: &str,
-        b: &str,
+        a: Variant,
+        b: Variant,
     ) -> Option<&CellComparison> {
         self.server_comparison(profile, workload, server, a, server, b)
     }
@@ -110,9 +103,9 @@ impl ReportData {
         profile: &str,
         workload: &str,
         server_a: &str,
-        a: &str,
+        a: Variant,
         server_b: &str,
-        b: &str,
+        b: Variant,
     ) -> Option<CellComparison> {
         self.server_comparison(profile, workload, server_a, a, server_b, b)
             .cloned()
@@ -127,9 +120,9 @@ impl ReportData {
         profile: &str,
         workload: &str,
         server_a: &str,
-        a: &str,
+        a: Variant,
         server_b: &str,
-        b: &str,
+        b: Variant,
     ) -> Option<&CellComparison> {
         self.summary.comparisons.iter().find(|c| {
             c.profile == profile
@@ -145,20 +138,20 @@ impl ReportData {
         self.workloads.iter().any(|x| x == w)
     }
 
-    pub fn has_variant(&self, v: &str) -> bool {
-        self.variants.iter().any(|x| x == v)
+    pub fn has_variant(&self, v: Variant) -> bool {
+        self.variants.contains(&v)
     }
 
     /// Variants that have at least one series for this workload and server.
-    pub fn variants_in(&self, workload: &str, server: &str) -> Vec<String> {
+    pub fn variants_in(&self, workload: &str, server: &str) -> Vec<Variant> {
         self.variants
             .iter()
+            .copied()
             .filter(|v| {
                 self.summary.series.iter().any(|s| {
-                    s.key.workload == workload && s.key.server == server && &s.key.variant == *v
+                    s.key.workload == workload && s.key.server == server && s.key.variant == *v
                 })
             })
-            .cloned()
             .collect()
     }
 
@@ -418,8 +411,8 @@ pub fn invert(c: &CellComparison) -> CellComparison {
         workload: c.workload.clone(),
         server_a: c.server_b.clone(),
         server_b: c.server_a.clone(),
-        a: c.b.clone(),
-        b: c.a.clone(),
+        a: c.b,
+        b: c.a,
         comparison: x,
     }
 }

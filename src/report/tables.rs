@@ -8,25 +8,30 @@ use super::model::{
     NumFormat, ReportData, VerdictClass,
 };
 use super::study::{study_ratio, study_value, StudyValue};
+use crate::protocol::Variant;
 use crate::registry::{self, Metric, Precision, Scope};
 use crate::workload::WorkloadKind;
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
-pub const PAIRS: [(&str, &str); 6] = [
-    ("h2", "h1"),
-    ("h3", "h2"),
-    ("h3", "h1"),
-    ("h3-primed", "h2"),
-    ("h3-primed", "h1"),
-    ("h3-primed", "h3"),
+pub const PAIRS: [(Variant, Variant); 6] = [
+    (Variant::H2, Variant::H1),
+    (Variant::H3, Variant::H2),
+    (Variant::H3, Variant::H1),
+    (Variant::H3_PRIMED, Variant::H2),
+    (Variant::H3_PRIMED, Variant::H1),
+    (Variant::H3_PRIMED, Variant::H3),
 ];
 
 /// The comparisons a compact table shows: h2/h1, h3/h2, h3-primed/h2 (those measured).
-fn main_pairs(vs: &[String]) -> Vec<(&'static str, &'static str)> {
-    [("h2", "h1"), ("h3", "h2"), ("h3-primed", "h2")]
-        .into_iter()
-        .filter(|(a, b)| vs.iter().any(|v| v == a) && vs.iter().any(|v| v == b))
-        .collect()
+fn main_pairs(vs: &[Variant]) -> Vec<(Variant, Variant)> {
+    [
+        (Variant::H2, Variant::H1),
+        (Variant::H3, Variant::H2),
+        (Variant::H3_PRIMED, Variant::H2),
+    ]
+    .into_iter()
+    .filter(|(a, b)| vs.contains(a) && vs.contains(b))
+    .collect()
 }
 
 /// A table id, with the server appended when the matrix has several.
@@ -51,7 +56,7 @@ pub fn series_cell(
     profile: &str,
     workload: &str,
     server: &str,
-    variant: &str,
+    variant: Variant,
 ) -> Cell {
     match data.series(profile, workload, server, variant) {
         None => Cell::missing(),
@@ -71,9 +76,8 @@ fn metric_cell(
     profile: &str,
     workload: &str,
     server: &str,
-    variant: &str,
-    metric: &str,
-    f: NumFormat,
+    variant: Variant,
+    metric: &Metric,
 ) -> Cell {
     let Some(s) = data.series(profile, workload, server, variant) else {
         return Cell::missing();
@@ -81,13 +85,13 @@ fn metric_cell(
     if s.completion.median_is_dnf() {
         return Cell::new("DNF", CellClass::Dnf);
     }
-    match s.breakdown.get(metric) {
+    match s.breakdown.get(metric.name) {
         Some(b) if b.median.is_some() => {
             let mut b = b.clone();
             // Counts are shown once, in the headline column.
             b.n_invalid = 0;
             b.n_dnf = 0;
-            Cell::text(series_text(&b, f))
+            Cell::text(series_text(&b, num_format(metric)))
         }
         _ => Cell::missing(),
     }
@@ -98,8 +102,8 @@ pub fn comparison_cell(
     profile: &str,
     workload: &str,
     server: &str,
-    a: &str,
-    b: &str,
+    a: Variant,
+    b: Variant,
 ) -> Cell {
     match data.comparison(profile, workload, server, a, b) {
         None => Cell::missing(),
@@ -175,8 +179,8 @@ pub fn agreement(
     profile: &str,
     workload: &str,
     server: &str,
-    a: &str,
-    b: &str,
+    a: Variant,
+    b: Variant,
 ) -> Option<Agreement> {
     let ours = VerdictClass::of(
         &data
@@ -186,8 +190,8 @@ pub fn agreement(
     );
     // Study direction: -1 a faster, +1 a slower, 0 about equal.
     let dir = match (
-        study_value(workload, profile, a)?,
-        study_value(workload, profile, b)?,
+        study_value(workload, profile, &a.name())?,
+        study_value(workload, profile, &b.name())?,
     ) {
         (StudyValue::Ms(x), StudyValue::Ms(y)) => {
             let r = x / y;
@@ -218,8 +222,8 @@ fn agreement_cell(
     profile: &str,
     workload: &str,
     server: &str,
-    a: &str,
-    b: &str,
+    a: Variant,
+    b: Variant,
 ) -> Cell {
     match agreement(data, profile, workload, server, a, b) {
         Some(x) => Cell::text(x.text()),
@@ -238,7 +242,7 @@ pub fn h2_vs_h1(data: &ReportData, server: &str) -> Result<Table, Skipped> {
     let w = "page50";
     let title = format!("h1 → h2 on the 50-file page{}", title_suffix(data, server));
     let vs = data.variants_in(w, server);
-    if !(vs.iter().any(|v| v == "h1") && vs.iter().any(|v| v == "h2")) {
+    if !(vs.contains(&Variant::H1) && vs.contains(&Variant::H2)) {
         return Err(Skipped {
             title,
             why: "not measured (needs page50 with h1 and h2)".into(),
@@ -260,13 +264,13 @@ pub fn h2_vs_h1(data: &ReportData, server: &str) -> Result<Table, Skipped> {
         .map(|p| {
             vec![
                 Cell::label(p),
-                series_cell(data, p, w, server, "h1"),
-                series_cell(data, p, w, server, "h2"),
-                comparison_cell(data, p, w, server, "h2", "h1"),
+                series_cell(data, p, w, server, Variant::H1),
+                series_cell(data, p, w, server, Variant::H2),
+                comparison_cell(data, p, w, server, Variant::H2, Variant::H1),
                 study_cell(w, p, "h1"),
                 study_cell(w, p, "h2"),
                 study_ratio_cell(w, p, "h2", "h1"),
-                agreement_cell(data, p, w, server, "h2", "h1"),
+                agreement_cell(data, p, w, server, Variant::H2, Variant::H1),
             ]
         })
         .collect();
@@ -291,11 +295,11 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &str) -> Result<Table
         title_suffix(data, server)
     );
     let vs = data.variants_in(workload, server);
-    let h3s: Vec<&str> = ["h3", "h3-primed"]
+    let h3s: Vec<Variant> = [Variant::H3, Variant::H3_PRIMED]
         .into_iter()
-        .filter(|h| vs.iter().any(|v| v == h))
+        .filter(|h| vs.contains(h))
         .collect();
-    if !vs.iter().any(|v| v == "h2") || h3s.is_empty() {
+    if !vs.contains(&Variant::H2) || h3s.is_empty() {
         return Err(Skipped {
             title,
             why: format!("not measured (needs {workload} with h2 and h3)"),
@@ -317,17 +321,27 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &str) -> Result<Table
         .profiles_in(workload, server)
         .iter()
         .map(|p| {
-            let mut r = vec![Cell::label(p), series_cell(data, p, workload, server, "h2")];
+            let mut r = vec![
+                Cell::label(p),
+                series_cell(data, p, workload, server, Variant::H2),
+            ];
             for h in &h3s {
-                r.push(series_cell(data, p, workload, server, h));
+                r.push(series_cell(data, p, workload, server, *h));
             }
             for h in &h3s {
-                r.push(comparison_cell(data, p, workload, server, h, "h2"));
+                r.push(comparison_cell(data, p, workload, server, *h, Variant::H2));
             }
             r.push(study_cell(workload, p, "h2"));
             r.push(study_cell(workload, p, "h3"));
             r.push(study_ratio_cell(workload, p, "h3", "h2"));
-            r.push(agreement_cell(data, p, workload, server, "h3", "h2"));
+            r.push(agreement_cell(
+                data,
+                p,
+                workload,
+                server,
+                Variant::H3,
+                Variant::H2,
+            ));
             r
         })
         .collect();
@@ -335,7 +349,7 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &str) -> Result<Table
         "Median {} [95 % CI]; h3/h2 below 1 means h3 is faster.",
         headline_label(workload)
     )];
-    if h3s.contains(&"h3-primed") {
+    if h3s.contains(&Variant::H3_PRIMED) {
         intro.push(
             "`h3` is forced cold (the study's method, which Chromium throttles like HTTP/1.1); \
 `h3-primed` starts from a profile that already knows the origin speaks h3 (a returning visitor). \
@@ -379,7 +393,7 @@ pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
             for v in ["h1", "h2", "h3"] {
                 r.push(study_cell(w, p, v));
             }
-            r.push(agreement_cell(data, p, w, server, "h3", "h2"));
+            r.push(agreement_cell(data, p, w, server, Variant::H3, Variant::H2));
             r
         })
         .collect();
@@ -397,11 +411,11 @@ pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
     })
 }
 
-fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[String]) -> Cell {
+fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[Variant]) -> Cell {
     let parts: Vec<String> = vs
         .iter()
         .filter_map(|v| {
-            let s = data.series(p, w, server, v)?;
+            let s = data.series(p, w, server, *v)?;
             if s.completion.median_is_dnf() {
                 return Some(format!("{v} DNF"));
             }
@@ -455,24 +469,16 @@ pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Tabl
     let mut rows = Vec::new();
     for p in data.profiles_in(workload, server) {
         for v in &vs {
-            if data.series(&p, workload, server, v).is_none() {
+            if data.series(&p, workload, server, *v).is_none() {
                 continue;
             }
             let mut r = vec![
                 Cell::label(&p),
-                Cell::label(v),
-                series_cell(data, &p, workload, server, v),
+                Cell::label(v.name()),
+                series_cell(data, &p, workload, server, *v),
             ];
             for m in registry::breakdown_for(Scope::Pages) {
-                r.push(metric_cell(
-                    data,
-                    &p,
-                    workload,
-                    server,
-                    v,
-                    m.name,
-                    num_format(m),
-                ));
+                r.push(metric_cell(data, &p, workload, server, *v, m));
             }
             rows.push(r);
         }
@@ -560,14 +566,14 @@ pub fn sweep(data: &ReportData, server: &str, metric: Option<&Metric>) -> Option
     let mut rows = Vec::new();
     for p in &data.profiles {
         for v in &data.variants {
-            if !cols.iter().any(|w| data.series(p, w, server, v).is_some()) {
+            if !cols.iter().any(|w| data.series(p, w, server, *v).is_some()) {
                 continue;
             }
             let mut r = vec![Cell::label(p), Cell::label(v)];
             for w in &cols {
                 r.push(match metric {
-                    Some(m) => metric_cell(data, p, w, server, v, m.name, num_format(m)),
-                    None => series_cell(data, p, w, server, v),
+                    Some(m) => metric_cell(data, p, w, server, *v, m),
+                    None => series_cell(data, p, w, server, *v),
                 });
             }
             rows.push(r);
@@ -709,15 +715,16 @@ pub fn servers(data: &ReportData) -> Vec<Table> {
             for w in &data.workloads {
                 for p in &data.profiles {
                     for v in &data.variants {
-                        let Some(c) = data.server_comparison_either(p, w, other, v, base, v) else {
+                        let Some(c) = data.server_comparison_either(p, w, other, *v, base, *v)
+                        else {
                             continue;
                         };
                         rows.push(vec![
                             Cell::label(p),
                             Cell::label(w),
                             Cell::label(v),
-                            series_cell(data, p, w, base, v),
-                            series_cell(data, p, w, other, v),
+                            series_cell(data, p, w, base, *v),
+                            series_cell(data, p, w, other, *v),
                             Cell::new(
                                 comparison_text(&c),
                                 verdict_cell_class(&c.comparison.verdict),
@@ -757,13 +764,13 @@ pub fn all_series(data: &ReportData, workload: &str, server: &str) -> Option<Tab
     if vs.is_empty() {
         return None;
     }
-    let pairs: Vec<(&str, &str)> = PAIRS
+    let pairs: Vec<(Variant, Variant)> = PAIRS
         .iter()
         .copied()
         .filter(|(a, b)| {
             data.profiles
                 .iter()
-                .any(|p| data.comparison(p, workload, server, a, b).is_some())
+                .any(|p| data.comparison(p, workload, server, *a, *b).is_some())
         })
         .collect();
     let mut header: Vec<String> = vec!["profile".into()];
@@ -774,11 +781,14 @@ pub fn all_series(data: &ReportData, workload: &str, server: &str) -> Option<Tab
         .iter()
         .map(|p| {
             let mut r = vec![Cell::label(p)];
-            r.extend(vs.iter().map(|v| series_cell(data, p, workload, server, v)));
+            r.extend(
+                vs.iter()
+                    .map(|v| series_cell(data, p, workload, server, *v)),
+            );
             r.extend(
                 pairs
                     .iter()
-                    .map(|(a, b)| comparison_cell(data, p, workload, server, a, b)),
+                    .map(|(a, b)| comparison_cell(data, p, workload, server, *a, *b)),
             );
             r
         })
@@ -832,7 +842,7 @@ pub fn problem_runs(data: &ReportData) -> Vec<String> {
 }
 
 /// Header of a transfer table (download, upload): the series, their ratios, goodput.
-fn transfer_header(vs: &[String], pairs: &[(&str, &str)]) -> Vec<String> {
+fn transfer_header(vs: &[Variant], pairs: &[(Variant, Variant)]) -> Vec<String> {
     let mut header: Vec<String> = vec!["profile".into()];
     header.extend(vs.iter().map(|v| format!("{v} (ms)")));
     header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
@@ -846,15 +856,15 @@ fn transfer_row(
     p: &str,
     w: &str,
     server: &str,
-    vs: &[String],
-    pairs: &[(&str, &str)],
+    vs: &[Variant],
+    pairs: &[(Variant, Variant)],
 ) -> Vec<Cell> {
     let mut r = vec![Cell::label(p)];
-    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, v)));
+    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, *v)));
     r.extend(
         pairs
             .iter()
-            .map(|(a, b)| comparison_cell(data, p, w, server, a, b)),
+            .map(|(a, b)| comparison_cell(data, p, w, server, *a, *b)),
     );
     r.push(goodput_cell(data, p, w, server, vs));
     r

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{write_atomic, RUNS_CSV};
 use crate::identity::Phase;
+use crate::protocol::Variant;
 use crate::registry::{self, Metric};
 use crate::stats::{
     self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
@@ -33,7 +34,8 @@ struct RowIdentity {
     phase: Phase,
     round: u32,
     position: u32,
-    variant: String,
+    #[serde(with = "crate::protocol::variant_name")]
+    variant: Variant,
     outcome: Outcome,
     #[serde(deserialize_with = "reason_kinds")]
     invalid_kinds: Vec<ReasonKind>,
@@ -54,7 +56,7 @@ pub struct RunRow {
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
-    pub variant: String,
+    pub variant: Variant,
     pub outcome: Outcome,
     /// The kinds of an invalid run's reasons.
     pub invalid_kinds: Vec<ReasonKind>,
@@ -111,7 +113,9 @@ impl RunRow {
             phase: Phase::Measure,
             round,
             position: 1,
-            variant: variant.into(),
+            variant: variant
+                .parse()
+                .unwrap_or_else(|e| panic!("test row {id}: {e}")),
             outcome: Outcome::Valid,
             invalid_kinds: vec![],
             measurement_failure: false,
@@ -217,7 +221,8 @@ pub struct SeriesKey {
     pub profile: String,
     pub workload: String,
     pub server: String,
-    pub variant: String,
+    #[serde(with = "crate::protocol::variant_name")]
+    pub variant: Variant,
 }
 
 impl SeriesKey {
@@ -256,9 +261,11 @@ pub struct CellComparison {
     /// Servers of the two sides (equal for protocol comparisons).
     pub server_a: String,
     pub server_b: String,
-    /// Series names: ratio = median(a) / median(b).
-    pub a: String,
-    pub b: String,
+    /// Series: ratio = median(a) / median(b).
+    #[serde(with = "crate::protocol::variant_name")]
+    pub a: Variant,
+    #[serde(with = "crate::protocol::variant_name")]
+    pub b: Variant,
     pub comparison: Comparison,
 }
 
@@ -321,23 +328,23 @@ pub struct Summary {
 }
 
 /// The comparisons made within a cell, by series name: (a, b), ratio a/b.
-fn protocol_pairs(variants: &[String]) -> Vec<(String, String)> {
-    let has = |v: &str| variants.iter().any(|x| x == v);
+fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
+    let has = |v: Variant| variants.contains(&v);
     let mut pairs = Vec::new();
-    if has("h2") && has("h1") {
-        pairs.push(("h2".to_string(), "h1".to_string()));
+    if has(Variant::H2) && has(Variant::H1) {
+        pairs.push((Variant::H2, Variant::H1));
     }
-    for h3 in ["h3", "h3-primed"] {
+    for h3 in [Variant::H3, Variant::H3_PRIMED] {
         if has(h3) {
-            for base in ["h2", "h1"] {
+            for base in [Variant::H2, Variant::H1] {
                 if has(base) {
-                    pairs.push((h3.to_string(), base.to_string()));
+                    pairs.push((h3, base));
                 }
             }
         }
     }
-    if has("h3-primed") && has("h3") {
-        pairs.push(("h3-primed".into(), "h3".into()));
+    if has(Variant::H3_PRIMED) && has(Variant::H3) {
+        pairs.push((Variant::H3_PRIMED, Variant::H3));
     }
     pairs
 }
@@ -466,7 +473,7 @@ pub fn summarize_runs(
             profile: r.profile.clone(),
             workload: r.workload.clone(),
             server: r.server.clone(),
-            variant: r.variant.clone(),
+            variant: r.variant,
         };
         *retried.entry(key).or_default() += 1;
     }
@@ -479,7 +486,7 @@ pub fn summarize_runs(
             profile: r.profile.clone(),
             workload: r.workload.clone(),
             server: r.server.clone(),
-            variant: r.variant.clone(),
+            variant: r.variant,
         };
         if !by_series.contains_key(&key) {
             order.push(key.clone());
@@ -549,7 +556,7 @@ pub fn summarize_runs(
             .filter(|k| &k.profile == profile && &k.workload == workload)
             .collect();
         let mut servers: Vec<String> = Vec::new();
-        let mut variants: Vec<String> = Vec::new();
+        let mut variants: Vec<Variant> = Vec::new();
         for s in server_order {
             if in_cell.iter().any(|k| &k.server == s) {
                 servers.push(s.clone());
@@ -560,16 +567,16 @@ pub fn summarize_runs(
                 servers.push(k.server.clone());
             }
             if !variants.contains(&k.variant) {
-                variants.push(k.variant.clone());
+                variants.push(k.variant);
             }
         }
-        let key = |server: &str, variant: &str| SeriesKey {
+        let key = |server: &str, variant: Variant| SeriesKey {
             profile: profile.clone(),
             workload: workload.clone(),
             server: server.to_string(),
-            variant: variant.to_string(),
+            variant,
         };
-        let mut push = |sa: &str, a: &str, sb: &str, b: &str| -> Result<()> {
+        let mut push = |sa: &str, a: Variant, sb: &str, b: Variant| -> Result<()> {
             let (ka, kb) = (key(sa, a), key(sb, b));
             let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
                 return Ok(());
@@ -588,20 +595,20 @@ pub fn summarize_runs(
                 workload: workload.clone(),
                 server_a: sa.to_string(),
                 server_b: sb.to_string(),
-                a: a.to_string(),
-                b: b.to_string(),
+                a,
+                b,
                 comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
             });
             Ok(())
         };
         for server in &servers {
             for (a, b) in protocol_pairs(&variants) {
-                push(server, &a, server, &b)?;
+                push(server, a, server, b)?;
             }
         }
         for i in 1..servers.len() {
             for v in &variants {
-                push(&servers[i], v, &servers[0], v)?;
+                push(&servers[i], *v, &servers[0], *v)?;
             }
         }
     }
@@ -716,7 +723,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             st.key.profile.clone(),
             st.key.workload.clone(),
             st.key.server.clone(),
-            st.key.variant.clone(),
+            st.key.variant.name(),
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
             c.n_dnf.to_string(),
@@ -773,9 +780,9 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.profile.clone(),
             c.workload.clone(),
             c.server_a.clone(),
-            c.a.clone(),
+            c.a.name(),
             c.server_b.clone(),
-            c.b.clone(),
+            c.b.name(),
             x.n_valid_a.to_string(),
             x.n_dnf_a.to_string(),
             x.n_valid_b.to_string(),
@@ -862,23 +869,23 @@ pub fn terminal(s: &Summary) -> String {
             .iter()
             .filter(|x| &x.key.workload == workload && &x.key.server == server)
             .collect();
-        let mut variants: Vec<String> = Vec::new();
+        let mut variants: Vec<Variant> = Vec::new();
         let mut profiles: Vec<String> = Vec::new();
         for x in &in_group {
             if !variants.contains(&x.key.variant) {
-                variants.push(x.key.variant.clone());
+                variants.push(x.key.variant);
             }
             if !profiles.contains(&x.key.profile) {
                 profiles.push(x.key.profile.clone());
             }
         }
         variants.sort();
-        let pairs: Vec<(String, String)> = protocol_pairs(&variants);
+        let pairs: Vec<(Variant, Variant)> = protocol_pairs(&variants);
         out.push_str(&format!(
             "\n{workload} on {server}: median ms [95 % CI] (valid/invalid/DNF)\n"
         ));
         let mut header = vec!["profile".to_string()];
-        header.extend(variants.iter().cloned());
+        header.extend(variants.iter().map(Variant::name));
         header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
         let mut rows = vec![header];
         for p in &profiles {
@@ -886,7 +893,7 @@ pub fn terminal(s: &Summary) -> String {
             for v in &variants {
                 let cell = in_group
                     .iter()
-                    .find(|x| &x.key.profile == p && &x.key.variant == v)
+                    .find(|x| &x.key.profile == p && x.key.variant == *v)
                     .map(|x| {
                         let c = &x.completion;
                         format!(
@@ -909,8 +916,8 @@ pub fn terminal(s: &Summary) -> String {
                             && &c.workload == workload
                             && &c.server_a == server
                             && &c.server_b == server
-                            && &c.a == a
-                            && &c.b == b
+                            && c.a == *a
+                            && c.b == *b
                     })
                     .map(|c| match c.comparison.ratio {
                         Some(r) => format!(
@@ -1074,7 +1081,7 @@ mod tests {
         assert!(h3.completion.median_is_dnf());
         assert_eq!(fmt_series(&h3.completion), "DNF (4 of 6 DNF)");
         let c = &s.comparisons[0];
-        assert_eq!((c.a.as_str(), c.b.as_str()), ("h3", "h2"));
+        assert_eq!((c.a, c.b), (Variant::H3, Variant::H2));
         // Decided by the test, inside the Holm family (6 vs 6, fully separated: p ≈ 0.004).
         assert!(c.comparison.p.is_some());
         assert_eq!(s.holm_family, 1);
