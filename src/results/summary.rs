@@ -1146,6 +1146,7 @@ mod tests {
             ("round", "1"),
             ("position", "1"),
             ("phase", "measure"),
+            ("variant", "h2"),
             ("outcome", "invalid"),
             ("invalid_kinds", "link"),
             ("measurement_failure", "true"),
