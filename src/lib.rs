@@ -20,6 +20,7 @@ pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod server;
+pub mod servers;
 pub mod signals;
 pub mod snmp;
 pub mod stats;

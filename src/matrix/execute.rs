@@ -125,7 +125,7 @@ fn meta_for(
         timeout_s: req.timeout.as_secs_f64(),
         pages_seed: req.pages_seed,
         retry_invalid: req.retry_invalid,
-        servers_applied: serde_json::Value::Null,
+        servers_applied: Default::default(),
         resumed_at: vec![],
     }
 }
@@ -134,18 +134,7 @@ fn meta_for(
 /// meta after the servers started, under `servers_applied` of each run's record).
 fn servers_identity(req: &MatrixRequest) -> serde_json::Value {
     serde_json::json!({
-        "servers": req.servers.iter().map(|s| match s {
-            ServerChoice::Command(c) => match &c.log {
-                Some(l) => format!(
-                    "custom: {} (log {} {})",
-                    c.command,
-                    l.format.name(),
-                    l.path.as_deref().unwrap_or("{log}")
-                ),
-                None => format!("custom: {}", c.command),
-            },
-            other => other.name().to_string(),
-        }).collect::<Vec<_>>(),
+        "servers": req.servers.iter().map(ServerChoice::identity).collect::<Vec<_>>(),
         "knobs": req.knobs,
     })
 }
@@ -378,7 +367,7 @@ impl TestbedExecutor {
 impl Executor for TestbedExecutor {
     fn set_profile(&mut self, profile: &Profile) -> Result<()> {
         self.config.profile = profile.clone();
-        self.testbed()?.link.set_profile(profile)
+        self.testbed()?.set_profile(profile)
     }
 
     fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
@@ -430,7 +419,7 @@ fn start_and_run(
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {
-        let slot = tb.server_mut(s.name()).expect("started");
+        let slot = tb.server(s.name()).expect("started");
         for v in &r.variants {
             if !slot.offers(v.protocol) {
                 tracing::warn!(
@@ -707,7 +696,7 @@ mod tests {
             server_requests: vec![],
             observation: Observation::default(),
             link_stats: None,
-            server_transport: serde_json::Value::Null,
+            server_transport: None,
             server_log: serde_json::Value::Null,
         }
     }
@@ -783,7 +772,7 @@ mod tests {
             timeout_s: 1.0,
             pages_seed: 1,
             retry_invalid,
-            servers_applied: serde_json::Value::Null,
+            servers_applied: Default::default(),
             resumed_at: vec![],
         }
     }

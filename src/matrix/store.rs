@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
 use crate::record::{RunRecord, RECORD_FORMAT, RESOURCE_COLUMNS, RUN_COLUMNS};
+use crate::servers::ServerDescriptions;
 use crate::sysinfo::MachineInfo;
 
 pub const META: &str = "meta.json";
@@ -57,8 +58,8 @@ pub struct Meta {
     pub retry_invalid: u32,
     /// What the servers really applied (versions, knobs with the kernel's answers), by server;
     /// informative, not part of the identity (a kernel may answer differently on resume).
-    #[serde(default)]
-    pub servers_applied: Value,
+    #[serde(default, deserialize_with = "crate::servers::descriptions_or_null")]
+    pub servers_applied: ServerDescriptions,
     /// Per resumed session: when it started (the first is `started_at`).
     #[serde(default)]
     pub resumed_at: Vec<String>,
@@ -495,7 +496,7 @@ mod tests {
             timeout_s: 120.0,
             pages_seed: 1,
             retry_invalid: 2,
-            servers_applied: Value::Null,
+            servers_applied: ServerDescriptions::new(),
             resumed_at: vec![],
         }
     }

@@ -1,10 +1,15 @@
-//! Configuration files for the reference servers (pure): a Caddyfile (Caddy/quic-go: h1, h2,
-//! h3) and an nginx.conf (Debian's nginx 1.22: h1, h2 only), both serving the same pages tree,
-//! certificate and port as the embedded server, logging each request as JSON, and forwarding
-//! `POST /upload` to pagebench's upload sink (neither server can count an upload body itself).
+//! What a reference server serves (pure): the [`Site`] — the same pages tree, certificate and
+//! port as the embedded server, a JSON-lines access log, and pagebench's upload sink that
+//! `POST /upload` is forwarded to (a reference server cannot count an upload body itself) — and
+//! the placeholders of a user's `--server-cmd`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::protocol::Protocol;
+use crate::servers::StartContext;
 
 /// Where a reference server runs and what it serves.
 #[derive(Debug, Clone)]
@@ -25,104 +30,37 @@ pub struct Site {
     pub h3: bool,
 }
 
-fn p(path: &Path) -> String {
+impl Site {
+    /// The site of a server that speaks `speaks`, in its own work directory: it offers what
+    /// it speaks of the protocols the knobs leave on.
+    pub fn for_server(ctx: &StartContext, speaks: &[Protocol]) -> Result<Site> {
+        let eff = ctx.knobs.effective();
+        let offers = |p: Protocol| eff.offers(p) && speaks.contains(&p);
+        Ok(Site {
+            ip: ctx.ip,
+            port: ctx.port,
+            root: ctx.root.to_path_buf(),
+            cert: ctx
+                .cert
+                .cert_path()
+                .context("the certificate has no PEM file")?,
+            key: ctx
+                .cert
+                .key_path()
+                .context("the certificate has no PEM file")?,
+            log: ctx.work.join("access.log"),
+            work: ctx.work.clone(),
+            sink_port: 0,
+            h1: offers(Protocol::H1),
+            h2: offers(Protocol::H2),
+            h3: offers(Protocol::H3),
+        })
+    }
+}
+
+/// A path as it goes into a config file.
+pub fn p(path: &Path) -> String {
     path.display().to_string()
-}
-
-/// The Caddyfile. `protocols` restricts what Caddy offers (its only protocol knob).
-pub fn caddyfile(s: &Site) -> String {
-    let mut protocols = Vec::new();
-    if s.h1 {
-        protocols.push("h1");
-    }
-    if s.h2 {
-        protocols.push("h2");
-    }
-    if s.h3 {
-        protocols.push("h3");
-    }
-    format!(
-        "{{\n\
-         \tauto_https off\n\
-         \tadmin off\n\
-         \tstorage file_system {{\n\t\troot {work}/caddy-data\n\t}}\n\
-         \tservers {{\n\t\tprotocols {protocols}\n\t}}\n\
-         }}\n\
-         https://{host}:{port} {{\n\
-         \tbind {ip}\n\
-         \ttls {cert} {key}\n\
-         \troot * {root}\n\
-         \theader Cache-Control no-store\n\
-         \thandle /upload {{\n\
-         \t\treverse_proxy 127.0.0.1:{sink} {{\n\t\t\tflush_interval -1\n\t\t}}\n\
-         \t}}\n\
-         \thandle {{\n\t\tfile_server\n\t}}\n\
-         \tlog {{\n\t\toutput file {log}\n\t\tformat json\n\t}}\n\
-         }}\n",
-        work = p(&s.work),
-        protocols = protocols.join(" "),
-        host = crate::browser::HOST,
-        port = s.port,
-        ip = s.ip,
-        cert = p(&s.cert),
-        key = p(&s.key),
-        root = p(&s.root),
-        sink = s.sink_port,
-        log = p(&s.log),
-    )
-}
-
-/// nginx.conf for a foreground nginx with one worker.
-pub fn nginx_conf(s: &Site) -> String {
-    let http2 = if s.h2 { " http2" } else { "" };
-    format!(
-        "daemon off;\n\
-         worker_processes 1;\n\
-         pid {work}/nginx.pid;\n\
-         error_log {work}/error.log warn;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{\n\
-         \tinclude /etc/nginx/mime.types;\n\
-         \tdefault_type application/octet-stream;\n\
-         \tclient_body_temp_path {work}/body;\n\
-         \tproxy_temp_path {work}/proxy;\n\
-         \tfastcgi_temp_path {work}/fastcgi;\n\
-         \tuwsgi_temp_path {work}/uwsgi;\n\
-         \tscgi_temp_path {work}/scgi;\n\
-         \tsendfile on;\n\
-         \tgzip off;\n\
-         \tlog_format pagebench escape=json '{{\"ts\":$msec,\"remote\":\"$remote_addr:$remote_port\",\
-\"proto\":\"$server_protocol\",\"method\":\"$request_method\",\"uri\":\"$uri\",\"status\":$status,\
-\"bytes_sent\":$body_bytes_sent,\"request_length\":$request_length,\"request_time\":$request_time,\
-\"connection\":$connection}}';\n\
-         \taccess_log {log} pagebench;\n\
-         \tserver {{\n\
-         \t\tlisten {ip}:{port} ssl{http2};\n\
-         \t\tserver_name {host};\n\
-         \t\tssl_certificate {cert};\n\
-         \t\tssl_certificate_key {key};\n\
-         \t\tssl_protocols TLSv1.3;\n\
-         \t\troot {root};\n\
-         \t\tadd_header Cache-Control no-store always;\n\
-         \t\tlocation = /upload {{\n\
-         \t\t\tclient_max_body_size 0;\n\
-         \t\t\tproxy_request_buffering off;\n\
-         \t\t\tproxy_http_version 1.1;\n\
-         \t\t\tproxy_pass http://127.0.0.1:{sink};\n\
-         \t\t}}\n\
-         \t}}\n\
-         }}\n",
-        work = p(&s.work),
-        log = p(&s.log),
-        ip = s.ip,
-        port = s.port,
-        http2 = http2,
-        host = crate::browser::HOST,
-        cert = p(&s.cert),
-        key = p(&s.key),
-        root = p(&s.root),
-        sink = s.sink_port,
-    )
 }
 
 /// Expands `{port}`, `{root}`, `{cert}`, `{key}`, `{log}`, `{ip}` and `{work}` in a user's
@@ -158,49 +96,31 @@ pub fn expand_command(template: &str, s: &Site) -> Result<String, String> {
     Ok(out)
 }
 
+/// A site for the config tests.
+#[cfg(test)]
+pub fn test_site() -> Site {
+    Site {
+        ip: "10.9.0.2".parse().unwrap(),
+        port: 443,
+        root: "/srv/pages".into(),
+        cert: "/w/cert.pem".into(),
+        key: "/w/key.pem".into(),
+        log: "/w/access.log".into(),
+        work: "/w".into(),
+        sink_port: 18080,
+        h1: true,
+        h2: true,
+        h3: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn site() -> Site {
-        Site {
-            ip: "10.9.0.2".parse().unwrap(),
-            port: 443,
-            root: "/srv/pages".into(),
-            cert: "/w/cert.pem".into(),
-            key: "/w/key.pem".into(),
-            log: "/w/access.log".into(),
-            work: "/w".into(),
-            sink_port: 18080,
-            h1: true,
-            h2: true,
-            h3: false,
-        }
-    }
-
-    #[test]
-    fn caddyfile_serves_the_site() {
-        let c = caddyfile(&site());
-        assert!(c.contains("https://pagebench.test:443 {"));
-        assert!(c.contains("protocols h1 h2\n"));
-        assert!(c.contains("tls /w/cert.pem /w/key.pem"));
-        assert!(c.contains("reverse_proxy 127.0.0.1:18080"));
-        assert!(c.contains("bind 10.9.0.2"));
-    }
-
-    #[test]
-    fn nginx_conf_has_http2_and_json_log() {
-        let c = nginx_conf(&site());
-        assert!(c.contains("listen 10.9.0.2:443 ssl http2;"));
-        assert!(c.contains("access_log /w/access.log pagebench;"));
-        let mut s = site();
-        s.h2 = false;
-        assert!(nginx_conf(&s).contains("listen 10.9.0.2:443 ssl;"));
-    }
-
     #[test]
     fn placeholders() {
-        let s = site();
+        let s = test_site();
         assert_eq!(
             expand_command(
                 "srv --port {port} --root {root} --tls {cert},{key} > {log}",

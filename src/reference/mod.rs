@@ -1,6 +1,8 @@
-//! Reference servers beside the embedded one: Debian's Caddy (quic-go: h1, h2, h3), Debian's
-//! nginx (h1, h2) and a user's own command, each started inside the server namespace with the
-//! same pages, certificate and port.
+//! What the reference servers (Caddy, nginx, a user's own command; see `crate::servers`) share:
+//! each runs as a child process inside the server namespace ([`process`]) serving the same
+//! pages, certificate and port as the embedded server ([`config`]), with its access log read
+//! into the common server view ([`access_log`]) and uploads counted by pagebench's sink
+//! ([`sink`]).
 
 pub mod access_log;
 pub mod config;

@@ -1,9 +1,10 @@
-//! A reference server as a child process inside the server namespace: started from a generated
-//! config (or the user's command), waited for until its port answers, its JSON access log read
-//! per run, stopped by signalling the process group it was started in.
+//! A reference server as a child process inside the server namespace: started from the command
+//! its implementation builds (a generated config, or the user's command), waited for until its
+//! port answers, its access log read per run, stopped by signalling the process group it was
+//! started in. Caddy, nginx and `--server-cmd` servers are each one of these.
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,67 +12,48 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::access_log::{self, LogFormat};
-use super::config::{self, Site};
+use super::config::Site;
 use super::sink::UploadSink;
 use crate::netem::Namespace;
+use crate::protocol::Protocol;
+use crate::servers::{
+    AccessLogDescription, NamespaceTcp, OfferedProtocols, ServerDescription, ServerEvidence,
+    ServerUnderTest,
+};
 use crate::signals;
 use crate::validate::ServerView;
 
-/// Which reference server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
-    Caddy,
-    Nginx,
-    /// A user's command line with placeholders (see [`config::expand_command`]).
-    Command(CustomServer),
-}
-
-/// A user's server: its command line and, when named, the access log that gives runs their
-/// third viewpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomServer {
-    pub command: String,
-    pub log: Option<CustomLog>,
-}
-
-/// Where a custom server logs and in which format.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomLog {
-    pub format: LogFormat,
-    /// The log file, placeholders allowed; `None`: the `{log}` path the command was given.
-    pub path: Option<String>,
-}
-
-impl Kind {
-    pub fn name(&self) -> &str {
-        match self {
-            Kind::Caddy => "caddy",
-            Kind::Nginx => "nginx",
-            Kind::Command(_) => "custom",
-        }
-    }
-}
+/// The embedded server's knobs that a reference server does not take from pagebench (TCP
+/// congestion control comes from the namespace default, see the testbed).
+pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
+    "h2_max_concurrent_streams",
+    "h2_initial_stream_window",
+    "h2_initial_connection_window",
+    "h3_max_concurrent_streams",
+    "h3_stream_receive_window",
+    "h3_connection_receive_window",
+    "h3_send_buffer",
+    "quic_congestion",
+    "udp_recv_buffer",
+    "udp_send_buffer",
+    "gso",
+    "alt_svc_over_h3",
+];
 
 /// A running reference server.
-pub struct ExternalServer {
-    kind: Kind,
+pub struct ChildServer {
+    name: String,
     child: Child,
     site: Site,
     sink: UploadSink,
-    version: String,
     log_mark: u64,
     sink_mark: usize,
     _cleanup: signals::CleanupGuard,
 }
 
-/// `caddy version` / `nginx -v` output, for the metadata.
-fn version_of(kind: &Kind) -> String {
-    let out = match kind {
-        Kind::Caddy => Command::new("caddy").arg("version").output(),
-        Kind::Nginx => Command::new("nginx").arg("-v").output(),
-        Kind::Command(_) => return "user command".into(),
-    };
-    match out {
+/// The first line of `program args…`'s output (`caddy version`, `nginx -v`), for the metadata.
+pub fn version_line(program: &str, args: &[&str]) -> String {
+    match Command::new(program).args(args).output() {
         Ok(o) => {
             let s = String::from_utf8_lossy(&o.stdout).to_string()
                 + &String::from_utf8_lossy(&o.stderr);
@@ -87,70 +69,27 @@ fn which(program: &str) -> bool {
         .unwrap_or(false)
 }
 
-impl ExternalServer {
-    /// Starts `kind` in `ns`, serving `site` (whose `sink_port` is replaced by the sink this
-    /// starts). Waits until the TCP port accepts connections (and, for h3, a little longer).
-    pub fn start(kind: Kind, ns: &Namespace, mut site: Site) -> Result<ExternalServer> {
-        let program = match &kind {
-            Kind::Caddy => "caddy",
-            Kind::Nginx => "nginx",
-            Kind::Command(_) => "sh",
-        };
+impl ChildServer {
+    /// Starts server `name` in `ns`, serving `site`: checks that `program` is installed,
+    /// starts the upload sink (its port goes into the site), creates the log, and runs the
+    /// command `command` builds (which may also move the site's log). Waits until the TCP port
+    /// accepts connections (and, for h3, a little longer).
+    pub fn start(
+        name: &str,
+        program: &str,
+        ns: &Namespace,
+        mut site: Site,
+        command: impl FnOnce(&Namespace, &mut Site) -> Result<Command>,
+    ) -> Result<ChildServer> {
         if !which(program) {
-            bail!("--server {}: `{program}` is not installed (./setup.sh installs Debian's caddy and nginx-light)", kind.name());
-        }
-        if kind == Kind::Nginx && site.h3 {
-            bail!("--server nginx: Debian's nginx 1.22 has no HTTP/3; drop h3 from --protocols, or use --server caddy, or --server-cmd with an nginx built with QUIC");
+            bail!("--server {name}: `{program}` is not installed (./setup.sh installs Debian's caddy and nginx-light)");
         }
         std::fs::create_dir_all(&site.work)
             .with_context(|| format!("cannot create {}", site.work.display()))?;
         let sink = ns.run(UploadSink::start)??;
         site.sink_port = sink.port();
         let _ = std::fs::File::create(&site.log);
-        let mut cmd = match &kind {
-            Kind::Caddy => {
-                let path = site.work.join("Caddyfile");
-                std::fs::write(&path, config::caddyfile(&site))?;
-                let mut c = ns.command("caddy");
-                c.args(["run", "--adapter", "caddyfile", "--config"])
-                    .arg(&path);
-                c.env("HOME", &site.work)
-                    .env("XDG_DATA_HOME", site.work.join("data"))
-                    .env("XDG_CONFIG_HOME", site.work.join("config"));
-                c
-            }
-            Kind::Nginx => {
-                let path = site.work.join("nginx.conf");
-                std::fs::write(&path, config::nginx_conf(&site))?;
-                for d in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-                    std::fs::create_dir_all(site.work.join(d))?;
-                }
-                let mut c = ns.command("nginx");
-                c.arg("-c")
-                    .arg(&path)
-                    .arg("-p")
-                    .arg(&site.work)
-                    .arg("-e")
-                    .arg(site.work.join("error.log"));
-                c
-            }
-            Kind::Command(custom) => {
-                if let Some(path) = custom.log.as_ref().and_then(|l| l.path.as_ref()) {
-                    let expanded = config::expand_command(path, &site)
-                        .map_err(|e| anyhow::anyhow!("--server-log: {e}"))?;
-                    site.log = PathBuf::from(expanded);
-                    let _ = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&site.log);
-                }
-                let line =
-                    config::expand_command(&custom.command, &site).map_err(anyhow::Error::msg)?;
-                let mut c = ns.command("sh");
-                c.arg("-c").arg(line);
-                c
-            }
-        };
+        let mut cmd = command(ns, &mut site)?;
         let stderr = std::fs::File::create(site.work.join("server.stderr"))?;
         cmd.stdin(Stdio::null())
             .stdout(stderr.try_clone()?)
@@ -158,15 +97,14 @@ impl ExternalServer {
             .process_group(0);
         let child = cmd
             .spawn()
-            .with_context(|| format!("cannot start {}", kind.name()))?;
+            .with_context(|| format!("cannot start {name}"))?;
         let pgid = child.id() as i32;
         let guard = signals::register_cleanup(move || {
             // SAFETY: signalling the process group we created.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         });
-        let mut server = ExternalServer {
-            version: version_of(&kind),
-            kind,
+        let mut server = ChildServer {
+            name: name.to_string(),
             child,
             site,
             sink,
@@ -185,7 +123,7 @@ impl ExternalServer {
             if let Ok(Some(status)) = self.child.try_wait() {
                 bail!(
                     "{} exited at start ({status}): {}",
-                    self.kind.name(),
+                    self.name,
                     tail(&self.site.work.join("server.stderr"))
                 );
             }
@@ -200,7 +138,7 @@ impl ExternalServer {
             if Instant::now() > deadline {
                 bail!(
                     "{} did not accept connections on {addr} within 15 s: {}",
-                    self.kind.name(),
+                    self.name,
                     tail(&self.site.work.join("server.stderr"))
                 );
             }
@@ -208,12 +146,21 @@ impl ExternalServer {
         }
     }
 
-    pub fn name(&self) -> &str {
-        self.kind.name()
-    }
-
     pub fn port(&self) -> u16 {
         self.site.port
+    }
+
+    pub fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// The protocols the site was configured to offer.
+    pub fn offered(&self) -> OfferedProtocols {
+        OfferedProtocols {
+            h1: self.site.h1,
+            h2: self.site.h2,
+            h3: self.site.h3,
+        }
     }
 
     /// Marks the start of a run.
@@ -222,9 +169,9 @@ impl ExternalServer {
         self.sink_mark = self.sink.uploads().len();
     }
 
-    /// This run's requests (from the access log; upload sizes from the sink), and the raw lines.
-    /// A custom command without `--server-log-format` gives no server view.
-    pub fn collect(&mut self) -> (Option<Vec<ServerView>>, Value) {
+    /// This run's requests read from the access log in `format` (upload sizes from the sink;
+    /// None without a format), and the raw lines.
+    pub fn collect(&mut self, format: Option<LogFormat>) -> (Option<Vec<ServerView>>, Value) {
         // Servers write their access log line after the response; give them a moment.
         std::thread::sleep(Duration::from_millis(100));
         let (lines, mark) = access_log::lines_since(&self.site.log, self.log_mark);
@@ -232,11 +179,6 @@ impl ExternalServer {
         let uploads = self.sink.uploads();
         let new_uploads = &uploads[self.sink_mark.min(uploads.len())..];
         self.sink_mark = uploads.len();
-        let format = match &self.kind {
-            Kind::Caddy => Some(LogFormat::Caddy),
-            Kind::Nginx => Some(LogFormat::Nginx),
-            Kind::Command(c) => c.log.as_ref().map(|l| l.format),
-        };
         let views = format.map(|f| {
             let mut views: Vec<ServerView> = lines
                 .iter()
@@ -263,57 +205,39 @@ impl ExternalServer {
         )
     }
 
-    /// What the metadata records about this server.
-    pub fn describe(&self) -> Value {
-        // The embedded server's knobs that a reference server does not take from pagebench
-        // (TCP congestion control comes from the namespace default, see the testbed).
-        let mut not_applicable = vec![
-            "h2_max_concurrent_streams",
-            "h2_initial_stream_window",
-            "h2_initial_connection_window",
-            "h3_max_concurrent_streams",
-            "h3_stream_receive_window",
-            "h3_connection_receive_window",
-            "h3_send_buffer",
-            "quic_congestion",
-            "udp_recv_buffer",
-            "udp_send_buffer",
-            "gso",
-            "alt_svc_over_h3",
-        ];
-        if matches!(self.kind, Kind::Command(_)) {
-            not_applicable.push("protocols");
+    /// What the metadata records about a reference server: its version, command (custom
+    /// servers), log, port, protocols, which knobs it takes (`applied`) and the namespace's
+    /// TCP congestion control.
+    pub fn describe(
+        &self,
+        version: &str,
+        command: Option<&str>,
+        log: Option<LogFormat>,
+        applied: &[&str],
+        namespace_tcp: &NamespaceTcp,
+    ) -> ServerDescription {
+        let mut not_applicable: Vec<String> =
+            KNOBS_NOT_APPLICABLE.iter().map(|k| k.to_string()).collect();
+        if !applied.contains(&"protocols") {
+            not_applicable.push("protocols".into());
         }
-        let applied: Vec<&str> = if matches!(self.kind, Kind::Command(_)) {
-            vec![]
-        } else {
-            vec!["protocols"]
-        };
-        json!({
-            "server": self.kind.name(),
-            "version": self.version,
-            "command": match &self.kind { Kind::Command(c) => c.command.clone(), _ => String::new() },
-            "access_log": match &self.kind {
-                Kind::Command(CustomServer { log: None, .. }) => json!(null),
-                _ => json!({ "path": self.site.log, "format": match &self.kind {
-                    Kind::Caddy => LogFormat::Caddy.name(),
-                    Kind::Nginx => LogFormat::Nginx.name(),
-                    Kind::Command(c) => c.log.as_ref().map_or("", |l| l.format.name()),
-                } }),
-            },
-            "port": self.site.port,
-            "protocols": { "h1": self.site.h1, "h2": self.site.h2, "h3": self.site.h3 },
-            "knobs_applied": applied,
-            "knobs_not_applicable": not_applicable,
-        })
-    }
-
-    pub fn work_dir(&self) -> PathBuf {
-        self.site.work.clone()
-    }
-
-    pub fn has_exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
+        ServerDescription {
+            access_log: log.map(|f| AccessLogDescription {
+                format: f.name().into(),
+                path: self.site.log.clone(),
+            }),
+            applied: None,
+            command: command.map(str::to_string),
+            knobs_applied: Some(applied.iter().map(|k| k.to_string()).collect()),
+            knobs_not_applicable: Some(not_applicable),
+            knobs_requested: None,
+            port: Some(self.site.port),
+            protocols: Some(self.offered()),
+            server: self.name.clone(),
+            tcp_congestion: Some(namespace_tcp.congestion.clone()),
+            tcp_congestion_note: namespace_tcp.note.clone(),
+            version: version.to_string(),
+        }
     }
 
     /// How the server ended, if it did (with the tail of its output).
@@ -321,7 +245,7 @@ impl ExternalServer {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(format!(
                 "{} exited ({status}): {}",
-                self.kind.name(),
+                self.name,
                 tail(&self.site.work.join("server.stderr"))
             )),
             _ => None,
@@ -340,7 +264,7 @@ fn tail(path: &Path) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
-impl Drop for ExternalServer {
+impl Drop for ChildServer {
     fn drop(&mut self) {
         let pgid = self.child.id() as i32;
         // SAFETY: signalling the process group we created.
@@ -354,5 +278,68 @@ impl Drop for ExternalServer {
         }
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+}
+
+/// A child-process server as a server under test: what Caddy, nginx and `--server-cmd` servers
+/// are once started (they differ only in how they start and which log format they write).
+pub struct ReferenceServer {
+    child: ChildServer,
+    /// The access log's format (None: a log pagebench cannot read, so no server view).
+    format: Option<LogFormat>,
+    description: ServerDescription,
+}
+
+impl ReferenceServer {
+    pub fn new(
+        child: ChildServer,
+        format: Option<LogFormat>,
+        description: ServerDescription,
+    ) -> ReferenceServer {
+        ReferenceServer {
+            child,
+            format,
+            description,
+        }
+    }
+}
+
+impl ServerUnderTest for ReferenceServer {
+    fn name(&self) -> &str {
+        &self.child.name
+    }
+
+    fn port(&self) -> u16 {
+        self.child.port()
+    }
+
+    fn offers(&self, p: Protocol) -> bool {
+        self.child.offered().offers(p)
+    }
+
+    fn mark(&mut self) {
+        self.child.mark()
+    }
+
+    fn collect(&mut self) -> ServerEvidence {
+        let (views, log) = self.child.collect(self.format);
+        ServerEvidence {
+            views,
+            log,
+            transport: None,
+            summary: None,
+        }
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        self.child.exit_status()
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        Some(self.child.process_group())
+    }
+
+    fn describe(&self) -> ServerDescription {
+        self.description.clone()
     }
 }

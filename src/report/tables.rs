@@ -901,7 +901,7 @@ mod tests {
             servers: serde_json::Value::Null,
             timeout_s: 120.0,
             pages_seed: 1,
-            servers_applied: serde_json::Value::Null,
+            servers_applied: Default::default(),
             resumed_at: vec![],
         };
         ReportData::new(meta, summary)
