@@ -319,6 +319,7 @@ pub fn run_series(
         retry_invalid: req.retry_invalid,
         faults: &[],
         quiet: true,
+        stop: &signals::interrupted,
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {
@@ -457,4 +458,149 @@ pub fn describe(rec: &RunRecord) -> String {
         rec.machine.steal_ms
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::browser::BrowserOverhead;
+    use crate::metrics::tests::fixture;
+    use crate::netem::DirectionStats;
+    use crate::protocol::Protocol;
+    use crate::servers::ServerEvidence;
+    use crate::sysinfo::MachineSample;
+    use crate::validate::tests::{manifest_of, server_view};
+    use crate::validate::LoadEnd;
+
+    /// One direction of a link that delivered a 40 ms RTT profile exactly.
+    fn quiet(n: u64) -> DirectionStats {
+        DirectionStats {
+            packets_in: n,
+            packets_out: n,
+            bytes_in: n * 1000,
+            mean_intended_ms: 20.0,
+            mean_delay_ms: 20.02,
+            ..DirectionStats::default()
+        }
+    }
+
+    fn profile() -> Profile {
+        Profile::simple("wired", 40.0, 0.0, 0.0)
+    }
+
+    /// The parts of a recorded h2 page10 load on a quiet link, with the server's log agreeing.
+    fn parts(spec: &RunSpec) -> RunParts {
+        let obs = fixture("h2-page10");
+        RunParts {
+            started_at: "2026-12-01T00:00:00.000Z".into(),
+            url: page_url(443, &spec.manifest),
+            server: ServerEvidence {
+                views: Some(server_view(&obs, "h2")),
+                ..ServerEvidence::default()
+            },
+            observation: obs,
+            end: LoadEnd::Completed,
+            overhead: BrowserOverhead {
+                launch_ms: 300.0,
+                ..BrowserOverhead::default()
+            },
+            server_exit: None,
+            link_stats: Ok(LinkStats {
+                profile: "wired".into(),
+                elapsed_s: 1.0,
+                up: quiet(1000),
+                down: quiet(1000),
+                ..LinkStats::default()
+            }),
+            counters_before: Default::default(),
+            counters_after: Default::default(),
+            machine: MachineSample::default(),
+            wall_ms: 1234.0,
+        }
+    }
+
+    fn spec(variant: Variant) -> RunSpec {
+        let manifest = manifest_of(&fixture("h2-page10"), "page10");
+        RunSpec::single(
+            "wired-page10-h2-r1",
+            &profile(),
+            &manifest,
+            variant,
+            "embedded",
+            Duration::from_secs(60),
+        )
+    }
+
+    fn h2() -> Variant {
+        Variant::new(Protocol::H2, H3Mode::Forced)
+    }
+
+    #[test]
+    fn a_recorded_load_on_a_quiet_link_is_a_valid_record_with_three_viewpoints() {
+        let s = spec(h2());
+        let rec = assemble(&s, parts(&s));
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 3);
+        assert_eq!(
+            (rec.id.as_str(), rec.variant.as_str(), rec.server.as_str()),
+            ("wired-page10-h2-r1", "h2", "embedded")
+        );
+        assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
+        assert!(rec.metrics.completion_ms.is_some());
+        assert_eq!(rec.resources.len(), rec.observation.resources.len());
+        let link = rec.link.as_ref().unwrap();
+        assert_eq!((link.packets_up, link.bytes_down), (1000, 1_000_000));
+        assert!(rec.link_stats.unwrap().self_check.unwrap().ok);
+        assert_eq!((rec.wall_ms, rec.overhead.launch_ms), (1234.0, 300.0));
+        assert_eq!(rec.server_requests.len(), 11);
+    }
+
+    #[test]
+    fn without_a_server_log_the_record_says_it_had_two_viewpoints() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.server.views = None;
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 2);
+        assert!(
+            rec.warnings[0].starts_with("2 viewpoints"),
+            "{:?}",
+            rec.warnings
+        );
+    }
+
+    #[test]
+    fn a_stopped_link_or_server_makes_a_measurement_failure() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.link_stats = Err(anyhow::anyhow!("the emulator is gone"));
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Invalid);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Link);
+        assert!(rec.reasons[0].detail.contains("the emulator is gone"));
+        assert!(rec.link.is_none() && rec.is_measurement_failure());
+        let mut p = parts(&s);
+        p.server_exit = Some("caddy exited (signal 9)".into());
+        let rec = assemble(&s, p);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Server);
+        assert!(rec.is_measurement_failure());
+    }
+
+    #[test]
+    fn a_primed_load_that_opened_tcp_is_not_primed() {
+        let s = spec(Variant::new(Protocol::H3, H3Mode::Primed));
+        let mut p = parts(&s);
+        p.counters_before.0.insert("Tcp.ActiveOpens".into(), 5);
+        p.counters_after.0.insert("Tcp.ActiveOpens".into(), 7);
+        let rec = assemble(&s, p);
+        assert_eq!(rec.variant, "h3-primed");
+        assert!(
+            rec.reasons.iter().any(|r| r.kind == ReasonKind::NotPrimed
+                && r.detail.contains("opened 2 TCP connection(s)")),
+            "{:?}",
+            rec.reasons
+        );
+        assert_eq!(rec.snmp["client"]["Tcp.ActiveOpens"], 2);
+    }
 }

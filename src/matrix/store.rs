@@ -58,7 +58,7 @@ pub struct Meta {
     pub retry_invalid: u32,
     /// What the servers really applied (versions, knobs with the kernel's answers), by server;
     /// informative, not part of the identity (a kernel may answer differently on resume).
-    #[serde(default, deserialize_with = "crate::servers::descriptions_or_null")]
+    #[serde(default, with = "crate::servers::descriptions_or_null")]
     pub servers_applied: ServerDescriptions,
     /// Per resumed session: when it started (the first is `started_at`).
     #[serde(default)]

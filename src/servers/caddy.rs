@@ -92,7 +92,7 @@ mod tests {
     use crate::reference::config::test_site;
 
     #[test]
-    fn caddyfile_serves_the_test_site() {
+    fn caddyfile_serves_the_site() {
         let c = caddyfile(&test_site());
         assert!(c.contains("https://pagebench.test:443 {"));
         assert!(c.contains("protocols h1 h2\n"));

@@ -68,7 +68,11 @@ pub struct ServerDescription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLogDescription>,
     /// What the embedded server really runs with (knobs with defaults, the kernel's answers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "keys_sorted"
+    )]
     pub applied: Option<AppliedKnobs>,
     /// A `--server-cmd` server's command line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +83,11 @@ pub struct ServerDescription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knobs_not_applicable: Option<Vec<String>>,
     /// The embedded server's knobs as asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "keys_sorted"
+    )]
     pub knobs_requested: Option<ServerKnobs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
@@ -96,14 +104,32 @@ pub struct ServerDescription {
     pub version: String,
 }
 
+/// Writes `v` with its keys in alphabetical order, as the metadata had them when it was an
+/// untyped map (so a regenerated `meta.json` reads byte for byte as before).
+fn keys_sorted<T: Serialize, S: serde::Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    let sorted = v
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(serde::ser::Error::custom)?;
+    sorted.serialize(s)
+}
+
 /// The servers' descriptions by name (`meta.json` `servers_applied`).
 pub type ServerDescriptions = std::collections::BTreeMap<String, ServerDescription>;
 
-/// Reads `servers_applied`, which a directory written before any server started holds as null.
-pub fn descriptions_or_null<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<ServerDescriptions, D::Error> {
-    Ok(Option::<ServerDescriptions>::deserialize(d)?.unwrap_or_default())
+/// `servers_applied` as the metadata holds it: null before any server started.
+pub mod descriptions_or_null {
+    use super::ServerDescriptions;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &ServerDescriptions, s: S) -> Result<S::Ok, S::Error> {
+        (!d.is_empty()).then_some(d).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ServerDescriptions, D::Error> {
+        Ok(Option::<ServerDescriptions>::deserialize(d)?.unwrap_or_default())
+    }
 }
 
 /// Where a reference server logs, and in which format.
