@@ -16,7 +16,6 @@ pub mod netem;
 pub mod profile;
 pub mod protocol;
 pub mod record;
-pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod server;

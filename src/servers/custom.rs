@@ -8,9 +8,9 @@ use anyhow::Result;
 
 use super::{ServerUnderTest, StartContext};
 use crate::protocol::Protocol;
-use crate::reference::access_log::LogFormat;
-use crate::reference::config::{self, Site};
-use crate::reference::process::{ChildServer, ReferenceServer};
+use crate::servers::reference::access_log::LogFormat;
+use crate::servers::reference::config::{self, Site};
+use crate::servers::reference::process::{ChildServer, ReferenceServer};
 
 /// The name custom servers have in plans and records.
 pub const NAME: &str = "custom";

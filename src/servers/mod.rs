@@ -3,13 +3,14 @@
 //! ([`REGISTRY`]) that `--servers NAME` is parsed through.
 //!
 //! Adding a server: a file here with a [`Registration`] and an implementation of the trait
-//! (reference servers that run as a child process use [`crate::reference::process::ChildServer`]),
+//! (reference servers that run as a child process use [`reference::process::ReferenceServer`]),
 //! and one line in [`REGISTRY`].
 
 pub mod caddy;
 pub mod custom;
 pub mod embedded;
 pub mod nginx;
+pub mod reference;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -22,8 +23,8 @@ use serde_json::Value;
 use crate::netem::Namespace;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
-use crate::reference::access_log::LogFormat;
 use crate::server::{AppliedKnobs, Certificate, ConnectionStats, ServerKnobs};
+use crate::servers::reference::access_log::LogFormat;
 use crate::validate::ServerView;
 
 pub use custom::{CustomLog, CustomServer};

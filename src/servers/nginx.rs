@@ -5,9 +5,9 @@ use anyhow::{bail, Result};
 
 use super::{Registration, ServerUnderTest, StartContext};
 use crate::protocol::Protocol;
-use crate::reference::access_log::LogFormat;
-use crate::reference::config::{p, Site};
-use crate::reference::process::{version_line, ChildServer, ReferenceServer};
+use crate::servers::reference::access_log::LogFormat;
+use crate::servers::reference::config::{p, Site};
+use crate::servers::reference::process::{version_line, ChildServer, ReferenceServer};
 
 pub const SERVER: Registration = Registration {
     name: "nginx",
@@ -106,7 +106,7 @@ pub fn nginx_conf(s: &Site) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::config::test_site;
+    use crate::servers::reference::config::test_site;
 
     #[test]
     fn nginx_conf_has_http2_and_json_log() {
