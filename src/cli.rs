@@ -856,7 +856,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 workloads: a.workloads.clone(),
                 protocols: a.protocols.clone(),
                 h3_mode: crate::protocol::H3Mode::Forced,
-                servers: vec![crate::testbed::ServerChoice::Embedded],
+                servers: vec![crate::testbed::ServerChoice::embedded()],
                 knobs: ServerKnobs::default().with_default_tcp_congestion(),
                 runs: a.runs,
                 warmup: 1,

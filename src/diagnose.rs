@@ -14,7 +14,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::protocol::Variant;
 use crate::record::RunRecord;
@@ -120,16 +119,11 @@ fn configured_window(
     protocol: &str,
     upload: bool,
 ) -> Option<(u64, &'static str)> {
-    let applied = meta
-        .servers_applied
-        .get(server)?
-        .get("applied")?
-        .get("knobs")?;
-    let get = |k: &str| applied.get(k).and_then(Value::as_u64);
+    let knobs = meta.servers_applied.get(server)?.applied_knobs()?;
     match (protocol, upload) {
-        ("h3", false) => get("h3_send_buffer").map(|b| (b, "--h3-send-buffer")),
-        ("h3", true) => get("h3_stream_receive_window").map(|b| (b, "--h3-stream-receive-window")),
-        ("h2", true) => get("h2_initial_stream_window").map(|b| (b, "--h2-initial-stream-window")),
+        ("h3", false) => knobs.h3_send_buffer.map(|b| (b, "--h3-send-buffer")),
+        ("h3", true) => Some((knobs.h3_stream_receive_window, "--h3-stream-receive-window")),
+        ("h2", true) => Some((knobs.h2_initial_stream_window, "--h2-initial-stream-window")),
         _ => None,
     }
 }
@@ -151,23 +145,20 @@ fn link_counters(r: &RunRecord) -> Option<&crate::netem::LinkStats> {
 }
 
 fn tcp_evidence(rec: &RunRecord) -> Option<TcpEvidence> {
-    let conns = rec.server_transport.as_array()?;
-    let tcp = conns
+    let tcp = rec
+        .server_transport
+        .as_deref()?
         .iter()
-        .filter_map(|c| c.get("tcp").filter(|t| t.is_object()))
-        .max_by_key(|t| {
-            t.get("bytes_acked").and_then(Value::as_u64).unwrap_or(0)
-                + t.get("bytes_received").and_then(Value::as_u64).unwrap_or(0)
-        })?;
-    let f = |k: &str| tcp.get(k).and_then(Value::as_f64);
-    let busy = f("busy_time_us").filter(|b| *b > 0.0)?;
-    let ssthresh = f("snd_ssthresh").unwrap_or(f64::MAX);
+        .filter_map(|c| c.tcp.as_ref())
+        .max_by_key(|t| t.bytes_acked.unwrap_or(0) + t.bytes_received.unwrap_or(0))?;
+    let busy = tcp.busy_time_us.filter(|b| *b > 0)? as f64;
+    let share = |us: Option<u64>| us.unwrap_or(0) as f64 / busy;
     Some(TcpEvidence {
-        rwnd_share: f("rwnd_limited_us").unwrap_or(0.0) / busy,
-        sndbuf_share: f("sndbuf_limited_us").unwrap_or(0.0) / busy,
+        rwnd_share: share(tcp.rwnd_limited_us),
+        sndbuf_share: share(tcp.sndbuf_limited_us),
         // The kernel keeps ssthresh at "infinity" (2^31 − 1) until slow start ends.
-        slow_start_exit_without_loss: ssthresh < 1e9 && f("total_retrans").unwrap_or(0.0) == 0.0,
-        cwnd_bytes: f("snd_cwnd").unwrap_or(0.0) * f("snd_mss").unwrap_or(0.0),
+        slow_start_exit_without_loss: (tcp.snd_ssthresh as f64) < 1e9 && tcp.total_retrans == 0,
+        cwnd_bytes: tcp.snd_cwnd as f64 * tcp.snd_mss as f64,
     })
 }
 

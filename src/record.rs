@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::browser::launch::BrowserOverhead;
 use crate::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::netem::{LinkStats, SelfCheck};
+use crate::server::ConnectionStats;
 use crate::sysinfo::MachineSample;
 use crate::validate::{self, LoadEnd, Outcome, Reason, ServerView};
 
@@ -125,7 +126,12 @@ pub struct RunRecord {
     pub observation: Observation,
     #[serde(default)]
     pub link_stats: Option<LinkEvidence>,
-    pub server_transport: Value,
+    /// The server's per-connection transport statistics (TCP_INFO, QUIC); None when the
+    /// server gives none (reference servers).
+    #[serde(default)]
+    pub server_transport: Option<Vec<ConnectionStats>>,
+    /// The server's own log lines of the run, verbatim (each server's format; read only by a
+    /// person: the typed reading of them is `server_requests`).
     pub server_log: Value,
 }
 
@@ -180,7 +186,7 @@ impl RunRecord {
             server_requests: vec![],
             observation: Observation::default(),
             link_stats: None,
-            server_transport: Value::Null,
+            server_transport: None,
             server_log: Value::Null,
         }
     }

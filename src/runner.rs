@@ -1,17 +1,16 @@
-//! One run, start to finish: a fresh Chromium in the client namespace, one load through the
-//! emulated link, the server's and the link's view of it, metrics, validation and the link's
-//! gate — one [`RunRecord`]. Errors only when the run could not be attempted at all (or a
+//! One run, start to finish: the testbed's run protocol (a fresh browser in the client
+//! namespace, one load through the emulated link, the server's and the link's view of it), then
+//! [`assemble`] (pure): metrics, validation and the link's gate — one [`RunRecord`]. Errors only when the run could not be attempted at all (or a
 //! signal arrived); every failure of the load itself, of the link or of the server is a
 //! recorded invalid or DNF run.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::browser::launch::{Browser, BrowserOverhead, LaunchOptions};
-use crate::browser::{load, CHROMIUM, HOST};
-use crate::fault::{self, FaultInjection};
-use crate::metrics::{self, Observation};
+use crate::browser::{Browser, Chromium};
+use crate::fault::FaultInjection;
+use crate::metrics;
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
 use crate::protocol::H3Mode;
@@ -19,9 +18,8 @@ use crate::protocol::Variant;
 use crate::record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::signals;
 use crate::snmp;
-use crate::sysinfo::{sample_between, CpuTimes};
-use crate::testbed::Testbed;
-use crate::validate::{self, LoadEnd, Outcome, ReasonKind};
+use crate::testbed::{LoadRequest, RunParts, Testbed};
+use crate::validate::{self, Outcome, ReasonKind};
 use crate::workload::{Manifest, WorkloadKind};
 
 /// Everything that identifies and configures one run.
@@ -72,14 +70,7 @@ impl RunSpec {
     }
 }
 
-/// The URL of a workload's page on a server port.
-pub fn page_url(port: u16, manifest: &Manifest) -> String {
-    if port == 443 {
-        format!("https://{HOST}{}", manifest.entry)
-    } else {
-        format!("https://{HOST}:{port}{}", manifest.entry)
-    }
-}
+pub use crate::testbed::page_url;
 
 fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
     let drops = |d: &crate::netem::DirectionStats| {
@@ -104,112 +95,49 @@ fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
     }
 }
 
-/// UDP/TCP counters of both namespaces (empty where a namespace cannot be entered any more).
-fn snmp_both(tb: &Testbed) -> (snmp::Counters, snmp::Counters) {
-    let c = tb.link.client().run(snmp::read_thread).unwrap_or_default();
-    let s = tb.link.server().run(snmp::read_thread).unwrap_or_default();
-    (c, s)
-}
-
-/// Arms the run's injected fault, if it has one (test hook).
-fn arm_fault(tb: &Testbed, spec: &RunSpec) -> Option<fault::Armed> {
-    let f = spec.fault.as_ref()?;
-    let emulator = match tb.link.fault_handle() {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::warn!("cannot inject {f:?}: {e:#}");
-            return None;
-        }
-    };
-    let server_group = tb
-        .servers
-        .iter()
-        .find(|s| s.name == spec.server)
-        .and_then(|s| s.process_group());
-    Some(fault::Armed::arm(
-        f,
-        fault::Targets {
-            emulator,
-            server_group,
-        },
-    ))
-}
-
-/// Performs one run on the testbed (whose link must already have `spec.profile`).
+/// Performs one run on the testbed (whose link must already have `spec.profile`) in a fresh
+/// Chromium.
 pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
-    let wall = Instant::now();
-    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    run_with(tb, &mut Chromium::default(), spec)
+}
+
+/// Performs one run with `browser`: the testbed's run protocol, then the record assembled
+/// from its parts.
+pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> Result<RunRecord> {
+    let parts = tb.run(
+        browser,
+        &LoadRequest {
+            server: &spec.server,
+            variant: spec.variant,
+            manifest: &spec.manifest,
+            timeout: spec.timeout,
+            settle_max: spec.settle_max,
+            fault: spec.fault.as_ref(),
+        },
+    )?;
+    Ok(assemble(spec, parts))
+}
+
+/// The record of one run from its parts (pure): metrics derived from the browser's
+/// observation, the load validated against the manifest and the server's view, the primed
+/// check, the link's gate and a stopped server as invalid reasons.
+pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     let variant = spec.variant;
-    let server_ip = std::net::IpAddr::V4(tb.link.server_ip());
-    let spki = tb.spki().to_string();
-    let slot = tb
-        .server_mut(&spec.server)
-        .ok_or_else(|| anyhow::anyhow!("server {} is not running", spec.server))?;
-    let port = slot.port();
-    let url = page_url(port, &spec.manifest);
-    let opts = LaunchOptions {
-        protocol: variant.protocol,
-        h3_mode: variant.h3_mode.unwrap_or(H3Mode::Forced),
-        server_ip,
-        port,
-        spki,
-        settle_max: spec.settle_max,
-        extra_args: vec![],
-    };
     let kind = spec.manifest.workload.kind;
-
-    let mut overhead = BrowserOverhead::default();
-    let launched = Browser::launch(tb.link.client().command(CHROMIUM), &opts);
-    // Measure only the load: counters start after the browser settled.
-    let slot = tb.server_mut(&spec.server).expect("checked above");
-    slot.mark();
-    let _ = tb.link.take_stats();
-    let (snmp_c0, snmp_s0) = snmp_both(tb);
-    let cpu0 = CpuTimes::read();
-    let mut armed = arm_fault(tb, spec);
-    let mut link_stats = None;
-    let (obs, end) = match launched {
-        Ok(mut browser) => {
-            let loaded = load::load(
-                &mut browser,
-                &url,
-                &kind,
-                spec.manifest.files.len(),
-                spec.timeout,
-            );
-            if let Some(a) = armed.take() {
-                a.disarm();
-            }
-            // The link's interval ends with the load: the browser's teardown (its closing
-            // packets, the kernel's work of ending a large process) is not the measured run.
-            link_stats = Some(tb.link.take_stats());
-            browser.close();
-            overhead = browser.overhead.clone();
-            match loaded {
-                Ok(x) => x,
-                Err(e) => {
-                    if signals::interrupted() {
-                        return Err(e);
-                    }
-                    (Observation::default(), LoadEnd::Crashed(format!("{e:#}")))
-                }
-            }
-        }
-        Err(e) => (
-            Observation::default(),
-            LoadEnd::Crashed(format!("Chromium did not start: {e:#}")),
-        ),
-    };
-    if let Some(a) = armed {
-        a.disarm();
-    }
-    let cpu1 = CpuTimes::read();
-    let link_stats = link_stats.unwrap_or_else(|| tb.link.take_stats());
-    let (snmp_c1, snmp_s1) = snmp_both(tb);
-    let slot = tb.server_mut(&spec.server).expect("checked above");
-    let server_exit = slot.exited();
-    let server = slot.collect();
-
+    let RunParts {
+        started_at,
+        url,
+        observation: obs,
+        end,
+        overhead,
+        server,
+        server_exit,
+        link_stats,
+        counters_before: (snmp_c0, snmp_s0),
+        counters_after: (snmp_c1, snmp_s1),
+        machine,
+        wall_ms,
+    } = parts;
     let (metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
     let mut verdict = validate::validate(
         variant.protocol.alpn(),
@@ -265,7 +193,7 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         client: snmp::delta(&snmp_c0, &snmp_c1),
         server: snmp::delta(&snmp_s0, &snmp_s1),
     });
-    Ok(RunRecord {
+    RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
         attempt: spec.attempt,
@@ -288,8 +216,8 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         metrics,
         resources,
         overhead,
-        wall_ms: wall.elapsed().as_secs_f64() * 1e3,
-        machine: sample_between(&cpu0, &cpu1),
+        wall_ms,
+        machine,
         link,
         transport: server.summary,
         snmp,
@@ -301,7 +229,7 @@ pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
         }),
         server_transport: server.transport,
         server_log: server.log,
-    })
+    }
 }
 
 /// One run that counts: [`run_once`], run again (up to `retry_invalid` times) while it fails
@@ -387,6 +315,7 @@ pub fn run_series(
         retry_invalid: req.retry_invalid,
         faults: &[],
         quiet: true,
+        stop: &signals::interrupted,
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {
@@ -525,4 +454,149 @@ pub fn describe(rec: &RunRecord) -> String {
         rec.machine.steal_ms
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::browser::BrowserOverhead;
+    use crate::metrics::tests::fixture;
+    use crate::netem::DirectionStats;
+    use crate::protocol::Protocol;
+    use crate::servers::ServerEvidence;
+    use crate::sysinfo::MachineSample;
+    use crate::validate::tests::{manifest_of, server_view};
+    use crate::validate::LoadEnd;
+
+    /// One direction of a link that delivered a 40 ms RTT profile exactly.
+    fn quiet(n: u64) -> DirectionStats {
+        DirectionStats {
+            packets_in: n,
+            packets_out: n,
+            bytes_in: n * 1000,
+            mean_intended_ms: 20.0,
+            mean_delay_ms: 20.02,
+            ..DirectionStats::default()
+        }
+    }
+
+    fn profile() -> Profile {
+        Profile::simple("wired", 40.0, 0.0, 0.0)
+    }
+
+    /// The parts of a recorded h2 page10 load on a quiet link, with the server's log agreeing.
+    fn parts(spec: &RunSpec) -> RunParts {
+        let obs = fixture("h2-page10");
+        RunParts {
+            started_at: "2026-12-01T00:00:00.000Z".into(),
+            url: page_url(443, &spec.manifest),
+            server: ServerEvidence {
+                views: Some(server_view(&obs, "h2")),
+                ..ServerEvidence::default()
+            },
+            observation: obs,
+            end: LoadEnd::Completed,
+            overhead: BrowserOverhead {
+                launch_ms: 300.0,
+                ..BrowserOverhead::default()
+            },
+            server_exit: None,
+            link_stats: Ok(LinkStats {
+                profile: "wired".into(),
+                elapsed_s: 1.0,
+                up: quiet(1000),
+                down: quiet(1000),
+                ..LinkStats::default()
+            }),
+            counters_before: Default::default(),
+            counters_after: Default::default(),
+            machine: MachineSample::default(),
+            wall_ms: 1234.0,
+        }
+    }
+
+    fn spec(variant: Variant) -> RunSpec {
+        let manifest = manifest_of(&fixture("h2-page10"), "page10");
+        RunSpec::single(
+            "wired-page10-h2-r1",
+            &profile(),
+            &manifest,
+            variant,
+            "embedded",
+            Duration::from_secs(60),
+        )
+    }
+
+    fn h2() -> Variant {
+        Variant::new(Protocol::H2, H3Mode::Forced)
+    }
+
+    #[test]
+    fn a_recorded_load_on_a_quiet_link_is_a_valid_record_with_three_viewpoints() {
+        let s = spec(h2());
+        let rec = assemble(&s, parts(&s));
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 3);
+        assert_eq!(
+            (rec.id.as_str(), rec.variant.as_str(), rec.server.as_str()),
+            ("wired-page10-h2-r1", "h2", "embedded")
+        );
+        assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
+        assert!(rec.metrics.completion_ms.is_some());
+        assert_eq!(rec.resources.len(), rec.observation.resources.len());
+        let link = rec.link.as_ref().unwrap();
+        assert_eq!((link.packets_up, link.bytes_down), (1000, 1_000_000));
+        assert!(rec.link_stats.unwrap().self_check.unwrap().ok);
+        assert_eq!((rec.wall_ms, rec.overhead.launch_ms), (1234.0, 300.0));
+        assert_eq!(rec.server_requests.len(), 11);
+    }
+
+    #[test]
+    fn without_a_server_log_the_record_says_it_had_two_viewpoints() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.server.views = None;
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 2);
+        assert!(
+            rec.warnings[0].starts_with("2 viewpoints"),
+            "{:?}",
+            rec.warnings
+        );
+    }
+
+    #[test]
+    fn a_stopped_link_or_server_makes_a_measurement_failure() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.link_stats = Err(anyhow::anyhow!("the emulator is gone"));
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Invalid);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Link);
+        assert!(rec.reasons[0].detail.contains("the emulator is gone"));
+        assert!(rec.link.is_none() && rec.is_measurement_failure());
+        let mut p = parts(&s);
+        p.server_exit = Some("caddy exited (signal 9)".into());
+        let rec = assemble(&s, p);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Server);
+        assert!(rec.is_measurement_failure());
+    }
+
+    #[test]
+    fn a_primed_load_that_opened_tcp_is_not_primed() {
+        let s = spec(Variant::new(Protocol::H3, H3Mode::Primed));
+        let mut p = parts(&s);
+        p.counters_before.0.insert("Tcp.ActiveOpens".into(), 5);
+        p.counters_after.0.insert("Tcp.ActiveOpens".into(), 7);
+        let rec = assemble(&s, p);
+        assert_eq!(rec.variant, "h3-primed");
+        assert!(
+            rec.reasons.iter().any(|r| r.kind == ReasonKind::NotPrimed
+                && r.detail.contains("opened 2 TCP connection(s)")),
+            "{:?}",
+            rec.reasons
+        );
+        assert_eq!(rec.snmp.unwrap().client.tcp_active_opens, 2);
+    }
 }

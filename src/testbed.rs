@@ -1,112 +1,37 @@
 //! The testbed of a run or a matrix: the emulated link (client and server namespaces), the
 //! certificate, and the servers under test running in the server namespace — the embedded
 //! server and/or reference servers, each on its own port so they can be interleaved.
+//!
+//! The testbed owns the run protocol ([`measure`]): launch the browser, mark the server and the
+//! link, load, take the link's counters, close the browser, collect the server's evidence. What
+//! comes out ([`RunParts`]) is judged and assembled into a record elsewhere (`runner`).
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use anyhow::{Context, Result};
 
-use crate::netem::{Link, LinkOptions};
+use crate::browser::{Browser, BrowserOverhead, LaunchOptions, HOST};
+use crate::fault::{self, FaultInjection};
+use crate::metrics::Observation;
+use crate::netem::{Link, LinkOptions, LinkStats};
 use crate::profile::Profile;
-use crate::protocol::Protocol;
-use crate::record::TransportSummary;
-use crate::reference::access_log::LogFormat;
-use crate::reference::config::Site;
-use crate::reference::process::{CustomLog, CustomServer, ExternalServer, Kind};
-use crate::server::{Certificate, ConnectionStats, EmbeddedServer, ServerConfig, ServerKnobs};
-use crate::validate::ServerView;
+use crate::protocol::{H3Mode, Variant};
+use crate::server::{Certificate, ServerKnobs};
+use crate::servers::{
+    NamespaceTcp, ServerDescription, ServerEvidence, ServerUnderTest, StartContext,
+};
+use crate::signals;
+use crate::snmp;
+use crate::sysinfo::{sample_between, CpuTimes, MachineSample};
+use crate::validate::LoadEnd;
+use crate::workload::Manifest;
 
-/// Which server to test.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerChoice {
-    Embedded,
-    Caddy,
-    Nginx,
-    /// `--server-cmd`: a user's command line with placeholders (and its log, if named).
-    Command(CustomServer),
-}
-
-impl ServerChoice {
-    pub fn name(&self) -> &str {
-        match self {
-            ServerChoice::Embedded => "embedded",
-            ServerChoice::Caddy => "caddy",
-            ServerChoice::Nginx => "nginx",
-            ServerChoice::Command(_) => "custom",
-        }
-    }
-}
-
-impl ServerChoice {
-    /// Refuses a protocol the server cannot speak at all (as opposed to one switched off by a
-    /// knob, which a forced browser is then caught failing on).
-    pub fn check_protocol(&self, p: Protocol) -> Result<()> {
-        if *self == ServerChoice::Nginx && p == Protocol::H3 {
-            bail!("--servers nginx cannot serve h3 (Debian's nginx 1.22 has no HTTP/3): drop h3 from --protocols, or use caddy / --server-cmd with an nginx built with QUIC");
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for ServerChoice {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim() {
-            "embedded" => Ok(ServerChoice::Embedded),
-            "caddy" => Ok(ServerChoice::Caddy),
-            "nginx" => Ok(ServerChoice::Nginx),
-            other => bail!("unknown server {other:?}: use embedded, caddy or nginx (or --server-cmd for your own)"),
-        }
-    }
-}
-
-/// Parses `--servers a,b` (with `--server-cmd` adding `custom`, whose access log
-/// `--server-log-format` / `--server-log` name).
-pub fn parse_servers(
-    spec: &str,
-    command: Option<&str>,
-    log_format: Option<&str>,
-    log_path: Option<&str>,
-) -> Result<Vec<ServerChoice>> {
-    let mut out: Vec<ServerChoice> = Vec::new();
-    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let s: ServerChoice = item.parse()?;
-        if out.contains(&s) {
-            bail!("server {item:?} is listed twice in --servers");
-        }
-        out.push(s);
-    }
-    if let Some(c) = command {
-        if c.trim().is_empty() {
-            bail!("--server-cmd is empty");
-        }
-        let log = match (log_format, log_path) {
-            (Some(f), path) => Some(CustomLog {
-                format: f.parse().map_err(anyhow::Error::msg)?,
-                path: path.map(str::to_string),
-            }),
-            (None, Some(p)) => bail!(
-                "--server-log {p:?} needs --server-log-format ({}) so its lines can be read",
-                LogFormat::NAMES
-            ),
-            (None, None) => None,
-        };
-        out.push(ServerChoice::Command(CustomServer {
-            command: c.to_string(),
-            log,
-        }));
-    } else if log_format.is_some() || log_path.is_some() {
-        bail!("--server-log and --server-log-format describe the log of --server-cmd: give --server-cmd too");
-    }
-    if out.is_empty() {
-        bail!("no server selected: give --servers embedded (the default), caddy, nginx or --server-cmd");
-    }
-    Ok(out)
-}
+pub use crate::servers::embedded::transport_summary;
+pub use crate::servers::{parse_servers, ServerChoice};
 
 /// The first server listens on 443, the next on 8443, 9443…
 fn port_for(index: usize) -> u16 {
@@ -114,143 +39,6 @@ fn port_for(index: usize) -> u16 {
         0 => 443,
         n => 7443 + 1000 * n as u16,
     }
-}
-
-/// A server under test.
-pub enum Target {
-    Embedded(Box<EmbeddedServer>),
-    External(Box<ExternalServer>),
-}
-
-/// The server's side of one run.
-pub struct ServerRun {
-    /// The requests as the server saw them (None: the server keeps no log we can read).
-    pub views: Option<Vec<ServerView>>,
-    pub log: Value,
-    pub transport: Value,
-    pub summary: Option<TransportSummary>,
-}
-
-struct Mark {
-    requests: u64,
-    connections: u64,
-}
-
-/// A server with the protocols it offers.
-pub struct ServerSlot {
-    pub name: String,
-    pub target: Target,
-    pub offers: BTreeMap<Protocol, bool>,
-    pub description: Value,
-    mark: Mark,
-}
-
-impl ServerSlot {
-    pub fn port(&self) -> u16 {
-        match &self.target {
-            Target::Embedded(s) => s.port(),
-            Target::External(s) => s.port(),
-        }
-    }
-
-    pub fn offers(&self, p: Protocol) -> bool {
-        self.offers.get(&p).copied().unwrap_or(false)
-    }
-
-    /// Why the server is not running any more, if it is not (reference servers are child
-    /// processes; the embedded one lives in this process).
-    pub fn exited(&mut self) -> Option<String> {
-        match &mut self.target {
-            Target::Embedded(_) => None,
-            Target::External(s) => s.exit_status(),
-        }
-    }
-
-    /// The reference server's process group (None for the embedded server).
-    pub fn process_group(&self) -> Option<i32> {
-        match &self.target {
-            Target::Embedded(_) => None,
-            Target::External(s) => Some(s.process_group()),
-        }
-    }
-
-    pub fn mark(&mut self) {
-        match &mut self.target {
-            Target::Embedded(s) => {
-                self.mark = Mark {
-                    requests: s.request_log_mark(),
-                    connections: s.connection_mark(),
-                }
-            }
-            Target::External(s) => s.mark(),
-        }
-    }
-
-    /// Collects the server's view of the run since [`ServerSlot::mark`]. For the embedded
-    /// server, waits (briefly) until the browser's connections are closed so their final
-    /// transport statistics are in.
-    pub fn collect(&mut self) -> ServerRun {
-        match &mut self.target {
-            Target::Embedded(s) => {
-                let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while s.open_connections() > 0 && std::time::Instant::now() < end {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                let requests = s.requests_since(self.mark.requests);
-                let conns = s.transport_stats_since(self.mark.connections);
-                let views = requests
-                    .iter()
-                    .map(|r| ServerView {
-                        protocol: r.protocol.clone(),
-                        method: r.method.clone(),
-                        path: crate::metrics::url_path(&format!("https://x{}", r.path)),
-                        status: r.status,
-                        bytes_sent: r.bytes_sent,
-                        bytes_received: r.bytes_received,
-                    })
-                    .collect();
-                ServerRun {
-                    views: Some(views),
-                    log: serde_json::to_value(&requests).unwrap_or(Value::Null),
-                    summary: Some(transport_summary(&conns)),
-                    transport: serde_json::to_value(&conns).unwrap_or(Value::Null),
-                }
-            }
-            Target::External(s) => {
-                let (views, log) = s.collect();
-                ServerRun {
-                    views,
-                    log,
-                    transport: Value::Null,
-                    summary: None,
-                }
-            }
-        }
-    }
-}
-
-/// Sums a run's connections into the CSV's transport columns.
-pub fn transport_summary(conns: &[ConnectionStats]) -> TransportSummary {
-    let mut t = TransportSummary::default();
-    let mut rtts = Vec::new();
-    for c in conns {
-        if let Some(tcp) = &c.tcp {
-            t.tcp_connections += 1;
-            t.tcp_retransmits += tcp.total_retrans as u64;
-            rtts.push(tcp.rtt_us as f64 / 1000.0);
-            let cwnd = tcp.snd_cwnd as u64 * tcp.snd_mss as u64;
-            t.cwnd_bytes = Some(t.cwnd_bytes.unwrap_or(0).max(cwnd));
-        }
-        if let Some(q) = &c.quic {
-            t.quic_connections += 1;
-            t.quic_lost_packets += q.lost_packets;
-            t.quic_congestion_events += q.congestion_events;
-            rtts.push(q.rtt_us as f64 / 1000.0);
-            t.cwnd_bytes = Some(t.cwnd_bytes.unwrap_or(0).max(q.cwnd));
-        }
-    }
-    t.server_rtt_ms = crate::stats::median(&rtts).ok();
-    t
 }
 
 /// What the testbed needs to start.
@@ -269,11 +57,43 @@ pub struct TestbedConfig {
 
 /// The link, the certificate and the running servers.
 pub struct Testbed {
-    pub servers: Vec<ServerSlot>,
-    pub cert: Certificate,
+    servers: Vec<Box<dyn ServerUnderTest>>,
+    cert: Certificate,
     work: PathBuf,
     // Dropped last: servers must stop before their namespace goes.
-    pub link: Link,
+    link: Link,
+}
+
+/// Makes the knob's TCP congestion control the namespaces' default, so that reference servers
+/// (which do not set it per socket) use it too. Best effort: a child namespace may only default
+/// to algorithms in the host's tcp_allowed_congestion_control.
+fn namespace_tcp(link: &Link, knobs: &ServerKnobs) -> Result<NamespaceTcp> {
+    let mut note = None;
+    if let Some(cc) = knobs.tcp_congestion {
+        for ns in [link.server(), link.client()] {
+            let set = ns.run(move || {
+                std::fs::write(
+                    "/proc/sys/net/ipv4/tcp_congestion_control",
+                    cc.kernel_name(),
+                )
+            })?;
+            if let Err(e) = set {
+                note = Some(format!(
+                    "could not make {} the namespace default ({e}; the host allows only: {}): reference servers use the namespace default",
+                    cc.kernel_name(),
+                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control").unwrap_or_default().trim()
+                ));
+            }
+        }
+    }
+    let congestion = link
+        .server()
+        .run(|| {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default()
+        })?
+        .trim()
+        .to_string();
+    Ok(NamespaceTcp { congestion, note })
 }
 
 impl Testbed {
@@ -287,35 +107,7 @@ impl Testbed {
                 ..LinkOptions::default()
             },
         )?;
-        // The namespaces' default TCP congestion control, so that reference servers (which do
-        // not set it per socket) use the knob's too. Best effort: a child namespace may only
-        // default to algorithms in the host's tcp_allowed_congestion_control.
-        let mut ns_tcp_note = None;
-        if let Some(cc) = cfg.knobs.tcp_congestion {
-            for ns in [link.server(), link.client()] {
-                let set = ns.run(move || {
-                    std::fs::write(
-                        "/proc/sys/net/ipv4/tcp_congestion_control",
-                        cc.kernel_name(),
-                    )
-                })?;
-                if let Err(e) = set {
-                    ns_tcp_note = Some(format!(
-                        "could not make {} the namespace default ({e}; the host allows only: {}): reference servers use the namespace default",
-                        cc.kernel_name(),
-                        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control").unwrap_or_default().trim()
-                    ));
-                }
-            }
-        }
-        let ns_tcp_cc = link
-            .server()
-            .run(|| {
-                std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
-                    .unwrap_or_default()
-            })?
-            .trim()
-            .to_string();
+        let ns_tcp = namespace_tcp(&link, &cfg.knobs)?;
         let work = crate::browser::launch::make_temp_dir("pagebench-testbed")?;
         let cert = Certificate::load_or_create(&work.join("cert"))?;
         let root = std::fs::canonicalize(&cfg.pages_root).with_context(|| {
@@ -324,8 +116,6 @@ impl Testbed {
                 cfg.pages_root.display()
             )
         })?;
-        let server_ip = IpAddr::V4(link.server_ip());
-        let knobs_json = serde_json::to_value(&cfg.knobs).unwrap_or(Value::Null);
         let mut tb = Testbed {
             servers: Vec::new(),
             cert,
@@ -333,95 +123,19 @@ impl Testbed {
             link,
         };
         for (i, choice) in cfg.servers.iter().enumerate() {
-            let port = port_for(i);
-            let slot = match choice {
-                ServerChoice::Embedded => {
-                    let config = ServerConfig {
-                        root: root.clone(),
-                        bind: SocketAddr::new(server_ip, port),
-                        knobs: cfg.knobs.clone(),
-                        cert: tb.cert.clone(),
-                        log_path: cfg
-                            .log_dir
-                            .as_ref()
-                            .map(|d| d.join("server-requests.jsonl")),
-                    };
-                    let server = tb
-                        .link
-                        .server()
-                        .run(move || EmbeddedServer::start(config))??;
-                    let eff = server.knobs_applied().knobs.clone();
-                    let offers = Protocol::ALL.iter().map(|p| (*p, eff.offers(*p))).collect();
-                    ServerSlot {
-                        name: "embedded".into(),
-                        description: json!({
-                            "server": "embedded",
-                            "version": format!("pagebench {} (hyper 1, quinn 0.11, h3 0.0.8)", env!("CARGO_PKG_VERSION")),
-                            "knobs_requested": knobs_json,
-                            "applied": server.knobs_applied().to_json(),
-                        }),
-                        target: Target::Embedded(Box::new(server)),
-                        offers,
-                        mark: Mark {
-                            requests: 0,
-                            connections: 0,
-                        },
-                    }
-                }
-                other => {
-                    let kind = match other {
-                        ServerChoice::Caddy => Kind::Caddy,
-                        ServerChoice::Nginx => Kind::Nginx,
-                        ServerChoice::Command(c) => Kind::Command(c.clone()),
-                        ServerChoice::Embedded => unreachable!("handled above"),
-                    };
-                    let eff = cfg.knobs.effective();
-                    let dir = tb.work.join(other.name());
-                    let site = Site {
-                        ip: server_ip,
-                        port,
-                        root: root.clone(),
-                        cert: tb
-                            .cert
-                            .cert_path()
-                            .context("the certificate has no PEM file")?,
-                        key: tb
-                            .cert
-                            .key_path()
-                            .context("the certificate has no PEM file")?,
-                        log: dir.join("access.log"),
-                        work: dir,
-                        sink_port: 0,
-                        h1: eff.offers(Protocol::H1),
-                        h2: eff.offers(Protocol::H2),
-                        h3: eff.offers(Protocol::H3) && kind != Kind::Nginx,
-                    };
-                    let offers = [
-                        (Protocol::H1, site.h1),
-                        (Protocol::H2, site.h2),
-                        (Protocol::H3, site.h3),
-                    ]
-                    .into_iter()
-                    .collect();
-                    let server = ExternalServer::start(kind, tb.link.server(), site)?;
-                    let mut description = server.describe();
-                    description["tcp_congestion"] = json!(ns_tcp_cc);
-                    if let Some(note) = &ns_tcp_note {
-                        description["tcp_congestion_note"] = json!(note);
-                    }
-                    ServerSlot {
-                        name: other.name().to_string(),
-                        description,
-                        target: Target::External(Box::new(server)),
-                        offers,
-                        mark: Mark {
-                            requests: 0,
-                            connections: 0,
-                        },
-                    }
-                }
+            let ctx = StartContext {
+                ns: tb.link.server(),
+                ip: IpAddr::V4(tb.link.server_ip()),
+                port: port_for(i),
+                root: &root,
+                cert: &tb.cert,
+                knobs: &cfg.knobs,
+                work: tb.work.join(choice.name()),
+                log_dir: cfg.log_dir.as_deref(),
+                namespace_tcp: &ns_tcp,
             };
-            tb.servers.push(slot);
+            let server = choice.start(&ctx)?;
+            tb.servers.push(server);
         }
         Ok(tb)
     }
@@ -434,21 +148,28 @@ impl Testbed {
         }
         self.servers
             .iter_mut()
-            .find_map(|s| s.exited().map(|why| format!("server {}: {why}", s.name)))
+            .find_map(|s| s.exited().map(|why| format!("server {}: {why}", s.name())))
     }
 
-    pub fn server_mut(&mut self, name: &str) -> Option<&mut ServerSlot> {
-        self.servers.iter_mut().find(|s| s.name == name)
+    /// Switches the link to `profile` for the runs that follow.
+    pub fn set_profile(&self, profile: &Profile) -> Result<()> {
+        self.link.set_profile(profile)
+    }
+
+    /// The running server called `name`.
+    pub fn server(&self, name: &str) -> Option<&dyn ServerUnderTest> {
+        self.servers
+            .iter()
+            .find(|s| s.name() == name)
+            .map(|s| s.as_ref())
     }
 
     /// The servers' descriptions by name, for the metadata.
-    pub fn describe(&self) -> Value {
-        Value::Object(
-            self.servers
-                .iter()
-                .map(|s| (s.name.clone(), s.description.clone()))
-                .collect(),
-        )
+    pub fn describe(&self) -> BTreeMap<String, ServerDescription> {
+        self.servers
+            .iter()
+            .map(|s| (s.name().to_string(), s.describe()))
+            .collect()
     }
 
     pub fn spki(&self) -> &str {
@@ -458,11 +179,403 @@ impl Testbed {
     pub fn work_dir(&self) -> &Path {
         &self.work
     }
+
+    /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
+    pub fn run(&mut self, browser: &mut dyn Browser, req: &LoadRequest) -> Result<RunParts> {
+        let spki = self.cert.spki_sha256_base64().to_string();
+        let server = self
+            .servers
+            .iter_mut()
+            .find(|s| s.name() == req.server)
+            .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
+        measure(&self.link, server.as_mut(), browser, &spki, req)
+    }
 }
 
 impl Drop for Testbed {
     fn drop(&mut self) {
         self.servers.clear();
         let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// The URL of a workload's page on a server port.
+pub fn page_url(port: u16, manifest: &Manifest) -> String {
+    if port == 443 {
+        format!("https://{HOST}{}", manifest.entry)
+    } else {
+        format!("https://{HOST}:{port}{}", manifest.entry)
+    }
+}
+
+/// One load, as the testbed runs it.
+pub struct LoadRequest<'a> {
+    /// The server's name.
+    pub server: &'a str,
+    pub variant: Variant,
+    pub manifest: &'a Manifest,
+    pub timeout: Duration,
+    pub settle_max: Duration,
+    /// A fault to inject into the load (test hook).
+    pub fault: Option<&'a FaultInjection>,
+}
+
+/// What one run produced, before it is judged: the browser's observation, the server's and
+/// the link's evidence, the browser's overhead and the machine's state.
+#[derive(Debug)]
+pub struct RunParts {
+    pub started_at: String,
+    pub url: String,
+    pub observation: Observation,
+    pub end: LoadEnd,
+    pub overhead: BrowserOverhead,
+    pub server: ServerEvidence,
+    /// Why the server stopped during the run, if it did.
+    pub server_exit: Option<String>,
+    /// The link's counters over the load (an error: they could not be read, the emulator
+    /// stopped).
+    pub link_stats: Result<LinkStats>,
+    /// UDP/TCP counters of the client and the server namespace, before and after the load.
+    pub counters_before: (snmp::Counters, snmp::Counters),
+    pub counters_after: (snmp::Counters, snmp::Counters),
+    pub machine: MachineSample,
+    /// Whole run, launch to collection, ms.
+    pub wall_ms: f64,
+}
+
+/// The link as the run protocol uses it: the emulated link, or a fake in the tests.
+pub trait LinkSide {
+    fn server_ip(&self) -> IpAddr;
+    /// A command that runs `program` inside the client namespace.
+    fn client_command(&self, program: &str) -> Command;
+    /// The counters since the last take (and resets them).
+    fn take_stats(&self) -> Result<LinkStats>;
+    /// UDP/TCP counters of the client and the server namespace (empty where a namespace
+    /// cannot be entered any more).
+    fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
+    /// Arms `f` against the emulator or the server's process group.
+    fn arm_fault(&self, f: &FaultInjection, server_group: Option<i32>) -> Option<fault::Armed>;
+}
+
+impl LinkSide for Link {
+    fn server_ip(&self) -> IpAddr {
+        IpAddr::V4(Link::server_ip(self))
+    }
+
+    fn client_command(&self, program: &str) -> Command {
+        self.client().command(program)
+    }
+
+    fn take_stats(&self) -> Result<LinkStats> {
+        Link::take_stats(self)
+    }
+
+    fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
+        let c = self.client().run(snmp::read_thread).unwrap_or_default();
+        let s = self.server().run(snmp::read_thread).unwrap_or_default();
+        (c, s)
+    }
+
+    fn arm_fault(&self, f: &FaultInjection, server_group: Option<i32>) -> Option<fault::Armed> {
+        let emulator = match self.fault_handle() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("cannot inject {f:?}: {e:#}");
+                return None;
+            }
+        };
+        Some(fault::Armed::arm(
+            f,
+            fault::Targets {
+                emulator,
+                server_group,
+            },
+        ))
+    }
+}
+
+/// The run protocol: launch the browser (a fresh one), then mark the server and the link so
+/// that only the load is measured, load, end the link's interval with the load, close the
+/// browser, collect the server's evidence. Errors only on a signal; every failure of the
+/// browser is a [`LoadEnd`].
+pub fn measure(
+    link: &dyn LinkSide,
+    server: &mut dyn ServerUnderTest,
+    browser: &mut dyn Browser,
+    spki: &str,
+    req: &LoadRequest,
+) -> Result<RunParts> {
+    let wall = Instant::now();
+    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let port = server.port();
+    let url = page_url(port, req.manifest);
+    let opts = LaunchOptions {
+        protocol: req.variant.protocol,
+        h3_mode: req.variant.h3_mode.unwrap_or(H3Mode::Forced),
+        server_ip: link.server_ip(),
+        port,
+        spki: spki.to_string(),
+        settle_max: req.settle_max,
+        extra_args: vec![],
+    };
+    let kind = &req.manifest.workload.kind;
+
+    let launched = browser.launch(&|program| link.client_command(program), &opts);
+    // Measure only the load: counters start after the browser settled.
+    server.mark();
+    let _ = link.take_stats();
+    let counters_before = link.namespace_counters();
+    let cpu0 = CpuTimes::read();
+    let mut armed = req
+        .fault
+        .and_then(|f| link.arm_fault(f, server.process_group()));
+    let mut link_stats = None;
+    let mut overhead = BrowserOverhead::default();
+    let (observation, end) = match launched {
+        Ok(()) => {
+            let loaded = browser.load(&url, kind, req.manifest.files.len(), req.timeout);
+            if let Some(a) = armed.take() {
+                a.disarm();
+            }
+            // The link's interval ends with the load: the browser's teardown (its closing
+            // packets, the kernel's work of ending a large process) is not the measured run.
+            link_stats = Some(link.take_stats());
+            overhead = browser.close();
+            match loaded {
+                Ok(x) => x,
+                Err(e) => {
+                    if signals::interrupted() {
+                        return Err(e);
+                    }
+                    (Observation::default(), LoadEnd::Crashed(format!("{e:#}")))
+                }
+            }
+        }
+        Err(e) => (Observation::default(), LoadEnd::Crashed(format!("{e:#}"))),
+    };
+    if let Some(a) = armed {
+        a.disarm();
+    }
+    let cpu1 = CpuTimes::read();
+    let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
+    let counters_after = link.namespace_counters();
+    let server_exit = server.exited();
+    let evidence = server.collect();
+    Ok(RunParts {
+        started_at,
+        url,
+        observation,
+        end,
+        overhead,
+        server: evidence,
+        server_exit,
+        link_stats,
+        counters_before,
+        counters_after,
+        machine: sample_between(&cpu0, &cpu1),
+        wall_ms: wall.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::browser::Spawn;
+    use crate::protocol::Protocol;
+    use crate::validate::ServerView;
+    use crate::workload::WorkloadKind;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    type Log = Rc<RefCell<Vec<String>>>;
+
+    struct FakeLink(Log);
+    struct FakeServer(Log);
+    struct FakeBrowser {
+        log: Log,
+        launch_fails: bool,
+        /// The link's counters must be read between these (the fake link counts takes).
+        seen_url: Option<String>,
+    }
+
+    impl LinkSide for FakeLink {
+        fn server_ip(&self) -> IpAddr {
+            "10.9.0.2".parse().unwrap()
+        }
+        fn client_command(&self, program: &str) -> Command {
+            self.0.borrow_mut().push(format!("command {program}"));
+            Command::new(program)
+        }
+        fn take_stats(&self) -> Result<LinkStats> {
+            self.0.borrow_mut().push("link take".into());
+            Ok(LinkStats {
+                profile: "wired".into(),
+                ..LinkStats::default()
+            })
+        }
+        fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
+            self.0.borrow_mut().push("counters".into());
+            Default::default()
+        }
+        fn arm_fault(&self, _: &FaultInjection, group: Option<i32>) -> Option<fault::Armed> {
+            self.0.borrow_mut().push(format!("arm {group:?}"));
+            None
+        }
+    }
+
+    impl ServerUnderTest for FakeServer {
+        fn name(&self) -> &str {
+            "fake"
+        }
+        fn port(&self) -> u16 {
+            8443
+        }
+        fn offers(&self, _: Protocol) -> bool {
+            true
+        }
+        fn mark(&mut self) {
+            self.0.borrow_mut().push("server mark".into());
+        }
+        fn collect(&mut self) -> ServerEvidence {
+            self.0.borrow_mut().push("server collect".into());
+            ServerEvidence {
+                views: Some(vec![ServerView {
+                    protocol: "h2".into(),
+                    method: "GET".into(),
+                    path: "/page10/index.html".into(),
+                    status: 200,
+                    bytes_sent: 1,
+                    bytes_received: 0,
+                }]),
+                ..ServerEvidence::default()
+            }
+        }
+        fn exited(&mut self) -> Option<String> {
+            self.0.borrow_mut().push("server exited?".into());
+            None
+        }
+        fn process_group(&self) -> Option<i32> {
+            Some(4242)
+        }
+        fn describe(&self) -> ServerDescription {
+            unreachable!("not part of a run")
+        }
+    }
+
+    impl Browser for FakeBrowser {
+        fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
+            let _ = spawn("fake-browser");
+            self.log.borrow_mut().push(format!(
+                "launch {} {} port {}",
+                opts.protocol, opts.server_ip, opts.port
+            ));
+            if self.launch_fails {
+                anyhow::bail!("FakeBrowser did not start: no display")
+            }
+            Ok(())
+        }
+        fn load(
+            &mut self,
+            url: &str,
+            _: &WorkloadKind,
+            expected: usize,
+            _: Duration,
+        ) -> Result<(Observation, LoadEnd)> {
+            self.seen_url = Some(url.to_string());
+            self.log.borrow_mut().push(format!("load {expected}"));
+            Ok((Observation::default(), LoadEnd::Completed))
+        }
+        fn close(&mut self) -> BrowserOverhead {
+            self.log.borrow_mut().push("close".into());
+            BrowserOverhead {
+                teardown_ms: 7.0,
+                ..BrowserOverhead::default()
+            }
+        }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            workload: "page10".parse().unwrap(),
+            generator_version: 1,
+            seed: 1,
+            entry: "/page10/index.html".into(),
+            entry_size: 1,
+            subresource_bytes: 0,
+            files: vec![],
+            upload_bytes: None,
+        }
+    }
+
+    fn run(launch_fails: bool, fault: Option<&FaultInjection>) -> (Vec<String>, RunParts) {
+        let log: Log = Rc::default();
+        let link = FakeLink(log.clone());
+        let mut server = FakeServer(log.clone());
+        let mut browser = FakeBrowser {
+            log: log.clone(),
+            launch_fails,
+            seen_url: None,
+        };
+        let m = manifest();
+        let req = LoadRequest {
+            server: "fake",
+            variant: Variant::new(Protocol::H2, H3Mode::Forced),
+            manifest: &m,
+            timeout: Duration::from_secs(1),
+            settle_max: Duration::from_secs(1),
+            fault,
+        };
+        let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
+        if !launch_fails {
+            assert_eq!(
+                browser.seen_url.as_deref(),
+                Some("https://pagebench.test:8443/page10/index.html")
+            );
+        }
+        let log = log.borrow().clone();
+        (log, parts)
+    }
+
+    #[test]
+    fn the_protocol_measures_only_the_load() {
+        let fault: FaultInjection = "x=stall:300ms@50ms".parse().unwrap();
+        let (log, parts) = run(false, Some(&fault));
+        assert_eq!(
+            log,
+            [
+                "command fake-browser",
+                "launch h2 10.9.0.2 port 8443",
+                // Counters start once the browser settled…
+                "server mark",
+                "link take",
+                "counters",
+                "arm Some(4242)",
+                "load 0",
+                // …and the link's interval ends with the load, before the teardown.
+                "link take",
+                "close",
+                "counters",
+                "server exited?",
+                "server collect",
+            ]
+        );
+        assert_eq!(parts.end, LoadEnd::Completed);
+        assert_eq!(parts.overhead.teardown_ms, 7.0);
+        assert_eq!(parts.url, "https://pagebench.test:8443/page10/index.html");
+        assert_eq!(parts.link_stats.unwrap().profile, "wired");
+        assert_eq!(parts.server.views.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_browser_that_does_not_start_is_a_crashed_run_with_the_link_still_read() {
+        let (log, parts) = run(true, None);
+        assert!(!log.iter().any(|l| l.starts_with("load") || l == "close"));
+        assert_eq!(log.iter().filter(|l| *l == "link take").count(), 2);
+        assert_eq!(
+            parts.end,
+            LoadEnd::Crashed("FakeBrowser did not start: no display".into())
+        );
+        assert!(parts.link_stats.is_ok());
+        assert_eq!(log.last().unwrap(), "server collect");
     }
 }

@@ -513,7 +513,7 @@ pub fn check_primed(tcp_opened: u64) -> Option<Reason> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::workload::{FileEntry, FileKind, Workload};
 
@@ -521,7 +521,7 @@ mod tests {
     use crate::metrics::CdpEvent;
 
     /// The manifest the fixture was recorded with, rebuilt from its entries.
-    fn manifest_of(obs: &Observation, workload: &str) -> Manifest {
+    pub(crate) fn manifest_of(obs: &Observation, workload: &str) -> Manifest {
         let files: Vec<FileEntry> = obs
             .resources
             .iter()
@@ -546,7 +546,7 @@ mod tests {
         }
     }
 
-    fn server_view(obs: &Observation, proto: &str) -> Vec<ServerView> {
+    pub(crate) fn server_view(obs: &Observation, proto: &str) -> Vec<ServerView> {
         let mut v = vec![ServerView {
             protocol: proto.into(),
             method: "GET".into(),

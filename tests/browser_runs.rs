@@ -46,7 +46,7 @@ fn temp_root(tag: &str) -> tempfile::TempDir {
 fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
     Testbed::start(&TestbedConfig {
         profile: profile.clone(),
-        servers: vec![ServerChoice::Embedded],
+        servers: vec![ServerChoice::embedded()],
         knobs,
         pages_root: root.to_path_buf(),
         seed: 7,
@@ -112,7 +112,7 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
     let wired = profile("wired");
     let mut tb = testbed(&dc, &root, ServerKnobs::default());
     for p in [&dc, &wired] {
-        tb.link.set_profile(p).unwrap();
+        tb.set_profile(p).unwrap();
         for proto in Protocol::ALL {
             let v = Variant::new(proto, H3Mode::Forced);
             let rec = counted(&mut tb, &spec(&format!("{}-{proto}", p.name), p, &m, v));

@@ -10,10 +10,10 @@ use pagebench::diagnose::{self, FindingKind};
 use pagebench::profile::{self, Profile};
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
-use pagebench::reference::access_log::LogFormat;
-use pagebench::reference::process::{CustomLog, CustomServer};
 use pagebench::runner::{run_counted, run_once, RunSpec};
 use pagebench::server::ServerKnobs;
+use pagebench::servers::reference::access_log::LogFormat;
+use pagebench::servers::{CustomLog, CustomServer};
 use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
 use pagebench::validate::Outcome;
 use pagebench::workload::{self, Workload};
@@ -60,7 +60,7 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
     let guard = temp("caddy");
     let root = guard.path().to_path_buf();
     let wired = profile("wired");
-    let (m, tb) = page10_testbed(&root, &wired, ServerChoice::Caddy);
+    let (m, tb) = page10_testbed(&root, &wired, "caddy".parse().unwrap());
     let mut tb = tb.expect("Caddy testbed (./setup.sh installs Debian's caddy)");
     for proto in Protocol::ALL {
         let spec = RunSpec::single(
@@ -97,9 +97,10 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
         }
     }
     let desc = &tb.describe()["caddy"];
-    assert!(desc["version"].as_str().unwrap().contains("2."), "{desc}");
-    assert!(desc["knobs_not_applicable"]
-        .as_array()
+    assert!(desc.version.contains("2."), "{desc:?}");
+    assert!(desc
+        .knobs_not_applicable
+        .as_ref()
         .unwrap()
         .iter()
         .any(|k| k == "h3_send_buffer"));
@@ -315,7 +316,9 @@ fn a_users_server_log_in_combined_format_is_a_third_viewpoint() {
 
 #[test]
 fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
-    let e = ServerChoice::Nginx
+    let e = "nginx"
+        .parse::<ServerChoice>()
+        .unwrap()
         .check_protocol(Protocol::H3)
         .unwrap_err()
         .to_string();
@@ -323,7 +326,7 @@ fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
     let guard = temp("nginx");
     let root = guard.path().to_path_buf();
     let dc = profile("datacenter");
-    let (m, tb) = page10_testbed(&root, &dc, ServerChoice::Nginx);
+    let (m, tb) = page10_testbed(&root, &dc, "nginx".parse().unwrap());
     let mut tb = tb.expect("nginx testbed (./setup.sh installs Debian's nginx-light)");
     for proto in [Protocol::H1, Protocol::H2] {
         let spec = RunSpec::single(

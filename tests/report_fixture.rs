@@ -656,7 +656,7 @@ fn generate(
                         server_requests: vec![],
                         observation: Observation::default(),
                         link_stats: None,
-                        server_transport: Value::Null,
+                        server_transport: None,
                         server_log: Value::Null,
                     };
                     if let Some(kind) = retried {
@@ -732,7 +732,7 @@ fn generate(
         servers: Value::Object(server_cfg),
         timeout_s: 120.0,
         pages_seed: 1,
-        servers_applied: serde_json::Value::Null,
+        servers_applied: Default::default(),
         resumed_at: vec![],
         options: None,
     };

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine;
-use pagebench::browser::{cdp, Browser, LaunchOptions, CHROMIUM};
+use pagebench::browser::{cdp, ChromiumProcess, LaunchOptions, CHROMIUM};
 use pagebench::protocol::{H3Mode, Protocol};
 use serde_json::{json, Value};
 
@@ -25,7 +25,7 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn attach(b: &Browser) -> String {
+fn attach(b: &ChromiumProcess) -> String {
     let t = Duration::from_secs(10);
     let targets = b.cdp.call(None, "Target.getTargets", json!({}), t).unwrap();
     let target = targets["targetInfos"]
@@ -48,7 +48,7 @@ fn attach(b: &Browser) -> String {
     s["sessionId"].as_str().unwrap().to_string()
 }
 
-fn screenshot(b: &Browser, session: &str, params: Value) -> Vec<u8> {
+fn screenshot(b: &ChromiumProcess, session: &str, params: Value) -> Vec<u8> {
     let r = b
         .cdp
         .call(
@@ -96,7 +96,7 @@ fn report_html_renders_offline_in_chromium() {
         extra_args: vec![],
     };
     let mut browser =
-        Browser::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");
+        ChromiumProcess::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");
     let session = attach(&browser);
     let t = Duration::from_secs(20);
     let call = |m: &str, p: Value| browser.cdp.call(Some(&session), m, p, t).unwrap();

@@ -39,7 +39,7 @@ pub struct LaunchOptions {
     pub extra_args: Vec<String>,
 }
 
-/// Chromium's flags for one run (the profile directory is added by [`Browser::launch`]).
+/// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
 pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     let mut a: Vec<String> = [
         "--headless=new",
@@ -169,7 +169,7 @@ pub struct BrowserOverhead {
 }
 
 /// A running Chromium with its DevTools pipe.
-pub struct Browser {
+pub struct ChromiumProcess {
     child: Child,
     pub cdp: Cdp,
     pgid: i32,
@@ -204,11 +204,11 @@ fn high_fd(fd: OwnedFd) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(n) })
 }
 
-impl Browser {
+impl ChromiumProcess {
     /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
     /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
-    pub fn launch(mut cmd: Command, o: &LaunchOptions) -> Result<Browser> {
+    pub fn launch(mut cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
         }
@@ -264,7 +264,7 @@ impl Browser {
             let _ = std::fs::remove_dir_all(&tmp_for_cleanup);
         });
         let cdp = Cdp::new(parent_out, parent_in)?;
-        let mut browser = Browser {
+        let mut browser = ChromiumProcess {
             child,
             cdp,
             pgid,
@@ -293,7 +293,7 @@ impl Browser {
         Ok(browser)
     }
 
-    /// The temporary profile directory (removed by [`Browser::close`]).
+    /// The temporary profile directory (removed by [`ChromiumProcess::close`]).
     pub fn profile_dir(&self) -> PathBuf {
         self.tmp.join("profile")
     }
@@ -343,7 +343,7 @@ impl Browser {
     }
 }
 
-impl Drop for Browser {
+impl Drop for ChromiumProcess {
     fn drop(&mut self) {
         self.close();
     }

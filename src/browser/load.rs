@@ -8,7 +8,7 @@ use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
 use super::cdp::{self, CdpError};
-use super::launch::Browser;
+use super::launch::ChromiumProcess;
 use crate::metrics::{CdpEvent, Observation};
 use crate::signals;
 use crate::validate::LoadEnd;
@@ -31,7 +31,7 @@ const AFTER_LOAD_GRACE_MS: u32 = 1000;
 /// Loads `url` and returns what the browser reported. Errors only for interruption by a
 /// signal; every other failure is a [`LoadEnd`].
 pub fn load(
-    browser: &mut Browser,
+    browser: &mut ChromiumProcess,
     url: &str,
     kind: &WorkloadKind,
     expected_resources: usize,
@@ -154,14 +154,14 @@ fn timed_out(timeout: Duration, what: &str) -> LoadEnd {
     ))
 }
 
-fn crashed(browser: &mut Browser) -> LoadEnd {
+fn crashed(browser: &mut ChromiumProcess) -> LoadEnd {
     LoadEnd::Crashed(format!(
         "the browser exited during the load; stderr: {}",
         browser.stderr_tail()
     ))
 }
 
-fn crashed_or(browser: &mut Browser, e: anyhow::Error) -> LoadEnd {
+fn crashed_or(browser: &mut ChromiumProcess, e: anyhow::Error) -> LoadEnd {
     if browser.has_exited() || browser.cdp.is_closed() {
         crashed(browser)
     } else {
@@ -171,7 +171,7 @@ fn crashed_or(browser: &mut Browser, e: anyhow::Error) -> LoadEnd {
 
 /// Attaches to the browser's first page (in the default context: the primed profile state only
 /// applies there) and enables the domains we need.
-fn attach(browser: &Browser, t: Duration) -> Result<String> {
+fn attach(browser: &ChromiumProcess, t: Duration) -> Result<String> {
     let targets = browser.cdp.call(None, "Target.getTargets", json!({}), t)?;
     let target = targets["targetInfos"]
         .as_array()
@@ -220,14 +220,14 @@ fn keep_event(obs: &mut Observation, session: &str, e: cdp::Event) {
     }
 }
 
-fn collect_events(browser: &Browser, session: &str, obs: &mut Observation) {
+fn collect_events(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
     for e in browser.cdp.drain_events() {
         keep_event(obs, session, e);
     }
 }
 
 /// Reads the timing entries and the page result (whatever exists, also after a timeout).
-fn collect(browser: &Browser, session: &str, obs: &mut Observation) {
+fn collect(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
     let expr = "JSON.stringify({ timeOrigin: performance.timeOrigin, \
                 nav: performance.getEntriesByType('navigation')[0] || null, \
                 res: performance.getEntriesByType('resource'), \

@@ -129,7 +129,7 @@ fn meta_for(
         timeout_s: req.timeout.as_secs_f64(),
         pages_seed: req.pages_seed,
         retry_invalid: req.retry_invalid,
-        servers_applied: serde_json::Value::Null,
+        servers_applied: Default::default(),
         resumed_at: vec![],
         options: Some(crate::results::options::StoredOptions::of(req)),
     }
@@ -139,18 +139,7 @@ fn meta_for(
 /// meta after the servers started, under `servers_applied` of each run's record).
 fn servers_identity(req: &MatrixRequest) -> serde_json::Value {
     serde_json::json!({
-        "servers": req.servers.iter().map(|s| match s {
-            ServerChoice::Command(c) => match &c.log {
-                Some(l) => format!(
-                    "custom: {} (log {} {})",
-                    c.command,
-                    l.format.name(),
-                    l.path.as_deref().unwrap_or("{log}")
-                ),
-                None => format!("custom: {}", c.command),
-            },
-            other => other.name().to_string(),
-        }).collect::<Vec<_>>(),
+        "servers": req.servers.iter().map(ServerChoice::identity).collect::<Vec<_>>(),
         "knobs": req.knobs,
     })
 }
@@ -357,48 +346,90 @@ pub trait Executor {
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>>;
 }
 
-/// The real testbed: a link and the servers under test.
-pub struct TestbedExecutor {
-    config: TestbedConfig,
-    /// None only after a rebuild failed (the error was returned; every later call fails too).
-    testbed: Option<Testbed>,
+/// What the executor performs attempts on: the testbed (or a fake one in the tests).
+pub trait RunTarget {
+    /// Switches the link to `profile`.
+    fn set_profile(&mut self, profile: &Profile) -> Result<()>;
+    /// Performs one run (errors only when it could not be attempted, or on a signal).
+    fn run(&mut self, spec: &RunSpec) -> Result<RunRecord>;
+    /// What makes it unusable for further runs, if anything.
+    fn broken(&mut self) -> Option<String>;
 }
 
-impl TestbedExecutor {
+impl RunTarget for Testbed {
+    fn set_profile(&mut self, profile: &Profile) -> Result<()> {
+        Testbed::set_profile(self, profile)
+    }
+
+    fn run(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+        runner::run_once(self, spec)
+    }
+
+    fn broken(&mut self) -> Option<String> {
+        Testbed::broken(self)
+    }
+}
+
+/// Builds a testbed with a profile (the first one, and each rebuild).
+type Factory<T> = Box<dyn FnMut(&Profile) -> Result<T>>;
+
+/// The real executor: a testbed (a link and the servers under test), rebuilt by its factory
+/// when a run broke it.
+pub struct TestbedExecutor<T: RunTarget = Testbed> {
+    build: Factory<T>,
+    /// None only after a rebuild failed (the error was returned; every later call fails too).
+    testbed: Option<T>,
+}
+
+impl TestbedExecutor<Testbed> {
     pub fn start(config: TestbedConfig) -> Result<TestbedExecutor> {
-        let testbed = Testbed::start(&config).context("cannot build the testbed")?;
+        let first = config.profile.clone();
+        TestbedExecutor::with_factory(&first, move |profile| {
+            Testbed::start(&TestbedConfig {
+                profile: profile.clone(),
+                ..config.clone()
+            })
+        })
+    }
+}
+
+impl<T: RunTarget> TestbedExecutor<T> {
+    /// Builds the first testbed with `profile`; `build` makes each one.
+    pub fn with_factory(
+        profile: &Profile,
+        mut build: impl FnMut(&Profile) -> Result<T> + 'static,
+    ) -> Result<TestbedExecutor<T>> {
+        let testbed = build(profile).context("cannot build the testbed")?;
         Ok(TestbedExecutor {
-            config,
+            build: Box::new(build),
             testbed: Some(testbed),
         })
     }
 
-    pub fn testbed(&mut self) -> Result<&mut Testbed> {
+    pub fn testbed(&mut self) -> Result<&mut T> {
         self.testbed
             .as_mut()
             .context("no testbed: rebuilding it failed after an earlier run")
     }
 }
 
-impl Executor for TestbedExecutor {
+impl<T: RunTarget> Executor for TestbedExecutor<T> {
     fn set_profile(&mut self, profile: &Profile) -> Result<()> {
-        self.config.profile = profile.clone();
-        self.testbed()?.link.set_profile(profile)
+        self.testbed()?.set_profile(profile)
     }
 
     fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
-        runner::run_once(self.testbed()?, spec)
+        self.testbed()?.run(spec)
     }
 
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>> {
         let Some(why) = self.testbed()?.broken() else {
             return Ok(None);
         };
-        self.config.profile = profile.clone();
         // The old testbed goes first: its emulator, namespaces and servers must not overlap
         // the new one's (one real-time emulator per CPU, one writer per request log).
         drop(self.testbed.take());
-        let fresh = Testbed::start(&self.config)
+        let fresh = (self.build)(profile)
             .with_context(|| format!("cannot rebuild the testbed after: {why}"))?;
         self.testbed = Some(fresh);
         Ok(Some(why))
@@ -435,7 +466,7 @@ fn start_and_run(
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {
-        let slot = tb.server_mut(s.name()).expect("started");
+        let slot = tb.server(s.name()).expect("started");
         for v in &r.variants {
             if !slot.offers(v.protocol) {
                 tracing::warn!(
@@ -460,6 +491,7 @@ fn start_and_run(
         retry_invalid: req.retry_invalid,
         faults: &req.faults,
         quiet: req.quiet,
+        stop: &signals::interrupted,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
     match &result {
@@ -484,6 +516,9 @@ pub struct PlanContext<'a> {
     pub retry_invalid: u32,
     pub faults: &'a [FaultInjection],
     pub quiet: bool,
+    /// Whether to stop (checked between attempts, and when an attempt fails): a signal
+    /// arrived, for the real loop ([`signals::interrupted`]).
+    pub stop: &'a dyn Fn() -> bool,
 }
 
 /// Outcomes of the attempts made by one [`run_plan`] call.
@@ -552,7 +587,7 @@ pub fn run_plan(
             current = p.profile.clone();
         }
         while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
-            if signals::interrupted() {
+            if (ctx.stop)() {
                 return Ok(PlanEnd::Interrupted);
             }
             pb.set_message(format!(
@@ -578,7 +613,7 @@ pub fn run_plan(
             let spec = attempt_spec(ctx, p, &profile, attempt);
             let rec = match exec.execute(&spec) {
                 Ok(rec) => rec,
-                Err(e) if signals::interrupted() => {
+                Err(e) if (ctx.stop)() => {
                     tracing::info!("run {} interrupted: {e:#}", spec.id);
                     return Ok(PlanEnd::Interrupted);
                 }
@@ -627,6 +662,8 @@ mod tests {
     use crate::sysinfo::MachineSample;
     use crate::validate::{LoadEnd, Reason, ReasonKind};
     use crate::workload::Workload;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
 
     /// A fake testbed: outcomes scripted per attempt id, everything it did written down.
     #[derive(Default)]
@@ -635,6 +672,12 @@ mod tests {
         /// The next `recover` reports a rebuild (as after a stopped emulator).
         broken: bool,
         log: Vec<String>,
+        /// Attempts started so far (shared with a test's stop flag).
+        started: Rc<Cell<usize>>,
+        /// A results directory that must hold every earlier attempt when one starts.
+        check_store: Option<PathBuf>,
+        /// An attempt that cannot be attempted at all (`execute` fails).
+        fail: Option<String>,
     }
 
     impl FakeExecutor {
@@ -653,6 +696,22 @@ mod tests {
 
         fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
             self.log.push(format!("run {}", spec.id));
+            if let Some(dir) = &self.check_store {
+                let on_disk = ids_on_disk(dir);
+                let before: Vec<String> = self.log[..self.log.len() - 1]
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("run ").map(str::to_string))
+                    .collect();
+                assert_eq!(
+                    on_disk, before,
+                    "{} started before the last attempt was on disk",
+                    spec.id
+                );
+            }
+            self.started.set(self.started.get() + 1);
+            if self.fail.as_deref() == Some(spec.id.as_str()) {
+                anyhow::bail!("Chromium is missing");
+            }
             let (outcome, kinds) = self
                 .script
                 .get(&spec.id)
@@ -712,7 +771,7 @@ mod tests {
             server_requests: vec![],
             observation: Observation::default(),
             link_stats: None,
-            server_transport: serde_json::Value::Null,
+            server_transport: None,
             server_log: serde_json::Value::Null,
         }
     }
@@ -791,13 +850,24 @@ mod tests {
             timeout_s: 1.0,
             pages_seed: 1,
             retry_invalid,
-            servers_applied: serde_json::Value::Null,
+            servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
         }
     }
 
-    fn walk(f: &Fixture, exec: &mut FakeExecutor, store: &mut Store, retry: u32) -> PlanEnd {
+    fn walk(f: &Fixture, exec: &mut dyn Executor, store: &mut Store, retry: u32) -> PlanEnd {
+        walk_until(f, exec, store, retry, &|| false).unwrap()
+    }
+
+    /// Walks what is left of the fixture's plan, stopping when `stop` says so.
+    fn walk_until(
+        f: &Fixture,
+        exec: &mut dyn Executor,
+        store: &mut Store,
+        retry: u32,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PlanEnd> {
         let ctx = PlanContext {
             profiles: &f.profiles,
             manifests: &f.manifests,
@@ -806,6 +876,7 @@ mod tests {
             retry_invalid: retry,
             faults: &[],
             quiet: true,
+            stop,
         };
         let todo: Vec<&PlannedRun> = f
             .plan
@@ -813,7 +884,7 @@ mod tests {
             .filter(|p| store.attempts(&p.id).next(retry).is_some())
             .collect();
         let current = todo.first().map(|p| p.profile.clone()).unwrap_or_default();
-        run_plan(exec, &ctx, &current, &todo, store, &ProgressBar::hidden()).unwrap()
+        run_plan(exec, &ctx, &current, &todo, store, &ProgressBar::hidden())
     }
 
     fn ids_on_disk(dir: &Path) -> Vec<String> {
@@ -907,6 +978,7 @@ mod tests {
                 retry_invalid: 2,
                 faults: &[],
                 quiet: true,
+                stop: &|| false,
             };
             let spec = attempt_spec(&ctx, p, &f.profiles[0], 1);
             store
@@ -944,8 +1016,292 @@ mod tests {
             retry_invalid: 2,
             faults: &faults,
             quiet: true,
+            stop: &|| false,
         };
         assert!(attempt_spec(&ctx, p, &f.profiles[0], 1).fault.is_some());
         assert!(attempt_spec(&ctx, p, &f.profiles[0], 2).fault.is_none());
+    }
+
+    /// The runs the fake was asked for, in order.
+    fn runs(exec: &FakeExecutor) -> Vec<String> {
+        exec.log
+            .iter()
+            .filter_map(|l| l.strip_prefix("run ").map(str::to_string))
+            .collect()
+    }
+
+    fn plan_ids(f: &Fixture) -> Vec<String> {
+        f.plan.iter().map(|p| p.id.clone()).collect()
+    }
+
+    #[test]
+    fn the_plan_is_walked_in_order_with_the_profile_switched_between_cells() {
+        let f = fixture();
+        let mut exec = FakeExecutor::default();
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let PlanEnd::Done(t) = walk(&f, &mut exec, &mut store, 2) else {
+            panic!("interrupted")
+        };
+        assert_eq!(
+            (t.valid, t.invalid, t.dnf, t.retries),
+            (f.plan.len(), 0, 0, 0)
+        );
+        // What the fake saw: each planned run once, in plan order, the link switched to the
+        // next profile right before that profile's first run, and never otherwise.
+        let mut expected = Vec::new();
+        let mut current = f.plan[0].profile.clone();
+        for p in &f.plan {
+            if p.profile != current {
+                expected.push(format!("profile {}", p.profile));
+                current = p.profile.clone();
+            }
+            expected.push(format!("run {}", p.id));
+        }
+        assert_eq!(exec.log, expected);
+        assert_eq!(ids_on_disk(&f.dir), plan_ids(&f));
+    }
+
+    #[test]
+    fn each_attempt_is_on_disk_before_the_next_starts() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        let mut exec = FakeExecutor {
+            check_store: Some(f.dir.clone()),
+            ..FakeExecutor::default()
+        }
+        .then(&first, Outcome::Invalid, &[ReasonKind::BrowserCrash]);
+        let mut store = Store::create(&f.dir, &meta(&f, 1)).unwrap();
+        walk(&f, &mut exec, &mut store, 1);
+        // The fake checked the directory at every start; at the end it holds every attempt.
+        assert_eq!(exec.started.get(), f.plan.len() + 1);
+        assert_eq!(ids_on_disk(&f.dir), runs(&exec));
+    }
+
+    #[test]
+    fn an_interrupt_stops_between_runs_and_a_resume_finishes_exactly_the_plan() {
+        let f = fixture();
+        let started = Rc::new(Cell::new(0));
+        let mut exec = FakeExecutor {
+            started: started.clone(),
+            ..FakeExecutor::default()
+        };
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        // The signal arrives during the third run: it finishes, and nothing starts after it.
+        let stop = || started.get() >= 3;
+        let end = walk_until(&f, &mut exec, &mut store, 2, &stop).unwrap();
+        assert_eq!(end, PlanEnd::Interrupted);
+        assert_eq!(runs(&exec), plan_ids(&f)[..3]);
+        assert_eq!(ids_on_disk(&f.dir), plan_ids(&f)[..3]);
+        drop(store);
+        // Resumed: the rest, in plan order, and then the directory holds the plan exactly.
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        let mut exec = FakeExecutor::default();
+        walk(&f, &mut exec, &mut store, 2);
+        assert_eq!(runs(&exec), plan_ids(&f)[3..]);
+        assert_eq!(ids_on_disk(&f.dir), plan_ids(&f));
+        assert_eq!(store.finished(&f.plan, 2), f.plan.len());
+    }
+
+    #[test]
+    fn a_run_that_fails_because_of_the_signal_is_an_interrupt_not_an_error() {
+        let f = fixture();
+        let stopping = Rc::new(Cell::new(false));
+        let mut exec = FakeExecutor {
+            fail: Some(f.plan[1].id.clone()),
+            ..FakeExecutor::default()
+        };
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let s = stopping.clone();
+        let started = exec.started.clone();
+        // The signal arrives while the second run is under way (its load then fails).
+        let stop = move || {
+            if started.get() >= 2 {
+                s.set(true);
+            }
+            s.get()
+        };
+        let end = walk_until(&f, &mut exec, &mut store, 2, &stop).unwrap();
+        assert_eq!(end, PlanEnd::Interrupted);
+        assert_eq!(ids_on_disk(&f.dir), plan_ids(&f)[..1]);
+        assert!(stopping.get());
+    }
+
+    #[test]
+    fn a_run_that_cannot_be_attempted_stops_the_plan_naming_it() {
+        let f = fixture();
+        let bad = f.plan[2].id.clone();
+        let mut exec = FakeExecutor {
+            fail: Some(bad.clone()),
+            ..FakeExecutor::default()
+        };
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let e = walk_until(&f, &mut exec, &mut store, 2, &|| false).unwrap_err();
+        assert_eq!(format!("{e:#}"), format!("run {bad}: Chromium is missing"));
+        // The runs before it are kept; nothing after it was started.
+        assert_eq!(ids_on_disk(&f.dir), plan_ids(&f)[..2]);
+        assert_eq!(runs(&exec), plan_ids(&f)[..3]);
+    }
+
+    #[test]
+    fn a_resume_runs_only_the_unfinished_runs_in_plan_order() {
+        let f = fixture();
+        let done = [0, 2, 5];
+        {
+            let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+            let ctx = PlanContext {
+                profiles: &f.profiles,
+                manifests: &f.manifests,
+                timeout: Duration::from_secs(1),
+                settle_max: Duration::from_secs(1),
+                retry_invalid: 2,
+                faults: &[],
+                quiet: true,
+                stop: &|| false,
+            };
+            for i in done {
+                let p = &f.plan[i];
+                let profile = f.profiles.iter().find(|x| x.name == p.profile).unwrap();
+                let spec = attempt_spec(&ctx, p, profile, 1);
+                store.append(&record(&spec, Outcome::Valid, &[])).unwrap();
+            }
+        }
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        let mut exec = FakeExecutor::default();
+        walk(&f, &mut exec, &mut store, 2);
+        let rest: Vec<String> = f
+            .plan
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !done.contains(i))
+            .map(|(_, p)| p.id.clone())
+            .collect();
+        assert_eq!(runs(&exec), rest);
+        assert_eq!(store.finished(&f.plan, 2), f.plan.len());
+    }
+
+    /// A fake testbed built by a factory: it writes down when it is built and dropped, and
+    /// breaks on the runs scripted to break it.
+    struct FakeTestbed {
+        n: usize,
+        profile: String,
+        breaks_on: Vec<String>,
+        broken: Option<String>,
+        log: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl RunTarget for FakeTestbed {
+        fn set_profile(&mut self, profile: &Profile) -> Result<()> {
+            self.profile = profile.name.clone();
+            Ok(())
+        }
+
+        fn run(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+            assert_eq!(
+                spec.profile.name, self.profile,
+                "the link has the run's profile"
+            );
+            self.log
+                .borrow_mut()
+                .push(format!("testbed {} runs {}", self.n, spec.id));
+            if self.breaks_on.contains(&spec.id) {
+                self.broken = Some("the link emulator stopped".into());
+                return Ok(record(spec, Outcome::Invalid, &[ReasonKind::Link]));
+            }
+            Ok(record(spec, Outcome::Valid, &[]))
+        }
+
+        fn broken(&mut self) -> Option<String> {
+            self.broken.clone()
+        }
+    }
+
+    impl Drop for FakeTestbed {
+        fn drop(&mut self) {
+            self.log
+                .borrow_mut()
+                .push(format!("testbed {} dropped", self.n));
+        }
+    }
+
+    /// An executor whose factory builds fake testbeds (failing from build `fail_from` on).
+    fn fake_testbeds(
+        f: &Fixture,
+        breaks_on: &[String],
+        fail_from: usize,
+    ) -> (TestbedExecutor<FakeTestbed>, Rc<RefCell<Vec<String>>>) {
+        let log: Rc<RefCell<Vec<String>>> = Rc::default();
+        let (l, breaks_on) = (log.clone(), breaks_on.to_vec());
+        let mut built = 0;
+        let exec = TestbedExecutor::with_factory(&f.profiles[0], move |profile| {
+            built += 1;
+            if built >= fail_from {
+                anyhow::bail!("no CPU left for the emulator");
+            }
+            l.borrow_mut()
+                .push(format!("testbed {built} built on {}", profile.name));
+            Ok(FakeTestbed {
+                n: built,
+                profile: profile.name.clone(),
+                breaks_on: breaks_on.clone(),
+                broken: None,
+                log: l.clone(),
+            })
+        })
+        .unwrap();
+        (exec, log)
+    }
+
+    #[test]
+    fn a_broken_testbed_goes_before_its_rebuild_on_the_runs_profile() {
+        let f = fixture();
+        // The first run on the second profile breaks the testbed.
+        let breaker = f
+            .plan
+            .iter()
+            .find(|p| p.profile == "mobile")
+            .unwrap()
+            .id
+            .clone();
+        let (mut exec, log) = fake_testbeds(&f, std::slice::from_ref(&breaker), usize::MAX);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let PlanEnd::Done(t) = walk(&f, &mut exec, &mut store, 2) else {
+            panic!("interrupted")
+        };
+        assert_eq!((t.rebuilds, t.retries), (1, 1));
+        let log = log.borrow();
+        let at = log
+            .iter()
+            .position(|l| *l == format!("testbed 1 runs {breaker}"))
+            .unwrap();
+        assert_eq!(
+            log[at + 1..at + 4],
+            [
+                "testbed 1 dropped".to_string(),
+                "testbed 2 built on mobile".into(),
+                format!("testbed 2 runs {breaker}.a2"),
+            ]
+        );
+        // Every later run is on the new testbed.
+        assert!(log[at + 4..]
+            .iter()
+            .all(|l| l.starts_with("testbed 2 runs")));
+        assert_eq!(ids_on_disk(&f.dir).len(), f.plan.len() + 1);
+    }
+
+    #[test]
+    fn a_failed_rebuild_stops_the_plan_and_every_later_call() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        let (mut exec, _log) = fake_testbeds(&f, std::slice::from_ref(&first), 2);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let e = walk_until(&f, &mut exec, &mut store, 2, &|| false).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "cannot rebuild the testbed after: the link emulator stopped: no CPU left for the emulator"
+        );
+        // The run that broke it is on disk; the executor refuses to go on without a testbed.
+        assert_eq!(ids_on_disk(&f.dir), [first]);
+        let e = exec.set_profile(&f.profiles[1]).unwrap_err();
+        assert!(e.to_string().contains("rebuilding it failed"), "{e}");
     }
 }

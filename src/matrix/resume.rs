@@ -337,7 +337,7 @@ mod tests {
             workloads: "page10,page50,download".into(),
             protocols: "h1,h2,h3".into(),
             h3_mode: H3Mode::Forced,
-            servers: vec![ServerChoice::Embedded],
+            servers: vec![ServerChoice::embedded()],
             knobs: ServerKnobs::default().with_default_tcp_congestion(),
             runs: 10,
             warmup: 1,
@@ -406,7 +406,7 @@ mod tests {
             timeout_s: req.timeout.as_secs_f64(),
             pages_seed: req.pages_seed,
             retry_invalid: req.retry_invalid,
-            servers_applied: serde_json::Value::Null,
+            servers_applied: Default::default(),
             resumed_at: vec![],
             options: Some(StoredOptions::of(req)),
         }
@@ -557,7 +557,7 @@ mod tests {
     #[test]
     fn servers_knobs_and_profiles_are_compared_by_value() {
         let caddy = MatrixRequest {
-            servers: vec![ServerChoice::Caddy],
+            servers: vec!["caddy".parse().unwrap()],
             ..defaults()
         };
         let typed = Typed {

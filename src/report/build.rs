@@ -72,8 +72,9 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
             let knobs = m
                 .servers_applied
                 .get(s)
-                .or_else(|| m.servers.get(s))
-                .map(flatten_knobs)
+                .and_then(|d| serde_json::to_value(d).ok())
+                .or_else(|| m.servers.get(s).cloned())
+                .map(|v| flatten_knobs(&v))
                 .unwrap_or_default();
             if knobs.is_empty() {
                 format!("{s} (no configuration recorded)")

@@ -928,7 +928,7 @@ mod tests {
             servers: serde_json::Value::Null,
             timeout_s: 120.0,
             pages_seed: 1,
-            servers_applied: serde_json::Value::Null,
+            servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
         };

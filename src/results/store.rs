@@ -21,6 +21,7 @@ use super::csv::{resource_rows, run_row, RESOURCE_COLUMNS, RUN_COLUMNS};
 use crate::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
 use crate::record::{RunRecord, RECORD_FORMAT};
+use crate::servers::ServerDescriptions;
 use crate::sysinfo::MachineInfo;
 
 pub const META: &str = "meta.json";
@@ -58,8 +59,8 @@ pub struct Meta {
     pub retry_invalid: u32,
     /// What the servers really applied (versions, knobs with the kernel's answers), by server;
     /// informative, not part of the identity (a kernel may answer differently on resume).
-    #[serde(default)]
-    pub servers_applied: Value,
+    #[serde(default, with = "crate::servers::descriptions_or_null")]
+    pub servers_applied: ServerDescriptions,
     /// Per resumed session: when it started (the first is `started_at`).
     #[serde(default)]
     pub resumed_at: Vec<String>,
@@ -500,7 +501,7 @@ mod tests {
             timeout_s: 120.0,
             pages_seed: 1,
             retry_invalid: 2,
-            servers_applied: Value::Null,
+            servers_applied: ServerDescriptions::new(),
             resumed_at: vec![],
             options: None,
         }

@@ -29,7 +29,7 @@ pub enum LogFormat {
     /// Caddy's JSON access log (`request.proto`, `request.uri`, `status`, `size`).
     Caddy,
     /// JSON lines with `proto`, `method`, `uri`, `status`, `bytes_sent` (pagebench's nginx
-    /// `log_format`, see `reference::config`).
+    /// `log_format`, see `servers::nginx`).
     Nginx,
     /// NCSA common/combined: `… "METHOD URI PROTO" STATUS BYTES …`.
     Combined,

@@ -1,0 +1,52 @@
+//! Chromium as a [`Browser`]: a fresh [`ChromiumProcess`] per launch, loads driven over its
+//! DevTools pipe ([`super::load`]).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+
+use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
+use super::{load, Browser, Spawn};
+use crate::metrics::Observation;
+use crate::validate::LoadEnd;
+use crate::workload::WorkloadKind;
+
+/// Debian's Chromium; one process between `launch` and `close`.
+#[derive(Default)]
+pub struct Chromium {
+    running: Option<ChromiumProcess>,
+}
+
+impl Browser for Chromium {
+    fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
+        self.close();
+        let process =
+            ChromiumProcess::launch(spawn(CHROMIUM), opts).context("Chromium did not start")?;
+        self.running = Some(process);
+        Ok(())
+    }
+
+    fn load(
+        &mut self,
+        url: &str,
+        kind: &WorkloadKind,
+        expected_resources: usize,
+        timeout: Duration,
+    ) -> Result<(Observation, LoadEnd)> {
+        let process = self
+            .running
+            .as_mut()
+            .ok_or_else(|| anyhow!("Chromium is not running: launch it first"))?;
+        load::load(process, url, kind, expected_resources, timeout)
+    }
+
+    fn close(&mut self) -> BrowserOverhead {
+        match self.running.take() {
+            Some(mut process) => {
+                process.close();
+                process.overhead.clone()
+            }
+            None => BrowserOverhead::default(),
+        }
+    }
+}

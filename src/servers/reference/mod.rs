@@ -1,0 +1,10 @@
+//! What the reference servers (Caddy, nginx, a user's own command; see `crate::servers`) share:
+//! each runs as a child process inside the server namespace ([`process`]) serving the same
+//! pages, certificate and port as the embedded server ([`config`]), with its access log read
+//! into the common server view ([`access_log`]) and uploads counted by pagebench's sink
+//! ([`sink`]).
+
+pub mod access_log;
+pub mod config;
+pub mod process;
+pub mod sink;
