@@ -717,7 +717,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
     }
     servers[0].check_protocol(a.protocol)?;
-    let req = crate::runner::SeriesRequest {
+    let req = crate::matrix::series::SeriesRequest {
         profile: profile[0].clone(),
         workload: a.workload.parse()?,
         variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
@@ -735,7 +735,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         anyhow::bail!("--runs must be at least 1");
     }
     let chromium = crate::sysinfo::chromium_version();
-    crate::runner::run_series(&req, |rec| {
+    crate::matrix::series::run_series(&req, |rec| {
         if a.json {
             println!("{}", serde_json::to_string(rec)?);
         } else {

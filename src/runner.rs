@@ -16,7 +16,6 @@ use crate::profile::Profile;
 use crate::protocol::H3Mode;
 use crate::protocol::Variant;
 use crate::record::{LinkEvidence, LinkSummary, RunRecord};
-use crate::signals;
 use crate::snmp;
 use crate::testbed::{LoadRequest, RunParts, Testbed};
 use crate::validate::{self, Outcome, ReasonKind};
@@ -251,87 +250,6 @@ pub fn run_counted(tb: &mut Testbed, spec: &RunSpec, retry_invalid: u32) -> Resu
             break;
         }
     }
-    Ok(attempts)
-}
-
-/// What `pagebench run` asks: several runs of one series on a fresh testbed.
-#[derive(Debug, Clone)]
-pub struct SeriesRequest {
-    pub profile: Profile,
-    pub workload: crate::workload::Workload,
-    pub variant: Variant,
-    pub server: crate::testbed::ServerChoice,
-    pub knobs: crate::server::ServerKnobs,
-    pub runs: u32,
-    pub timeout: Duration,
-    pub settle_max: Duration,
-    pub pages_root: std::path::PathBuf,
-    pub pages_seed: u64,
-    pub seed: u64,
-    /// Retries of a run that failed as a measurement (as `matrix --retry-invalid`).
-    pub retry_invalid: u32,
-}
-
-/// Runs a series — a one-cell plan walked by the matrix loop, so failed measurements are run
-/// again and a broken testbed rebuilt — and hands each attempt to `each` as it finishes (so it
-/// is printed before the next starts). Returns the number of attempts; stops early on a signal.
-pub fn run_series(
-    req: &SeriesRequest,
-    mut each: impl FnMut(&RunRecord) -> Result<()>,
-) -> Result<usize> {
-    use crate::matrix::execute::{run_plan, Executor, PlanContext, Printed, TestbedExecutor};
-    use crate::plan::{self, PlanSpec};
-    signals::install();
-    let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
-    let server = req.server.name().to_string();
-    let planned = plan::plan(&PlanSpec {
-        profiles: vec![req.profile.name.clone()],
-        workloads: vec![req.workload.name.clone()],
-        servers: vec![server],
-        variants: vec![req.variant],
-        runs: req.runs,
-        warmup: 0,
-        seed: req.seed,
-    });
-    let mut exec = TestbedExecutor::start(crate::testbed::TestbedConfig {
-        profile: req.profile.clone(),
-        servers: vec![req.server.clone()],
-        knobs: req.knobs.clone(),
-        pages_root: req.pages_root.clone(),
-        seed: req.seed,
-        log_dir: None,
-        steer_receive: true,
-    })?;
-    exec.set_profile(&req.profile)?;
-    let manifests = [(req.workload.name.clone(), manifest)]
-        .into_iter()
-        .collect();
-    let profiles = [req.profile.clone()];
-    let ctx = PlanContext {
-        profiles: &profiles,
-        manifests: &manifests,
-        timeout: req.timeout,
-        settle_max: req.settle_max,
-        retry_invalid: req.retry_invalid,
-        faults: &[],
-        quiet: true,
-        stop: &signals::interrupted,
-    };
-    let mut attempts = 0usize;
-    let mut log = Printed::new(|rec: &RunRecord| {
-        attempts += 1;
-        each(rec)
-    });
-    let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
-    run_plan(
-        &mut exec,
-        &ctx,
-        &req.profile.name,
-        &todo,
-        &mut log,
-        &indicatif::ProgressBar::hidden(),
-    )?;
-    drop(log);
     Ok(attempts)
 }
 

@@ -4,3 +4,4 @@
 pub mod execute;
 pub mod link_bench;
 pub mod resume;
+pub mod series;
