@@ -15,7 +15,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::Variant;
+use crate::protocol::{Protocol, Variant};
 use crate::record::RunRecord;
 use crate::results::store::{read_meta, read_record, Meta};
 use crate::results::summary::{read_runs, RunRow};
@@ -116,14 +116,18 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 fn configured_window(
     meta: &Meta,
     server: &str,
-    protocol: &str,
+    protocol: Protocol,
     upload: bool,
 ) -> Option<(u64, &'static str)> {
     let knobs = meta.servers_applied.get(server)?.applied_knobs()?;
     match (protocol, upload) {
-        ("h3", false) => knobs.h3_send_buffer.map(|b| (b, "--h3-send-buffer")),
-        ("h3", true) => Some((knobs.h3_stream_receive_window, "--h3-stream-receive-window")),
-        ("h2", true) => Some((knobs.h2_initial_stream_window, "--h2-initial-stream-window")),
+        (Protocol::H3, false) => knobs.h3_send_buffer.map(|b| (b, "--h3-send-buffer")),
+        (Protocol::H3, true) => {
+            Some((knobs.h3_stream_receive_window, "--h3-stream-receive-window"))
+        }
+        (Protocol::H2, true) => {
+            Some((knobs.h2_initial_stream_window, "--h2-initial-stream-window"))
+        }
         _ => None,
     }
 }
@@ -216,7 +220,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .first()
             .map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload"))
             .unwrap_or(false);
-        let protocol = recs.first().map(|r| r.protocol.clone()).unwrap_or_default();
+        let protocol = recs.first().map(|r| r.protocol);
         let goodput = median(
             runs.iter()
                 .filter_map(|r| r.value(&crate::registry::GOODPUT_MBIT))
@@ -298,7 +302,8 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .unwrap_or_else(|| "far below the path's capacity".into());
         if let Some(w) = window {
             let far_below = path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
-            let by_knob = configured_window(&meta, server, &protocol, upload)
+            let by_knob = protocol
+                .and_then(|p| configured_window(&meta, server, p, upload))
                 .filter(|(b, _)| (0.5..=1.2).contains(&(w / *b as f64)));
             let pow2 = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r));
             let receiver = if upload { "server" } else { "client" };
@@ -322,7 +327,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                         rwnd_share * 100.0,
                         goodput.unwrap_or(0.0),
                         fmt_bytes(w),
-                        if upload && protocol == "h2" { " and --h2-initial-stream-window" } else { "" },
+                        if upload && protocol == Some(Protocol::H2) { " and --h2-initial-stream-window" } else { "" },
                     ),
                 );
             } else if sndbuf_share >= 0.3 {
@@ -364,10 +369,10 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                         fmt_bytes(p2 as f64),
                         fmt_bytes(path_window.unwrap_or(0.0)),
                         if upload { "receive" } else { "send/flow-control" },
-                        match (protocol.as_str(), upload) {
-                            ("h3", false) => "the server's per-stream send buffer or QUIC flow control",
-                            ("h3", true) => "the server's QUIC stream receive window",
-                            ("h2", true) => "the server's h2 stream window",
+                        match (protocol, upload) {
+                            (Some(Protocol::H3), false) => "the server's per-stream send buffer or QUIC flow control",
+                            (Some(Protocol::H3), true) => "the server's QUIC stream receive window",
+                            (Some(Protocol::H2), true) => "the server's h2 stream window",
                             _ => "the server's send buffer or the client's receive window",
                         }
                     ),

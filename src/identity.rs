@@ -19,3 +19,14 @@ impl Phase {
         }
     }
 }
+
+impl std::str::FromStr for Phase {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Phase> {
+        match s {
+            "warmup" => Ok(Phase::Warmup),
+            "measure" => Ok(Phase::Measure),
+            other => anyhow::bail!("unknown phase {other:?}: warmup or measure"),
+        }
+    }
+}

@@ -6,8 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::browser::launch::BrowserOverhead;
+use crate::identity::Phase;
 use crate::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::netem::{LinkStats, SelfCheck};
+use crate::protocol::{H3Mode, Protocol, Variant};
 use crate::server::ConnectionStats;
 use crate::sysinfo::MachineSample;
 use crate::validate::{self, LoadEnd, Outcome, Reason, ServerView};
@@ -91,14 +93,15 @@ pub struct RunRecord {
     #[serde(default = "first_attempt")]
     pub attempt: u32,
     pub started_at: String,
-    pub protocol: String,
-    pub h3_mode: Option<String>,
-    /// Series name: h1, h2, h3, h3-primed.
-    pub variant: String,
+    pub protocol: Protocol,
+    pub h3_mode: Option<H3Mode>,
+    /// The series: h1, h2, h3, h3-primed.
+    #[serde(with = "crate::protocol::variant_name")]
+    pub variant: Variant,
     pub workload: String,
     pub profile: String,
     pub server: String,
-    pub phase: String,
+    pub phase: Phase,
     pub round: u32,
     pub position: u32,
     pub url: String,
@@ -160,13 +163,13 @@ impl RunRecord {
             plan_id: id.into(),
             attempt: 1,
             started_at: "2026-12-01T00:00:00Z".into(),
-            protocol: "h2".into(),
+            protocol: Protocol::H2,
             h3_mode: None,
-            variant: "h2".into(),
+            variant: Variant::H2,
             workload: "page10".into(),
             profile: "wired".into(),
             server: "embedded".into(),
-            phase: "measure".into(),
+            phase: Phase::Measure,
             round: 1,
             position: 1,
             url: String::new(),

@@ -10,6 +10,7 @@ use anyhow::Result;
 
 use crate::browser::{Browser, Chromium};
 use crate::fault::FaultInjection;
+use crate::identity::Phase;
 use crate::metrics;
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
@@ -32,7 +33,7 @@ pub struct RunSpec {
     pub manifest: Manifest,
     pub variant: Variant,
     pub server: String,
-    pub phase: String,
+    pub phase: Phase,
     pub round: u32,
     pub position: u32,
     pub timeout: Duration,
@@ -59,7 +60,7 @@ impl RunSpec {
             manifest: manifest.clone(),
             variant,
             server: server.to_string(),
-            phase: "measure".into(),
+            phase: Phase::Measure,
             round: 1,
             position: 1,
             timeout,
@@ -197,13 +198,13 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         plan_id: spec.plan_id.clone(),
         attempt: spec.attempt,
         started_at,
-        protocol: variant.protocol.name().into(),
-        h3_mode: variant.h3_mode.map(|m| m.name().to_string()),
-        variant: variant.name(),
+        protocol: variant.protocol,
+        h3_mode: variant.h3_mode,
+        variant,
         workload: spec.manifest.workload.name.clone(),
         profile: spec.profile.name.clone(),
         server: spec.server.clone(),
-        phase: spec.phase.clone(),
+        phase: spec.phase,
         round: spec.round,
         position: spec.position,
         url,
@@ -456,8 +457,8 @@ mod tests {
         assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
         assert_eq!(rec.viewpoints, 3);
         assert_eq!(
-            (rec.id.as_str(), rec.variant.as_str(), rec.server.as_str()),
-            ("wired-page10-h2-r1", "h2", "embedded")
+            (rec.id.as_str(), rec.variant, rec.server.as_str()),
+            ("wired-page10-h2-r1", Variant::H2, "embedded")
         );
         assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
         assert!(rec.metrics.completion_ms.is_some());

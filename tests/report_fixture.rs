@@ -604,17 +604,13 @@ fn generate(
                         plan_id: id.clone(),
                         attempt,
                         started_at: clock.to_rfc3339(),
-                        protocol: alpn(spec.variant).replace("http/1.1", "h1"),
-                        h3_mode: match spec.variant {
-                            "h3" => Some("forced".into()),
-                            "h3-primed" => Some("primed".into()),
-                            _ => None,
-                        },
-                        variant: spec.variant.into(),
+                        protocol: variant_of(spec.variant).protocol,
+                        h3_mode: variant_of(spec.variant).h3_mode,
+                        variant: variant_of(spec.variant),
                         workload: w.to_string(),
                         profile: p.to_string(),
                         server: spec.server.into(),
-                        phase: phase.into(),
+                        phase: phase.parse().unwrap(),
                         round,
                         position: pos as u32 + 1,
                         url: format!("https://pagebench.test:8443{}", m.entry),
@@ -848,4 +844,9 @@ fn make_benchmark_matrix() {
         10,
     );
     write(&dir, &g);
+}
+
+/// The typed series of a fixture's series name.
+fn variant_of(name: &str) -> Variant {
+    name.parse().unwrap()
 }

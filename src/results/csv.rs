@@ -65,12 +65,14 @@ pub fn run_row(rec: &RunRecord) -> Vec<String> {
         rec.profile.clone(),
         rec.workload.clone(),
         rec.server.clone(),
-        rec.phase.clone(),
+        rec.phase.name().to_string(),
         rec.round.to_string(),
         rec.position.to_string(),
-        rec.protocol.clone(),
-        rec.h3_mode.clone().unwrap_or_default(),
-        rec.variant.clone(),
+        rec.protocol.name().to_string(),
+        rec.h3_mode
+            .map(|m| m.name().to_string())
+            .unwrap_or_default(),
+        rec.variant.name(),
         rec.outcome.name().to_string(),
         if rec.outcome == Outcome::Invalid {
             kinds.join(" ")
@@ -97,8 +99,8 @@ pub fn resource_rows(rec: &RunRecord) -> Vec<Vec<String>> {
                 rec.profile.clone(),
                 rec.workload.clone(),
                 rec.server.clone(),
-                rec.variant.clone(),
-                rec.phase.clone(),
+                rec.variant.name(),
+                rec.phase.name().to_string(),
                 rec.outcome.name().to_string(),
                 r.path.clone(),
                 r.initiator.clone(),
