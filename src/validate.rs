@@ -77,6 +77,12 @@ pub enum ReasonClass {
     Protocol,
 }
 
+impl std::fmt::Display for ReasonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl ReasonKind {
     pub fn name(self) -> &'static str {
         match self {

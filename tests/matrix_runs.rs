@@ -475,7 +475,10 @@ fn assert_retried(rows: &[BTreeMap<String, String>], first: &str, kind: &str, ou
         (valid, 2 - valid)
     );
     assert!(h2.retries >= 1);
-    assert!(s.invalid_by_reason.get(kind).is_some_and(|n| *n >= 1));
+    assert!(s
+        .invalid_by_reason
+        .get(&kind.parse().unwrap())
+        .is_some_and(|n| *n >= 1));
 }
 
 #[test]

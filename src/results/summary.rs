@@ -243,7 +243,7 @@ pub struct SeriesStats {
     /// Median (and spread) of each breakdown metric over the valid runs.
     pub breakdown: BTreeMap<String, SeriesSummary>,
     /// Invalid-run reasons (kinds) with their counts, over the counted attempts.
-    pub invalid_reasons: BTreeMap<String, usize>,
+    pub invalid_reasons: BTreeMap<ReasonKind, usize>,
     /// Attempts run again after a measurement failure (kept on disk, not counted).
     #[serde(default)]
     pub retries: usize,
@@ -321,7 +321,7 @@ pub struct Summary {
     /// Invalid attempts by reason kind (every attempt, measure and warm-up), and how many
     /// attempts were retries.
     #[serde(default)]
-    pub invalid_by_reason: BTreeMap<String, usize>,
+    pub invalid_by_reason: BTreeMap<ReasonKind, usize>,
     #[serde(default)]
     pub retries: usize,
     pub warnings: Vec<String>,
@@ -516,10 +516,10 @@ pub fn summarize_runs(
             let b = boot.with_seed(derive_seed(seed, &format!("{}/{name}", key.label())));
             breakdown.insert(name.to_string(), summarize(&inp, &b)?);
         }
-        let mut invalid_reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut invalid_reasons: BTreeMap<ReasonKind, usize> = BTreeMap::new();
         for r in runs.iter().filter(|r| r.outcome == Outcome::Invalid) {
             for k in &r.invalid_kinds {
-                *invalid_reasons.entry(k.name().to_string()).or_default() += 1;
+                *invalid_reasons.entry(*k).or_default() += 1;
             }
         }
         let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
@@ -652,10 +652,10 @@ pub fn summarize_runs(
         let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
         *v = (*v).min(r.viewpoints);
     }
-    let mut invalid_by_reason: BTreeMap<String, usize> = BTreeMap::new();
+    let mut invalid_by_reason: BTreeMap<ReasonKind, usize> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.outcome == Outcome::Invalid) {
         for k in &r.invalid_kinds {
-            *invalid_by_reason.entry(k.name().to_string()).or_default() += 1;
+            *invalid_by_reason.entry(*k).or_default() += 1;
         }
     }
     Ok(Summary {
@@ -1016,7 +1016,10 @@ mod tests {
         assert_eq!(h2.completion.n_valid, 12);
         assert_eq!(h2.completion.n_invalid, 1);
         assert_eq!(h2.completion.median, Some(Censored::Ms(306.5)));
-        assert_eq!(h2.invalid_reasons.get("protocol_mismatch"), Some(&1));
+        assert_eq!(
+            h2.invalid_reasons.get(&ReasonKind::ProtocolMismatch),
+            Some(&1)
+        );
         let h1 = s.series.iter().find(|x| x.key.variant == "h1").unwrap();
         assert_eq!(
             h1.completion.max,
@@ -1112,7 +1115,7 @@ mod tests {
         assert_eq!((h2.completion.n_valid, h2.completion.n_invalid), (5, 0));
         assert_eq!(h2.retries, 1);
         assert_eq!(s.retries, 1);
-        assert_eq!(s.invalid_by_reason.get("link"), Some(&1));
+        assert_eq!(s.invalid_by_reason.get(&ReasonKind::Link), Some(&1));
         assert_eq!(s.links[0].link_invalid, 1);
         assert_eq!(s.links[0].runs, 5, "the link-invalid attempt is left out");
         assert_eq!(s.links[0].achieved_rtt_median_ms, Some(40.05));
