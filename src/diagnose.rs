@@ -15,6 +15,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::identity::ServerId;
 use crate::protocol::{Protocol, Variant};
 use crate::record::RunRecord;
 use crate::results::store::{read_meta, read_record, Meta};
@@ -53,7 +54,7 @@ pub struct TransferRow {
     pub series: String,
     pub profile: String,
     pub workload: String,
-    pub server: String,
+    pub server: ServerId,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
     pub runs: usize,
@@ -115,7 +116,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// (bytes, knob flag).
 fn configured_window(
     meta: &Meta,
-    server: &str,
+    server: &ServerId,
     protocol: Protocol,
     upload: bool,
 ) -> Option<(u64, &'static str)> {
@@ -175,7 +176,8 @@ fn snmp(rec: &RunRecord) -> NamespaceDeltas {
 pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let meta = read_meta(dir)?;
     let rows = read_runs(dir)?;
-    let mut by_series: BTreeMap<(String, String, String, Variant), Vec<&RunRow>> = BTreeMap::new();
+    let mut by_series: BTreeMap<(String, String, ServerId, Variant), Vec<&RunRow>> =
+        BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.phase == crate::identity::Phase::Measure && r.outcome == Outcome::Valid)

@@ -1,5 +1,5 @@
-//! Identity types that travel from the plan to the report: which phase a run belongs to (and, as
-//! they come, server and browser ids). Strings only at the parsers and the file formats.
+//! Identity types that travel from the plan to the report: which phase a run belongs to, which
+//! server served it and which browser loaded it. Strings only at the parsers and the file formats.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,5 +28,124 @@ impl std::str::FromStr for Phase {
             "measure" => Ok(Phase::Measure),
             other => anyhow::bail!("unknown phase {other:?}: warmup or measure"),
         }
+    }
+}
+
+/// A server under test by name (`embedded`, `caddy`, `nginx`, `custom`): the server registry
+/// makes it (`ServerChoice::name`); the plan, the records, the summary and the report carry it.
+/// On disk it is the bare name, as it always was (also as a JSON map key).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ServerId(String);
+
+impl ServerId {
+    pub fn new(name: impl Into<String>) -> ServerId {
+        ServerId(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ServerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for ServerId {
+    fn from(name: &str) -> ServerId {
+        ServerId::new(name)
+    }
+}
+
+impl From<String> for ServerId {
+    fn from(name: String) -> ServerId {
+        ServerId(name)
+    }
+}
+
+impl PartialEq<str> for ServerId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ServerId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// The browser engine that ran a run. Records written before there was a choice were all
+/// Chromium's, so a record without the field reads as Chromium.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BrowserId {
+    #[default]
+    Chromium,
+}
+
+impl BrowserId {
+    pub const ALL: [BrowserId; 1] = [BrowserId::Chromium];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BrowserId::Chromium => "chromium",
+        }
+    }
+}
+
+impl std::fmt::Display for BrowserId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BrowserId {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<BrowserId> {
+        BrowserId::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| anyhow::anyhow!("unknown browser {s:?}: chromium"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_id_is_its_bare_name_on_disk() {
+        let id = ServerId::new("caddy");
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"caddy\"");
+        assert_eq!(serde_json::from_str::<ServerId>("\"caddy\"").unwrap(), id);
+        assert_eq!(id.to_string(), "caddy");
+        assert!(ServerId::new("caddy") < ServerId::new("embedded"));
+        // As a map key (`summary.json` `viewpoints`, `meta.json` `servers_applied`).
+        let map: std::collections::BTreeMap<ServerId, u8> =
+            [(ServerId::new("embedded"), 3), (id, 2)].into();
+        let json = serde_json::to_string(&map).unwrap();
+        assert_eq!(json, r#"{"caddy":2,"embedded":3}"#);
+        assert_eq!(
+            serde_json::from_str::<std::collections::BTreeMap<ServerId, u8>>(&json).unwrap(),
+            map
+        );
+    }
+
+    #[test]
+    fn browser_ids_read_back_by_name() {
+        for b in BrowserId::ALL {
+            assert_eq!(b.name().parse::<BrowserId>().unwrap(), b);
+            let json = serde_json::to_string(&b).unwrap();
+            assert_eq!(json, format!("\"{b}\""));
+            assert_eq!(serde_json::from_str::<BrowserId>(&json).unwrap(), b);
+        }
+        let e = "lynx".parse::<BrowserId>().unwrap_err().to_string();
+        assert_eq!(e, "unknown browser \"lynx\": chromium");
     }
 }

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::identity::Phase;
+use crate::identity::{Phase, ServerId};
 use crate::protocol::Variant;
 
 /// What the user asked for; together with the seed it fixes the plan.
@@ -21,7 +21,7 @@ use crate::protocol::Variant;
 pub struct PlanSpec {
     pub profiles: Vec<String>,
     pub workloads: Vec<String>,
-    pub servers: Vec<String>,
+    pub servers: Vec<ServerId>,
     pub variants: Vec<Variant>,
     pub runs: u32,
     pub warmup: u32,
@@ -37,7 +37,7 @@ pub struct PlannedRun {
     pub id: String,
     pub profile: String,
     pub workload: String,
-    pub server: String,
+    pub server: ServerId,
     pub variant: Variant,
     pub phase: Phase,
     /// 1-based within its phase.
@@ -63,7 +63,7 @@ fn cell_seed(seed: u64, profile: &str, workload: &str) -> [u8; 32] {
 /// The whole plan, in run order.
 pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let mut out = Vec::new();
-    let combos: Vec<(String, Variant)> = spec
+    let combos: Vec<(ServerId, Variant)> = spec
         .servers
         .iter()
         .flat_map(|s| spec.variants.iter().map(move |v| (s.clone(), *v)))

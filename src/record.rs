@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::browser::launch::BrowserOverhead;
-use crate::identity::Phase;
+use crate::identity::{BrowserId, Phase, ServerId};
 use crate::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::netem::{LinkStats, SelfCheck};
 use crate::protocol::{H3Mode, Protocol, Variant};
@@ -100,7 +100,10 @@ pub struct RunRecord {
     pub variant: Variant,
     pub workload: String,
     pub profile: String,
-    pub server: String,
+    pub server: ServerId,
+    /// The engine that loaded the page (records from before there was a choice: Chromium).
+    #[serde(default)]
+    pub browser: BrowserId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -169,6 +172,7 @@ impl RunRecord {
             workload: "page10".into(),
             profile: "wired".into(),
             server: "embedded".into(),
+            browser: BrowserId::Chromium,
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -192,5 +196,29 @@ impl RunRecord {
             server_transport: None,
             server_log: Value::Null,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_the_browser_field_reads_as_chromium() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("results/example/runs/mobile-download-r01-h1.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let old: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            old.get("browser").is_none(),
+            "the example predates the field"
+        );
+        let rec: RunRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(rec.browser, BrowserId::Chromium);
+        assert_eq!(rec.server, ServerId::new("embedded"));
+        // Written again, it names its browser and keeps the server's bare name.
+        let again = serde_json::to_value(&rec).unwrap();
+        assert_eq!(again["browser"], "chromium");
+        assert_eq!(again["server"], old["server"]);
     }
 }

@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::browser::{Browser, Chromium};
 use crate::fault::FaultInjection;
-use crate::identity::Phase;
+use crate::identity::{Phase, ServerId};
 use crate::metrics;
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
@@ -32,7 +32,7 @@ pub struct RunSpec {
     pub profile: Profile,
     pub manifest: Manifest,
     pub variant: Variant,
-    pub server: String,
+    pub server: ServerId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -49,7 +49,7 @@ impl RunSpec {
         profile: &Profile,
         manifest: &Manifest,
         variant: Variant,
-        server: &str,
+        server: &ServerId,
         timeout: Duration,
     ) -> RunSpec {
         RunSpec {
@@ -59,7 +59,7 @@ impl RunSpec {
             profile: profile.clone(),
             manifest: manifest.clone(),
             variant,
-            server: server.to_string(),
+            server: server.clone(),
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -129,6 +129,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         url,
         observation: obs,
         end,
+        browser,
         overhead,
         server,
         server_exit,
@@ -204,6 +205,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         workload: spec.manifest.workload.name.clone(),
         profile: spec.profile.name.clone(),
         server: spec.server.clone(),
+        browser,
         phase: spec.phase,
         round: spec.round,
         position: spec.position,
@@ -379,6 +381,7 @@ pub fn describe(rec: &RunRecord) -> String {
 mod tests {
     use super::*;
     use crate::browser::BrowserOverhead;
+    use crate::identity::BrowserId;
     use crate::metrics::tests::fixture;
     use crate::netem::DirectionStats;
     use crate::protocol::Protocol;
@@ -415,6 +418,7 @@ mod tests {
             },
             observation: obs,
             end: LoadEnd::Completed,
+            browser: BrowserId::Chromium,
             overhead: BrowserOverhead {
                 launch_ms: 300.0,
                 ..BrowserOverhead::default()
@@ -441,7 +445,7 @@ mod tests {
             &profile(),
             &manifest,
             variant,
-            "embedded",
+            &ServerId::new("embedded"),
             Duration::from_secs(60),
         )
     }
@@ -460,6 +464,7 @@ mod tests {
             (rec.id.as_str(), rec.variant, rec.server.as_str()),
             ("wired-page10-h2-r1", Variant::H2, "embedded")
         );
+        assert_eq!(rec.browser, BrowserId::Chromium);
         assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
         assert!(rec.metrics.completion_ms.is_some());
         assert_eq!(rec.resources.len(), rec.observation.resources.len());

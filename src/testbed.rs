@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 
 use crate::browser::{Browser, BrowserOverhead, LaunchOptions, HOST};
 use crate::fault::{self, FaultInjection};
+use crate::identity::{BrowserId, ServerId};
 use crate::metrics::Observation;
 use crate::netem::{Link, LinkOptions, LinkStats};
 use crate::profile::Profile;
@@ -130,7 +131,7 @@ impl Testbed {
                 root: &root,
                 cert: &tb.cert,
                 knobs: &cfg.knobs,
-                work: tb.work.join(choice.name()),
+                work: tb.work.join(choice.name().as_str()),
                 log_dir: cfg.log_dir.as_deref(),
                 namespace_tcp: &ns_tcp,
             };
@@ -157,18 +158,18 @@ impl Testbed {
     }
 
     /// The running server called `name`.
-    pub fn server(&self, name: &str) -> Option<&dyn ServerUnderTest> {
+    pub fn server(&self, name: &ServerId) -> Option<&dyn ServerUnderTest> {
         self.servers
             .iter()
-            .find(|s| s.name() == name)
+            .find(|s| s.name() == *name)
             .map(|s| s.as_ref())
     }
 
     /// The servers' descriptions by name, for the metadata.
-    pub fn describe(&self) -> BTreeMap<String, ServerDescription> {
+    pub fn describe(&self) -> BTreeMap<ServerId, ServerDescription> {
         self.servers
             .iter()
-            .map(|s| (s.name().to_string(), s.describe()))
+            .map(|s| (s.name(), s.describe()))
             .collect()
     }
 
@@ -186,7 +187,7 @@ impl Testbed {
         let server = self
             .servers
             .iter_mut()
-            .find(|s| s.name() == req.server)
+            .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
         measure(&self.link, server.as_mut(), browser, &spki, req)
     }
@@ -210,8 +211,7 @@ pub fn page_url(port: u16, manifest: &Manifest) -> String {
 
 /// One load, as the testbed runs it.
 pub struct LoadRequest<'a> {
-    /// The server's name.
-    pub server: &'a str,
+    pub server: &'a ServerId,
     pub variant: Variant,
     pub manifest: &'a Manifest,
     pub timeout: Duration,
@@ -228,6 +228,8 @@ pub struct RunParts {
     pub url: String,
     pub observation: Observation,
     pub end: LoadEnd,
+    /// The engine that loaded the page.
+    pub browser: BrowserId,
     pub overhead: BrowserOverhead,
     pub server: ServerEvidence,
     /// Why the server stopped during the run, if it did.
@@ -366,6 +368,7 @@ pub fn measure(
         url,
         observation,
         end,
+        browser: browser.id(),
         overhead,
         server: evidence,
         server_exit,
@@ -424,8 +427,8 @@ mod tests {
     }
 
     impl ServerUnderTest for FakeServer {
-        fn name(&self) -> &str {
-            "fake"
+        fn name(&self) -> ServerId {
+            ServerId::new("fake")
         }
         fn port(&self) -> u16 {
             8443
@@ -463,6 +466,9 @@ mod tests {
     }
 
     impl Browser for FakeBrowser {
+        fn id(&self) -> BrowserId {
+            BrowserId::Chromium
+        }
         fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
             let _ = spawn("fake-browser");
             self.log.borrow_mut().push(format!(
@@ -517,8 +523,9 @@ mod tests {
             seen_url: None,
         };
         let m = manifest();
+        let server_id = ServerId::new("fake");
         let req = LoadRequest {
-            server: "fake",
+            server: &server_id,
             variant: Variant::new(Protocol::H2, H3Mode::Forced),
             manifest: &m,
             timeout: Duration::from_secs(1),
@@ -560,6 +567,7 @@ mod tests {
             ]
         );
         assert_eq!(parts.end, LoadEnd::Completed);
+        assert_eq!(parts.browser, BrowserId::Chromium);
         assert_eq!(parts.overhead.teardown_ms, 7.0);
         assert_eq!(parts.url, "https://pagebench.test:8443/page10/index.html");
         assert_eq!(parts.link_stats.unwrap().profile, "wired");

@@ -62,7 +62,7 @@ fn spec(id: &str, profile: &Profile, manifest: &Manifest, variant: Variant) -> R
         profile,
         manifest,
         variant,
-        "embedded",
+        &ServerChoice::embedded().name(),
         Duration::from_secs(60),
     )
 }

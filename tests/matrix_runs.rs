@@ -406,7 +406,7 @@ fn matrix_with_fault(
             .iter()
             .position(|a| *a == "--servers")
             .map_or("embedded", |i| extra[i + 1])
-            .to_string()],
+            .into()],
         variants: pagebench::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
         warmup: 0,

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use pagebench::diagnose::{self, FindingKind};
+use pagebench::identity::ServerId;
 use pagebench::profile::{self, Profile};
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
@@ -68,7 +69,7 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
             &wired,
             &m,
             Variant::new(proto, H3Mode::Forced),
-            "caddy",
+            &ServerId::new("caddy"),
             Duration::from_secs(60),
         );
         let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
@@ -96,7 +97,7 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
             assert_eq!(served.bytes_sent, f.size, "{}", f.path);
         }
     }
-    let desc = &tb.describe()["caddy"];
+    let desc = &tb.describe()[&ServerId::new("caddy")];
     assert!(desc.version.contains("2."), "{desc:?}");
     assert!(desc
         .knobs_not_applicable
@@ -236,7 +237,7 @@ fn a_users_own_server_command_is_started_with_the_placeholders_filled() {
             &dc,
             &m,
             Variant::new(proto, H3Mode::Forced),
-            "custom",
+            &ServerId::new("custom"),
             Duration::from_secs(30),
         );
         let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
@@ -288,7 +289,7 @@ fn a_users_server_log_in_combined_format_is_a_third_viewpoint() {
             &dc,
             &m,
             Variant::new(proto, H3Mode::Forced),
-            "custom",
+            &ServerId::new("custom"),
             Duration::from_secs(30),
         );
         let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();
@@ -307,7 +308,7 @@ fn a_users_server_log_in_combined_format_is_a_third_viewpoint() {
         &dc,
         &m,
         Variant::new(Protocol::H3, H3Mode::Forced),
-        "custom",
+        &ServerId::new("custom"),
         Duration::from_secs(20),
     );
     let rec = run_once(&mut tb, &spec).unwrap();
@@ -334,7 +335,7 @@ fn nginx_serves_h1_and_h2_and_refuses_h3_clearly() {
             &dc,
             &m,
             Variant::new(proto, H3Mode::Forced),
-            "nginx",
+            &ServerId::new("nginx"),
             Duration::from_secs(30),
         );
         let rec = run_counted(&mut tb, &spec, 5).unwrap().pop().unwrap();

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pagebench::browser::launch::BrowserOverhead;
+use pagebench::identity::{BrowserId, ServerId};
 use pagebench::metrics::{self, Observation};
 use pagebench::plan::PlanSpec;
 use pagebench::profile::Profile;
@@ -610,6 +611,7 @@ fn generate(
                         workload: w.to_string(),
                         profile: p.to_string(),
                         server: spec.server.into(),
+                        browser: BrowserId::Chromium,
                         phase: phase.parse().unwrap(),
                         round,
                         position: pos as u32 + 1,
@@ -686,7 +688,7 @@ fn generate(
     let plan = PlanSpec {
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
-        servers: servers.iter().map(|s| s.to_string()).collect(),
+        servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
         variants: variants.iter().map(|v| variant(v)).collect(),
         runs,
         warmup: WARMUP,

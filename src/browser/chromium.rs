@@ -7,6 +7,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
 use super::{load, Browser, Spawn};
+use crate::identity::BrowserId;
 use crate::metrics::Observation;
 use crate::validate::LoadEnd;
 use crate::workload::WorkloadKind;
@@ -18,6 +19,10 @@ pub struct Chromium {
 }
 
 impl Browser for Chromium {
+    fn id(&self) -> BrowserId {
+        BrowserId::Chromium
+    }
+
     fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
         self.close();
         let process =

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::identity::BrowserId;
 use crate::metrics::Observation;
 use crate::validate::LoadEnd;
 use crate::workload::WorkloadKind;
@@ -25,6 +26,8 @@ pub type Spawn<'a> = &'a dyn Fn(&str) -> Command;
 /// A browser that loads one page per launch: launched fresh (its own profile) for each run,
 /// closed after it.
 pub trait Browser {
+    /// Which engine this is (what the run record names).
+    fn id(&self) -> BrowserId;
     /// Starts the browser with `spawn` (which enters the client namespace) for one load with
     /// `opts`, and waits until it is ready and settled.
     fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()>;

@@ -172,7 +172,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     let spec = PlanSpec {
         profiles: r.profiles.iter().map(|p| p.name.clone()).collect(),
         workloads: r.workloads.iter().map(|w| w.name.clone()).collect(),
-        servers: req.servers.iter().map(|s| s.name().to_string()).collect(),
+        servers: req.servers.iter().map(ServerChoice::name).collect(),
         variants: r.variants.clone(),
         runs: req.runs,
         warmup: req.warmup,
@@ -466,7 +466,7 @@ fn start_and_run(
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
     for s in &req.servers {
-        let slot = tb.server(s.name()).expect("started");
+        let slot = tb.server(&s.name()).expect("started");
         for v in &r.variants {
             if !slot.offers(v.protocol) {
                 tracing::warn!(
@@ -742,6 +742,7 @@ mod tests {
             workload: spec.manifest.workload.name.clone(),
             profile: spec.profile.name.clone(),
             server: spec.server.clone(),
+            browser: crate::identity::BrowserId::Chromium,
             phase: spec.phase,
             round: spec.round,
             position: spec.position,

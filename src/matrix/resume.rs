@@ -35,7 +35,7 @@ impl ServerFlags {
             servers: choices
                 .iter()
                 .filter(|c| !matches!(c, ServerChoice::Command(_)))
-                .map(|c| c.name())
+                .map(|c| c.name().to_string())
                 .collect::<Vec<_>>()
                 .join(","),
             server_cmd: None,
@@ -395,7 +395,7 @@ mod tests {
                     .into_iter()
                     .map(|w| w.name)
                     .collect(),
-                servers: req.servers.iter().map(|s| s.name().to_string()).collect(),
+                servers: req.servers.iter().map(ServerChoice::name).collect(),
                 variants,
                 runs: req.runs,
                 warmup: req.warmup,

@@ -39,11 +39,10 @@ pub fn run_series(
 ) -> Result<usize> {
     signals::install();
     let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
-    let server = req.server.name().to_string();
     let planned = plan::plan(&PlanSpec {
         profiles: vec![req.profile.name.clone()],
         workloads: vec![req.workload.name.clone()],
-        servers: vec![server],
+        servers: vec![req.server.name()],
         variants: vec![req.variant],
         runs: req.runs,
         warmup: 0,

@@ -73,7 +73,7 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
                 .servers_applied
                 .get(s)
                 .and_then(|d| serde_json::to_value(d).ok())
-                .or_else(|| m.servers.get(s).cloned())
+                .or_else(|| m.servers.get(s.as_str()).cloned())
                 .map(|v| flatten_knobs(&v))
                 .unwrap_or_default();
             if knobs.is_empty() {

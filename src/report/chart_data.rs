@@ -1,6 +1,7 @@
 //! What each chart shows (pure): the numbers handed to the renderer, kept apart from drawing so
 //! tests can check a chart's data points against the results directory.
 
+use crate::identity::ServerId;
 use crate::protocol::Variant;
 use std::collections::BTreeMap;
 
@@ -193,7 +194,7 @@ pub fn grid_height(panels: usize) -> u32 {
     110 + rows * 330
 }
 
-fn server_suffix(data: &ReportData, server: &str) -> String {
+fn server_suffix(data: &ReportData, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!("-{server}")
     } else {
@@ -201,7 +202,7 @@ fn server_suffix(data: &ReportData, server: &str) -> String {
     }
 }
 
-fn on_server(data: &ReportData, server: &str) -> String {
+fn on_server(data: &ReportData, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!(" (server {server})")
     } else {
@@ -235,7 +236,7 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
         })
         .cloned()
         .collect();
-    let mut combos: Vec<(String, Variant)> = Vec::new();
+    let mut combos: Vec<(ServerId, Variant)> = Vec::new();
     for server in &data.servers {
         for v in data.variants_in(workload, server) {
             combos.push((server.clone(), v));
@@ -299,7 +300,7 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
 }
 
 /// Ratio heatmap for one server: h2/h1, h3/h2 (and h3-primed/h2) over profile × workload.
-pub fn heatmap(data: &ReportData, server: &str) -> Option<Chart> {
+pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
     let pairs: Vec<(Variant, Variant)> = [
         (Variant::H2, Variant::H1),
         (Variant::H3, Variant::H2),
@@ -310,7 +311,7 @@ pub fn heatmap(data: &ReportData, server: &str) -> Option<Chart> {
         data.summary
             .comparisons
             .iter()
-            .any(|c| c.server_a == server && c.server_b == server && c.a == *a && c.b == *b)
+            .any(|c| c.server_a == *server && c.server_b == *server && c.a == *a && c.b == *b)
     })
     .collect();
     if pairs.is_empty() {
@@ -392,7 +393,7 @@ slower, grey: no significant difference, yellow: undetermined)."
 }
 
 /// Empirical CDFs of one workload's headline time on one server.
-pub fn cdf(data: &ReportData, workload: &str, server: &str) -> Option<Chart> {
+pub fn cdf(data: &ReportData, workload: &str, server: &ServerId) -> Option<Chart> {
     let panels: Vec<CdfPanel> = data
         .profiles_in(workload, server)
         .iter()
@@ -475,7 +476,7 @@ fn median_runs<'a>(
     records: &'a BTreeMap<String, Vec<ResourceMetrics>>,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
 ) -> Vec<(String, String, Option<f64>, &'a [ResourceMetrics])> {
     data.variants_in(workload, server)
         .iter()
@@ -499,7 +500,7 @@ pub fn waterfall(
     records: &BTreeMap<String, Vec<ResourceMetrics>>,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
 ) -> Option<Chart> {
     let runs = median_runs(data, records, profile, workload, server);
     let panels: Vec<WaterfallPanel> = runs
@@ -563,7 +564,7 @@ pub fn onwire(
     data: &ReportData,
     records: &BTreeMap<String, Vec<ResourceMetrics>>,
     workload: &str,
-    server: &str,
+    server: &ServerId,
 ) -> Option<Chart> {
     let panels: Vec<OnwirePanel> = data
         .profiles_in(workload, server)
@@ -611,7 +612,7 @@ forced HTTP/3) keeps fewer in flight and the rest wait in the browser.",
 }
 
 /// Queueing median against the file count (the sweep), one panel per profile.
-pub fn sweep(data: &ReportData, server: &str) -> Option<Chart> {
+pub fn sweep(data: &ReportData, server: &ServerId) -> Option<Chart> {
     if !super::tables::has_sweep(data) || !super::tables::server_has_sweep(data, server) {
         return None;
     }

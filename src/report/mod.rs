@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::identity::ServerId;
 use crate::metrics::ResourceMetrics;
 use crate::results::store::{self, read_meta, read_record, write_atomic};
 use crate::results::summary::{self, Summary};
@@ -71,7 +72,7 @@ impl ReportOutput {
 pub fn load_summary(
     dir: &Path,
     seed: u64,
-    servers: &[String],
+    servers: &[ServerId],
     timeout_ms: f64,
 ) -> Result<(Summary, bool, usize)> {
     let rows = summary::read_runs(dir)?;

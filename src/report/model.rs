@@ -2,6 +2,7 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
+use crate::identity::ServerId;
 use crate::protocol::Variant;
 use crate::results::store::Meta;
 use crate::results::summary::{CellComparison, SeriesStats, Summary};
@@ -16,14 +17,14 @@ pub struct ReportData {
     /// Profiles in the plan's order (then any others found in the summary).
     pub profiles: Vec<String>,
     pub workloads: Vec<String>,
-    pub servers: Vec<String>,
+    pub servers: Vec<ServerId>,
     /// In presentation order (h1, h2, h3, h3-primed).
     pub variants: Vec<Variant>,
 }
 
-fn push_new(v: &mut Vec<String>, s: &str) {
-    if !v.iter().any(|x| x == s) {
-        v.push(s.to_string());
+fn push_new<T: PartialEq + Clone>(v: &mut Vec<T>, s: &T) {
+    if !v.contains(s) {
+        v.push(s.clone());
     }
 }
 
@@ -47,7 +48,7 @@ impl ReportData {
             }
         }
         for s in &meta.plan.servers {
-            if present(&|x| &x.key.server, s) {
+            if summary.series.iter().any(|x| &x.key.server == s) {
                 push_new(&mut servers, s);
             }
         }
@@ -74,13 +75,13 @@ impl ReportData {
         &self,
         profile: &str,
         workload: &str,
-        server: &str,
+        server: &ServerId,
         variant: Variant,
     ) -> Option<&SeriesStats> {
         self.summary.series.iter().find(|s| {
             s.key.profile == profile
                 && s.key.workload == workload
-                && s.key.server == server
+                && s.key.server == *server
                 && s.key.variant == variant
         })
     }
@@ -90,7 +91,7 @@ impl ReportData {
         &self,
         profile: &str,
         workload: &str,
-        server: &str,
+        server: &ServerId,
         a: Variant,
         b: Variant,
     ) -> Option<&CellComparison> {
@@ -102,9 +103,9 @@ impl ReportData {
         &self,
         profile: &str,
         workload: &str,
-        server_a: &str,
+        server_a: &ServerId,
         a: Variant,
-        server_b: &str,
+        server_b: &ServerId,
         b: Variant,
     ) -> Option<CellComparison> {
         self.server_comparison(profile, workload, server_a, a, server_b, b)
@@ -119,16 +120,16 @@ impl ReportData {
         &self,
         profile: &str,
         workload: &str,
-        server_a: &str,
+        server_a: &ServerId,
         a: Variant,
-        server_b: &str,
+        server_b: &ServerId,
         b: Variant,
     ) -> Option<&CellComparison> {
         self.summary.comparisons.iter().find(|c| {
             c.profile == profile
                 && c.workload == workload
-                && c.server_a == server_a
-                && c.server_b == server_b
+                && c.server_a == *server_a
+                && c.server_b == *server_b
                 && c.a == a
                 && c.b == b
         })
@@ -143,25 +144,25 @@ impl ReportData {
     }
 
     /// Variants that have at least one series for this workload and server.
-    pub fn variants_in(&self, workload: &str, server: &str) -> Vec<Variant> {
+    pub fn variants_in(&self, workload: &str, server: &ServerId) -> Vec<Variant> {
         self.variants
             .iter()
             .copied()
             .filter(|v| {
                 self.summary.series.iter().any(|s| {
-                    s.key.workload == workload && s.key.server == server && s.key.variant == *v
+                    s.key.workload == workload && s.key.server == *server && s.key.variant == *v
                 })
             })
             .collect()
     }
 
     /// Profiles that have at least one series for this workload and server.
-    pub fn profiles_in(&self, workload: &str, server: &str) -> Vec<String> {
+    pub fn profiles_in(&self, workload: &str, server: &ServerId) -> Vec<String> {
         self.profiles
             .iter()
             .filter(|p| {
                 self.summary.series.iter().any(|s| {
-                    s.key.workload == workload && s.key.server == server && &s.key.profile == *p
+                    s.key.workload == workload && s.key.server == *server && &s.key.profile == *p
                 })
             })
             .cloned()
@@ -169,11 +170,11 @@ impl ReportData {
     }
 
     /// Whether the server has any series of this workload.
-    pub fn server_has(&self, workload: &str, server: &str) -> bool {
+    pub fn server_has(&self, workload: &str, server: &ServerId) -> bool {
         self.summary
             .series
             .iter()
-            .any(|s| s.key.workload == workload && s.key.server == server)
+            .any(|s| s.key.workload == workload && s.key.server == *server)
     }
 }
 

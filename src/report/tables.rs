@@ -8,6 +8,7 @@ use super::model::{
     NumFormat, ReportData, VerdictClass,
 };
 use super::study::{study_ratio, study_value, StudyValue};
+use crate::identity::ServerId;
 use crate::protocol::Variant;
 use crate::registry::{self, Metric, Precision, Scope};
 use crate::workload::WorkloadKind;
@@ -35,7 +36,7 @@ fn main_pairs(vs: &[Variant]) -> Vec<(Variant, Variant)> {
 }
 
 /// A table id, with the server appended when the matrix has several.
-fn table_id(data: &ReportData, base: &str, server: &str) -> String {
+fn table_id(data: &ReportData, base: &str, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!("{base}-{server}")
     } else {
@@ -43,7 +44,7 @@ fn table_id(data: &ReportData, base: &str, server: &str) -> String {
     }
 }
 
-fn title_suffix(data: &ReportData, server: &str) -> String {
+fn title_suffix(data: &ReportData, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!(" — server {server}")
     } else {
@@ -55,7 +56,7 @@ pub fn series_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
     variant: Variant,
 ) -> Cell {
     match data.series(profile, workload, server, variant) {
@@ -75,7 +76,7 @@ fn metric_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
     variant: Variant,
     metric: &Metric,
 ) -> Cell {
@@ -101,7 +102,7 @@ pub fn comparison_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
     a: Variant,
     b: Variant,
 ) -> Cell {
@@ -178,7 +179,7 @@ pub fn agreement(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
     a: Variant,
     b: Variant,
 ) -> Option<Agreement> {
@@ -221,7 +222,7 @@ fn agreement_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &str,
+    server: &ServerId,
     a: Variant,
     b: Variant,
 ) -> Cell {
@@ -238,7 +239,7 @@ pub struct Skipped {
 }
 
 /// Table 1: h1 → h2 on the 50-file page.
-pub fn h2_vs_h1(data: &ReportData, server: &str) -> Result<Table, Skipped> {
+pub fn h2_vs_h1(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> {
     let w = "page50";
     let title = format!("h1 → h2 on the 50-file page{}", title_suffix(data, server));
     let vs = data.variants_in(w, server);
@@ -288,7 +289,7 @@ pub fn h2_vs_h1(data: &ReportData, server: &str) -> Result<Table, Skipped> {
 }
 
 /// Tables 2 and 3: h2 vs h3 on the 10- and 50-file pages (and primed h3 when measured).
-pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &str) -> Result<Table, Skipped> {
+pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
     let title = format!(
         "h2 vs h3 on the {}{}",
         workload_title(workload),
@@ -368,7 +369,7 @@ The study measured forced h3 only."
 }
 
 /// Table 4: the 3 MB download.
-pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
+pub fn download(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> {
     let w = "download";
     let title = format!("The 3 MB download{}", title_suffix(data, server));
     let vs = data.variants_in(w, server);
@@ -411,7 +412,7 @@ pub fn download(data: &ReportData, server: &str) -> Result<Table, Skipped> {
     })
 }
 
-fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &str, vs: &[Variant]) -> Cell {
+fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &ServerId, vs: &[Variant]) -> Cell {
     let parts: Vec<String> = vs
         .iter()
         .filter_map(|v| {
@@ -447,7 +448,7 @@ fn num_format(m: &Metric) -> NumFormat {
 }
 
 /// Table 5: why — the breakdown of the 50-file page per protocol.
-pub fn breakdown(data: &ReportData, workload: &str, server: &str) -> Result<Table, Skipped> {
+pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
     let title = format!(
         "Breakdown of the {}{}",
         workload_title(workload),
@@ -525,7 +526,7 @@ pub fn has_sweep(data: &ReportData) -> bool {
 }
 
 /// Whether a server measured at least three file counts (a line, not two points).
-pub fn server_has_sweep(data: &ReportData, server: &str) -> bool {
+pub fn server_has_sweep(data: &ReportData, server: &ServerId) -> bool {
     sweep_workloads(data)
         .iter()
         .filter(|(_, w)| data.server_has(w, server))
@@ -551,7 +552,7 @@ fn fixed_size_pages(data: &ReportData) -> Vec<String> {
 }
 
 /// Table 6: the file-count sweep, for one metric (`None`: the headline time).
-pub fn sweep(data: &ReportData, server: &str, metric: Option<&Metric>) -> Option<Table> {
+pub fn sweep(data: &ReportData, server: &ServerId, metric: Option<&Metric>) -> Option<Table> {
     if !has_sweep(data) {
         return None;
     }
@@ -671,7 +672,7 @@ releases were late (p99 > 1 ms) or whose packets the kernel dropped is invalid a
 }
 
 /// Upload workloads, one table each.
-pub fn uploads(data: &ReportData, server: &str) -> Vec<Table> {
+pub fn uploads(data: &ReportData, server: &ServerId) -> Vec<Table> {
     data.workloads
         .iter()
         .filter(|w| matches!(workload_kind(w), Some(WorkloadKind::Upload { .. })))
@@ -759,7 +760,7 @@ means {other} is faster."
 }
 
 /// Every series of one workload on one server, with every protocol comparison.
-pub fn all_series(data: &ReportData, workload: &str, server: &str) -> Option<Table> {
+pub fn all_series(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
     let vs = data.variants_in(workload, server);
     if vs.is_empty() {
         return None;
@@ -855,7 +856,7 @@ fn transfer_row(
     data: &ReportData,
     p: &str,
     w: &str,
-    server: &str,
+    server: &ServerId,
     vs: &[Variant],
     pairs: &[(Variant, Variant)],
 ) -> Vec<Cell> {
@@ -915,7 +916,7 @@ mod tests {
             plan: PlanSpec {
                 profiles: vec!["wired".into()],
                 workloads: vec!["upload".into()],
-                servers: servers.iter().map(|s| s.to_string()).collect(),
+                servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
                 variants: ["h2", "h3"]
                     .iter()
                     .map(|v| v.parse::<Variant>().unwrap())
@@ -943,7 +944,8 @@ mod tests {
             rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
         }
         let d = data(&rows, &["embedded"]);
-        let t = uploads(&d, "embedded");
+        let embedded = ServerId::new("embedded");
+        let t = uploads(&d, &embedded);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].id, "upload-upload");
         assert_eq!(t[0].title, "The 20 MB upload");
@@ -955,9 +957,9 @@ mod tests {
             t[0].get(&["wired"], "goodput (Mbit/s)").unwrap().text,
             "h2 80 / h3 40"
         );
-        assert!(h2_vs_h1(&d, "embedded").is_err());
-        assert!(download(&d, "embedded").is_err());
-        assert!(!has_sweep(&d) && sweep(&d, "embedded", None).is_none());
+        assert!(h2_vs_h1(&d, &embedded).is_err());
+        assert!(download(&d, &embedded).is_err());
+        assert!(!has_sweep(&d) && sweep(&d, &embedded, None).is_none());
         assert!(servers(&d).is_empty());
     }
 

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::store::{write_atomic, RUNS_CSV};
-use crate::identity::Phase;
+use crate::identity::{Phase, ServerId};
 use crate::protocol::Variant;
 use crate::registry::{self, Metric};
 use crate::stats::{
@@ -30,7 +30,7 @@ struct RowIdentity {
     attempt: u32,
     profile: String,
     workload: String,
-    server: String,
+    server: ServerId,
     phase: Phase,
     round: u32,
     position: u32,
@@ -52,7 +52,7 @@ pub struct RunRow {
     pub attempt: u32,
     pub profile: String,
     pub workload: String,
-    pub server: String,
+    pub server: ServerId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -220,7 +220,7 @@ pub fn final_attempts(rows: &[RunRow]) -> Vec<&RunRow> {
 pub struct SeriesKey {
     pub profile: String,
     pub workload: String,
-    pub server: String,
+    pub server: ServerId,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
 }
@@ -259,8 +259,8 @@ pub struct CellComparison {
     pub profile: String,
     pub workload: String,
     /// Servers of the two sides (equal for protocol comparisons).
-    pub server_a: String,
-    pub server_b: String,
+    pub server_a: ServerId,
+    pub server_b: ServerId,
     /// Series: ratio = median(a) / median(b).
     #[serde(with = "crate::protocol::variant_name")]
     pub a: Variant,
@@ -317,7 +317,7 @@ pub struct Summary {
     /// Per server, the fewest viewpoints any of its runs was cross-checked from (3: Resource
     /// Timing, CDP and the server's log; 2: no readable server log).
     #[serde(default)]
-    pub viewpoints: BTreeMap<String, u8>,
+    pub viewpoints: BTreeMap<ServerId, u8>,
     /// Invalid attempts by reason kind (every attempt, measure and warm-up), and how many
     /// attempts were retries.
     #[serde(default)]
@@ -450,7 +450,7 @@ pub fn summarize_runs(
     rows: &[RunRow],
     seed: u64,
     resamples: usize,
-    server_order: &[String],
+    server_order: &[ServerId],
     timeout_ms: f64,
 ) -> Result<Summary> {
     let alpha = 0.05;
@@ -555,7 +555,7 @@ pub fn summarize_runs(
             .iter()
             .filter(|k| &k.profile == profile && &k.workload == workload)
             .collect();
-        let mut servers: Vec<String> = Vec::new();
+        let mut servers: Vec<ServerId> = Vec::new();
         let mut variants: Vec<Variant> = Vec::new();
         for s in server_order {
             if in_cell.iter().any(|k| &k.server == s) {
@@ -570,13 +570,13 @@ pub fn summarize_runs(
                 variants.push(k.variant);
             }
         }
-        let key = |server: &str, variant: Variant| SeriesKey {
+        let key = |server: &ServerId, variant: Variant| SeriesKey {
             profile: profile.clone(),
             workload: workload.clone(),
-            server: server.to_string(),
+            server: server.clone(),
             variant,
         };
-        let mut push = |sa: &str, a: Variant, sb: &str, b: Variant| -> Result<()> {
+        let mut push = |sa: &ServerId, a: Variant, sb: &ServerId, b: Variant| -> Result<()> {
             let (ka, kb) = (key(sa, a), key(sb, b));
             let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
                 return Ok(());
@@ -593,8 +593,8 @@ pub fn summarize_runs(
             comparisons.push(CellComparison {
                 profile: profile.clone(),
                 workload: workload.clone(),
-                server_a: sa.to_string(),
-                server_b: sb.to_string(),
+                server_a: sa.clone(),
+                server_b: sb.clone(),
                 a,
                 b,
                 comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
@@ -647,7 +647,7 @@ pub fn summarize_runs(
             ));
         }
     }
-    let mut viewpoints: BTreeMap<String, u8> = BTreeMap::new();
+    let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
     for r in rows {
         let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
         *v = (*v).min(r.viewpoints);
@@ -722,7 +722,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         let mut row = vec![
             st.key.profile.clone(),
             st.key.workload.clone(),
-            st.key.server.clone(),
+            st.key.server.to_string(),
             st.key.variant.name(),
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
@@ -779,9 +779,9 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         w.write_record([
             c.profile.clone(),
             c.workload.clone(),
-            c.server_a.clone(),
+            c.server_a.to_string(),
             c.a.name(),
-            c.server_b.clone(),
+            c.server_b.to_string(),
             c.b.name(),
             x.n_valid_a.to_string(),
             x.n_dnf_a.to_string(),
@@ -856,7 +856,7 @@ pub fn fmt_series(s: &SeriesSummary) -> String {
 /// comparisons with their verdicts.
 pub fn terminal(s: &Summary) -> String {
     let mut out = String::new();
-    let mut groups: Vec<(String, String)> = Vec::new();
+    let mut groups: Vec<(String, ServerId)> = Vec::new();
     for st in &s.series {
         let g = (st.key.workload.clone(), st.key.server.clone());
         if !groups.contains(&g) {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::{Registration, ServerDescription, ServerEvidence, ServerUnderTest, StartContext};
+use crate::identity::ServerId;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{ConnectionStats, EmbeddedServer, ServerConfig};
@@ -63,8 +64,8 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
 }
 
 impl ServerUnderTest for Embedded {
-    fn name(&self) -> &str {
-        SERVER.name
+    fn name(&self) -> ServerId {
+        ServerId::new(SERVER.name)
     }
 
     fn port(&self) -> u16 {

@@ -20,6 +20,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::identity::ServerId;
 use crate::netem::Namespace;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
@@ -32,7 +33,7 @@ pub use custom::{CustomLog, CustomServer};
 /// A server running in the server namespace for the testbed's life.
 pub trait ServerUnderTest {
     /// Its name in the plan, the records and `--servers` (`embedded`, `caddy`, `custom`…).
-    fn name(&self) -> &str;
+    fn name(&self) -> ServerId;
     fn port(&self) -> u16;
     /// Whether it offers `p` here (it speaks it and no knob switched it off).
     fn offers(&self, p: Protocol) -> bool;
@@ -95,7 +96,7 @@ pub struct ServerDescription {
     /// The protocols a reference server was configured to offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocols: Option<OfferedProtocols>,
-    pub server: String,
+    pub server: ServerId,
     /// A reference server's TCP congestion control: the namespace default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_congestion: Option<String>,
@@ -117,7 +118,7 @@ fn keys_sorted<T: Serialize, S: serde::Serializer>(v: &Option<T>, s: S) -> Resul
 }
 
 /// The servers' descriptions by name (`meta.json` `servers_applied`).
-pub type ServerDescriptions = std::collections::BTreeMap<String, ServerDescription>;
+pub type ServerDescriptions = std::collections::BTreeMap<ServerId, ServerDescription>;
 
 /// `servers_applied` as the metadata holds it: null before any server started.
 pub mod descriptions_or_null {
@@ -249,11 +250,12 @@ impl ServerChoice {
         ServerChoice::Registered(&embedded::SERVER)
     }
 
-    pub fn name(&self) -> &str {
-        match self {
+    /// The id the plan, the records and the report know it by.
+    pub fn name(&self) -> ServerId {
+        ServerId::new(match self {
             ServerChoice::Registered(r) => r.name,
             ServerChoice::Command(_) => custom::NAME,
-        }
+        })
     }
 
     /// Refuses a protocol the server cannot speak at all (as opposed to one switched off by a

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::access_log::{self, LogFormat};
 use super::config::Site;
 use super::sink::UploadSink;
+use crate::identity::ServerId;
 use crate::netem::Namespace;
 use crate::protocol::Protocol;
 use crate::servers::{
@@ -42,7 +43,7 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
 
 /// A running reference server.
 pub struct ChildServer {
-    name: String,
+    name: ServerId,
     child: Child,
     site: Site,
     sink: UploadSink,
@@ -104,7 +105,7 @@ impl ChildServer {
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         });
         let mut server = ChildServer {
-            name: name.to_string(),
+            name: ServerId::new(name),
             child,
             site,
             sink,
@@ -305,8 +306,8 @@ impl ReferenceServer {
 }
 
 impl ServerUnderTest for ReferenceServer {
-    fn name(&self) -> &str {
-        &self.child.name
+    fn name(&self) -> ServerId {
+        self.child.name.clone()
     }
 
     fn port(&self) -> u16 {
