@@ -312,6 +312,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn regenerating_replaces_the_tree_and_leaves_no_staging_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let w: Workload = "page10".parse().unwrap();
+        let dir = workload_dir(root.path(), &w.name);
+        assert_eq!(generate(root.path(), &w, 1).unwrap().seed, 1);
+        std::fs::write(dir.join("stale.txt"), "from an older generator").unwrap();
+        generate(root.path(), &w, 2).unwrap();
+        assert_eq!(
+            super::super::read_manifest(root.path(), &w.name)
+                .unwrap()
+                .seed,
+            2
+        );
+        assert!(!dir.join("stale.txt").exists());
+        assert!(dir.join("index.html").is_file());
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from(&w.name)]);
+    }
+
+    #[test]
     fn mix_has_every_kind() {
         let m = mix(50);
         assert_eq!(m.len(), 50);
