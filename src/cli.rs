@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -744,8 +744,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         if let Some(base) = &a.har {
             let path = har_path(base, rec.round, rec.attempt, req.runs);
             let har = crate::har::build(&rec.observation, &rec.url, &chromium);
-            std::fs::write(&path, serde_json::to_vec_pretty(&har)?)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            crate::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
             if !a.json {
                 println!("  HAR: {}", path.display());
             }
@@ -883,7 +882,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
         anyhow::bail!("{}: no run with link figures", dir.display());
     }
     let text = link_bench::render(&cells);
-    store::write_atomic(&dir.join("link-bench.md"), text.as_bytes())?;
+    crate::atomic::write_file(&dir.join("link-bench.md"), text.as_bytes())?;
     print!("{text}");
     println!("(from {}; also in link-bench.md there)", dir.display());
     Ok(ExitCode::SUCCESS)
@@ -914,8 +913,10 @@ fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
     let report = crate::netem::bench::run(&opts, |step| eprintln!("bench: {step} …"))?;
     print!("{}", crate::netem::bench::render(&report));
     if let Some(path) = a.stats_json {
-        std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::atomic::write_file(
+            &path,
+            (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

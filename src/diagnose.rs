@@ -491,11 +491,11 @@ pub fn markdown(d: &Diagnosis) -> String {
 /// `pagebench diagnose DIR`: analyses, writes `diagnosis.json` and `diagnosis.md`, prints.
 pub fn run(dir: &Path) -> Result<Diagnosis> {
     let d = analyze(dir).with_context(|| format!("diagnosing {}", dir.display()))?;
-    crate::results::store::write_atomic(
+    crate::atomic::write_file(
         &dir.join("diagnosis.json"),
         (serde_json::to_string_pretty(&d)? + "\n").as_bytes(),
     )?;
-    crate::results::store::write_atomic(
+    crate::atomic::write_file(
         &dir.join("diagnosis.md"),
         format!("# Diagnosis\n\n{}", markdown(&d)).as_bytes(),
     )?;

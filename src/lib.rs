@@ -4,6 +4,7 @@
 //! embedded h1/h2/h3 server. Pure cores (link model, metric derivation, statistics) with thin IO
 //! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
 
+pub mod atomic;
 pub mod browser;
 pub mod cli;
 pub mod diagnose;
@@ -15,6 +16,7 @@ pub mod matrix;
 pub mod metrics;
 pub mod netem;
 pub mod plan;
+pub mod procfs;
 pub mod profile;
 pub mod protocol;
 pub mod record;
@@ -28,6 +30,7 @@ pub mod signals;
 pub mod snmp;
 pub mod stats;
 pub mod sysinfo;
+pub mod tempdir;
 pub mod testbed;
 pub mod textfmt;
 pub mod validate;

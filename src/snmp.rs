@@ -1,37 +1,14 @@
 //! Kernel protocol counters (`/proc/net/snmp`): UDP receive-buffer overflows and TCP
-//! retransmissions, read per network namespace before and after a run. Parsing and deltas are
-//! pure; reading must happen on a thread inside the namespace (`/proc/thread-self/net/snmp`:
-//! `/proc/net` follows the process's main thread, not the calling thread).
-
-use std::collections::BTreeMap;
+//! retransmissions, read per network namespace before and after a run, and what changed. The
+//! reading and parsing live in [`crate::procfs`] ([`procfs::thread_snmp`], on a thread inside
+//! the namespace); this module keeps the record's types and the pure delta.
 
 use serde::{Deserialize, Serialize};
 
-/// Counters by `Proto.Field`, e.g. `Udp.RcvbufErrors`.
-pub type Counters = BTreeMap<String, i64>;
+use crate::procfs;
 
-/// Parses the header/value line pairs of `/proc/net/snmp`.
-pub fn parse(text: &str) -> Counters {
-    let mut out = Counters::new();
-    let lines: Vec<&str> = text.lines().collect();
-    for pair in lines.chunks(2) {
-        let [names, values] = pair else { continue };
-        let (Some((proto, names)), Some((proto2, values))) =
-            (names.split_once(':'), values.split_once(':'))
-        else {
-            continue;
-        };
-        if proto != proto2 {
-            continue;
-        }
-        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
-            if let Ok(v) = v.parse::<i64>() {
-                out.insert(format!("{proto}.{n}"), v);
-            }
-        }
-    }
-    out
-}
+/// Counters by `Proto.Field`, e.g. `Udp.RcvbufErrors`, as [`procfs::parse_snmp`] reads them.
+pub type Counters = procfs::SnmpCounters;
 
 /// What changed in one namespace during a run (after − before) — the counters diagnostics
 /// read. Serialized under the kernel's `Proto.Field` names.
@@ -109,13 +86,6 @@ impl NamespaceDeltas {
     }
 }
 
-/// Reads the calling thread's namespace's counters.
-pub fn read_thread() -> Counters {
-    std::fs::read_to_string("/proc/thread-self/net/snmp")
-        .map(|t| parse(&t))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,7 +97,7 @@ Udp: 1000 0 7 900 7 0 0 0 0\n";
 
     #[test]
     fn parses_and_diffs() {
-        let a = parse(SAMPLE);
+        let a = procfs::parse_snmp(SAMPLE);
         assert_eq!(a["Udp.RcvbufErrors"], 7);
         assert_eq!(a["Tcp.RetransSegs"], 3);
         let mut b = a.clone();
@@ -141,10 +111,5 @@ Udp: 1000 0 7 900 7 0 0 0 0\n";
         assert_eq!(json["Udp.RcvbufErrors"], 12);
         let back: Delta = serde_json::from_value(json).unwrap();
         assert_eq!(back, d);
-    }
-
-    #[test]
-    fn reads_this_namespace() {
-        assert!(read_thread().contains_key("Udp.InDatagrams"));
     }
 }

@@ -5,41 +5,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-/// Aggregate CPU times from the first line of `/proc/stat`, in clock ticks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuTimes {
-    pub busy: u64,
-    pub idle: u64,
-    pub steal: u64,
-}
-
-impl CpuTimes {
-    pub fn read() -> CpuTimes {
-        std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| s.lines().next().map(parse_cpu_line))
-            .unwrap_or_default()
-    }
-
-    pub fn total(&self) -> u64 {
-        self.busy + self.idle + self.steal
-    }
-}
-
-/// Parses `cpu  user nice system idle iowait irq softirq steal …`.
-pub fn parse_cpu_line(line: &str) -> CpuTimes {
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let get = |i: usize| v.get(i).copied().unwrap_or(0);
-    CpuTimes {
-        busy: get(0) + get(1) + get(2) + get(5) + get(6),
-        idle: get(3) + get(4),
-        steal: get(7),
-    }
-}
+use crate::procfs::{self, CpuTicks};
 
 /// What the machine did during an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -54,25 +20,28 @@ pub struct MachineSample {
     pub busy_pct: f64,
 }
 
+/// The machine's CPU times now (all zero if `/proc/stat` cannot be read: the sample then
+/// shows no steal rather than failing the run).
+pub fn cpu_times() -> CpuTicks {
+    procfs::cpu_ticks().unwrap_or_default()
+}
+
 /// Compares two `/proc/stat` readings.
-pub fn sample_between(a: &CpuTimes, b: &CpuTimes) -> MachineSample {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+pub fn sample_between(a: &CpuTicks, b: &CpuTicks) -> MachineSample {
+    let hz = procfs::clock_ticks_per_second();
     let total = b.total().saturating_sub(a.total()).max(1) as f64;
     let steal = b.steal.saturating_sub(a.steal) as f64;
     MachineSample {
         load1: load1(),
         steal_ms: steal / hz * 1000.0,
         steal_pct: steal / total * 100.0,
-        busy_pct: b.busy.saturating_sub(a.busy) as f64 / total * 100.0,
+        busy_pct: b.busy().saturating_sub(a.busy()) as f64 / total * 100.0,
     }
 }
 
+/// The 1-minute load average (NaN if unknown).
 pub fn load1() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(f64::NAN)
+    procfs::load_average_1min().unwrap_or(f64::NAN)
 }
 
 /// Static facts recorded in a results directory's metadata.
@@ -88,31 +57,12 @@ pub struct MachineInfo {
 
 impl MachineInfo {
     pub fn collect() -> MachineInfo {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_default();
-        let mem_kb: f64 = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("MemTotal:"))
-                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-            })
-            .unwrap_or(0.0);
+        // Descriptive metadata: an unreadable fact is left empty rather than failing the run.
+        let mem_kb = procfs::memory_total_kib().unwrap_or(0) as f64;
         MachineInfo {
-            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-            cpu_model,
+            hostname: procfs::hostname().unwrap_or_default(),
+            kernel: procfs::kernel_release().unwrap_or_default(),
+            cpu_model: procfs::cpu_model().unwrap_or_default(),
             cpus: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -160,22 +110,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_proc_stat() {
-        let c = parse_cpu_line("cpu  100 5 50 1000 10 1 2 30 0 0");
-        assert_eq!(
-            c,
-            CpuTimes {
-                busy: 158,
-                idle: 1010,
-                steal: 30
-            }
-        );
-        let b = CpuTimes {
-            busy: 258,
-            idle: 1110,
+    fn samples_an_interval() {
+        let a = procfs::parse_stat_cpu("cpu  100 5 50 1000 10 1 2 30 0 0").unwrap();
+        let b = CpuTicks {
+            user: 200,
+            idle: 1100,
             steal: 130,
+            ..a
         };
-        let s = sample_between(&c, &b);
+        // 100 busy, 100 idle, 100 stolen ticks.
+        let s = sample_between(&a, &b);
         assert!((s.steal_pct - 100.0 / 300.0 * 100.0).abs() < 1e-9);
+        assert!((s.busy_pct - 100.0 / 300.0 * 100.0).abs() < 1e-9);
+        let hz = procfs::clock_ticks_per_second();
+        assert!((s.steal_ms - 100.0 / hz * 1000.0).abs() < 1e-9);
     }
 }

@@ -19,6 +19,7 @@ use crate::fault::{self, FaultInjection};
 use crate::identity::{BrowserId, ServerId};
 use crate::metrics::Observation;
 use crate::netem::{Link, LinkOptions, LinkStats};
+use crate::procfs;
 use crate::profile::Profile;
 use crate::protocol::{H3Mode, Variant};
 use crate::server::{Certificate, ServerKnobs};
@@ -27,7 +28,8 @@ use crate::servers::{
 };
 use crate::signals;
 use crate::snmp;
-use crate::sysinfo::{sample_between, CpuTimes, MachineSample};
+use crate::sysinfo::{cpu_times, sample_between, MachineSample};
+use crate::tempdir::{self, TempDir};
 use crate::validate::LoadEnd;
 use crate::workload::Manifest;
 
@@ -60,7 +62,8 @@ pub struct TestbedConfig {
 pub struct Testbed {
     servers: Vec<Box<dyn ServerUnderTest>>,
     cert: Certificate,
-    work: PathBuf,
+    /// The certificate and the reference servers' files; removed on drop (after the servers).
+    work: TempDir,
     // Dropped last: servers must stop before their namespace goes.
     link: Link,
 }
@@ -72,28 +75,19 @@ fn namespace_tcp(link: &Link, knobs: &ServerKnobs) -> Result<NamespaceTcp> {
     let mut note = None;
     if let Some(cc) = knobs.tcp_congestion {
         for ns in [link.server(), link.client()] {
-            let set = ns.run(move || {
-                std::fs::write(
-                    "/proc/sys/net/ipv4/tcp_congestion_control",
-                    cc.kernel_name(),
-                )
-            })?;
+            let set = ns.run(move || procfs::set_tcp_congestion_default(cc.kernel_name()))?;
             if let Err(e) = set {
                 note = Some(format!(
                     "could not make {} the namespace default ({e}; the host allows only: {}): reference servers use the namespace default",
                     cc.kernel_name(),
-                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control").unwrap_or_default().trim()
+                    procfs::tcp_congestion_allowed().unwrap_or_default()
                 ));
             }
         }
     }
     let congestion = link
         .server()
-        .run(|| {
-            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default()
-        })?
-        .trim()
-        .to_string();
+        .run(|| procfs::tcp_congestion_default().unwrap_or_default())?;
     Ok(NamespaceTcp { congestion, note })
 }
 
@@ -109,8 +103,8 @@ impl Testbed {
             },
         )?;
         let ns_tcp = namespace_tcp(&link, &cfg.knobs)?;
-        let work = crate::browser::launch::make_temp_dir("pagebench-testbed")?;
-        let cert = Certificate::load_or_create(&work.join("cert"))?;
+        let work = tempdir::create("testbed")?;
+        let cert = Certificate::load_or_create(&work.path().join("cert"))?;
         let root = std::fs::canonicalize(&cfg.pages_root).with_context(|| {
             format!(
                 "pages root {} does not exist: run `pagebench pages`",
@@ -131,7 +125,7 @@ impl Testbed {
                 root: &root,
                 cert: &tb.cert,
                 knobs: &cfg.knobs,
-                work: tb.work.join(choice.name().as_str()),
+                work: tb.work.path().join(choice.name().as_str()),
                 log_dir: cfg.log_dir.as_deref(),
                 namespace_tcp: &ns_tcp,
             };
@@ -178,7 +172,7 @@ impl Testbed {
     }
 
     pub fn work_dir(&self) -> &Path {
-        &self.work
+        self.work.path()
     }
 
     /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
@@ -195,8 +189,8 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        // Servers stop before their files go (`work` drops after this) and before the link.
         self.servers.clear();
-        let _ = std::fs::remove_dir_all(&self.work);
     }
 }
 
@@ -273,8 +267,9 @@ impl LinkSide for Link {
     }
 
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
-        let c = self.client().run(snmp::read_thread).unwrap_or_default();
-        let s = self.server().run(snmp::read_thread).unwrap_or_default();
+        let read = || procfs::thread_snmp().unwrap_or_default();
+        let c = self.client().run(read).unwrap_or_default();
+        let s = self.server().run(read).unwrap_or_default();
         (c, s)
     }
 
@@ -327,7 +322,7 @@ pub fn measure(
     server.mark();
     let _ = link.take_stats();
     let counters_before = link.namespace_counters();
-    let cpu0 = CpuTimes::read();
+    let cpu0 = cpu_times();
     let mut armed = req
         .fault
         .and_then(|f| link.arm_fault(f, server.process_group()));
@@ -358,7 +353,7 @@ pub fn measure(
     if let Some(a) = armed {
         a.disarm();
     }
-    let cpu1 = CpuTimes::read();
+    let cpu1 = cpu_times();
     let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
     let counters_after = link.namespace_counters();
     let server_exit = server.exited();

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::cdp::Cdp;
+use crate::procfs;
 use crate::signals;
+use crate::tempdir::{self, TempDir};
 
 /// The real Chromium binary of Debian's package (`/usr/bin/chromium` is a wrapper script).
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
@@ -173,7 +175,8 @@ pub struct ChromiumProcess {
     child: Child,
     pub cdp: Cdp,
     pgid: i32,
-    tmp: PathBuf,
+    /// The profile, HOME and TMPDIR; removed by `close` (and by drop if launching fails).
+    tmp: TempDir,
     stderr_path: PathBuf,
     pub overhead: BrowserOverhead,
     _cleanup: signals::CleanupGuard,
@@ -212,16 +215,16 @@ impl ChromiumProcess {
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
         }
-        let tmp = make_temp_dir("pagebench-browser")?;
-        let profile = tmp.join("profile");
-        let home = tmp.join("home");
+        let tmp = tempdir::create("browser")?;
+        let profile = tmp.path().join("profile");
+        let home = tmp.path().join("home");
         std::fs::create_dir_all(&home)?;
         // Chromium's own temporary files (e.g. its singleton socket directory) go below the
         // run's directory, so a killed browser leaves nothing in /tmp that cleanup misses.
-        let browser_tmp = tmp.join("tmp");
+        let browser_tmp = tmp.path().join("tmp");
         std::fs::create_dir_all(&browser_tmp)?;
         write_profile(&profile, o)?;
-        let stderr_path = tmp.join("chromium.stderr");
+        let stderr_path = tmp.path().join("chromium.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
 
         let (child_in, parent_out) = pipe_cloexec()?; // parent writes commands → child fd 3
@@ -257,7 +260,7 @@ impl ChromiumProcess {
         drop(child_in);
         drop(child_out);
         let pgid = child.id() as i32;
-        let tmp_for_cleanup = tmp.clone();
+        let tmp_for_cleanup = tmp.path().to_path_buf();
         let guard = signals::register_cleanup(move || {
             // SAFETY: signalling the process group we created.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
@@ -295,7 +298,7 @@ impl ChromiumProcess {
 
     /// The temporary profile directory (removed by [`ChromiumProcess::close`]).
     pub fn profile_dir(&self) -> PathBuf {
-        self.tmp.join("profile")
+        self.tmp.path().join("profile")
     }
 
     pub fn pid(&self) -> u32 {
@@ -338,7 +341,7 @@ impl ChromiumProcess {
         }
         // Helpers (zygote, utility processes) leave with the browser; make sure.
         wait_group_gone(self.pgid, Duration::from_secs(3));
-        let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_dir_all(self.tmp.path());
         self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
     }
 }
@@ -379,29 +382,16 @@ fn wait_group_gone(pgid: i32, timeout: Duration) {
 
 /// Live (non-zombie) processes whose process group is `pgid`, with their CPU ticks.
 fn group_members(pgid: i32) -> Vec<(i32, u64)> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+    let Ok(pids) = procfs::pids() else {
+        return Vec::new();
     };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name (which may contain spaces) start after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        // f[0]=state f[2]=pgrp f[11]=utime f[12]=stime
-        if f.len() > 12 && f[0] != "Z" && f[2].parse::<i32>().ok() == Some(pgid) {
-            let ticks = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
-            out.push((pid, ticks));
-        }
-    }
-    out
+    pids.into_iter()
+        .filter_map(|pid| {
+            // Gone since listed, or unreadable: not a member to wait for.
+            let s = procfs::pid_stat(pid).ok()?;
+            (!s.is_zombie() && s.pgrp == pgid).then_some((pid, s.cpu_ticks()))
+        })
+        .collect()
 }
 
 fn group_cpu_ticks(pgid: i32) -> u64 {
@@ -419,8 +409,7 @@ struct Settle {
 fn settle(pgid: i32, max: Duration) -> Settle {
     const WINDOW: Duration = Duration::from_millis(100);
     const QUIET_CORES: f64 = 0.15;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = procfs::clock_ticks_per_second();
     let start = Instant::now();
     let mut quiet = 0;
     let mut last_cpu = f64::NAN;
@@ -448,27 +437,6 @@ fn settle(pgid: i32, max: Duration) -> Settle {
         settled: false,
         last_cpu,
     }
-}
-
-/// Creates a fresh private directory under the system temp dir.
-pub fn make_temp_dir(prefix: &str) -> Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for i in 0..1000u32 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p = base.join(format!("{prefix}-{}-{nanos:x}{i}", std::process::id()));
-        match std::fs::create_dir(&p) {
-            Ok(()) => return Ok(p),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", p.display())),
-        }
-    }
-    bail!(
-        "cannot create a temporary directory under {}",
-        base.display()
-    )
 }
 
 #[cfg(test)]

@@ -779,19 +779,16 @@ mod tests {
 
     struct Fixture {
         dir: PathBuf,
+        /// Owns `dir`: removed when the fixture drops.
+        _tmp: crate::tempdir::TempDir,
         profiles: Vec<Profile>,
         manifests: BTreeMap<String, Manifest>,
         plan: Vec<PlannedRun>,
     }
 
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
     fn fixture() -> Fixture {
-        let dir = crate::browser::launch::make_temp_dir("pagebench-exec-test").unwrap();
+        let tmp = crate::tempdir::create("exec-test").unwrap();
+        let dir = tmp.path().to_path_buf();
         let w: Workload = "page10".parse().unwrap();
         let manifest = Manifest {
             workload: w.clone(),
@@ -814,6 +811,7 @@ mod tests {
         };
         Fixture {
             dir,
+            _tmp: tmp,
             profiles: vec![
                 Profile::simple("wired", 40.0, 5.0, 0.0),
                 Profile::simple("mobile", 60.0, 15.0, 1.0),

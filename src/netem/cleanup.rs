@@ -6,11 +6,12 @@
 //! profiles, testbed files) such a process left.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 
 use super::netns::{delete_by_name, parse_name, NETNS_DIR};
+use crate::procfs;
 
 /// Deletes every stale pagebench namespace and returns their names. Namespaces of live
 /// pagebench processes (including this one) are left alone.
@@ -43,12 +44,8 @@ pub fn remove_stale() -> Result<Vec<String>> {
     Ok(removed)
 }
 
-/// Prefixes of the temporary directories a pagebench process makes (a fresh Chromium profile per
-/// run, the testbed's certificate and reference-server configs): `<prefix>-<pid>-<suffix>`.
-const TEMP_PREFIXES: [&str; 2] = ["pagebench-browser-", "pagebench-testbed-"];
-
-/// Deletes the temporary directories of dead pagebench processes (SIGKILL leaves them) and
-/// returns them.
+/// Deletes the temporary directories of dead pagebench processes (SIGKILL leaves them: browser
+/// profiles, testbed files, any [`crate::tempdir`] scratch directory) and returns them.
 pub fn remove_stale_temp_dirs() -> Vec<std::path::PathBuf> {
     let base = std::env::temp_dir();
     let Ok(entries) = std::fs::read_dir(&base) else {
@@ -57,10 +54,7 @@ pub fn remove_stale_temp_dirs() -> Vec<std::path::PathBuf> {
     let mut removed = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = TEMP_PREFIXES.iter().find_map(|p| name.strip_prefix(p)) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        let Some((_, pid)) = crate::tempdir::parse_name(&name) else {
             continue;
         };
         let created = e.metadata().and_then(|m| m.modified()).ok();
@@ -77,53 +71,29 @@ pub fn remove_stale_temp_dirs() -> Vec<std::path::PathBuf> {
 
 /// True if process `pid` exists and was started before the namespace was created.
 fn owner_alive(pid: u32, ns_created: Option<SystemTime>) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
-    match (process_start(&stat), ns_created) {
+    let stat = match procfs::pid_stat(pid) {
+        Ok(s) => s,
+        // It exists but its stat is unreadable as expected: assume it is the owner.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return true,
+        Err(_) => return false,
+    };
+    let started = procfs::boot_time()
+        .ok()
+        .map(|boot| stat.started_at(boot, procfs::clock_ticks_per_second()));
+    match (started, ns_created) {
         // A process that started after the namespace existed cannot have created it.
         (Some(started), Some(created)) => started <= created + Duration::from_secs(2),
         _ => true,
     }
 }
 
-/// Start time of a process from its `/proc/<pid>/stat` text.
-fn process_start(stat: &str) -> Option<SystemTime> {
-    let ticks = start_ticks(stat)?;
-    let boot = boot_time()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(boot + Duration::from_secs_f64(ticks as f64 / hz))
-}
-
-/// Field 22 (`starttime`) of `/proc/<pid>/stat`; the command name (field 2) may contain spaces
-/// and parentheses, so count from the last `)`.
-fn start_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn boot_time() -> Option<SystemTime> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let secs: u64 = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_start_time_despite_odd_command_names() {
-        let stat = "4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(start_ticks(stat), Some(987654));
-        assert_eq!(start_ticks("garbage"), None);
-    }
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn this_process_is_alive_and_a_dead_pid_is_not() {

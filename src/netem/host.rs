@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::procfs;
+
 /// `CAP_NET_ADMIN`: create TUN devices, configure addresses and links.
 const CAP_NET_ADMIN: u32 = 12;
 /// `CAP_SYS_ADMIN`: create, enter (`setns`) and mount network namespaces.
@@ -72,9 +74,7 @@ pub fn preflight() -> Result<(), PreflightError> {
 
 /// The effective capability set of this process (`None` if `/proc` does not say).
 fn effective_capabilities() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-    u64::from_str_radix(hex.trim(), 16).ok()
+    procfs::effective_capabilities().ok()
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
@@ -85,50 +85,22 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Total CPU steal of the machine so far, in milliseconds (all CPUs summed), from `/proc/stat`.
+/// Total CPU steal of the machine so far, in milliseconds (all CPUs summed), from `/proc/stat`
+/// (0 if it cannot be read).
 pub fn cpu_steal_ms() -> f64 {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| parse_steal_ticks(&s))
-        .map(|ticks| ticks as f64 * 1000.0 / clock_ticks_per_second())
-        .unwrap_or(0.0)
-}
-
-/// The `steal` field of the aggregate `cpu` line of `/proc/stat`.
-fn parse_steal_ticks(stat: &str) -> Option<u64> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    line.split_whitespace().nth(8)?.parse().ok()
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    machine_ms(|c| c.steal)
 }
 
 /// CPU time the whole machine spent busy so far (user, nice, system, irq, softirq; all CPUs),
-/// in milliseconds.
+/// in milliseconds (0 if `/proc/stat` cannot be read).
 pub fn machine_busy_ms() -> f64 {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| parse_busy_ticks(&s))
-        .map(|ticks| ticks as f64 * 1000.0 / clock_ticks_per_second())
-        .unwrap_or(0.0)
+    machine_ms(|c| c.busy())
 }
 
-fn parse_busy_ticks(stat: &str) -> Option<u64> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // user nice system idle iowait irq softirq steal …
-    Some(v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?)
+fn machine_ms(field: impl Fn(&procfs::CpuTicks) -> u64) -> f64 {
+    procfs::cpu_ticks()
+        .map(|c| field(&c) as f64 * 1000.0 / procfs::clock_ticks_per_second())
+        .unwrap_or(0.0)
 }
 
 /// CPU time used by this process (all threads) so far, in milliseconds.
@@ -250,16 +222,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_steal_from_proc_stat() {
-        let stat = "cpu  60148 153 8735 75966 844 0 118 111 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
-        assert_eq!(parse_steal_ticks(stat), Some(111));
-        assert_eq!(parse_steal_ticks("intr 1 2\n"), None);
-        assert_eq!(parse_busy_ticks(stat), Some(60148 + 153 + 8735 + 118));
-    }
-
-    #[test]
     fn reads_real_counters() {
         assert!(cpu_steal_ms() >= 0.0);
+        assert!(machine_busy_ms() > 0.0);
         let a = thread_cpu_ns();
         let mut x = 0u64;
         for i in 0..1_000_000u64 {

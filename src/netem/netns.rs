@@ -257,12 +257,14 @@ pub fn delete_by_name(name: &str) -> io::Result<()> {
 /// `/proc/sys/net` shows the namespace of the calling thread).
 fn disable_ipv6() -> Result<()> {
     for which in ["all", "default"] {
-        let path = format!("/proc/sys/net/ipv6/conf/{which}/disable_ipv6");
-        match std::fs::write(&path, "1") {
+        match crate::procfs::disable_ipv6(which) {
             Ok(()) => {}
             // No IPv6 in this kernel: nothing to disable.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("writing {path}")),
+            Err(e) => {
+                let path = crate::procfs::disable_ipv6_path(which);
+                return Err(e).with_context(|| format!("writing {path}"));
+            }
         }
     }
     Ok(())

@@ -105,8 +105,10 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
     eprint!("{}", check.render());
     if let Some(path) = &opts.stats_json {
         let json = serde_json::json!({ "stats": stats, "self_check": check });
-        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::atomic::write_file(
+            path,
+            (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
+        )?;
     }
     drop(link);
     Ok(ShellOutcome {

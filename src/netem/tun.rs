@@ -13,6 +13,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use serde::{Deserialize, Serialize};
 
 use super::host::TUN_PATH;
+use crate::procfs;
 
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
@@ -95,6 +96,19 @@ impl DeviceCounters {
     }
 }
 
+impl From<procfs::NetDevCounters> for DeviceCounters {
+    fn from(c: procfs::NetDevCounters) -> DeviceCounters {
+        DeviceCounters {
+            rx_packets: c.rx_packets,
+            rx_bytes: c.rx_bytes,
+            rx_dropped: c.rx_dropped,
+            tx_packets: c.tx_packets,
+            tx_bytes: c.tx_bytes,
+            tx_dropped: c.tx_dropped,
+        }
+    }
+}
+
 /// Reads a device's counters from a `/proc/net/dev` file opened inside its namespace.
 pub struct DeviceStatsReader {
     file: File,
@@ -105,9 +119,8 @@ impl DeviceStatsReader {
     /// Opens the counters of `device` of the calling thread's namespace. The open file keeps
     /// showing that namespace wherever it is read from.
     pub fn open_in_current_namespace(device: &str) -> io::Result<DeviceStatsReader> {
-        let file = File::open("/proc/thread-self/net/dev")?;
         Ok(DeviceStatsReader {
-            file,
+            file: procfs::open_thread_net_dev()?,
             device: device.to_string(),
         })
     }
@@ -116,42 +129,15 @@ impl DeviceStatsReader {
         self.file.rewind()?;
         let mut text = String::new();
         self.file.read_to_string(&mut text)?;
-        parse_proc_net_dev(&text, &self.device).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("device {} not in /proc/net/dev", self.device),
-            )
-        })
+        procfs::parse_net_dev(&text, &self.device)
+            .map(DeviceCounters::from)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("device {} not in /proc/net/dev", self.device),
+                )
+            })
     }
-}
-
-/// The counters of `device` in the text of `/proc/net/dev`.
-pub fn parse_proc_net_dev(text: &str, device: &str) -> Option<DeviceCounters> {
-    for line in text.lines() {
-        let Some((name, rest)) = line.split_once(':') else {
-            continue;
-        };
-        if name.trim() != device {
-            continue;
-        }
-        let v: Vec<u64> = rest
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        if v.len() < 16 {
-            return None;
-        }
-        // rx: bytes packets errs drop fifo frame compressed multicast | tx: bytes packets errs drop …
-        return Some(DeviceCounters {
-            rx_bytes: v[0],
-            rx_packets: v[1],
-            rx_dropped: v[3],
-            tx_bytes: v[8],
-            tx_packets: v[9],
-            tx_dropped: v[11],
-        });
-    }
-    None
 }
 
 #[cfg(test)]
@@ -159,12 +145,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_proc_net_dev() {
-        let text = "Inter-|   Receive                                                |  Transmit\n \
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
-lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n\
-pbtun-c: 1000      10    0    2    0     0          0         0     3000      30    0    7    0     0       0          0\n";
-        let c = parse_proc_net_dev(text, "pbtun-c").unwrap();
+    fn device_counters_come_from_proc_net_dev_and_subtract() {
+        let c = DeviceCounters::from(procfs::NetDevCounters {
+            rx_bytes: 1000,
+            rx_packets: 10,
+            rx_dropped: 2,
+            tx_bytes: 3000,
+            tx_packets: 30,
+            tx_dropped: 7,
+        });
         assert_eq!(
             c,
             DeviceCounters {
@@ -176,12 +165,12 @@ pbtun-c: 1000      10    0    2    0     0          0         0     3000      30
                 tx_dropped: 7
             }
         );
-        assert!(parse_proc_net_dev(text, "eth0").is_none());
         let d = c.since(&DeviceCounters {
             tx_dropped: 5,
+            rx_bytes: 2000,
             ..Default::default()
         });
-        assert_eq!(d.tx_dropped, 2);
+        assert_eq!((d.tx_dropped, d.rx_bytes, d.tx_bytes), (2, 0, 3000));
     }
 
     #[test]

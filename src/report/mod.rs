@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::atomic;
 use crate::identity::ServerId;
 use crate::metrics::ResourceMetrics;
-use crate::results::store::{self, read_meta, read_record, write_atomic};
+use crate::results::store::{self, read_meta, read_record};
 use crate::results::summary::{self, Summary};
 
 pub use chart_data::Chart;
@@ -170,7 +171,7 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
     let mut written = Vec::new();
     for (c, png) in charts.iter().zip(&pngs) {
         let path = dir.join(&c.file);
-        write_atomic(&path, png)?;
+        atomic::write_file(&path, png)?;
         written.push(WrittenChart {
             path,
             chart: c.clone(),
@@ -197,9 +198,9 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
     };
     let (document, tables) = build::document(&data, &title, &placed, &warnings, diagnosis.as_ref());
     let markdown = dir.join(MARKDOWN);
-    write_atomic(&markdown, doc::to_markdown(&document).as_bytes())?;
+    atomic::write_file(&markdown, doc::to_markdown(&document).as_bytes())?;
     let html = dir.join(HTML);
-    write_atomic(&html, doc::to_html(&document, draw::FONT_TTF).as_bytes())?;
+    atomic::write_file(&html, doc::to_html(&document, draw::FONT_TTF).as_bytes())?;
     Ok(ReportOutput {
         markdown,
         html,

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::csv::{resource_rows, run_row, RESOURCE_COLUMNS, RUN_COLUMNS};
+use crate::atomic;
 use crate::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
 use crate::record::{RunRecord, RECORD_FORMAT};
@@ -161,30 +162,6 @@ pub fn read_meta(dir: &Path) -> Result<Meta> {
         .with_context(|| format!("{} is not a valid pagebench meta.json", path.display()))
 }
 
-/// Writes a file atomically (temporary sibling, sync, rename, sync of the directory so the
-/// rename itself survives a crash).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f =
-            File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_data()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
-
-/// Makes a directory's entries (new files, renames) durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync directory {}", dir.display()))
-}
-
 /// What is on disk for one planned run: how many attempts, and whether the last one failed as
 /// a measurement (and so may be run again).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,7 +193,7 @@ impl Attempts {
 }
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
-    write_atomic(
+    atomic::write_file(
         &dir.join(META),
         (serde_json::to_string_pretty(meta)? + "\n").as_bytes(),
     )
@@ -324,9 +301,9 @@ impl Store {
         write_meta(dir, meta)?;
         let store = Self::open(dir, BTreeSet::new(), BTreeMap::new())?;
         // The new directory entries themselves (runs/, the CSV files) must survive a crash.
-        sync_dir(dir)?;
+        atomic::sync_dir(dir)?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
+            atomic::sync_dir(parent)?;
         }
         Ok(store)
     }
@@ -369,7 +346,7 @@ impl Store {
             for row in &kept {
                 buf.write_record(row)?;
             }
-            write_atomic(&res_path, &buf.into_inner()?)?;
+            atomic::write_file(&res_path, &buf.into_inner()?)?;
         }
         meta.status = "running".into();
         meta.ended_at = None;
@@ -416,7 +393,7 @@ impl Store {
     /// Persists one finished run: raw record, resource rows, then the commit row; each synced.
     pub fn append(&mut self, rec: &RunRecord) -> Result<()> {
         let raw = serde_json::to_vec(rec)?;
-        write_atomic(
+        atomic::write_file(
             &self.dir.join(RUNS_DIR).join(format!("{}.json", rec.id)),
             &raw,
         )?;
@@ -509,37 +486,37 @@ mod tests {
 
     #[test]
     fn resume_refuses_records_of_another_version_or_layout() {
-        let dir = crate::browser::launch::make_temp_dir("pagebench-store-test").unwrap();
+        let tmp = crate::tempdir::create("store-test").unwrap();
+        let dir = tmp.path();
         let mut old = meta();
         old.pagebench_version = "0.1.0".into();
         old.record_format = 0;
-        Store::create(&dir, &old).unwrap();
-        let e = format!("{:#}", Store::resume(&dir, &meta()).err().unwrap());
+        Store::create(dir, &old).unwrap();
+        let e = format!("{:#}", Store::resume(dir, &meta()).err().unwrap());
         assert!(
             e.contains("written by pagebench 0.1.0 (record format 0)") && e.contains("--out"),
             "{e}"
         );
         let mut cols = meta();
         cols.run_columns.pop();
-        write_meta(&dir, &cols).unwrap();
-        let e = format!("{:#}", Store::resume(&dir, &meta()).err().unwrap());
+        write_meta(dir, &cols).unwrap();
+        let e = format!("{:#}", Store::resume(dir, &meta()).err().unwrap());
         assert!(e.contains("column layout"), "{e}");
-        write_meta(&dir, &meta()).unwrap();
+        write_meta(dir, &meta()).unwrap();
         let mut more_retries = meta();
         more_retries.retry_invalid = 5;
-        let e = format!("{:#}", Store::resume(&dir, &more_retries).err().unwrap());
+        let e = format!("{:#}", Store::resume(dir, &more_retries).err().unwrap());
         assert!(e.contains("--retry-invalid 2 vs 5"), "{e}");
-        assert!(Store::resume(&dir, &meta()).is_ok());
-        std::fs::remove_dir_all(dir).unwrap();
+        assert!(Store::resume(dir, &meta()).is_ok());
     }
 
     #[test]
     fn partial_line_is_cut() {
-        let dir = crate::browser::launch::make_temp_dir("pagebench-store-test").unwrap();
+        let tmp = crate::tempdir::create("store-test").unwrap();
+        let dir = tmp.path();
         let p = dir.join("x.csv");
         std::fs::write(&p, "a,b\n1,2\n3,").unwrap();
         truncate_partial_line(&p).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

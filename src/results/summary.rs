@@ -12,7 +12,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::store::{write_atomic, RUNS_CSV};
+use super::store::RUNS_CSV;
+use crate::atomic;
 use crate::identity::{Phase, ServerId};
 use crate::protocol::Variant;
 use crate::registry::{self, Metric};
@@ -688,7 +689,7 @@ fn fmt_censored(v: Option<Censored>) -> String {
 
 /// Writes `summary.json`, `summary.csv` (one row per series) and `comparisons.csv`.
 pub fn write(dir: &Path, s: &Summary) -> Result<()> {
-    write_atomic(
+    atomic::write_file(
         &dir.join("summary.json"),
         (serde_json::to_string_pretty(s)? + "\n").as_bytes(),
     )?;
@@ -751,7 +752,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         );
         w.write_record(&row)?;
     }
-    write_atomic(&dir.join("summary.csv"), &w.into_inner()?)?;
+    atomic::write_file(&dir.join("summary.csv"), &w.into_inner()?)?;
 
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
@@ -797,7 +798,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             x.verdict.to_string(),
         ])?;
     }
-    write_atomic(&dir.join("comparisons.csv"), &w.into_inner()?)?;
+    atomic::write_file(&dir.join("comparisons.csv"), &w.into_inner()?)?;
     Ok(())
 }
 
@@ -1132,7 +1133,8 @@ mod tests {
 
     #[test]
     fn reason_kinds_are_read_typed() {
-        let dir = crate::browser::launch::make_temp_dir("pagebench-summary-test").unwrap();
+        let tmp = crate::tempdir::create("summary-test").unwrap();
+        let dir = tmp.path();
         let header = crate::results::csv::RUN_COLUMNS.join(",");
         let mut fields: Vec<String> = vec![String::new(); crate::results::csv::RUN_COLUMNS.len()];
         let set = |f: &mut Vec<String>, name: &str, v: &str| {
@@ -1165,7 +1167,7 @@ mod tests {
             format!("{header}\n{first}\n{}\n", fields.join(",")),
         )
         .unwrap();
-        let rows = read_runs(&dir).unwrap();
+        let rows = read_runs(dir).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(
             rows[0].invalid_kinds,
@@ -1177,7 +1179,7 @@ mod tests {
             format!("{header}\n{}\n", fields.join(",")),
         )
         .unwrap();
-        let e = format!("{:#}", read_runs(&dir).unwrap_err());
+        let e = format!("{:#}", read_runs(dir).unwrap_err());
         assert!(e.contains("row 2") && e.contains("gremlins"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

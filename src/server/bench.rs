@@ -83,8 +83,9 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
         None => ServerKnobs::default(),
     };
     knobs = knobs.overlay(&args.knobs).with_default_tcp_congestion();
-    let tmp = TempDir::new()?;
-    let dir = tmp.0.clone();
+    // The body lives in a scratch directory, removed on every exit path.
+    let tmp = crate::tempdir::create("bench-server")?;
+    let dir = tmp.path().to_path_buf();
     let body = {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let mut b = vec![0u8; args.size.0 as usize];
@@ -196,26 +197,6 @@ async fn transfer(
     let connect = c.connect_time;
     c.close().await;
     Ok((connect, f.elapsed))
-}
-
-/// The benchmark's body lives in a per-process temp dir, removed on every exit path.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir> {
-        let dir =
-            std::env::temp_dir().join(format!("pagebench-bench-server-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The human table.

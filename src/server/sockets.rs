@@ -4,18 +4,16 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol as SockProto, SockRef, Socket, Type};
 
 use super::knobs::{EffectiveKnobs, TcpCongestion};
+use crate::procfs;
 
 /// Attempts at finding a port free on both TCP and UDP when asked for port 0.
 const PORT_ATTEMPTS: usize = 64;
-const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
-const DEFAULT_CC: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
 // asm-generic/socket.h (x86-64, arm64): not exported by the libc crate for linux-gnu.
 const SO_SNDBUFFORCE: libc::c_int = 32;
 const SO_RCVBUFFORCE: libc::c_int = 33;
@@ -252,16 +250,11 @@ fn set_buffer(s: &Socket, kind: BufferKind, want: Option<u64>) -> io::Result<Soc
     })
 }
 
-/// True when `name` is in the kernel's list (the content of tcp_available_congestion_control).
-pub fn congestion_listed(available: &str, name: &str) -> bool {
-    available.split_whitespace().any(|n| n == name)
-}
-
 /// Makes sure the kernel offers `cc`, loading its module if needed; a clear error otherwise.
 pub(crate) fn ensure_tcp_congestion_available(cc: TcpCongestion) -> Result<()> {
     let name = cc.kernel_name();
-    let read = || std::fs::read_to_string(AVAILABLE_CC).unwrap_or_default();
-    if congestion_listed(&read(), name) {
+    let read = || procfs::tcp_congestion_available().unwrap_or_default();
+    if procfs::congestion_listed(&read(), name) {
         return Ok(());
     }
     let loaded = std::process::Command::new("modprobe")
@@ -272,37 +265,23 @@ pub(crate) fn ensure_tcp_congestion_available(cc: TcpCongestion) -> Result<()> {
         .map(|s| s.success())
         .unwrap_or(false);
     let available = read();
-    if loaded && congestion_listed(&available, name) {
+    if loaded && procfs::congestion_listed(&available, name) {
         return Ok(());
     }
     bail!(
         "--tcp-congestion {name}: this kernel does not offer it (available: {}; `modprobe tcp_{name}` {}). \
          Pick one of the available ones or leave the knob unset.",
-        available.trim(),
+        available,
         if loaded { "loaded nothing usable" } else { "failed or is missing" }
     )
 }
 
 /// The system's default TCP congestion control.
 pub fn system_tcp_congestion() -> Option<String> {
-    std::fs::read_to_string(Path::new(DEFAULT_CC))
-        .ok()
-        .map(|s| s.trim().to_string())
+    procfs::tcp_congestion_default().ok()
 }
 
 /// Sets TCP_NODELAY on an accepted socket (responses are written in large chunks already).
 pub(crate) fn tune_accepted(s: &tokio::net::TcpStream) {
     let _ = SockRef::from(s).set_nodelay(true);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn congestion_list_parsing() {
-        assert!(congestion_listed("reno bbr cubic\n", "bbr"));
-        assert!(!congestion_listed("reno cubic\n", "bbr"));
-        assert!(!congestion_listed("reno bbr2", "bbr"));
-    }
 }

@@ -63,8 +63,9 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
 
     std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
     let final_dir = workload_dir(root, &workload.name);
-    let tmp_dir = root.join(format!(".{}.tmp-{}", workload.name, std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp_dir);
+    // Built beside its final place and swapped in whole: a server never serves half a tree.
+    let staged = crate::atomic::StagedDir::new(&final_dir)?;
+    let tmp_dir = staged.path();
     let url_prefix = format!("/{}/", workload.name);
     let mut entries = Vec::new();
     for f in &files {
@@ -83,7 +84,6 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
             sha256: sha256_hex(&f.bytes),
         });
     }
-    std::fs::create_dir_all(&tmp_dir)?;
     let entry_path = tmp_dir.join("index.html");
     std::fs::write(&entry_path, entry_html.as_bytes())
         .with_context(|| format!("cannot write {}", entry_path.display()))?;
@@ -99,12 +99,7 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
     };
     let json = serde_json::to_string_pretty(&manifest)? + "\n";
     std::fs::write(tmp_dir.join(MANIFEST_NAME), json)?;
-    if final_dir.exists() {
-        std::fs::remove_dir_all(&final_dir)
-            .with_context(|| format!("cannot replace {}", final_dir.display()))?;
-    }
-    std::fs::rename(&tmp_dir, &final_dir)
-        .with_context(|| format!("cannot move the new tree to {}", final_dir.display()))?;
+    staged.publish()?;
     Ok(manifest)
 }
 
@@ -315,6 +310,29 @@ fn upload_html(name: &str, bytes: u64, seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regenerating_replaces_the_tree_and_leaves_no_staging_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let w: Workload = "page10".parse().unwrap();
+        let dir = workload_dir(root.path(), &w.name);
+        assert_eq!(generate(root.path(), &w, 1).unwrap().seed, 1);
+        std::fs::write(dir.join("stale.txt"), "from an older generator").unwrap();
+        generate(root.path(), &w, 2).unwrap();
+        assert_eq!(
+            super::super::read_manifest(root.path(), &w.name)
+                .unwrap()
+                .seed,
+            2
+        );
+        assert!(!dir.join("stale.txt").exists());
+        assert!(dir.join("index.html").is_file());
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from(&w.name)]);
+    }
 
     #[test]
     fn mix_has_every_kind() {

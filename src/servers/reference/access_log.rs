@@ -194,7 +194,8 @@ mod tests {
 
     #[test]
     fn reads_only_new_complete_lines() {
-        let dir = crate::browser::launch::make_temp_dir("pagebench-log-test").unwrap();
+        let tmp = crate::tempdir::create("log-test").unwrap();
+        let dir = tmp.path();
         let p = dir.join("a.log");
         std::fs::write(&p, "one\ntwo\n").unwrap();
         let m = mark(&p);
@@ -202,6 +203,5 @@ mod tests {
         let (lines, m2) = lines_since(&p, m);
         assert_eq!(lines, ["three"]);
         assert_eq!(m2, 14);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }
