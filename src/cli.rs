@@ -49,6 +49,22 @@ pub enum Command {
     Report(ReportArgs),
     /// Explain slow transfers in a results directory (windows, buffers, losses).
     Diagnose(DiagnoseArgs),
+    /// Turn a HAR with content (DevTools "Save all as HAR with content", or `run --har`) into a
+    /// site archive: every response with its body as it went over the wire.
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The HAR 1.2 file.
+    pub har: PathBuf,
+    /// The archive directory to write (`site.json` and `bodies/`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Refuse a HAR in which a response lacks its body, instead of serving filler bytes of the
+    /// recorded size.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Args, Debug)]
@@ -452,6 +468,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
         Command::Bench(a) => bench(a),
         Command::Report(a) => report(a),
         Command::Diagnose(a) => diagnose(a),
+        Command::Import(a) => import(a),
     }
 }
 
@@ -751,6 +768,12 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         }
         Ok(())
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(a: ImportArgs) -> Result<ExitCode> {
+    let (_, summary) = crate::site::har_import::import_file(&a.har, &a.out, a.strict)?;
+    print!("{}", summary.text(&a.out));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -27,6 +27,7 @@ pub mod runner;
 pub mod server;
 pub mod servers;
 pub mod signals;
+pub mod site;
 pub mod snmp;
 pub mod stats;
 pub mod sysinfo;

@@ -294,3 +294,56 @@ fn without_a_cache_directory_the_error_names_the_flag() {
     assert!(text.lines().any(|l| l.starts_with("mine")), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("wired")), "{text}");
 }
+
+#[test]
+fn import_turns_a_har_with_content_into_an_archive_or_refuses_with_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = dir.path().join("site.har");
+    let entry = |url: &str, content: serde_json::Value| {
+        serde_json::json!({
+            "startedDateTime": "2026-12-01T10:00:00.000Z",
+            "request": {"method": "GET", "url": url, "httpVersion": "http/1.1", "headers": []},
+            "response": {"status": 200, "httpVersion": "http/1.1",
+                         "headers": [{"name": "content-type", "value": "text/html"}],
+                         "content": content, "bodySize": 6},
+            "serverIPAddress": "127.0.0.1", "timings": {"wait": 10.0, "receive": 1.0}
+        })
+    };
+    let text = serde_json::json!({"log": {"version": "1.2", "entries": [
+        entry("https://a.test/", serde_json::json!({"size": 6, "text": "<html>"})),
+        entry("https://b.test/x.js", serde_json::json!({"size": 6})),
+    ]}});
+    std::fs::write(&har, text.to_string()).unwrap();
+    let out = dir.path().join("archive");
+    let (h, o) = (har.to_str().unwrap(), out.to_str().unwrap());
+    let done = pagebench(&["import", h, "--out", o]);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        stdout.contains("imported 2 responses from 2 origin(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("https://b.test/x.js: no body recorded"),
+        "{stdout}"
+    );
+    let archive = pagebench::site::read(&out).unwrap();
+    assert_eq!(archive.page_url, "https://a.test/");
+
+    let strict_out = dir.path().join("strict");
+    let refused = pagebench(&[
+        "import",
+        h,
+        "--out",
+        strict_out.to_str().unwrap(),
+        "--strict",
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--strict") && err.contains("x.js"), "{err}");
+    assert!(!strict_out.join("site.json").exists());
+}
