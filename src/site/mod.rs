@@ -15,6 +15,8 @@
 
 pub mod encoding;
 pub mod har_import;
+pub mod matching;
+pub mod origins;
 
 use std::path::Path;
 
