@@ -747,6 +747,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         pages_seed: a.common.pages_seed,
         seed: a.seed,
         retry_invalid: a.retry_invalid,
+        keep_bodies: a.har.is_some(),
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");

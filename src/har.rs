@@ -188,6 +188,24 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
                 "receive": receive,
             },
         });
+        // "With content", as DevTools saves it: the decoded body, base64 for binary ones.
+        if let Some(b) = obs.bodies.get(id) {
+            let content = &mut entry["response"]["content"];
+            let decoded = if b.base64 {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(&b.body)
+                    .map(|d| d.len())
+                    .unwrap_or(0)
+            } else {
+                b.body.len()
+            };
+            content["size"] = json!(decoded);
+            content["text"] = json!(b.body);
+            if b.base64 {
+                content["encoding"] = json!("base64");
+            }
+        }
         if let Some(r) = resp {
             if let Some(ip) = r["remoteIPAddress"].as_str() {
                 entry["serverIPAddress"] = json!(ip);
@@ -237,6 +255,7 @@ mod tests {
             resources: vec![],
             page_result: None,
             cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+            bodies: Default::default(),
         };
         let har = build(&obs, "https://pagebench.test/page10/index.html", "156");
         let log = &har["log"];
@@ -258,5 +277,65 @@ mod tests {
         // The navigation opened the connection: it has connect and TLS time.
         assert!(entries[0]["timings"]["connect"].as_f64().unwrap() > 0.0);
         assert!(log["pages"][0]["pageTimings"]["onLoad"].as_f64().unwrap() > 0.0);
+    }
+
+    #[test]
+    fn kept_bodies_make_a_har_with_content_that_imports() {
+        let path = format!(
+            "{}/tests/fixtures/browser/h2-page10.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut obs = Observation {
+            time_origin: v["perf"]["timeOrigin"].as_f64(),
+            navigation: Some(v["perf"]["nav"].clone()),
+            cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+            ..Observation::default()
+        };
+        let ids: Vec<String> = obs
+            .cdp_events
+            .iter()
+            .filter(|e| e.method == "Network.loadingFinished")
+            .filter_map(|e| e.params["requestId"].as_str().map(String::from))
+            .collect();
+        assert_eq!(ids.len(), 11);
+        for (i, id) in ids.iter().enumerate() {
+            let body = if i == 0 {
+                crate::metrics::ResponseBody {
+                    body: "<html>".into(),
+                    base64: false,
+                }
+            } else {
+                crate::metrics::ResponseBody {
+                    body: "iVBORw0KGgo=".into(),
+                    base64: true,
+                }
+            };
+            obs.bodies.insert(id.clone(), body);
+        }
+        let har = build(&obs, "https://pagebench.test/page10/index.html", "156");
+        let entries = har["log"]["entries"].as_array().unwrap();
+        let with_text = entries
+            .iter()
+            .filter(|e| e["response"]["content"]["text"].is_string())
+            .count();
+        assert_eq!(with_text, 11);
+        let b64 = entries
+            .iter()
+            .filter(|e| e["response"]["content"]["encoding"] == "base64")
+            .count();
+        assert_eq!(b64, 10);
+        // And it imports whole: no missing bodies.
+        let out = tempfile::tempdir().unwrap();
+        let (a, summary) = crate::site::har_import::import(
+            &har.to_string(),
+            std::path::Path::new("run.har"),
+            out.path(),
+            true,
+        )
+        .unwrap();
+        assert!(summary.missing.is_empty(), "{:?}", summary.missing);
+        assert_eq!(a.entries.len(), 11);
+        assert!(a.entries[1..].iter().all(|e| e.decoded_size == 8));
     }
 }

@@ -29,6 +29,18 @@ pub struct Observation {
     pub page_result: Option<Value>,
     /// CDP Network.* and Page.* events of the load.
     pub cdp_events: Vec<CdpEvent>,
+    /// Response bodies by CDP request id, when the run kept them (`run --har`); never written
+    /// into the run record.
+    #[serde(skip)]
+    pub bodies: std::collections::BTreeMap<String, ResponseBody>,
+}
+
+/// A response body as CDP's `Network.getResponseBody` returns it (decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseBody {
+    pub body: String,
+    /// `body` is base64 (binary content).
+    pub base64: bool,
 }
 
 /// The timing fields this module reads from a Navigation/Resource Timing entry (ms from
@@ -405,6 +417,7 @@ pub(crate) mod tests {
             resources: v["perf"]["res"].as_array().unwrap().clone(),
             page_result: v["perf"].get("pb").cloned().filter(|p| !p.is_null()),
             cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+            bodies: Default::default(),
         }
     }
 

@@ -40,6 +40,8 @@ pub struct RunSpec {
     pub settle_max: Duration,
     /// A fault to inject into this run (test hook).
     pub fault: Option<FaultInjection>,
+    /// Keep the response bodies after the load (`run --har`: a HAR with content).
+    pub keep_bodies: bool,
 }
 
 impl RunSpec {
@@ -66,6 +68,7 @@ impl RunSpec {
             timeout,
             settle_max: Duration::from_secs(3),
             fault: None,
+            keep_bodies: false,
         }
     }
 }
@@ -113,6 +116,7 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
             timeout: spec.timeout,
             settle_max: spec.settle_max,
             fault: spec.fault.as_ref(),
+            keep_bodies: spec.keep_bodies,
         },
     )?;
     Ok(assemble(spec, parts))

@@ -212,6 +212,8 @@ pub struct LoadRequest<'a> {
     pub settle_max: Duration,
     /// A fault to inject into the load (test hook).
     pub fault: Option<&'a FaultInjection>,
+    /// Keep the response bodies (`run --har`).
+    pub keep_bodies: bool,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -314,6 +316,7 @@ pub fn measure(
         spki: spki.to_string(),
         settle_max: req.settle_max,
         extra_args: vec![],
+        keep_bodies: req.keep_bodies,
     };
     let kind = &req.manifest.workload.kind;
 
@@ -526,6 +529,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             settle_max: Duration::from_secs(1),
             fault,
+            keep_bodies: false,
         };
         let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
         if !launch_fails {

@@ -347,3 +347,63 @@ fn import_turns_a_har_with_content_into_an_archive_or_refuses_with_strict() {
     assert!(err.contains("--strict") && err.contains("x.js"), "{err}");
     assert!(!strict_out.join("site.json").exists());
 }
+
+#[test]
+fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
+    // A real h2 load of page10 (root and Chromium) with --har, then `import --strict`: every
+    // body of the archive is the generated file, byte for byte.
+    let cwd = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let har = cwd.path().join("run.har");
+    let out = pagebench_elsewhere(cwd.path(), cache.path())
+        .args(["run", "--protocol", "h2", "--workload", "page10"])
+        .args(["--profile", "datacenter", "--timeout", "30s", "--har"])
+        .arg(&har)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The counted attempt's HAR (a retried run writes run.a2.har, …): the newest.
+    let mut hars: Vec<_> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "har"))
+        .collect();
+    hars.sort();
+    let har = hars.last().expect("a HAR was written").clone();
+    let archive = cwd.path().join("archive");
+    let imported = pagebench_elsewhere(cwd.path(), cache.path())
+        .arg("import")
+        .arg(&har)
+        .arg("--out")
+        .arg(&archive)
+        .arg("--strict")
+        .output()
+        .unwrap();
+    assert!(
+        imported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+    let a = pagebench::site::read(&archive).unwrap();
+    let manifest: pagebench::workload::Manifest = serde_json::from_slice(
+        &std::fs::read(cache.path().join("pagebench/pages/1/page10/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(a.entries.len(), 1 + manifest.files.len());
+    for f in &manifest.files {
+        let e = a
+            .entries
+            .iter()
+            .find(|e| e.url.ends_with(&f.path))
+            .unwrap_or_else(|| panic!("{} not in the archive", f.path));
+        let wire = pagebench::site::body(&archive, e).unwrap();
+        assert!(e.content_encoding.is_none(), "{}", e.url);
+        assert_eq!(wire.len() as u64, f.size, "{}", e.url);
+        assert_eq!(hex::encode(Sha256::digest(&wire)), f.sha256, "{}", e.url);
+        assert_eq!(e.protocol.as_deref(), Some("h2"));
+    }
+}

@@ -94,6 +94,7 @@ fn report_html_renders_offline_in_chromium() {
         spki: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into(),
         settle_max: Duration::from_secs(3),
         extra_args: vec![],
+        keep_bodies: false,
     };
     let mut browser =
         ChromiumProcess::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");

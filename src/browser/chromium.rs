@@ -16,6 +16,8 @@ use crate::workload::WorkloadKind;
 #[derive(Default)]
 pub struct Chromium {
     running: Option<ChromiumProcess>,
+    /// Keep the response bodies of the loads (the launch options say).
+    keep_bodies: bool,
 }
 
 impl Browser for Chromium {
@@ -28,6 +30,7 @@ impl Browser for Chromium {
         let process =
             ChromiumProcess::launch(spawn(CHROMIUM), opts).context("Chromium did not start")?;
         self.running = Some(process);
+        self.keep_bodies = opts.keep_bodies;
         Ok(())
     }
 
@@ -42,7 +45,14 @@ impl Browser for Chromium {
             .running
             .as_mut()
             .ok_or_else(|| anyhow!("Chromium is not running: launch it first"))?;
-        load::load(process, url, kind, expected_resources, timeout)
+        load::load(
+            process,
+            url,
+            kind,
+            expected_resources,
+            timeout,
+            self.keep_bodies,
+        )
     }
 
     fn close(&mut self) -> BrowserOverhead {

@@ -39,6 +39,9 @@ pub struct LaunchOptions {
     pub settle_max: Duration,
     /// Extra flags (without leading dashes handled: give them with `--`).
     pub extra_args: Vec<String>,
+    /// Keep every response body after the load (for a HAR with content; outside the measured
+    /// load).
+    pub keep_bodies: bool,
 }
 
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
@@ -452,6 +455,7 @@ mod tests {
             spki: "abc=".into(),
             settle_max: Duration::from_secs(1),
             extra_args: vec![],
+            keep_bodies: false,
         }
     }
 

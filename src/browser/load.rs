@@ -36,6 +36,7 @@ pub fn load(
     kind: &WorkloadKind,
     expected_resources: usize,
     timeout: Duration,
+    keep_bodies: bool,
 ) -> Result<(Observation, LoadEnd)> {
     let deadline = Instant::now() + timeout;
     let short = Duration::from_secs(10);
@@ -140,7 +141,45 @@ pub fn load(
             LoadEnd::NavigationFailed("no navigation entry after load".into()),
         ));
     }
+    if keep_bodies {
+        response_bodies(browser, &session, &mut obs);
+    }
     Ok((obs, LoadEnd::Completed))
+}
+
+/// Asks the browser for the body of every response that finished (after the load, so the
+/// measurement is not touched). A body the browser no longer has is left out: the HAR entry
+/// then has no content, and an import lists it.
+fn response_bodies(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
+    let finished: Vec<String> = obs
+        .cdp_events
+        .iter()
+        .filter(|e| e.method == "Network.loadingFinished")
+        .filter_map(|e| e.params["requestId"].as_str().map(String::from))
+        .collect();
+    for id in finished {
+        let r = browser.cdp.call(
+            Some(session),
+            "Network.getResponseBody",
+            json!({ "requestId": id }),
+            Duration::from_secs(10),
+        );
+        match r {
+            Ok(v) => {
+                if let Some(body) = v["body"].as_str() {
+                    let base64 = v["base64Encoded"].as_bool().unwrap_or(false);
+                    obs.bodies.insert(
+                        id,
+                        crate::metrics::ResponseBody {
+                            body: body.to_string(),
+                            base64,
+                        },
+                    );
+                }
+            }
+            Err(e) => tracing::debug!("no body for request {id}: {e}"),
+        }
+    }
 }
 
 fn remaining(deadline: Instant) -> Duration {

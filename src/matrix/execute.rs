@@ -491,6 +491,7 @@ fn start_and_run(
         retry_invalid: req.retry_invalid,
         faults: &req.faults,
         quiet: req.quiet,
+        keep_bodies: false,
         stop: &signals::interrupted,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
@@ -516,6 +517,8 @@ pub struct PlanContext<'a> {
     pub retry_invalid: u32,
     pub faults: &'a [FaultInjection],
     pub quiet: bool,
+    /// Keep the response bodies of every run (`run --har`).
+    pub keep_bodies: bool,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
@@ -557,6 +560,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         position: p.position,
         timeout: ctx.timeout,
         settle_max: ctx.settle_max,
+        keep_bodies: ctx.keep_bodies,
     }
 }
 
@@ -875,6 +879,7 @@ mod tests {
             retry_invalid: retry,
             faults: &[],
             quiet: true,
+            keep_bodies: false,
             stop,
         };
         let todo: Vec<&PlannedRun> = f
@@ -977,6 +982,7 @@ mod tests {
                 retry_invalid: 2,
                 faults: &[],
                 quiet: true,
+                keep_bodies: false,
                 stop: &|| false,
             };
             let spec = attempt_spec(&ctx, p, &f.profiles[0], 1);
@@ -1015,6 +1021,7 @@ mod tests {
             retry_invalid: 2,
             faults: &faults,
             quiet: true,
+            keep_bodies: false,
             stop: &|| false,
         };
         assert!(attempt_spec(&ctx, p, &f.profiles[0], 1).fault.is_some());
@@ -1155,6 +1162,7 @@ mod tests {
                 retry_invalid: 2,
                 faults: &[],
                 quiet: true,
+                keep_bodies: false,
                 stop: &|| false,
             };
             for i in done {

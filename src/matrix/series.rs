@@ -28,6 +28,8 @@ pub struct SeriesRequest {
     pub seed: u64,
     /// Retries of a run that failed as a measurement (as `matrix --retry-invalid`).
     pub retry_invalid: u32,
+    /// Keep every response body (for `--har`: a HAR with content).
+    pub keep_bodies: bool,
 }
 
 /// Runs a series — a one-cell plan walked by the matrix loop, so failed measurements are run
@@ -70,6 +72,7 @@ pub fn run_series(
         retry_invalid: req.retry_invalid,
         faults: &[],
         quiet: true,
+        keep_bodies: req.keep_bodies,
         stop: &signals::interrupted,
     };
     let mut attempts = 0usize;

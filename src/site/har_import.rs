@@ -69,19 +69,19 @@ struct Request {
 
 #[derive(Debug, Deserialize)]
 struct Response {
-    status: i64,
+    status: f64,
     #[serde(rename = "httpVersion", default)]
     http_version: String,
     #[serde(default)]
     headers: Vec<Header>,
     content: Content,
-    /// Body bytes over the wire (-1: unknown).
+    /// Body bytes over the wire (-1: unknown). Numbers may be written as floats.
     #[serde(rename = "bodySize", default = "unknown")]
-    body_size: i64,
+    body_size: f64,
 }
 
-fn unknown() -> i64 {
-    -1
+fn unknown() -> f64 {
+    -1.0
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,7 +94,7 @@ struct Header {
 struct Content {
     /// Decoded size (-1 or absent: unknown).
     #[serde(default = "unknown")]
-    size: i64,
+    size: f64,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -249,9 +249,9 @@ pub fn import(
             continue;
         };
         origins.insert(o);
-        let status = u16::try_from(h.response.status)
-            .ok()
-            .filter(|s| (100..=599).contains(s))
+        let status = Some(h.response.status)
+            .filter(|s| s.fract() == 0.0 && (100.0..=599.0).contains(s))
+            .map(|s| s as u16)
             .with_context(|| {
                 format!(
                     "{}: response.status {} is not an HTTP status",
@@ -291,8 +291,10 @@ pub fn import(
             ),
             (Some(t), None) => Some(t.as_bytes().to_vec()),
         };
-        let recorded_size = (h.response.content.size > 0).then_some(h.response.content.size as u64);
-        let recorded_wire = (h.response.body_size >= 0).then_some(h.response.body_size as u64);
+        let recorded_size =
+            (h.response.content.size > 0.0).then_some(h.response.content.size.round() as u64);
+        let recorded_wire =
+            (h.response.body_size >= 0.0).then_some(h.response.body_size.round() as u64);
         let mut missing = None;
         let wire: Option<Vec<u8>> = if status == 304 {
             missing = Some(Missing::NotModified);
