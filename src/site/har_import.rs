@@ -54,9 +54,6 @@ struct HarEntry {
     response: Response,
     #[serde(rename = "serverIPAddress", default)]
     server_ip: Option<String>,
-    /// Chromium writes the connection id here; some tools the port.
-    #[serde(default)]
-    connection: Option<String>,
     #[serde(default)]
     timings: Option<HarTimings>,
 }
@@ -346,14 +343,8 @@ pub fn import(
             (Some(w), Ok(c)) => c.decode(w).map(|d| d.len() as u64).unwrap_or(0),
             _ => 0,
         };
-        let server_address = h.server_ip.as_ref().filter(|s| !s.is_empty()).map(|ip| {
-            // Chromium writes IPv6 addresses in brackets already; a bare port in
-            // `connection` is kept only when it is a number.
-            match h.connection.as_deref().and_then(|c| c.parse::<u16>().ok()) {
-                Some(port) if !ip.contains(':') || ip.starts_with('[') => format!("{ip}:{port}"),
-                _ => ip.clone(),
-            }
-        });
+        // `connection` is Chromium's socket id, not a port: the address is the IP alone.
+        let server_address = h.server_ip.clone().filter(|s| !s.is_empty());
         let timings = h.timings.as_ref();
         builder.push(
             Entry {
@@ -505,7 +496,7 @@ mod tests {
             css.decoded_size
         );
         assert_eq!(css.decoded_size, 3500);
-        assert_eq!(css.server_address.as_deref(), Some("192.0.2.2:443"));
+        assert_eq!(css.server_address.as_deref(), Some("192.0.2.2"));
         assert_eq!(css.protocol.as_deref(), Some("h2"));
         assert!((css.timings.start_ms - 100.0).abs() < 1e-9);
         assert!((css.timings.wait_ms - 40.5).abs() < 1e-9);
