@@ -498,19 +498,6 @@ mod tests {
         }
     }
 
-    fn manifest() -> Manifest {
-        Manifest {
-            workload: "page10".parse().unwrap(),
-            generator_version: 1,
-            seed: 1,
-            entry: "/page10/index.html".into(),
-            entry_size: 1,
-            subresource_bytes: 0,
-            files: vec![],
-            upload_bytes: None,
-        }
-    }
-
     fn run(launch_fails: bool, fault: Option<&FaultInjection>) -> (Vec<String>, RunParts) {
         let log: Log = Rc::default();
         let link = FakeLink(log.clone());
@@ -520,7 +507,7 @@ mod tests {
             launch_fails,
             seen_url: None,
         };
-        let m = manifest();
+        let m = Manifest::empty_page10();
         let server_id = ServerId::new("fake");
         let req = LoadRequest {
             server: &server_id,

@@ -32,6 +32,21 @@ pub fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
     out
 }
 
+/// Lists at most a few items, then "and N more".
+pub fn few(items: &[String]) -> String {
+    const SHOW: usize = 4;
+    let mut s = items
+        .iter()
+        .take(SHOW)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > SHOW {
+        s.push_str(&format!(" and {} more", items.len() - SHOW));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

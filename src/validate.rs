@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::metrics::{cdp_requests, url_path, EntryTiming, Observation};
+use crate::textfmt::few;
 use crate::workload::{Manifest, WorkloadKind};
 
 /// The outcome of a run.
@@ -212,21 +213,6 @@ pub fn is_measurement_failure(reasons: &[Reason]) -> bool {
     reasons
         .iter()
         .any(|r| r.kind.class() == ReasonClass::Measurement)
-}
-
-/// Lists at most a few items, then "and N more".
-fn few(items: &[String]) -> String {
-    const SHOW: usize = 4;
-    let mut s = items
-        .iter()
-        .take(SHOW)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > SHOW {
-        s.push_str(&format!(" and {} more", items.len() - SHOW));
-    }
-    s
 }
 
 /// Validates one run. `expected` is the ALPN name (`http/1.1`, `h2`, `h3`); `server` is the

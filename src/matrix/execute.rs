@@ -661,11 +661,8 @@ pub fn run_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::browser::launch::BrowserOverhead;
-    use crate::metrics::{Observation, RunMetrics};
-    use crate::sysinfo::MachineSample;
-    use crate::validate::{LoadEnd, Reason, ReasonKind};
-    use crate::workload::Workload;
+    use crate::metrics::RunMetrics;
+    use crate::validate::{Reason, ReasonKind};
     use std::cell::{Cell, RefCell};
     use std::rc::Rc;
 
@@ -736,21 +733,17 @@ mod tests {
 
     fn record(spec: &RunSpec, outcome: Outcome, kinds: &[ReasonKind]) -> RunRecord {
         RunRecord {
-            id: spec.id.clone(),
             plan_id: spec.plan_id.clone(),
             attempt: spec.attempt,
-            started_at: "2026-12-01T00:00:00Z".into(),
             protocol: spec.variant.protocol,
             h3_mode: spec.variant.h3_mode,
             variant: spec.variant,
             workload: spec.manifest.workload.name.clone(),
             profile: spec.profile.name.clone(),
             server: spec.server.clone(),
-            browser: crate::identity::BrowserId::Chromium,
             phase: spec.phase,
             round: spec.round,
             position: spec.position,
-            url: String::new(),
             outcome,
             reasons: kinds
                 .iter()
@@ -759,25 +752,12 @@ mod tests {
                     detail: "scripted".into(),
                 })
                 .collect(),
-            warnings: vec![],
-            viewpoints: 3,
-            end: LoadEnd::Completed,
             metrics: RunMetrics {
                 completion_ms: (outcome == Outcome::Valid).then_some(100.0),
                 ..RunMetrics::default()
             },
-            resources: vec![],
-            overhead: BrowserOverhead::default(),
             wall_ms: 1.0,
-            machine: MachineSample::default(),
-            link: None,
-            transport: None,
-            snmp: None,
-            server_requests: vec![],
-            observation: Observation::default(),
-            link_stats: None,
-            server_transport: None,
-            server_log: serde_json::Value::Null,
+            ..RunRecord::fixture(&spec.id)
         }
     }
 
@@ -793,17 +773,7 @@ mod tests {
     fn fixture() -> Fixture {
         let tmp = crate::tempdir::create("exec-test").unwrap();
         let dir = tmp.path().to_path_buf();
-        let w: Workload = "page10".parse().unwrap();
-        let manifest = Manifest {
-            workload: w.clone(),
-            generator_version: 1,
-            seed: 1,
-            entry: "/page10/index.html".into(),
-            entry_size: 1,
-            subresource_bytes: 0,
-            files: vec![],
-            upload_bytes: None,
-        };
+        let manifest = Manifest::empty_page10();
         let spec = PlanSpec {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into()],

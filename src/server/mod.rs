@@ -35,6 +35,7 @@ pub use knobs::{ByteSize, EffectiveKnobs, Protocol, QuicCongestion, ServerKnobs,
 pub use log::RequestRecord;
 pub use sockets::SocketBuffer;
 pub use stats::{ConnectionStats, QuicInfo, TcpInfo, Transport};
+pub use tcp::drain_body;
 
 /// How long a shutdown waits for in-flight requests before closing connections.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);

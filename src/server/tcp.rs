@@ -186,20 +186,9 @@ async fn handle(
     let reply = match ctx.site.plan(req.method(), &target).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
-            let mut body = req.into_body();
-            let mut n = 0u64;
-            while let Some(frame) = body.frame().await {
-                match frame {
-                    Ok(f) => {
-                        if let Some(d) = f.data_ref() {
-                            n += d.len() as u64;
-                        }
-                    }
-                    Err(e) => {
-                        pending.rec.error = Some(format!("upload body: {e}"));
-                        break;
-                    }
-                }
+            let (n, failed) = drain_body(req.into_body()).await;
+            if let Some(e) = failed {
+                pending.rec.error = Some(format!("upload body: {e}"));
             }
             pending.rec.bytes_received = n;
             upload_reply(n, pending.start.elapsed())
@@ -279,4 +268,20 @@ impl Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact((self.data.len() - self.pos) as u64)
     }
+}
+
+/// Reads a request body to its end (or its first error), counting its bytes: an upload.
+pub async fn drain_body(mut body: hyper::body::Incoming) -> (u64, Option<hyper::Error>) {
+    let mut n = 0u64;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Some(d) = f.data_ref() {
+                    n += d.len() as u64;
+                }
+            }
+            Err(e) => return (n, Some(e)),
+        }
+    }
+    (n, None)
 }

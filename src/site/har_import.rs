@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::encoding::Coding;
 use super::{Builder, Entry, Missing, SiteArchive, Source, Timings};
+use crate::textfmt::few;
 
 /// The part of HAR 1.2 an archive needs (unknown fields, `_`-prefixed extensions included,
 /// are ignored).
@@ -170,20 +171,6 @@ fn missing_list(missing: &[(String, Missing)]) -> String {
         .iter()
         .map(|(u, m)| format!("  {u}: {}\n", m.describe()))
         .collect()
-}
-
-fn few(items: &[String]) -> String {
-    const SHOW: usize = 3;
-    let mut s = items
-        .iter()
-        .take(SHOW)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > SHOW {
-        s.push_str(&format!(" and {} more", items.len() - SHOW));
-    }
-    s
 }
 
 /// `scheme://host[:port]` of an http(s) URL.

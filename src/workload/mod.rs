@@ -246,6 +246,23 @@ pub struct Manifest {
     pub upload_bytes: Option<u64>,
 }
 
+#[cfg(test)]
+impl Manifest {
+    /// A page10 manifest with no files: the base of unit tests that need one, not its bytes.
+    pub fn empty_page10() -> Manifest {
+        Manifest {
+            workload: "page10".parse().unwrap(),
+            generator_version: 1,
+            seed: 1,
+            entry: "/page10/index.html".into(),
+            entry_size: 1,
+            subresource_bytes: 0,
+            files: vec![],
+            upload_bytes: None,
+        }
+    }
+}
+
 impl Manifest {
     pub fn total_bytes(&self) -> u64 {
         self.entry_size + self.subresource_bytes

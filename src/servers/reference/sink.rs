@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::{Request, Response};
 
 /// One upload the sink received.
@@ -108,18 +108,7 @@ async fn handle(
             .expect("static response"));
     }
     let start = Instant::now();
-    let mut body = req.into_body();
-    let mut n = 0u64;
-    while let Some(frame) = body.frame().await {
-        match frame {
-            Ok(f) => {
-                if let Some(d) = f.data_ref() {
-                    n += d.len() as u64;
-                }
-            }
-            Err(_) => break,
-        }
-    }
+    let (n, _) = crate::server::drain_body(req.into_body()).await;
     let duration_ms = start.elapsed().as_secs_f64() * 1e3;
     if let Ok(mut u) = uploads.lock() {
         u.push(Upload {
