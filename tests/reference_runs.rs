@@ -171,10 +171,13 @@ fn a_small_h3_send_buffer_is_diagnosed_as_window_limited() {
 
     let d = diagnose::run(&default).unwrap();
     eprintln!("{}", diagnose::markdown(&d));
+    // Only h3 is the claim: TCP's receive-window autotuning on h2 may lag in slow start (TCP_INFO
+    // says so in 0–36 % of the busy time of wired downloads), a finding about the client
+    // namespace, not about the send buffer.
     assert!(
         !d.findings
             .iter()
-            .any(|f| f.kind == FindingKind::WindowLimited),
+            .any(|f| f.kind == FindingKind::WindowLimited && f.series.ends_with("/h3")),
         "default buffer flagged: {:?}",
         d.findings
     );
