@@ -254,11 +254,36 @@ pub struct CommonArgs {
     /// Upper bound of the wait for Chromium's start-up CPU burst to end before navigating.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub settle_max: Duration,
+    /// Site replay (site:DIR workloads): which server address each recorded origin gets —
+    /// `recorded` (origins that shared a server share one, so connection coalescing is as
+    /// recorded), `per-origin`, or `single` (all on one, as Web Page Replay).
+    #[arg(long, default_value = "recorded", value_name = "MODE")]
+    pub origin_addresses: crate::site::origins::AddressMode,
+    /// Site replay: `none` answers at once; `recorded` waits the recorded server wait minus the
+    /// recording's round trip to that origin.
+    #[arg(long, default_value = "none", value_name = "MODE")]
+    pub think_time: crate::site::replay::ThinkTime,
+    /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
+    /// for the same URLs on every load.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Site replay: requests not in the archive (answered 404) a run may make and still count.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_misses: u32,
 }
 
 impl CommonArgs {
     pub fn profile_source(&self) -> profile::ProfileSource {
         locations::profile_source(self.profiles_dir.as_deref())
+    }
+
+    pub fn site_options(&self) -> workload::site::SiteOptions {
+        workload::site::SiteOptions {
+            addresses: self.origin_addresses,
+            think: self.think_time,
+            deterministic: self.deterministic,
+            max_misses: self.max_misses,
+        }
     }
 
     pub fn pages_root(&self) -> Result<PathBuf> {
@@ -671,6 +696,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
             .map(|f| f.parse())
             .collect::<Result<_>>()?,
         steer_receive: !a.no_receive_steering,
+        sites: a.common.site_options(),
     };
     if let Some(dir) = &req.resume {
         let stored = crate::results::store::read_meta(dir)?;
@@ -748,6 +774,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         seed: a.seed,
         retry_invalid: a.retry_invalid,
         keep_bodies: a.har.is_some(),
+        sites: a.common.site_options(),
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
@@ -895,6 +922,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 pages_seed: a.common.pages_seed,
                 faults: vec![],
                 steer_receive: true,
+                sites: a.common.site_options(),
             };
             crate::matrix::execute::run(&req)?.dir
         }

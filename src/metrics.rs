@@ -86,15 +86,7 @@ impl EntryTiming {
     }
 }
 
-/// `https://host:port/a/b?q` → `/a/b`.
-pub fn url_path(url: &str) -> String {
-    let after_scheme = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    let path = after_scheme
-        .find('/')
-        .map(|i| &after_scheme[i..])
-        .unwrap_or("/");
-    path.split(['?', '#']).next().unwrap_or("/").to_string()
-}
+pub use crate::workload::url_path;
 
 /// The CDP view of one request: what `Network.responseReceived` and `loadingFinished` said.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -363,7 +355,9 @@ pub fn derive(
     (m.onwire_mid, m.onwire_peak) = onwire(&resources);
 
     match kind {
-        WorkloadKind::Page { .. } => m.completion_ms = m.load_event_end_ms,
+        WorkloadKind::Page { .. } | WorkloadKind::Site { .. } => {
+            m.completion_ms = m.load_event_end_ms
+        }
         WorkloadKind::Download { bytes } => {
             // Only a body the page checked (length and SHA-256) counts as completed.
             let whole = obs

@@ -127,7 +127,7 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
 /// check, the link's gate and a stopped server as invalid reasons.
 pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     let variant = spec.variant;
-    let kind = spec.manifest.workload.kind;
+    let kind = spec.manifest.workload.kind.clone();
     let RunParts {
         started_at,
         url,

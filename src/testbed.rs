@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -31,6 +32,8 @@ use crate::snmp;
 use crate::sysinfo::{cpu_times, sample_between, MachineSample};
 use crate::tempdir::{self, TempDir};
 use crate::validate::LoadEnd;
+use crate::site::replay::{deterministic_script, ReplaySite};
+use crate::workload::site::SitePlan;
 use crate::workload::Manifest;
 
 pub use crate::servers::embedded::transport_summary;
@@ -56,11 +59,28 @@ pub struct TestbedConfig {
     pub log_dir: Option<PathBuf>,
     /// See [`LinkOptions::steer_receive`] (on by default; off only to compare).
     pub steer_receive: bool,
+    /// Server addresses beyond the namespace's own, for replayed sites' origins (the most any
+    /// site workload of the plan needs, less one).
+    pub extra_server_addresses: usize,
+}
+
+impl TestbedConfig {
+    /// The extra server addresses the site workloads among `manifests` need.
+    pub fn extra_addresses_for<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> usize {
+        manifests
+            .into_iter()
+            .filter_map(|m| m.site.as_ref())
+            .map(|s| s.addresses.saturating_sub(1))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The link, the certificate and the running servers.
 pub struct Testbed {
     servers: Vec<Box<dyn ServerUnderTest>>,
+    /// Site archives loaded for replay, by directory (loaded once, served by every run).
+    sites: BTreeMap<PathBuf, Arc<ReplaySite>>,
     cert: Certificate,
     /// The certificate and the reference servers' files; removed on drop (after the servers).
     work: TempDir,
@@ -99,9 +119,16 @@ impl Testbed {
                 seed: cfg.seed,
                 realtime: true,
                 steer_receive: cfg.steer_receive,
+                extra_server_addresses: cfg.extra_server_addresses,
                 ..LinkOptions::default()
             },
         )?;
+        // Several addresses: the servers listen on all of them (the namespace has no others).
+        let listen = if cfg.extra_server_addresses > 0 {
+            IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(link.server_ip())
+        };
         let ns_tcp = namespace_tcp(&link, &cfg.knobs)?;
         let work = tempdir::create("testbed")?;
         let cert = Certificate::load_or_create(&work.path().join("cert"))?;
@@ -113,6 +140,7 @@ impl Testbed {
         })?;
         let mut tb = Testbed {
             servers: Vec::new(),
+            sites: BTreeMap::new(),
             cert,
             work,
             link,
@@ -120,7 +148,7 @@ impl Testbed {
         for (i, choice) in cfg.servers.iter().enumerate() {
             let ctx = StartContext {
                 ns: tb.link.server(),
-                ip: IpAddr::V4(tb.link.server_ip()),
+                ip: listen,
                 port: port_for(i),
                 root: &root,
                 cert: &tb.cert,
@@ -175,14 +203,30 @@ impl Testbed {
         self.work.path()
     }
 
+    /// The site of `plan`, loaded for replay (once per testbed).
+    fn replay_site(&mut self, plan: &SitePlan) -> Result<Arc<ReplaySite>> {
+        if let Some(s) = self.sites.get(&plan.dir) {
+            return Ok(s.clone());
+        }
+        let archive = crate::site::read(&plan.dir)?;
+        let site = Arc::new(ReplaySite::load(&plan.dir, &archive, plan.options.think)?);
+        self.sites.insert(plan.dir.clone(), site.clone());
+        Ok(site)
+    }
+
     /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
     pub fn run(&mut self, browser: &mut dyn Browser, req: &LoadRequest) -> Result<RunParts> {
         let spki = self.cert.spki_sha256_base64().to_string();
+        let site = match &req.manifest.site {
+            Some(plan) => Some(self.replay_site(plan)?),
+            None => None,
+        };
         let server = self
             .servers
             .iter_mut()
             .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
+        server.replay(site)?;
         measure(&self.link, server.as_mut(), browser, &spki, req)
     }
 }
@@ -244,6 +288,10 @@ pub struct RunParts {
 /// The link as the run protocol uses it: the emulated link, or a fake in the tests.
 pub trait LinkSide {
     fn server_ip(&self) -> IpAddr;
+    /// Every address of the server namespace, its own first.
+    fn server_ips(&self) -> Vec<IpAddr> {
+        vec![self.server_ip()]
+    }
     /// A command that runs `program` inside the client namespace.
     fn client_command(&self, program: &str) -> Command;
     /// The counters since the last take (and resets them).
@@ -258,6 +306,13 @@ pub trait LinkSide {
 impl LinkSide for Link {
     fn server_ip(&self) -> IpAddr {
         IpAddr::V4(Link::server_ip(self))
+    }
+
+    fn server_ips(&self) -> Vec<IpAddr> {
+        Link::server_ips(self)
+            .iter()
+            .map(|a| IpAddr::V4(*a))
+            .collect()
     }
 
     fn client_command(&self, program: &str) -> Command {
@@ -307,7 +362,29 @@ pub fn measure(
     let wall = Instant::now();
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let port = server.port();
-    let url = page_url(port, req.manifest);
+    let (url, hosts, init_script) = match &req.manifest.site {
+        Some(site) => {
+            let ips = link.server_ips();
+            let mut hosts = Vec::new();
+            for o in &site.origins {
+                let ip = ips.get(o.address).copied().with_context(|| {
+                    format!(
+                        "origin {} needs server address {} of {}",
+                        o.origin,
+                        o.address + 1,
+                        ips.len()
+                    )
+                })?;
+                hosts.push((o.host.clone(), ip));
+            }
+            let script = site
+                .options
+                .deterministic
+                .then(|| deterministic_script(site.recorded_start_ms));
+            (site.page_url.clone(), hosts, script)
+        }
+        None => (page_url(port, req.manifest), Vec::new(), None),
+    };
     let opts = LaunchOptions {
         protocol: req.variant.protocol,
         h3_mode: req.variant.h3_mode.unwrap_or(H3Mode::Forced),
@@ -317,6 +394,8 @@ pub fn measure(
         settle_max: req.settle_max,
         extra_args: vec![],
         keep_bodies: req.keep_bodies,
+        hosts,
+        init_script,
     };
     let kind = &req.manifest.workload.kind;
 
@@ -441,6 +520,8 @@ mod tests {
             self.0.borrow_mut().push("server collect".into());
             ServerEvidence {
                 views: Some(vec![ServerView {
+                    url: None,
+                    replay: None,
                     protocol: "h2".into(),
                     method: "GET".into(),
                     path: "/page10/index.html".into(),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::metrics::{cdp_requests, url_path, EntryTiming, Observation};
+use crate::metrics::{cdp_requests, EntryTiming, Observation};
 use crate::textfmt::few;
 use crate::workload::{Manifest, WorkloadKind};
 
@@ -64,6 +64,8 @@ pub enum ReasonKind {
     Link,
     /// A reference server exited during the run.
     Server,
+    /// A replayed page asked for more URLs the site archive lacks than `--max-misses` allows.
+    ReplayMiss,
 }
 
 /// Whether an invalid run says something about the protocol or only about the measurement.
@@ -103,11 +105,12 @@ impl ReasonKind {
             ReasonKind::NotPrimed => "not_primed",
             ReasonKind::Link => "link",
             ReasonKind::Server => "server",
+            ReasonKind::ReplayMiss => "replay_miss",
         }
     }
 
     /// Every kind, for parsing and documentation.
-    pub const ALL: [ReasonKind; 16] = [
+    pub const ALL: [ReasonKind; 17] = [
         ReasonKind::Timeout,
         ReasonKind::BrowserCrash,
         ReasonKind::NavigationError,
@@ -124,6 +127,7 @@ impl ReasonKind {
         ReasonKind::NotPrimed,
         ReasonKind::Link,
         ReasonKind::Server,
+        ReasonKind::ReplayMiss,
     ];
 
     pub fn class(self) -> ReasonClass {
@@ -170,6 +174,12 @@ pub struct ServerView {
     pub protocol: String,
     pub method: String,
     pub path: String,
+    /// The whole URL asked, when the server says which authority was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// How a replayed request was matched (site replay only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::site::replay::ReplayMatch>,
     pub status: u16,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -258,10 +268,11 @@ pub fn validate(
         None => {}
     }
     let entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
+    let key = |url: &str| manifest.key(url);
     let wrong: Vec<String> = entries
         .iter()
         .filter(|e| e.next_hop_protocol != expected)
-        .map(|e| format!("{} over {:?}", e.path(), e.next_hop_protocol))
+        .map(|e| format!("{} over {:?}", key(&e.name), e.next_hop_protocol))
         .collect();
     if !wrong.is_empty() {
         add(
@@ -280,7 +291,7 @@ pub fn validate(
         .iter()
         .filter(|c| !c.url.starts_with("data:"))
         .filter_map(|c| match &c.protocol {
-            Some(p) if p != expected => Some(format!("{} over {p:?}", url_path(&c.url))),
+            Some(p) if p != expected => Some(format!("{} over {p:?}", key(&c.url))),
             _ => None,
         })
         .collect();
@@ -296,36 +307,58 @@ pub fn validate(
     }
     let failed_paths: BTreeMap<String, String> = cdp
         .iter()
-        .filter_map(|c| c.failed.as_ref().map(|f| (url_path(&c.url), f.clone())))
+        .filter_map(|c| c.failed.as_ref().map(|f| (key(&c.url), f.clone())))
         .collect();
     let failed: Vec<String> = failed_paths
         .iter()
         .map(|(p, f)| format!("{p} ({f})"))
         .collect();
 
-    // 3. Every manifest file exactly once, with its exact size.
+    // 3. Every manifest file exactly once (a site: as often as recorded), with its exact size.
+    let site = manifest.site.is_some();
     let mut seen: BTreeMap<String, Vec<&EntryTiming>> = BTreeMap::new();
     for e in &entries {
-        seen.entry(e.path()).or_default().push(e);
+        // A redirected file is named after its first URL: count it under the file's own.
+        let k = key(&e.name);
+        let k = manifest.file(&k).map_or(k, |f| f.path.clone());
+        seen.entry(k).or_default().push(e);
     }
+    let expected_times = |path: &str| manifest.files.iter().filter(|f| f.path == path).count();
     let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
-    for f in &manifest.files {
+    let mut not_requested = Vec::new();
+    let mut checked = std::collections::BTreeSet::new();
+    for f in manifest.files.iter().filter(|f| checked.insert(f.path.as_str())) {
+        let times = expected_times(&f.path);
         match seen.get(&f.path).map(Vec::as_slice) {
             // After a timeout a file still loading is expected; one whose request failed is not.
             None | Some([]) if dnf && !failed_paths.contains_key(&f.path) => {}
+            // A replayed page need not ask for all it asked for when recorded (the report
+            // says what it skipped); what it asks for must arrive whole.
+            None | Some([]) if site && !failed_paths.contains_key(&f.path) => {
+                not_requested.push(f.path.clone())
+            }
             None | Some([]) => missing.push(f.path.clone()),
-            Some([e]) => {
-                if e.response_status != 0 && e.response_status != 200 {
-                    http.push(format!("{} answered {}", f.path, e.response_status));
-                } else if e.encoded_body_size as u64 != f.size {
-                    short.push(format!(
-                        "{} {} of {} bytes",
-                        f.path, e.encoded_body_size, f.size
-                    ));
+            Some(many) if many.len() > times => dup.push(format!("{} ×{}", f.path, many.len())),
+            Some(loads) => {
+                for e in loads {
+                    if e.response_status != 0 && e.response_status != f.status {
+                        http.push(format!("{} answered {}", f.path, e.response_status));
+                    } else if e.encoded_body_size as u64 != f.size {
+                        short.push(format!(
+                            "{} {} of {} bytes",
+                            f.path, e.encoded_body_size, f.size
+                        ));
+                    }
                 }
             }
-            Some(many) => dup.push(format!("{} ×{}", f.path, many.len())),
         }
+    }
+    if !not_requested.is_empty() {
+        warnings.push(format!(
+            "{} recorded file(s) not requested on replay: {}",
+            not_requested.len(),
+            few(&not_requested)
+        ));
     }
     if !missing.is_empty() {
         let mut detail = format!(
@@ -390,7 +423,7 @@ pub fn validate(
                     pb_field("server_bytes")
                 ),
             ),
-            WorkloadKind::Page { .. } => {}
+            WorkloadKind::Page { .. } | WorkloadKind::Site { .. } => {}
         }
     }
 
@@ -402,15 +435,21 @@ pub fn validate(
                 "the server logged no request for this run".into(),
             );
         }
-        let mut served: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        // A site's requests are told apart by their whole URL (many origins).
+        let server_key = |v: &ServerView| -> String {
+            match (&v.url, site) {
+                (Some(u), true) => key(u),
+                _ => v.path.clone(),
+            }
+        };
+        let mut served: BTreeMap<(&str, String), usize> = BTreeMap::new();
         for v in log {
-            *served
-                .entry((v.method.as_str(), v.path.as_str()))
-                .or_default() += 1;
+            *served.entry((v.method.as_str(), server_key(v))).or_default() += 1;
         }
+        let allowed = |p: &str| manifest.file(p).map_or(1, |f| expected_times(&f.path)).max(1);
         let twice: Vec<String> = served
             .iter()
-            .filter(|(_, n)| **n > 1)
+            .filter(|((_, p), n)| **n > allowed(p))
             .map(|((m, p), n)| format!("{m} {p} ×{n}"))
             .collect();
         if !twice.is_empty() {
@@ -437,11 +476,12 @@ pub fn validate(
         if *end == LoadEnd::Completed {
             let mut unlogged = Vec::new();
             for f in &manifest.files {
-                let served: Vec<&ServerView> = log.iter().filter(|s| s.path == f.path).collect();
+                let served: Vec<&ServerView> =
+                    log.iter().filter(|s| server_key(s) == f.path).collect();
                 if served.is_empty() && seen.contains_key(&f.path) {
                     unlogged.push(f.path.clone());
                 } else if served.len() == 1
-                    && served[0].status == 200
+                    && served[0].status == f.status
                     && served[0].bytes_sent != f.size
                 {
                     add(
@@ -478,6 +518,42 @@ pub fn validate(
         }
     }
 
+    // 6. A replay: requests the archive did not have.
+    if let (Some(plan), Some(log)) = (&manifest.site, server) {
+        let of = |m: crate::site::replay::ReplayMatch| -> Vec<String> {
+            log.iter()
+                .filter(|v| v.replay == Some(m))
+                .map(|v| format!("{} {}", v.method, server_key_of(v)))
+                .collect()
+        };
+        let misses = of(crate::site::replay::ReplayMatch::Miss);
+        if misses.len() > plan.options.max_misses as usize {
+            reasons.push(Reason {
+                kind: ReasonKind::ReplayMiss,
+                detail: format!(
+                    "{} request(s) not in the site archive (--max-misses {}): {}",
+                    misses.len(),
+                    plan.options.max_misses,
+                    few(&misses)
+                ),
+            });
+        } else if !misses.is_empty() {
+            warnings.push(format!(
+                "{} request(s) not in the site archive, answered 404: {}",
+                misses.len(),
+                few(&misses)
+            ));
+        }
+        let approximate = of(crate::site::replay::ReplayMatch::SamePath);
+        if !approximate.is_empty() {
+            warnings.push(format!(
+                "{} request(s) answered with another query string's recording: {}",
+                approximate.len(),
+                few(&approximate)
+            ));
+        }
+    }
+
     // A timeout is the outcome only when nothing else went wrong before it.
     let outcome = if dnf && reasons.iter().all(|r| r.kind == ReasonKind::Timeout) {
         Outcome::Dnf
@@ -491,6 +567,11 @@ pub fn validate(
         reasons,
         warnings,
     }
+}
+
+/// The URL a server view names (its path when the server does not say the authority).
+fn server_key_of(v: &ServerView) -> String {
+    v.url.clone().unwrap_or_else(|| v.path.clone())
 }
 
 /// An `h3-primed` run must reach the server over QUIC only: `tcp_opened` is the number of TCP
@@ -524,6 +605,8 @@ pub(crate) mod tests {
                 content_type: String::new(),
                 size: e.encoded_body_size as u64,
                 sha256: String::new(),
+                status: 200,
+                aliases: vec![],
             })
             .collect();
         Manifest {
@@ -535,14 +618,17 @@ pub(crate) mod tests {
             subresource_bytes: files.iter().map(|f| f.size).sum(),
             files,
             upload_bytes: None,
+            site: None,
         }
     }
 
     pub(crate) fn server_view(obs: &Observation, proto: &str) -> Vec<ServerView> {
         let mut v = vec![ServerView {
+            url: None,
+            replay: None,
             protocol: proto.into(),
             method: "GET".into(),
-            path: url_path(
+            path: crate::metrics::url_path(
                 EntryTiming::parse(obs.navigation.as_ref().unwrap())
                     .name
                     .as_str(),
@@ -553,6 +639,8 @@ pub(crate) mod tests {
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
+                url: None,
+                replay: None,
                 protocol: proto.into(),
                 method: "GET".into(),
                 path: e.path(),
@@ -622,6 +710,8 @@ pub(crate) mod tests {
             content_type: String::new(),
             size: 10,
             sha256: String::new(),
+            status: 200,
+            aliases: vec![],
         });
         let v = validate("h2", &m, &obs, &LoadEnd::Completed, None);
         assert_eq!(v.reasons[0].kind, ReasonKind::MissingResource);

@@ -29,6 +29,7 @@ fn pages(root: &Path, names: &[&str]) -> Vec<Manifest> {
                 root,
                 &n.parse::<Workload>().unwrap(),
                 workload::DEFAULT_SEED,
+                Default::default(),
             )
             .unwrap()
         })
@@ -52,6 +53,7 @@ fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
         seed: 7,
         log_dir: None,
         steer_receive: true,
+        extra_server_addresses: 0,
     })
     .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)")
 }

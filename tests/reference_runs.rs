@@ -34,6 +34,7 @@ fn page10_testbed(
         root,
         &"page10".parse::<Workload>().unwrap(),
         workload::DEFAULT_SEED,
+        Default::default(),
     )
     .unwrap();
     let tb = Testbed::start(&TestbedConfig {
@@ -44,6 +45,7 @@ fn page10_testbed(
         seed: 3,
         log_dir: None,
         steer_receive: true,
+        extra_server_addresses: 0,
     });
     (m, tb)
 }

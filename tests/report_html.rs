@@ -95,6 +95,8 @@ fn report_html_renders_offline_in_chromium() {
         settle_max: Duration::from_secs(3),
         extra_args: vec![],
         keep_bodies: false,
+        hosts: vec![],
+        init_script: None,
     };
     let mut browser =
         ChromiumProcess::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");

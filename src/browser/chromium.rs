@@ -18,6 +18,8 @@ pub struct Chromium {
     running: Option<ChromiumProcess>,
     /// Keep the response bodies of the loads (the launch options say).
     keep_bodies: bool,
+    /// Run before the page's own scripts in every document (the launch options say).
+    init_script: Option<String>,
 }
 
 impl Browser for Chromium {
@@ -31,6 +33,7 @@ impl Browser for Chromium {
             ChromiumProcess::launch(spawn(CHROMIUM), opts).context("Chromium did not start")?;
         self.running = Some(process);
         self.keep_bodies = opts.keep_bodies;
+        self.init_script = opts.init_script.clone();
         Ok(())
     }
 
@@ -52,6 +55,7 @@ impl Browser for Chromium {
             expected_resources,
             timeout,
             self.keep_bodies,
+            self.init_script.as_deref(),
         )
     }
 

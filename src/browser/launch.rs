@@ -42,6 +42,22 @@ pub struct LaunchOptions {
     /// Keep every response body after the load (for a HAR with content; outside the measured
     /// load).
     pub keep_bodies: bool,
+    /// Every host the page may contact and its address (a replayed site's origins); empty:
+    /// only `pagebench.test` at `server_ip`. All are forced onto h3 or primed for it alike.
+    pub hosts: Vec<(String, std::net::IpAddr)>,
+    /// A script run in every document before the page's own (`--deterministic`).
+    pub init_script: Option<String>,
+}
+
+impl LaunchOptions {
+    /// The hosts the browser may contact, each with its address.
+    pub fn host_map(&self) -> Vec<(String, std::net::IpAddr)> {
+        if self.hosts.is_empty() {
+            vec![(HOST.to_string(), self.server_ip)]
+        } else {
+            self.hosts.clone()
+        }
+    }
 }
 
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
@@ -69,9 +85,11 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    let hosts = o.host_map();
+    let rules: Vec<String> = hosts.iter().map(|(h, ip)| format!("MAP {h} {ip}")).collect();
     a.push(format!(
-        "--host-resolver-rules=MAP {HOST} {}, MAP * ~NOTFOUND",
-        o.server_ip
+        "--host-resolver-rules={}, MAP * ~NOTFOUND",
+        rules.join(", ")
     ));
     a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
     match o.protocol {
@@ -83,7 +101,9 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         Protocol::H2 => a.push("--disable-quic".into()),
         Protocol::H3 => {
             a.push("--enable-quic".into());
-            a.push(format!("--origin-to-force-quic-on={HOST}:{}", o.port));
+            let origins: Vec<String> =
+                hosts.iter().map(|(h, _)| format!("{h}:{}", o.port)).collect();
+            a.push(format!("--origin-to-force-quic-on={}", origins.join(",")));
         }
     }
     a.extend(o.extra_args.iter().cloned());
@@ -100,12 +120,20 @@ fn chromium_time_us(t: std::time::SystemTime) -> u64 {
         + EPOCH_DELTA_US
 }
 
-/// Chromium's serialised NetworkAnonymizationKey for a top-level navigation to `https://HOST`:
+/// The schemeful site of `host`: its last two labels (the registrable domain for the names
+/// pagebench serves; no public-suffix list, so `a.co.uk` would be taken as `co.uk`).
+fn schemeful_site(host: &str) -> String {
+    let labels: Vec<&str> = host.split('.').collect();
+    let n = labels.len();
+    format!("https://{}", labels[n.saturating_sub(2)..].join("."))
+}
+
+/// Chromium's serialised NetworkAnonymizationKey for a top-level navigation to `https://host`:
 /// a base::Pickle of the schemeful site (u32 payload size, u32 string length, bytes padded to
 /// 4), then "is cross-site" and the nonce flag — as Chromium itself writes it.
-fn anonymization_key() -> serde_json::Value {
+fn anonymization_key(top_host: &str) -> serde_json::Value {
     use base64::Engine;
-    let site = format!("https://{HOST}");
+    let site = schemeful_site(top_host);
     let padded = site.len().div_ceil(4) * 4;
     let mut pickle = Vec::new();
     pickle.extend(((4 + padded) as u32).to_le_bytes());
@@ -119,24 +147,32 @@ fn anonymization_key() -> serde_json::Value {
     ])
 }
 
-/// The `Network Persistent State` file that tells Chromium the origin speaks h3 on `port`,
-/// in the form Chromium itself writes after seeing `Alt-Svc: h3=":port"`.
-pub fn primed_network_state(port: u16) -> serde_json::Value {
+/// The `Network Persistent State` file that tells Chromium each of `hosts` speaks h3 on
+/// `port` (the first host is the page's: the top-level site of every entry), in the form
+/// Chromium itself writes after seeing `Alt-Svc: h3=":port"`.
+pub fn primed_network_state(hosts: &[&str], port: u16) -> serde_json::Value {
     let expires = chromium_time_us(std::time::SystemTime::now() + Duration::from_secs(30 * 86400));
+    let top = hosts.first().copied().unwrap_or(HOST);
+    let servers: Vec<serde_json::Value> = hosts
+        .iter()
+        .map(|h| {
+            json!({
+                "alternative_service": [{
+                    "advertised_alpns": ["h3"],
+                    "expiration": expires.to_string(),
+                    "port": port,
+                    "protocol_str": "quic"
+                }],
+                "anonymization": anonymization_key(top),
+                "server": format!("https://{h}:{port}"),
+                "supports_spdy": true
+            })
+        })
+        .collect();
     json!({
         "net": {
             "http_server_properties": {
-                "servers": [{
-                    "alternative_service": [{
-                        "advertised_alpns": ["h3"],
-                        "expiration": expires.to_string(),
-                        "port": port,
-                        "protocol_str": "quic"
-                    }],
-                    "anonymization": anonymization_key(),
-                    "server": format!("https://{HOST}:{port}"),
-                    "supports_spdy": true
-                }],
+                "servers": servers,
                 "version": 5
             }
         }
@@ -152,7 +188,9 @@ pub fn write_profile(dir: &Path, o: &LaunchOptions) -> Result<()> {
     let prefs = json!({ "net": { "network_prediction_options": 2 } });
     std::fs::write(default.join("Preferences"), prefs.to_string())?;
     if o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed {
-        let state = primed_network_state(o.port);
+        let hosts = o.host_map();
+        let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
+        let state = primed_network_state(&names, o.port);
         std::fs::write(default.join("Network Persistent State"), state.to_string())?;
     }
     Ok(())
@@ -456,6 +494,8 @@ mod tests {
             settle_max: Duration::from_secs(1),
             extra_args: vec![],
             keep_bodies: false,
+            hosts: vec![],
+            init_script: None,
         }
     }
 
@@ -485,9 +525,33 @@ mod tests {
     fn anonymization_key_matches_what_chromium_writes() {
         // Copied from a profile Chromium 156 wrote after loading https://pagebench.test:8443/.
         assert_eq!(
-            anonymization_key(),
+            anonymization_key(HOST),
             json!(["HAAAABYAAABodHRwczovL3BhZ2ViZW5jaC50ZXN0AAA=", false, 0])
         );
+        assert_eq!(schemeful_site("static.site.test"), "https://site.test");
+        assert_eq!(schemeful_site("pagebench.test"), "https://pagebench.test");
+        assert_eq!(schemeful_site("s2.pagebench.test"), "https://pagebench.test");
+    }
+
+    #[test]
+    fn every_host_of_a_site_is_mapped_and_forced() {
+        let mut o = opts(Protocol::H3);
+        o.hosts = vec![
+            ("www.site.test".into(), "10.1.2.2".parse().unwrap()),
+            ("static.site.test".into(), "10.250.0.1".parse().unwrap()),
+        ];
+        let a = chromium_args(&o);
+        assert!(a.contains(
+            &"--host-resolver-rules=MAP www.site.test 10.1.2.2, MAP static.site.test 10.250.0.1, MAP * ~NOTFOUND"
+                .to_string()
+        ));
+        assert!(a.contains(
+            &"--origin-to-force-quic-on=www.site.test:443,static.site.test:443".to_string()
+        ));
+        let state = primed_network_state(&["www.site.test", "static.site.test"], 443);
+        let servers = &state["net"]["http_server_properties"]["servers"];
+        assert_eq!(servers[1]["server"], "https://static.site.test:443");
+        assert_eq!(servers[0]["anonymization"], servers[1]["anonymization"]);
     }
 
     #[test]

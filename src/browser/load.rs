@@ -37,12 +37,13 @@ pub fn load(
     expected_resources: usize,
     timeout: Duration,
     keep_bodies: bool,
+    init_script: Option<&str>,
 ) -> Result<(Observation, LoadEnd)> {
     let deadline = Instant::now() + timeout;
     let short = Duration::from_secs(10);
     let mut obs = Observation::default();
 
-    let session = match attach(browser, short) {
+    let session = match attach(browser, short, init_script) {
         Ok(s) => s,
         Err(e) => return Ok((obs, crashed_or(browser, e))),
     };
@@ -210,7 +211,7 @@ fn crashed_or(browser: &mut ChromiumProcess, e: anyhow::Error) -> LoadEnd {
 
 /// Attaches to the browser's first page (in the default context: the primed profile state only
 /// applies there) and enables the domains we need.
-fn attach(browser: &ChromiumProcess, t: Duration) -> Result<String> {
+fn attach(browser: &ChromiumProcess, t: Duration, init_script: Option<&str>) -> Result<String> {
     let targets = browser.cdp.call(None, "Target.getTargets", json!({}), t)?;
     let target = targets["targetInfos"]
         .as_array()
@@ -247,6 +248,12 @@ fn attach(browser: &ChromiumProcess, t: Duration) -> Result<String> {
         "Page.addScriptToEvaluateOnNewDocument",
         json!({ "source": "performance.setResourceTimingBufferSize(100000);" }),
     )?;
+    if let Some(source) = init_script {
+        call(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": source }),
+        )?;
+    }
     Ok(session)
 }
 

@@ -60,6 +60,8 @@ pub struct MatrixRequest {
     pub faults: Vec<FaultInjection>,
     /// Steer receive processing off the emulator's CPU (see `LinkOptions::steer_receive`).
     pub steer_receive: bool,
+    /// How site workloads are replayed.
+    pub sites: workload::site::SiteOptions,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -206,7 +208,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     for w in &r.workloads {
         manifests.insert(
             w.name.clone(),
-            workload::ensure(&req.pages_root, w, req.pages_seed)?,
+            workload::ensure(&req.pages_root, w, req.pages_seed, req.sites)?,
         );
     }
     let todo: Vec<&PlannedRun> = planned
@@ -460,6 +462,7 @@ fn start_and_run(
         seed: req.seed,
         log_dir: Some(store.dir().to_path_buf()),
         steer_receive: req.steer_receive,
+        extra_server_addresses: TestbedConfig::extra_addresses_for(manifests.values()),
     })?;
     // Record what the servers really applied.
     let tb = exec.testbed()?;

@@ -25,6 +25,15 @@ impl StoredOptions {
             settle_max_ms: req.settle_max.as_millis() as u64,
             steer_receive: req.steer_receive,
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
+            sites: req.sites,
+            site_dirs: crate::workload::parse_list(&req.workloads)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|w| match w.kind {
+                    crate::workload::WorkloadKind::Site { dir } => Some((w.name, dir)),
+                    _ => None,
+                })
+                .collect(),
         }
     }
 }
@@ -287,7 +296,16 @@ pub fn resumed_request(
     Ok(MatrixRequest {
         profiles: plan.profiles.join(","),
         profiles_dir: ProfileSource::Listed(stored.profiles.clone()),
-        workloads: plan.workloads.join(","),
+        // A site workload is named after its archive; it parses back from its directory.
+        workloads: plan
+            .workloads
+            .iter()
+            .map(|w| match options.site_dirs.get(w) {
+                Some(dir) => format!("site:{}", dir.display()),
+                None => w.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
         protocols: protocols_spec(&plan.variants),
         h3_mode: given.h3_mode,
         servers: options.servers.parse()?,
@@ -310,6 +328,7 @@ pub fn resumed_request(
         pages_seed: stored.pages_seed,
         faults: given.faults.clone(),
         steer_receive: options.steer_receive,
+        sites: options.sites,
     })
 }
 
@@ -353,6 +372,7 @@ mod tests {
             pages_seed: 1,
             faults: vec![],
             steer_receive: true,
+            sites: Default::default(),
         }
     }
 

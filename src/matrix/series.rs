@@ -28,6 +28,8 @@ pub struct SeriesRequest {
     pub seed: u64,
     /// Retries of a run that failed as a measurement (as `matrix --retry-invalid`).
     pub retry_invalid: u32,
+    /// How a site workload is replayed.
+    pub sites: crate::workload::site::SiteOptions,
     /// Keep every response body (for `--har`: a HAR with content).
     pub keep_bodies: bool,
 }
@@ -40,7 +42,8 @@ pub fn run_series(
     mut each: impl FnMut(&RunRecord) -> Result<()>,
 ) -> Result<usize> {
     signals::install();
-    let manifest = crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed)?;
+    let manifest =
+        crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
     let planned = plan::plan(&PlanSpec {
         profiles: vec![req.profile.name.clone()],
         workloads: vec![req.workload.name.clone()],
@@ -58,6 +61,7 @@ pub fn run_series(
         seed: req.seed,
         log_dir: None,
         steer_receive: true,
+        extra_server_addresses: crate::testbed::TestbedConfig::extra_addresses_for([&manifest]),
     })?;
     exec.set_profile(&req.profile)?;
     let manifests = [(req.workload.name.clone(), manifest)]

@@ -159,6 +159,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             realtime: opts.realtime,
             hold_cpus_awake: opts.hold_cpus_awake,
             steer_receive: opts.steer_receive,
+            ..LinkOptions::default()
         },
     )?;
     let steal = StealSampler::start(base);

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 use super::emulator::Emulator;
 use super::host;
@@ -44,6 +44,9 @@ pub struct LinkOptions {
     /// it: 0.4–0.9 ms late at the end of a TCP burst here, which inflated TCP's RTT and not
     /// QUIC's (paced). A real link delivers the burst; the host's stack then works through it.
     pub steer_receive: bool,
+    /// Addresses the server namespace has besides its own (one per replayed origin address):
+    /// each is routed over the link from the client namespace and accepted by the emulator.
+    pub extra_server_addresses: usize,
 }
 
 impl Default for LinkOptions {
@@ -53,6 +56,7 @@ impl Default for LinkOptions {
             realtime: true,
             hold_cpus_awake: true,
             steer_receive: true,
+            extra_server_addresses: 0,
         }
     }
 }
@@ -81,7 +85,7 @@ pub struct Link {
     awake: Option<host::CpuWakeLatencyHold>,
     state: Mutex<State>,
     client_ip: Ipv4Addr,
-    server_ip: Ipv4Addr,
+    server_ips: Vec<Ipv4Addr>,
     seed: u64,
     // Dropped after the emulator (see Drop): the namespaces outlive the TUN fds.
     client: Namespace,
@@ -94,9 +98,18 @@ impl std::fmt::Debug for Link {
             .field("client", &self.client.name())
             .field("server", &self.server.name())
             .field("client_ip", &self.client_ip)
-            .field("server_ip", &self.server_ip)
+            .field("server_ips", &self.server_ips)
             .finish()
     }
+}
+
+/// Most extra server addresses a link takes (`10.250.0.0/16` in the namespaces only).
+pub const MAX_EXTRA_SERVER_ADDRESSES: usize = 250 * 250;
+
+/// The `i`-th (0-based) extra server address. They live only inside the link's namespaces
+/// (each has its own routing table), so every link may use the same ones.
+pub fn extra_server_address(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 250, (i / 250) as u8, (i % 250 + 1) as u8)
 }
 
 /// The /30 of link `instance`: client `.1`, server `.2` of `10.A.B.C/30`. Each namespace only
@@ -123,8 +136,17 @@ impl Link {
         let (client_ip, server_ip) = link_addresses(instance);
         let client = Namespace::create(instance, "c")?;
         let server = Namespace::create(instance, "s")?;
+        if options.extra_server_addresses > MAX_EXTRA_SERVER_ADDRESSES {
+            bail!(
+                "{} server addresses asked for; a link has at most {MAX_EXTRA_SERVER_ADDRESSES} besides its own",
+                options.extra_server_addresses
+            );
+        }
         let (client_tun, client_dev) = setup_device(&client, CLIENT_DEVICE, client_ip)?;
         let (server_tun, server_dev) = setup_device(&server, SERVER_DEVICE, server_ip)?;
+        let mut server_ips = vec![server_ip];
+        server_ips.extend((0..options.extra_server_addresses).map(extra_server_address));
+        add_server_addresses(&client, &server, &server_ips[1..])?;
         let allowed = host::allowed_cpus();
         let pin_cpu = (options.steer_receive && allowed.len() > 1)
             .then(|| {
@@ -139,7 +161,7 @@ impl Link {
                 Some(cpu)
             })
             .flatten();
-        let (up_cfg, down_cfg) = direction_configs(profile, client_ip, server_ip);
+        let (up_cfg, down_cfg) = direction_configs(profile, client_ip, &server_ips);
         let up = LinkDirection::new(up_cfg, direction_seed(options.seed, Direction::Up));
         let down = LinkDirection::new(down_cfg, direction_seed(options.seed, Direction::Down));
         let emulator = Emulator::start(
@@ -187,7 +209,7 @@ impl Link {
             awake,
             state: Mutex::new(state),
             client_ip,
-            server_ip,
+            server_ips,
             seed: options.seed,
             client,
             server,
@@ -207,7 +229,12 @@ impl Link {
     }
 
     pub fn server_ip(&self) -> Ipv4Addr {
-        self.server_ip
+        self.server_ips[0]
+    }
+
+    /// The server namespace's addresses: its own first, then the extra ones.
+    pub fn server_ips(&self) -> &[Ipv4Addr] {
+        &self.server_ips
     }
 
     /// Whether idle CPUs are kept polling (see [`LinkOptions::hold_cpus_awake`]).
@@ -249,7 +276,7 @@ impl Link {
         profile
             .validate()
             .map_err(|m| anyhow!("profile {:?}: {m}", profile.name))?;
-        let (up, down) = direction_configs(profile, self.client_ip, self.server_ip);
+        let (up, down) = direction_configs(profile, self.client_ip, &self.server_ips);
         let mut st = self.lock();
         self.emulator().reconfigure(up, down)?;
         st.profile = profile.clone();
@@ -357,12 +384,33 @@ fn direction_seed(seed: u64, dir: Direction) -> u64 {
 fn direction_configs(
     profile: &Profile,
     client_ip: Ipv4Addr,
-    server_ip: Ipv4Addr,
+    server_ips: &[Ipv4Addr],
 ) -> (DirectionConfig, DirectionConfig) {
     (
-        DirectionConfig::from_profile(profile, Direction::Up, Some(server_ip)),
-        DirectionConfig::from_profile(profile, Direction::Down, Some(client_ip)),
+        DirectionConfig::from_profile(profile, Direction::Up, server_ips.to_vec()),
+        DirectionConfig::from_profile(profile, Direction::Down, vec![client_ip]),
     )
+}
+
+/// Gives the server namespace `extra` addresses (on its TUN device) and routes them over the
+/// link from the client namespace.
+fn add_server_addresses(client: &Namespace, server: &Namespace, extra: &[Ipv4Addr]) -> Result<()> {
+    if extra.is_empty() {
+        return Ok(());
+    }
+    let on_server: String = extra
+        .iter()
+        .map(|a| format!("addr add {a}/32 dev {SERVER_DEVICE}\n"))
+        .collect();
+    netns::run_ip_with_input(&["-n", server.name(), "-batch", "-"], Some(&on_server))
+        .with_context(|| format!("adding server addresses in {}", server.name()))?;
+    let on_client: String = extra
+        .iter()
+        .map(|a| format!("route add {a}/32 dev {CLIENT_DEVICE}\n"))
+        .collect();
+    netns::run_ip_with_input(&["-n", client.name(), "-batch", "-"], Some(&on_client))
+        .with_context(|| format!("routing the server addresses in {}", client.name()))?;
+    Ok(())
 }
 
 /// The CPU the emulator of link `instance` is pinned to when receive processing is steered

@@ -66,8 +66,9 @@ pub struct DirectionConfig {
     pub rate_bps: Option<f64>,
     /// Drop-tail limit of the queue in front of the rate limit; `None` means unbounded.
     pub queue: Option<QueueLimit>,
-    /// Accept only IPv4 packets to this address (`None`: accept everything).
-    pub peer: Option<Ipv4Addr>,
+    /// Accept only IPv4 packets to these addresses (empty: accept everything). The server side
+    /// may have several (one per replayed origin address).
+    pub peers: Vec<Ipv4Addr>,
 }
 
 impl DirectionConfig {
@@ -81,13 +82,13 @@ impl DirectionConfig {
             loss: 0.0,
             rate_bps: None,
             queue: None,
-            peer: None,
+            peers: Vec::new(),
         }
     }
 
-    /// The configuration of one direction of a (validated) profile; `peer` is the address
-    /// packets in this direction must be sent to.
-    pub fn from_profile(p: &Profile, dir: Direction, peer: Option<Ipv4Addr>) -> Self {
+    /// The configuration of one direction of a (validated) profile; `peers` are the addresses
+    /// packets in this direction may be sent to.
+    pub fn from_profile(p: &Profile, dir: Direction, peers: Vec<Ipv4Addr>) -> Self {
         let rate_mbit = match dir {
             Direction::Up => p.up_mbit,
             Direction::Down => p.down_mbit,
@@ -100,7 +101,7 @@ impl DirectionConfig {
             loss: (p.loss_pct / 100.0).clamp(0.0, 1.0),
             rate_bps: rate_mbit.map(|m| m * 1e6),
             queue: rate_mbit.and(p.queue_limit()),
-            peer,
+            peers,
         }
     }
 }
@@ -301,8 +302,9 @@ impl LinkDirection {
         let len = data.len() as u64;
         self.counters.packets_in += 1;
         self.counters.bytes_in += len;
-        if let Some(peer) = self.cfg.peer {
-            if ipv4_destination(&data) != Some(peer) {
+        if !self.cfg.peers.is_empty() {
+            let to_peer = ipv4_destination(&data).is_some_and(|d| self.cfg.peers.contains(&d));
+            if !to_peer {
                 self.counters.dropped_not_for_peer += 1;
                 return Verdict::Dropped(DropCause::NotForPeer);
             }
@@ -502,7 +504,7 @@ mod tests {
     fn cfg(delay_ms: u64) -> DirectionConfig {
         DirectionConfig {
             delay: Duration::from_millis(delay_ms),
-            peer: Some(PEER),
+            peers: vec![PEER],
             ..DirectionConfig::transparent()
         }
     }
@@ -649,7 +651,7 @@ mod tests {
             jitter_model: model,
             ..Profile::simple("mobile", 60.0, 15.0, 0.0)
         };
-        DirectionConfig::from_profile(&p, Direction::Up, Some(PEER))
+        DirectionConfig::from_profile(&p, Direction::Up, vec![PEER])
     }
 
     /// Offers a packet at every offset (ns from `t0`), releases each at its due time and
@@ -969,13 +971,13 @@ mod tests {
         let mut p = Profile::simple("x", 40.0, 5.0, 1.0);
         p.down_mbit = Some(12.0);
         p.queue_packets = Some(100);
-        let down = DirectionConfig::from_profile(&p, Direction::Down, Some(PEER));
+        let down = DirectionConfig::from_profile(&p, Direction::Down, vec![PEER]);
         assert_eq!(down.delay, ms(20));
         assert_eq!(down.jitter, ms(5));
         assert!((down.loss - 0.01).abs() < 1e-12);
         assert_eq!(down.rate_bps, Some(12e6));
         assert_eq!(down.queue, Some(QueueLimit::Packets(100)));
-        let up = DirectionConfig::from_profile(&p, Direction::Up, None);
+        let up = DirectionConfig::from_profile(&p, Direction::Up, vec![]);
         assert_eq!((up.rate_bps, up.queue), (None, None));
     }
 }

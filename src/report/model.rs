@@ -205,7 +205,7 @@ pub fn workload_title(workload: &str) -> String {
         }) => format!("{files} × {} page", fmt_bytes(b)),
         Some(WorkloadKind::Download { bytes }) => format!("{} download", fmt_bytes(bytes)),
         Some(WorkloadKind::Upload { bytes }) => format!("{} upload", fmt_bytes(bytes)),
-        None => workload.to_string(),
+        Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
     }
 }
 

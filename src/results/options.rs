@@ -17,6 +17,12 @@ pub struct StoredOptions {
     pub steer_receive: bool,
     /// The pages tree the matrix used (absolute); a resume reuses it unless given `--pages`.
     pub pages: PathBuf,
+    /// How site workloads were replayed.
+    #[serde(default)]
+    pub sites: crate::workload::site::SiteOptions,
+    /// The archive directory of each site workload, by workload name (`site-x` → `/a/x`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub site_dirs: std::collections::BTreeMap<String, PathBuf>,
 }
 
 /// `--servers`, `--server-cmd`, `--server-log-format` and `--server-log`, as they parse back.

@@ -43,6 +43,12 @@ pub struct RequestRecord {
     /// Why the response did not complete, if it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The authority asked (`:authority` or `Host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<String>,
+    /// How a replayed request found its recorded response (replay of a site archive only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::site::replay::ReplayMatch>,
 }
 
 struct Inner {
@@ -171,6 +177,8 @@ impl PendingRecord {
                 stream_id,
                 seq_on_connection,
                 error: None,
+                authority: None,
+                replay: None,
             },
             start: Instant::now(),
             log,

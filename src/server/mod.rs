@@ -91,6 +91,7 @@ pub(crate) struct Ctx {
 
 /// A running server. Dropping it shuts it down (gracefully, logs flushed).
 pub struct EmbeddedServer {
+    ctx: Arc<Ctx>,
     addr: SocketAddr,
     cert: Certificate,
     applied: AppliedKnobs,
@@ -161,11 +162,13 @@ impl EmbeddedServer {
                 root,
                 alt_svc,
                 alt_svc_over_h3: knobs.alt_svc_over_h3,
+                replay: Default::default(),
             },
             log: log.clone(),
             registry: registry.clone(),
             knobs,
         });
+        let ctx_run = ctx.clone();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
         let (tcp_listener, udp_socket) = (bound.tcp, bound.udp);
@@ -192,7 +195,7 @@ impl EmbeddedServer {
                     tcp_tls,
                     udp_socket,
                     quic_server,
-                    ctx,
+                    ctx_run,
                     shutdown_rx,
                     ready_tx,
                 ));
@@ -212,6 +215,7 @@ impl EmbeddedServer {
         }
         tracing::debug!("serving on {addr} ({:?})", applied.knobs.protocols);
         Ok(EmbeddedServer {
+            ctx,
             addr,
             cert: config.cert,
             applied,
@@ -220,6 +224,11 @@ impl EmbeddedServer {
             shutdown_tx,
             thread: Some(thread),
         })
+    }
+
+    /// Answers every request from `site` from now on (`None`: the workload tree again).
+    pub fn replay(&self, site: Option<Arc<crate::site::replay::ReplaySite>>) {
+        self.ctx.site.set_replay(site);
     }
 
     pub fn port(&self) -> u16 {

@@ -259,7 +259,9 @@ async fn handle_request(
     );
     let _active = window.enter();
     let mut request_read_to_end = false;
-    let reply = match ctx.site.plan(req.method(), &target).await {
+    let authority = super::site::authority(&req);
+    pending.rec.authority = authority.clone();
+    let reply = match ctx.site.plan(req.method(), authority.as_deref(), &target).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
             request_read_to_end = true;
@@ -279,6 +281,7 @@ async fn handle_request(
         }
     };
     pending.rec.status = reply.status.as_u16();
+    pending.rec.replay = reply.replay;
     let chunk = write_chunk(&ctx.knobs);
     match send(&mut stream, &ctx.site, &reply, chunk, &mut pending).await {
         Ok(()) => pending.set_complete(),

@@ -2,6 +2,7 @@
 //! `POST /upload`, and the errors. The h1/h2 and h3 front ends only move the bytes.
 
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,6 +10,13 @@ use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TY
 use http::{Method, Response, StatusCode};
 
 use super::paths::{self, Resolved};
+use crate::site::replay::{request_url, ReplayMatch, ReplaySite};
+
+const TIMING_ALLOW_ORIGIN: http::header::HeaderName =
+    http::header::HeaderName::from_static("timing-allow-origin");
+
+/// Recorded response headers, in order.
+pub(crate) type Headers = Arc<[(http::header::HeaderName, HeaderValue)]>;
 
 /// Bodies go to the transport in slices of this size (`Bytes::slice`, no copies).
 pub(crate) const CHUNK: usize = 128 * 1024;
@@ -22,6 +30,21 @@ pub(crate) struct Site {
     pub alt_svc: Option<HeaderValue>,
     /// Send it on HTTP/3 responses too (see the `alt_svc_over_h3` knob).
     pub alt_svc_over_h3: bool,
+    /// The site archive being replayed, if any: then every request is answered from it.
+    pub replay: RwLock<Option<Arc<ReplaySite>>>,
+}
+
+/// The authority a request was sent to: `:authority` (h2, h3) or `Host` (h1).
+pub(crate) fn authority<B>(req: &http::Request<B>) -> Option<String> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
 }
 
 /// What to do with a request.
@@ -39,6 +62,10 @@ pub(crate) struct Reply {
     /// HEAD: send the head (with the full Content-Length) and no body.
     pub head_only: bool,
     pub allow: Option<&'static str>,
+    /// A replayed response: its recorded headers (sent instead of pagebench's own).
+    pub recorded: Option<Headers>,
+    /// How a replayed request was matched.
+    pub replay: Option<ReplayMatch>,
 }
 
 impl Reply {
@@ -49,12 +76,44 @@ impl Reply {
             body: Bytes::from(format!("{msg}\n")),
             head_only: false,
             allow: None,
+            recorded: None,
+            replay: None,
         }
     }
 }
 
 impl Site {
-    pub async fn plan(&self, method: &Method, target: &str) -> Plan {
+    /// Starts (or, with `None`, stops) replaying a site archive.
+    pub fn set_replay(&self, site: Option<Arc<ReplaySite>>) {
+        *self.replay.write().unwrap_or_else(|p| p.into_inner()) = site;
+    }
+
+    fn replaying(&self) -> Option<Arc<ReplaySite>> {
+        self.replay
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`).
+    pub async fn plan(&self, method: &Method, authority: Option<&str>, target: &str) -> Plan {
+        if let Some(site) = self.replaying() {
+            let head_only = method == Method::HEAD;
+            let get = if head_only { "GET" } else { method.as_str() };
+            let answer = site.answer(get, &request_url(authority.unwrap_or(""), target));
+            if !answer.think.is_zero() {
+                tokio::time::sleep(answer.think).await;
+            }
+            return Plan::Respond(Reply {
+                status: answer.status,
+                content_type: "",
+                body: answer.body,
+                head_only,
+                allow: None,
+                recorded: Some(answer.headers),
+                replay: Some(answer.matched),
+            });
+        }
         let path = target.split('?').next().unwrap_or("");
         if path == UPLOAD_PATH {
             if method == Method::POST {
@@ -78,6 +137,8 @@ impl Site {
                     body: Bytes::from(bytes),
                     head_only: false,
                     allow: None,
+                    recorded: None,
+                    replay: None,
                 },
                 Err(e) => {
                     tracing::warn!("cannot read {}: {e}", file.display());
@@ -92,15 +153,30 @@ impl Site {
     }
 
     /// The response head: never compressed, never cached, Alt-Svc when h3 is offered (on
-    /// HTTP/3 responses only with the `alt_svc_over_h3` knob).
+    /// HTTP/3 responses only with the `alt_svc_over_h3` knob). A replayed response has its
+    /// recorded headers instead (and `Timing-Allow-Origin: *` unless it had one).
     pub fn head(&self, reply: &Reply, over_h3: bool) -> Response<()> {
         let mut r = Response::new(());
         *r.status_mut() = reply.status;
         let h = r.headers_mut();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+        match &reply.recorded {
+            Some(recorded) => {
+                for (n, v) in recorded.iter() {
+                    h.append(n.clone(), v.clone());
+                }
+                // Resource Timing hides the protocol and sizes of cross-origin responses
+                // without it, and validation reads them.
+                if !h.contains_key(TIMING_ALLOW_ORIGIN) {
+                    h.insert(TIMING_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+                }
+            }
+            None => {
+                h.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+                h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                h.insert(SERVER, HeaderValue::from_static("pagebench"));
+            }
+        }
         h.insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
-        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        h.insert(SERVER, HeaderValue::from_static("pagebench"));
         if let Some(a) = self
             .alt_svc
             .as_ref()
@@ -127,6 +203,8 @@ pub(crate) fn upload_reply(bytes: u64, took: Duration) -> Reply {
         body: Bytes::from(json.to_string()),
         head_only: false,
         allow: None,
+        recorded: None,
+        replay: None,
     }
 }
 

@@ -183,7 +183,9 @@ async fn handle(
         seq,
         None,
     );
-    let reply = match ctx.site.plan(req.method(), &target).await {
+    let authority = super::site::authority(&req);
+    pending.rec.authority = authority.clone();
+    let reply = match ctx.site.plan(req.method(), authority.as_deref(), &target).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
             let (n, failed) = drain_body(req.into_body()).await;
@@ -195,6 +197,7 @@ async fn handle(
         }
     };
     pending.rec.status = reply.status.as_u16();
+    pending.rec.replay = reply.replay;
     let (parts, ()) = ctx.site.head(&reply, false).into_parts();
     Ok(Response::from_parts(
         parts,

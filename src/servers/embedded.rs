@@ -3,6 +3,7 @@
 //! transport statistics beside its request log.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -12,6 +13,7 @@ use crate::identity::ServerId;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{ConnectionStats, EmbeddedServer, ServerConfig};
+use crate::site::replay::{request_url, ReplaySite};
 use crate::validate::ServerView;
 
 pub const SERVER: Registration = Registration {
@@ -97,6 +99,8 @@ impl ServerUnderTest for Embedded {
                 protocol: r.protocol.clone(),
                 method: r.method.clone(),
                 path: crate::metrics::url_path(&format!("https://x{}", r.path)),
+                url: r.authority.as_deref().map(|a| request_url(a, &r.path)),
+                replay: r.replay,
                 status: r.status,
                 bytes_sent: r.bytes_sent,
                 bytes_received: r.bytes_received,
@@ -121,6 +125,11 @@ impl ServerUnderTest for Embedded {
 
     fn describe(&self) -> ServerDescription {
         self.description.clone()
+    }
+
+    fn replay(&mut self, site: Option<Arc<ReplaySite>>) -> Result<()> {
+        self.server.replay(site);
+        Ok(())
     }
 }
 

@@ -15,6 +15,7 @@ pub mod reference;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,7 @@ use crate::netem::Namespace;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{AppliedKnobs, Certificate, ConnectionStats, ServerKnobs};
+use crate::site::replay::ReplaySite;
 use crate::servers::reference::access_log::LogFormat;
 use crate::validate::ServerView;
 
@@ -47,6 +49,18 @@ pub trait ServerUnderTest {
     fn process_group(&self) -> Option<i32>;
     /// What it runs and what it applied, for the metadata.
     fn describe(&self) -> ServerDescription;
+    /// Answers every request from `site` from now on (`None`: the workload tree again). Only
+    /// a server that can replay a site archive takes one.
+    fn replay(&mut self, site: Option<Arc<ReplaySite>>) -> Result<()> {
+        match site {
+            None => Ok(()),
+            Some(s) => bail!(
+                "server {} cannot replay the site archive {}: site workloads are served by --servers embedded",
+                self.name(),
+                s.dir().display()
+            ),
+        }
+    }
 }
 
 /// The server's side of one run.

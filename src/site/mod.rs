@@ -17,6 +17,7 @@ pub mod encoding;
 pub mod har_import;
 pub mod matching;
 pub mod origins;
+pub mod replay;
 
 use std::path::Path;
 
@@ -286,7 +287,7 @@ pub fn body(dir: &Path, entry: &Entry) -> Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn entry(url: &str, status: u16) -> Entry {

@@ -14,7 +14,8 @@ use super::har_import::origin;
 use super::Entry;
 
 /// `--origin-addresses`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AddressMode {
     /// One address per server address of the recording (origins without one get their own).
     #[default]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
@@ -37,12 +37,16 @@ fn rng_for(seed: u64, name: &str) -> ChaCha8Rng {
 /// sees half a tree.
 pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
     let mut rng = rng_for(seed, &workload.name);
-    let (entry_html, files, upload_bytes) = match workload.kind {
+    let (entry_html, files, upload_bytes) = match workload.kind.clone() {
         WorkloadKind::Page { files, file_bytes } => {
             let planned = plan_page(&mut rng, files, file_bytes);
             let html = page_html(&workload.name, &planned);
             (html, planned, None)
         }
+        WorkloadKind::Site { dir } => bail!(
+            "{}: a site archive is recorded or imported, not generated",
+            dir.display()
+        ),
         WorkloadKind::Download { bytes } => {
             let body = content::binary(&mut rng, bytes as usize);
             let hash = sha256_hex(&body);
@@ -82,6 +86,8 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
             content_type: f.kind.content_type().to_string(),
             size: f.bytes.len() as u64,
             sha256: sha256_hex(&f.bytes),
+            status: 200,
+            aliases: Vec::new(),
         });
     }
     let entry_path = tmp_dir.join("index.html");
@@ -96,6 +102,7 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
         subresource_bytes: entries.iter().map(|e| e.size).sum(),
         files: entries,
         upload_bytes,
+        site: None,
     };
     let json = serde_json::to_string_pretty(&manifest)? + "\n";
     std::fs::write(tmp_dir.join(MANIFEST_NAME), json)?;

@@ -3,6 +3,7 @@
 
 mod content;
 mod generate;
+pub mod site;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ pub const MIN_FILE_BYTES: u64 = 128;
 pub const MAX_FILES: u32 = 1000;
 
 /// What a workload measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkloadKind {
     /// An HTML page with `files` subresources; `file_bytes` fixes every file's size
@@ -51,6 +52,8 @@ pub enum WorkloadKind {
     Download { bytes: u64 },
     /// A page that POSTs a generated body of `bytes` to `/upload`.
     Upload { bytes: u64 },
+    /// A recorded or imported site archive (`site:DIR`), replayed from all its origins.
+    Site { dir: PathBuf },
 }
 
 /// A named workload, e.g. `page50` or `download`.
@@ -96,13 +99,47 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 const NAME_HELP: &str = "use pageN (e.g. page20), pageNxSIZE (e.g. page50x900, page20x4kb), \
-download or downloadSIZE (e.g. download10mb), upload or uploadSIZE (e.g. upload5mb)";
+download or downloadSIZE (e.g. download10mb), upload or uploadSIZE (e.g. upload5mb), or \
+site:DIR (a site archive made by `pagebench record` or `pagebench import`)";
+
+/// `site:DIR`: the archive directory (canonical) and the workload's name, `site-<dir name>`.
+fn parse_site(spec: &str, dir: &str) -> Result<Workload> {
+    let given = Path::new(dir.trim());
+    if dir.trim().is_empty() {
+        bail!("workload {spec:?}: give the archive directory after site: (e.g. site:./mysite)");
+    }
+    let manifest = given.join(crate::site::MANIFEST);
+    if !manifest.is_file() {
+        bail!(
+            "workload {spec:?}: {} does not exist; make an archive with `pagebench record URL --out {}` or `pagebench import FILE.har --out {}`",
+            manifest.display(),
+            given.display(),
+            given.display()
+        );
+    }
+    let dir = std::fs::canonicalize(given)
+        .with_context(|| format!("workload {spec:?}: cannot resolve {}", given.display()))?;
+    let base: String = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' })
+        .collect();
+    Ok(Workload {
+        name: format!("site-{base}"),
+        kind: WorkloadKind::Site { dir },
+    })
+}
 
 impl FromStr for Workload {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> Result<Self> {
         let name = s.trim();
+        if let Some(dir) = name.strip_prefix("site:") {
+            return parse_site(name, dir);
+        }
         let kind = if let Some(rest) = name.strip_prefix("page") {
             let (files, size) = match rest.split_once('x') {
                 Some((f, sz)) => (f, Some(sz)),
@@ -226,6 +263,20 @@ pub struct FileEntry {
     /// Exact body size in bytes.
     pub size: u64,
     pub sha256: String,
+    /// The status it answers with (200 for generated files).
+    #[serde(default = "ok_status", skip_serializing_if = "is_ok_status")]
+    pub status: u16,
+    /// Other names the browser may give it (a redirect's first URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+}
+
+fn ok_status() -> u16 {
+    200
+}
+
+fn is_ok_status(s: &u16) -> bool {
+    *s == 200
 }
 
 /// Everything a run needs to know about a generated workload.
@@ -244,6 +295,9 @@ pub struct Manifest {
     /// For an upload: bytes the page POSTs to `/upload`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_bytes: Option<u64>,
+    /// For a site archive: its origins and how it is replayed (`files` are then keyed by URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<site::SitePlan>,
 }
 
 #[cfg(test)]
@@ -259,6 +313,7 @@ impl Manifest {
             subresource_bytes: 0,
             files: vec![],
             upload_bytes: None,
+            site: None,
         }
     }
 }
@@ -268,8 +323,20 @@ impl Manifest {
         self.entry_size + self.subresource_bytes
     }
 
-    pub fn file(&self, url_path: &str) -> Option<&FileEntry> {
-        self.files.iter().find(|f| f.path == url_path)
+    /// The file named `key` (see [`Manifest::key`]), under its path or an alias.
+    pub fn file(&self, key: &str) -> Option<&FileEntry> {
+        self.files
+            .iter()
+            .find(|f| f.path == key || f.aliases.iter().any(|a| a == key))
+    }
+
+    /// How validation names the resource at `url`: its path for a generated workload (one
+    /// origin), the URL without fragment for a site.
+    pub fn key(&self, url: &str) -> String {
+        match self.site {
+            Some(_) => site::url_key(url),
+            None => url_path(url),
+        }
     }
 }
 
@@ -287,6 +354,16 @@ pub fn read_manifest(root: &Path, name: &str) -> Result<Manifest> {
         .with_context(|| format!("cannot read {}: run `pagebench pages`", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{} is not a valid manifest", path.display()))
+}
+
+/// `https://host:port/a/b?q` → `/a/b`.
+pub fn url_path(url: &str) -> String {
+    let after_scheme = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let path = after_scheme
+        .find('/')
+        .map(|i| &after_scheme[i..])
+        .unwrap_or("/");
+    path.split(['?', '#']).next().unwrap_or("/").to_string()
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -329,7 +406,16 @@ pub fn verify(root: &Path, manifest: &Manifest) -> Result<(), String> {
 
 /// Makes sure a workload is generated under `root` with `seed` and intact; regenerates it when
 /// missing, stale (older generator, other seed) or damaged.
-pub fn ensure(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
+pub fn ensure(
+    root: &Path,
+    workload: &Workload,
+    seed: u64,
+    sites: site::SiteOptions,
+) -> Result<Manifest> {
+    if let WorkloadKind::Site { dir } = &workload.kind {
+        let archive = crate::site::read(dir)?;
+        return site::manifest(workload, dir, &archive, sites);
+    }
     if let Ok(m) = read_manifest(root, &workload.name) {
         if m.generator_version == GENERATOR_VERSION
             && m.seed == seed

@@ -21,7 +21,10 @@ pub fn pages(names: &[&str]) -> Pages {
     let root = dir.path().join("pages");
     let manifests = names
         .iter()
-        .map(|n| workload::ensure(&root, &n.parse().unwrap(), workload::DEFAULT_SEED).unwrap())
+        .map(|n| {
+            workload::ensure(&root, &n.parse().unwrap(), workload::DEFAULT_SEED, Default::default())
+                .unwrap()
+        })
         .collect();
     Pages {
         dir,
