@@ -363,7 +363,9 @@ pub fn derive(
     (m.onwire_mid, m.onwire_peak) = onwire(&resources);
 
     match kind {
-        WorkloadKind::Page { .. } => m.completion_ms = m.load_event_end_ms,
+        WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } => {
+            m.completion_ms = m.load_event_end_ms
+        }
         WorkloadKind::Download { bytes } => {
             // Only a body the page checked (length and SHA-256) counts as completed.
             let whole = obs

@@ -390,7 +390,7 @@ pub fn validate(
                     pb_field("server_bytes")
                 ),
             ),
-            WorkloadKind::Page { .. } => {}
+            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } => {}
         }
     }
 

@@ -1,5 +1,6 @@
 //! Writes a workload's tree (`pages/<name>/…`) and its manifest, deterministically: the same
-//! name and seed always give the same bytes.
+//! name and seed always give the same bytes. A sharded page (`pageNsK`) is written as a site
+//! archive of pageN's very files on K hosts, beside its manifest.
 
 use std::path::Path;
 
@@ -13,6 +14,7 @@ use super::{
     page_bytes, sha256_hex, workload_dir, FileEntry, FileKind, Manifest, Workload, WorkloadKind,
     GENERATOR_VERSION, MANIFEST_NAME,
 };
+use crate::site;
 
 /// A file to write, before hashing.
 struct Planned {
@@ -36,13 +38,17 @@ fn rng_for(seed: u64, name: &str) -> ChaCha8Rng {
 /// manifest. The tree is written to a temporary sibling and renamed into place, so a reader never
 /// sees half a tree.
 pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
+    if let Some((page, shards)) = workload.unsharded() {
+        return generate_sharded(root, workload, &page, shards, seed);
+    }
     let mut rng = rng_for(seed, &workload.name);
     let (entry_html, files, upload_bytes) = match workload.kind {
         WorkloadKind::Page { files, file_bytes } => {
             let planned = plan_page(&mut rng, files, file_bytes);
-            let html = page_html(&workload.name, &planned);
+            let html = page_html(&workload.name, &planned, |_, f| f.rel.clone());
             (html, planned, None)
         }
+        WorkloadKind::Sharded { .. } => unreachable!("sharded pages are generated above"),
         WorkloadKind::Download { bytes } => {
             let body = content::binary(&mut rng, bytes as usize);
             let hash = sha256_hex(&body);
@@ -101,6 +107,176 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
     std::fs::write(tmp_dir.join(MANIFEST_NAME), json)?;
     staged.publish()?;
     Ok(manifest)
+}
+
+/// The host (1-based shard) of each of a sharded page's files, in the page's file order: file
+/// `i` on host `(i mod K) + 1`, except the font, which the first stylesheet loads by a relative
+/// URL (its bytes are pageN's): it goes with that stylesheet.
+fn shard_assignment(files: &[Planned], shards: u32) -> Vec<u32> {
+    let mut hosts: Vec<u32> = (0..files.len())
+        .map(|i| (i as u32 % shards.max(1)) + 1)
+        .collect();
+    let first_css = files.iter().position(|f| f.kind == FileKind::Css);
+    if let Some(css) = first_css {
+        for (i, f) in files.iter().enumerate() {
+            if f.kind == FileKind::Font {
+                hosts[i] = hosts[css];
+            }
+        }
+    }
+    hosts
+}
+
+/// A file's URL on its shard host.
+fn shard_url(host: u32, url_path: &str) -> String {
+    format!("https://{}{url_path}", super::shard_host(host))
+}
+
+/// A generated response: 200 with the headers pagebench's server sends for pageN, body as is.
+fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> site::Entry {
+    site::Entry {
+        method: "GET".into(),
+        url,
+        status: 200,
+        headers: vec![
+            ("content-type".into(), content_type.into()),
+            ("cache-control".into(), "no-store".into()),
+        ],
+        body: None,
+        content_encoding: None,
+        decoded_size: size as u64,
+        server_address: Some(super::shard_server_address(host)),
+        protocol: None,
+        timings: site::Timings::default(),
+        missing: None,
+    }
+}
+
+/// Writes a sharded page: `page`'s files (its generator stream: the same bytes) as a site
+/// archive whose page references each file by its absolute URL on its host, and the manifest.
+fn generate_sharded(
+    root: &Path,
+    workload: &Workload,
+    page: &Workload,
+    shards: u32,
+    seed: u64,
+) -> Result<Manifest> {
+    let WorkloadKind::Page { files, file_bytes } = page.kind else {
+        unreachable!("Workload::unsharded gives a page")
+    };
+    let planned = plan_page(&mut rng_for(seed, &page.name), files, file_bytes);
+    let hosts = shard_assignment(&planned, shards);
+    let url_prefix = format!("/{}/", workload.name);
+    let url_path = |f: &Planned| format!("{url_prefix}{}", f.rel);
+    let html = page_html(&workload.name, &planned, |i, f| {
+        shard_url(hosts[i], &url_path(f))
+    });
+    let entry = format!("{url_prefix}index.html");
+    let page_url = shard_url(1, &entry);
+
+    let mut archive = site::Builder::default();
+    archive.push(
+        generated_entry(
+            page_url.clone(),
+            FileKind::Html.content_type(),
+            1,
+            html.len(),
+        ),
+        Some(html.clone().into_bytes()),
+    );
+    let mut entries = Vec::new();
+    for (f, host) in planned.iter().zip(&hosts) {
+        let content_type = f.kind.content_type();
+        archive.push(
+            generated_entry(
+                shard_url(*host, &url_path(f)),
+                content_type,
+                *host,
+                f.bytes.len(),
+            ),
+            Some(f.bytes.clone()),
+        );
+        entries.push(FileEntry {
+            path: url_path(f),
+            kind: f.kind,
+            content_type: content_type.to_string(),
+            size: f.bytes.len() as u64,
+            sha256: sha256_hex(&f.bytes),
+        });
+    }
+    let manifest = Manifest {
+        workload: workload.clone(),
+        generator_version: GENERATOR_VERSION,
+        seed,
+        entry,
+        entry_size: html.len() as u64,
+        subresource_bytes: entries.iter().map(|e| e.size).sum(),
+        files: entries,
+        upload_bytes: None,
+    };
+
+    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+    let staged = crate::atomic::StagedDir::new(&workload_dir(root, &workload.name))?;
+    let source = site::Source {
+        kind: site::SOURCE_GENERATED.into(),
+        from: format!(
+            "pagebench pages {}: {}'s files (seed {seed}, generator {GENERATOR_VERSION}) on {shards} hosts",
+            workload.name, page.name
+        ),
+        creator: "pagebench".into(),
+        started: None,
+    };
+    archive.write(staged.path(), source, page_url)?;
+    let json = serde_json::to_string_pretty(&manifest)? + "\n";
+    std::fs::write(staged.path().join(MANIFEST_NAME), json)?;
+    staged.publish()?;
+    Ok(manifest)
+}
+
+/// Checks a sharded page's archive against its manifest: the archive reads back whole (every
+/// body at its address), the page is first, then each file in order at its host's URL with the
+/// manifest's bytes.
+pub(super) fn verify_sharded(dir: &Path, manifest: &Manifest, shards: u32) -> Result<(), String> {
+    let archive = site::read(dir).map_err(|e| format!("{e:#}"))?;
+    let page_url = shard_url(1, &manifest.entry);
+    if archive.page_url != page_url || archive.entries.len() != manifest.files.len() + 1 {
+        return Err(format!(
+            "{}: not the archive of {} ({} entries, page {})",
+            dir.join(site::MANIFEST).display(),
+            manifest.workload.name,
+            archive.entries.len(),
+            archive.page_url
+        ));
+    }
+    let html = &archive.entries[0];
+    if html.url != page_url || html.body.as_ref().map(|b| b.size) != Some(manifest.entry_size) {
+        return Err(format!("{page_url}: not the manifest's page"));
+    }
+    // The font follows its stylesheet; every other file is where the round robin puts it.
+    let kinds: Vec<Planned> = manifest
+        .files
+        .iter()
+        .map(|f| Planned {
+            rel: String::new(),
+            kind: f.kind,
+            bytes: Vec::new(),
+        })
+        .collect();
+    let hosts = shard_assignment(&kinds, shards);
+    for ((f, e), host) in manifest.files.iter().zip(&archive.entries[1..]).zip(hosts) {
+        let url = shard_url(host, &f.path);
+        let same = e
+            .body
+            .as_ref()
+            .is_some_and(|b| b.sha256 == f.sha256 && b.size == f.size);
+        if e.url != url || !same {
+            return Err(format!(
+                "{url}: the archive's entry is {} with other bytes",
+                e.url
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How many files of each kind a page of `n` files has: one font (from 5 files on), ~10 %
@@ -226,14 +402,25 @@ const HEAD: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <link rel=\"icon\" href=\"data:,\">\n";
 
-fn page_html(name: &str, files: &[Planned]) -> String {
+/// The page referencing each of `files` by `href(index, file)`: its relative path for pageN, its
+/// absolute URL on its host for a sharded page.
+fn page_html(name: &str, files: &[Planned], href: impl Fn(usize, &Planned) -> String) -> String {
+    let of = |kind: FileKind| {
+        files
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| f.kind == kind)
+    };
     let mut h = String::from(HEAD);
     h.push_str(&format!("<title>pagebench {name}</title>\n"));
-    for f in files.iter().filter(|f| f.kind == FileKind::Css) {
-        h.push_str(&format!("<link rel=\"stylesheet\" href=\"{}\">\n", f.rel));
+    for (i, f) in of(FileKind::Css) {
+        h.push_str(&format!(
+            "<link rel=\"stylesheet\" href=\"{}\">\n",
+            href(i, f)
+        ));
     }
-    for f in files.iter().filter(|f| f.kind == FileKind::Js) {
-        h.push_str(&format!("<script src=\"{}\" defer></script>\n", f.rel));
+    for (i, f) in of(FileKind::Js) {
+        h.push_str(&format!("<script src=\"{}\" defer></script>\n", href(i, f)));
     }
     h.push_str("</head>\n<body>\n");
     h.push_str(&format!(
@@ -241,15 +428,11 @@ fn page_html(name: &str, files: &[Planned]) -> String {
          its images are PNGs and its scripts count themselves.</p>\n",
         files.len()
     ));
-    for (i, f) in files
-        .iter()
-        .filter(|f| f.kind == FileKind::Image)
-        .enumerate()
-    {
+    for (n, (i, f)) in of(FileKind::Image).enumerate() {
         h.push_str(&format!(
             "<img src=\"{}\" alt=\"image {}\" width=\"64\" height=\"64\">\n",
-            f.rel,
-            i + 1
+            href(i, f),
+            n + 1
         ));
     }
     h.push_str("</body>\n</html>\n");

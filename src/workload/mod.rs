@@ -1,5 +1,6 @@
-//! Workloads: what the browser loads. Names (`page10`, `page50x900`, `download`, `upload`…),
-//! their deterministic generation under `pages/`, and the manifest a run checks bodies against.
+//! Workloads: what the browser loads. Names (`page10`, `page50x900`, `page50s4`, `download`,
+//! `upload`…), their deterministic generation under `pages/`, and the manifest a run checks
+//! bodies against.
 
 mod content;
 mod generate;
@@ -39,6 +40,8 @@ pub const UPLOAD_BYTES: u64 = 20_000_000;
 /// Smallest file a `pageNxSIZE` page may ask for (a valid PNG needs some room).
 pub const MIN_FILE_BYTES: u64 = 128;
 pub const MAX_FILES: u32 = 1000;
+/// Most hosts a sharded page (`pageNsK`) may spread its files over.
+pub const MAX_SHARDS: u32 = 16;
 
 /// What a workload measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +54,64 @@ pub enum WorkloadKind {
     Download { bytes: u64 },
     /// A page that POSTs a generated body of `bytes` to `/upload`.
     Upload { bytes: u64 },
+    /// Domain sharding (`pageNsK`): the `Page { files, file_bytes }` page's very files spread
+    /// round-robin over `shards` hosts ([`shard_host`]), generated as a site archive.
+    Sharded {
+        files: u32,
+        file_bytes: Option<u64>,
+        shards: u32,
+    },
+}
+
+impl WorkloadKind {
+    /// Whether the browser loads a page of subresources (its headline time is loadEventEnd),
+    /// as opposed to one transfer.
+    pub fn is_page(&self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. }
+        )
+    }
+}
+
+impl Workload {
+    /// For a sharded page, the unsharded page whose files it serves (`page50s4` → `page50`,
+    /// `page20x4kbs2` → `page20x4kb`) and the number of hosts.
+    pub fn unsharded(&self) -> Option<(Workload, u32)> {
+        let WorkloadKind::Sharded {
+            files,
+            file_bytes,
+            shards,
+        } = self.kind
+        else {
+            return None;
+        };
+        let base = self.name.rsplit_once('s').map_or("", |(b, _)| b);
+        Some((
+            Workload {
+                name: base.to_string(),
+                kind: WorkloadKind::Page { files, file_bytes },
+            },
+            shards,
+        ))
+    }
+}
+
+/// The host of shard `k` (1-based) of a sharded page: 1 is the page's own host, `k` ≥ 2 is
+/// `sK.` before it. Subdomains of the reserved `.test` TLD, never resolvable outside.
+pub fn shard_host(k: u32) -> String {
+    let host = crate::browser::HOST;
+    if k <= 1 {
+        host.to_string()
+    } else {
+        format!("s{k}.{host}")
+    }
+}
+
+/// The recorded server address written for shard `k` (documentation range, never contacted):
+/// one per host, so replay's `recorded` address mode gives every shard host its own address.
+pub fn shard_server_address(k: u32) -> String {
+    format!("192.0.2.{k}")
 }
 
 /// A named workload, e.g. `page50` or `download`.
@@ -96,6 +157,7 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 const NAME_HELP: &str = "use pageN (e.g. page20), pageNxSIZE (e.g. page50x900, page20x4kb), \
+pageNsK or pageNxSIZEsK for pageN's files sharded over K = 1 to 16 hosts (e.g. page50s4), \
 download or downloadSIZE (e.g. download10mb), upload or uploadSIZE (e.g. upload5mb)";
 
 impl FromStr for Workload {
@@ -104,6 +166,22 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> Result<Self> {
         let name = s.trim();
         let kind = if let Some(rest) = name.strip_prefix("page") {
+            // No size suffix has an `s`: the last one starts the shard count.
+            let (rest, shards) = match rest.rsplit_once('s') {
+                None => (rest, None),
+                Some((page, k)) => {
+                    let k: u32 = k
+                        .parse()
+                        .ok()
+                        .filter(|k| (1..=MAX_SHARDS).contains(k))
+                        .with_context(|| {
+                            format!(
+                                "workload {name:?}: the host count after `s` must be 1 to {MAX_SHARDS}; {NAME_HELP}"
+                            )
+                        })?;
+                    (page, Some(k))
+                }
+            };
             let (files, size) = match rest.split_once('x') {
                 Some((f, sz)) => (f, Some(sz)),
                 None => (rest, None),
@@ -129,7 +207,14 @@ impl FromStr for Workload {
                         })?,
                 ),
             };
-            WorkloadKind::Page { files, file_bytes }
+            match shards {
+                None => WorkloadKind::Page { files, file_bytes },
+                Some(shards) => WorkloadKind::Sharded {
+                    files,
+                    file_bytes,
+                    shards,
+                },
+            }
         } else if let Some(rest) = name.strip_prefix("download") {
             let bytes = if rest.is_empty() {
                 DOWNLOAD_BYTES
@@ -294,8 +379,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Checks that a generated tree is exactly what its manifest says (every file present with
-/// its size and hash). Returns the first difference.
+/// its size and hash; for a sharded page, its site archive). Returns the first difference.
 pub fn verify(root: &Path, manifest: &Manifest) -> Result<(), String> {
+    if let WorkloadKind::Sharded { shards, .. } = manifest.workload.kind {
+        let dir = workload_dir(root, &manifest.workload.name);
+        return generate::verify_sharded(&dir, manifest, shards);
+    }
     let entry = root.join(manifest.entry.trim_start_matches('/'));
     match std::fs::metadata(&entry) {
         Ok(m) if m.len() == manifest.entry_size => {}
