@@ -517,6 +517,174 @@ mod tests {
         assert_eq!(names, [std::ffi::OsString::from(&w.name)]);
     }
 
+    fn files_on(archive: &site::SiteArchive) -> Vec<(String, String)> {
+        archive.entries[1..]
+            .iter()
+            .map(|e| {
+                let rest = e.url.strip_prefix("https://").unwrap();
+                let (host, path) = rest.split_once('/').unwrap();
+                (host.to_string(), format!("/{path}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shards_are_assigned_round_robin_and_the_font_follows_its_stylesheet() {
+        let mut rng = rng_for(1, "page10");
+        let files = plan_page(&mut rng, 10, None);
+        assert_eq!(files[0].kind, FileKind::Font);
+        assert_eq!(files[1].rel, "css/style01.css");
+        let hosts = shard_assignment(&files, 3);
+        // File i on host (i mod 3) + 1; the font (file 0) where style01 (file 1) is.
+        assert_eq!(hosts, [2, 2, 3, 1, 2, 3, 1, 2, 3, 1]);
+        assert_eq!(shard_assignment(&files, 1), [1; 10]);
+        let fixed = plan_page(&mut rng_for(1, "page7x200"), 7, Some(200));
+        assert_eq!(shard_assignment(&fixed, 2), [1, 2, 1, 2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn a_sharded_page_serves_page_n_files_from_k_hosts() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        let w: Workload = "page10s3".parse().unwrap();
+        let m = generate(root.path(), &w, 1).unwrap();
+        let dir = workload_dir(root.path(), "page10s3");
+        let archive = site::read(&dir).unwrap();
+        assert_eq!(archive.source.kind, "generated");
+        assert_eq!(
+            archive.page_url,
+            "https://pagebench.test/page10s3/index.html"
+        );
+        assert_eq!(archive.entries[0].url, archive.page_url);
+        assert_eq!(archive.entries.len(), plain.files.len() + 1);
+        assert_eq!(m.subresource_bytes, plain.subresource_bytes);
+        // Byte for byte pageN's files, in pageN's order.
+        let mut total = 0;
+        for (e, f) in archive.entries[1..].iter().zip(&plain.files) {
+            let pagen = std::fs::read(root.path().join(f.path.trim_start_matches('/'))).unwrap();
+            assert_eq!(site::body(&dir, e).unwrap(), pagen, "{}", e.url);
+            assert!(e.url.ends_with(f.path.trim_start_matches("/page10")));
+            assert_eq!(e.header("content-type"), Some(f.content_type.as_str()));
+            assert_eq!(e.header("cache-control"), Some("no-store"));
+            assert_eq!((e.status, e.content_encoding.as_deref()), (200, None));
+            total += pagen.len() as u64;
+        }
+        assert_eq!(total, plain.subresource_bytes);
+        // Every file on its host, each host with its own recorded address.
+        let on = files_on(&archive);
+        let hosts = [
+            "s2.pagebench.test",
+            "s2.pagebench.test",
+            "s3.pagebench.test",
+            "pagebench.test",
+        ];
+        for (i, want) in hosts.iter().enumerate() {
+            assert_eq!(on[i].0, *want, "file {i}");
+        }
+        for e in &archive.entries {
+            let host = e.url.split('/').nth(2).unwrap();
+            let k = if host == "pagebench.test" {
+                1
+            } else {
+                host[1..2].parse().unwrap()
+            };
+            assert_eq!(e.server_address, Some(format!("192.0.2.{k}")));
+        }
+        let (slots, addresses) =
+            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        assert_eq!(addresses, 3);
+        let origins: Vec<&str> = slots.iter().map(|s| s.host.as_str()).collect();
+        assert_eq!(
+            origins,
+            ["pagebench.test", "s2.pagebench.test", "s3.pagebench.test"]
+        );
+        // The page references every file by its absolute URL, nothing relative.
+        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        for (host, path) in &on[1..] {
+            assert!(
+                html.contains(&format!("\"https://{host}{path}\"")),
+                "{path}"
+            );
+        }
+        assert!(html.contains("<link rel=\"icon\" href=\"data:,\">"));
+        assert!(!html.contains("href=\"css/") && !html.contains("src=\"img/"));
+        assert_eq!(html.len() as u64, m.entry_size);
+        assert!(super::super::verify(root.path(), &m).is_ok());
+    }
+
+    #[test]
+    fn one_shard_is_page_n_with_absolute_urls() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        generate(root.path(), &"page10s1".parse().unwrap(), 1).unwrap();
+        let dir = workload_dir(root.path(), "page10s1");
+        let archive = site::read(&dir).unwrap();
+        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        let pagen = std::fs::read_to_string(root.path().join("page10/index.html")).unwrap();
+        let relative = html
+            .replace("https://pagebench.test/page10s1/", "")
+            .replace("page10s1", "page10");
+        assert_eq!(relative, pagen);
+        assert!(files_on(&archive)
+            .iter()
+            .all(|(h, _)| h == "pagebench.test"));
+        let (_, addresses) =
+            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        assert_eq!(addresses, 1);
+        assert_eq!(archive.entries.len(), plain.files.len() + 1);
+    }
+
+    #[test]
+    fn sharded_archives_are_deterministic_and_regenerated_when_damaged() {
+        let snapshot = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            for sub in [dir.to_path_buf(), dir.join(site::BODIES)] {
+                for e in std::fs::read_dir(&sub).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.is_file() {
+                        files.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+                    }
+                }
+            }
+            files.sort();
+            files
+        };
+        let root = tempfile::tempdir().unwrap();
+        let w: Workload = "page10x300s2".parse().unwrap();
+        let dir = workload_dir(root.path(), &w.name);
+        let first = generate(root.path(), &w, 1).unwrap();
+        let before = snapshot(&dir);
+        assert_eq!(generate(root.path(), &w, 1).unwrap(), first);
+        assert_eq!(snapshot(&dir), before, "same bytes every generation");
+        assert_eq!(super::super::ensure(root.path(), &w, 1).unwrap(), first);
+        // A damaged body is noticed and the archive regenerated.
+        let archive = site::read(&dir).unwrap();
+        let body = dir
+            .join(site::BODIES)
+            .join(&archive.entries[3].body.as_ref().unwrap().sha256);
+        std::fs::write(&body, b"damaged").unwrap();
+        let e = super::super::verify(root.path(), &first).unwrap_err();
+        assert!(e.contains("not the recorded body"), "{e}");
+        super::super::ensure(root.path(), &w, 1).unwrap();
+        assert_eq!(snapshot(&dir), before);
+        // Another seed is another page, and ensure regenerates for it.
+        let other = super::super::ensure(root.path(), &w, 2).unwrap();
+        assert_eq!(other.seed, 2);
+        assert_ne!(other.files, first.files);
+    }
+
+    #[test]
+    fn page_n_html_is_unchanged_by_sharding() {
+        let root = tempfile::tempdir().unwrap();
+        generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        let html = std::fs::read(root.path().join("page10/index.html")).unwrap();
+        // Generator 1's page10 (a change here must bump GENERATOR_VERSION).
+        assert_eq!(
+            sha256_hex(&html),
+            "49b8094c957baabc2b3525f8501a56a968eacd9f80faca15ad28a51482856cfa"
+        );
+    }
+
     #[test]
     fn mix_has_every_kind() {
         let m = mix(50);

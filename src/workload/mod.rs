@@ -507,6 +507,50 @@ mod tests {
     }
 
     #[test]
+    fn parses_sharded_names() {
+        let w: Workload = "page50s4".parse().unwrap();
+        assert_eq!(
+            w.kind,
+            WorkloadKind::Sharded {
+                files: 50,
+                file_bytes: None,
+                shards: 4
+            }
+        );
+        let (page, k) = w.unsharded().unwrap();
+        assert_eq!((page.name.as_str(), k), ("page50", 4));
+        assert_eq!(page, "page50".parse().unwrap());
+        let w: Workload = "page20x4kbs16".parse().unwrap();
+        assert_eq!(
+            w.kind,
+            WorkloadKind::Sharded {
+                files: 20,
+                file_bytes: Some(4000),
+                shards: 16
+            }
+        );
+        assert_eq!(w.unsharded().unwrap().0, "page20x4kb".parse().unwrap());
+        assert!(w.kind.is_page());
+        assert!("page10s1".parse::<Workload>().is_ok());
+        assert_eq!("page10".parse::<Workload>().unwrap().unsharded(), None);
+        for bad in [
+            "page50s0",
+            "page50s17",
+            "page50s",
+            "page50sx",
+            "page0s2",
+            "pages2",
+        ] {
+            let e = bad.parse::<Workload>().unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("pageNsK"), "{bad}: {e}");
+        }
+        let e = "page50s17".parse::<Workload>().unwrap_err().to_string();
+        assert!(e.contains("host count after `s` must be 1 to 16"), "{e}");
+        assert_eq!(shard_host(1), "pagebench.test");
+        assert_eq!(shard_host(3), "s3.pagebench.test");
+    }
+
+    #[test]
     fn page_bytes_follow_the_study() {
         assert_eq!(page_bytes(10), 80_000);
         assert_eq!(page_bytes(50), 421_000);
