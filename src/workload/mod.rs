@@ -40,6 +40,8 @@ pub const UPLOAD_BYTES: u64 = 20_000_000;
 /// Smallest file a `pageNxSIZE` page may ask for (a valid PNG needs some room).
 pub const MIN_FILE_BYTES: u64 = 128;
 pub const MAX_FILES: u32 = 1000;
+/// The host every workload is served under (`browser::HOST`); a reserved `.test` name.
+pub const PAGE_HOST: &str = "pagebench.test";
 /// Most hosts a sharded page (`pageNsK`) may spread its files over.
 pub const MAX_SHARDS: u32 = 16;
 
@@ -100,7 +102,7 @@ impl Workload {
 /// The host of shard `k` (1-based) of a sharded page: 1 is the page's own host, `k` ≥ 2 is
 /// `sK.` before it. Subdomains of the reserved `.test` TLD, never resolvable outside.
 pub fn shard_host(k: u32) -> String {
-    let host = crate::browser::HOST;
+    let host = PAGE_HOST;
     if k <= 1 {
         host.to_string()
     } else {
