@@ -69,6 +69,8 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // replay: lead wires this — a sharded page (workload::site_archive_dir) needs every sK. host
+    // mapped to its address here, and --origin-to-force-quic-on for each below.
     a.push(format!(
         "--host-resolver-rules=MAP {HOST} {}, MAP * ~NOTFOUND",
         o.server_ip

@@ -157,9 +157,17 @@ fn factor(c: &Comparison) -> String {
     format!("{bound}{f:.2}×")
 }
 
+/// `p=0.012`, or `p<0.001`.
 fn p_text(c: &Comparison) -> String {
     c.p_holm
-        .map(|p| format!("p={}", fmt_p(p)))
+        .map(|p| {
+            let t = fmt_p(p);
+            if t.starts_with('<') {
+                format!("p{t}")
+            } else {
+                format!("p={t}")
+            }
+        })
         .unwrap_or_default()
 }
 
@@ -555,14 +563,14 @@ mod tests {
             wired
                 .notes
                 .iter()
-                .any(|n| n.starts_with("sharding over 4 hosts: h1 1.66× faster (p=")),
+                .any(|n| n.starts_with("sharding over 4 hosts: h1 1.66× faster (p")),
             "{:?}",
             wired.notes
         );
         assert!(wired
             .notes
             .iter()
-            .any(|n| n.starts_with("sharding over 4 hosts: h2 1.40× slower (p=")));
+            .any(|n| n.starts_with("sharding over 4 hosts: h2 1.40× slower (p")));
         assert!(lossy
             .notes
             .iter()
@@ -570,7 +578,7 @@ mod tests {
         assert_eq!(s.advice.len(), 2);
         assert!(
             s.advice[0].starts_with(
-                "On wired (page50): sharding makes HTTP/1.1 faster (1.66× over 4 hosts, p="
+                "On wired (page50): sharding makes HTTP/1.1 faster (1.66× over 4 hosts, p"
             ) && s.advice[0].contains("sharding makes HTTP/2 slower (1.40× over 4 hosts")
                 && s.advice[0].ends_with(
                     "the study's advice (sharding helps HTTP/1.1 and hurts HTTP/2) holds."
@@ -645,5 +653,25 @@ mod tests {
         assert!(md.contains("the study's advice (sharding helps HTTP/1.1 and hurts HTTP/2) holds"));
         assert!(tables.iter().any(|t| t.id == "sharding-page50-lossy"));
         assert!(tables.iter().any(|t| t.id == "all-page50s4-embedded"));
+    }
+
+    #[test]
+    fn summary_files_and_charts_take_sharded_names() {
+        let d = data(&rows(), &["page50", "page50s2", "page50s4"]);
+        let dir = tempfile::tempdir().unwrap();
+        crate::results::summary::write(dir.path(), &d.summary).unwrap();
+        let back = crate::results::summary::read(dir.path()).unwrap();
+        assert!(back.series.iter().any(|s| s.key.workload == "page50s4"));
+        let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+        assert!(csv.contains(",page50s2,"), "{csv}");
+        let charts = super::super::chart_data::all(&d, &BTreeMap::new());
+        assert!(
+            charts.iter().any(|c| c.file == "charts/bars-page50s4.png"),
+            "{:?}",
+            charts.iter().map(|c| &c.file).collect::<Vec<_>>()
+        );
+        assert!(charts
+            .iter()
+            .any(|c| c.title.contains("50-file page over 4 hosts")));
     }
 }

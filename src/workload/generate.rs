@@ -610,6 +610,11 @@ mod tests {
         assert!(!html.contains("href=\"css/") && !html.contains("src=\"img/"));
         assert_eq!(html.len() as u64, m.entry_size);
         assert!(super::super::verify(root.path(), &m).is_ok());
+        assert_eq!(super::super::site_archive_dir(root.path(), &w), Some(dir));
+        assert_eq!(
+            super::super::site_archive_dir(root.path(), &"page10".parse().unwrap()),
+            None
+        );
     }
 
     #[test]

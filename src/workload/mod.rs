@@ -367,6 +367,15 @@ pub fn workload_dir(root: &Path, name: &str) -> PathBuf {
     root.join(name)
 }
 
+/// The site archive a workload is served from, if it is one (a sharded page: `site.json` and
+/// `bodies/` in its directory, beside its manifest); `None`: a tree served by path.
+// replay: lead wires this — serve this archive (origins::plan(Recorded) gives one address per
+// shard host), resolve and certify every `sK.` host, force QUIC on each origin for h3.
+pub fn site_archive_dir(root: &Path, workload: &Workload) -> Option<PathBuf> {
+    matches!(workload.kind, WorkloadKind::Sharded { .. })
+        .then(|| workload_dir(root, &workload.name))
+}
+
 /// Reads a workload's manifest.
 pub fn read_manifest(root: &Path, name: &str) -> Result<Manifest> {
     let path = workload_dir(root, name).join(MANIFEST_NAME);
