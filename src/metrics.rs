@@ -355,7 +355,7 @@ pub fn derive(
     (m.onwire_mid, m.onwire_peak) = onwire(&resources);
 
     match kind {
-        WorkloadKind::Page { .. } | WorkloadKind::Site { .. } => {
+        WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {
             m.completion_ms = m.load_event_end_ms
         }
         WorkloadKind::Download { bytes } => {

@@ -159,7 +159,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     }
     // A completed load without a headline time cannot be counted.
     if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
-        let kind = if matches!(kind, WorkloadKind::Page { .. }) {
+        let kind = if kind.is_page() {
             ReasonKind::NavigationError
         } else {
             ReasonKind::CorruptBody

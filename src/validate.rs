@@ -423,7 +423,7 @@ pub fn validate(
                     pb_field("server_bytes")
                 ),
             ),
-            WorkloadKind::Page { .. } | WorkloadKind::Site { .. } => {}
+            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {}
         }
     }
 

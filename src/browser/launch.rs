@@ -20,8 +20,8 @@ use crate::tempdir::{self, TempDir};
 
 /// The real Chromium binary of Debian's package (`/usr/bin/chromium` is a wrapper script).
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
-/// The host name every workload is served under.
-pub const HOST: &str = "pagebench.test";
+/// The host name every workload is served under (a sharded page's other hosts are its subdomains).
+pub const HOST: &str = crate::workload::PAGE_HOST;
 
 use crate::protocol::{H3Mode, Protocol};
 

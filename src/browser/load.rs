@@ -98,7 +98,7 @@ pub fn load(
     }
 
     // loadEventEnd is filled after the event; transfer pages finish after it.
-    let transfer = !matches!(kind, WorkloadKind::Page { .. });
+    let transfer = !kind.is_page();
     let wait = format!(
         "new Promise(function (resolve) {{\n\
            var want = {expected_resources}, transfer = {transfer};\n\

@@ -378,6 +378,30 @@ these networks — and why?",
         figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Sweep(_)));
     }
 
+    match super::sharding::section(data) {
+        Ok(None) => {}
+        Ok(Some(sharding)) => {
+            doc.heading(2, "Domain sharding", "sharding");
+            doc.para(
+                "The same page's files from one host and spread round-robin over K hosts \
+(`pageNsK`: host 1 is the page's own, the others `s2.`…`sK.` subdomains, each on its own server \
+address). Sharding was HTTP/1.1-era advice: more hosts, more connections; with HTTP/2 and HTTP/3 \
+each extra host costs a handshake and splits one multiplexed connection.",
+            );
+            for t in sharding.tables {
+                tables.push(t.clone());
+                doc.blocks.push(Block::Table(t));
+            }
+            doc.blocks.push(Block::List(sharding.advice));
+        }
+        Err(e) => {
+            doc.heading(2, "Domain sharding", "sharding");
+            doc.para(format!(
+                "The sharding comparisons could not be computed: {e:#}."
+            ));
+        }
+    }
+
     let uploads: Vec<Table> = data
         .servers
         .iter()

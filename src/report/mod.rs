@@ -9,6 +9,7 @@ pub mod doc;
 pub mod draw;
 pub mod glyph;
 pub mod model;
+pub mod sharding;
 pub mod study;
 pub mod tables;
 

@@ -203,6 +203,18 @@ pub fn workload_title(workload: &str) -> String {
             files,
             file_bytes: Some(b),
         }) => format!("{files} × {} page", fmt_bytes(b)),
+        Some(WorkloadKind::Sharded {
+            files,
+            file_bytes,
+            shards,
+        }) => {
+            let page = match file_bytes {
+                None => format!("{files}-file page"),
+                Some(b) => format!("{files} × {} page", fmt_bytes(b)),
+            };
+            let hosts = if shards == 1 { "host" } else { "hosts" };
+            format!("{page} over {shards} {hosts}")
+        }
         Some(WorkloadKind::Download { bytes }) => format!("{} download", fmt_bytes(bytes)),
         Some(WorkloadKind::Upload { bytes }) => format!("{} upload", fmt_bytes(bytes)),
         Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
@@ -499,6 +511,9 @@ mod tests {
         assert_eq!(workload_title("page50x900"), "50 × 900 B page");
         assert_eq!(workload_title("upload5mb"), "5 MB upload");
         assert_eq!(workload_title("weird"), "weird");
+        assert_eq!(workload_title("page50s4"), "50-file page over 4 hosts");
+        assert_eq!(workload_title("page20x4kbs1"), "20 × 4 KB page over 1 host");
+        assert_eq!(headline_label("page50s2"), "loadEventEnd (ms)");
         assert_eq!(headline_label("download"), "download complete (ms)");
         assert_eq!(headline_label("page10"), "loadEventEnd (ms)");
     }

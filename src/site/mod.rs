@@ -29,13 +29,16 @@ use sha2::{Digest, Sha256};
 pub const SITE_FORMAT: u32 = 1;
 pub const MANIFEST: &str = "site.json";
 pub const BODIES: &str = "bodies";
+/// [`Source::kind`] of an archive pagebench generated (a sharded page, `pageNsK`).
+pub const SOURCE_GENERATED: &str = "generated";
 
 /// A recorded or imported site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteArchive {
     pub format: u32,
-    /// How the archive was made: `import` of a HAR file, or `record` of a URL.
+    /// How the archive was made: `import` of a HAR file, `record` of a URL, or `generated` by
+    /// `pagebench pages` (a sharded page).
     pub source: Source,
     /// The page the browser loads (the first document request).
     pub page_url: String,
@@ -45,9 +48,9 @@ pub struct SiteArchive {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
-    /// `import` or `record`.
+    /// `import`, `record` or `generated`.
     pub kind: String,
-    /// The HAR file or the recorded URL.
+    /// The HAR file, the recorded URL, or what was generated.
     pub from: String,
     /// The tool that made the recording (HAR `creator`, or pagebench with Chromium's version).
     #[serde(default)]

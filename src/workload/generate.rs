@@ -1,5 +1,6 @@
 //! Writes a workload's tree (`pages/<name>/…`) and its manifest, deterministically: the same
-//! name and seed always give the same bytes.
+//! name and seed always give the same bytes. A sharded page (`pageNsK`) is written as a site
+//! archive of pageN's very files on K hosts, beside its manifest.
 
 use std::path::Path;
 
@@ -13,6 +14,7 @@ use super::{
     page_bytes, sha256_hex, workload_dir, FileEntry, FileKind, Manifest, Workload, WorkloadKind,
     GENERATOR_VERSION, MANIFEST_NAME,
 };
+use crate::site;
 
 /// A file to write, before hashing.
 struct Planned {
@@ -36,17 +38,21 @@ fn rng_for(seed: u64, name: &str) -> ChaCha8Rng {
 /// manifest. The tree is written to a temporary sibling and renamed into place, so a reader never
 /// sees half a tree.
 pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest> {
+    if let Some((page, shards)) = workload.unsharded() {
+        return generate_sharded(root, workload, &page, shards, seed);
+    }
     let mut rng = rng_for(seed, &workload.name);
     let (entry_html, files, upload_bytes) = match workload.kind.clone() {
         WorkloadKind::Page { files, file_bytes } => {
             let planned = plan_page(&mut rng, files, file_bytes);
-            let html = page_html(&workload.name, &planned);
+            let html = page_html(&workload.name, &planned, |_, f| f.rel.clone());
             (html, planned, None)
         }
         WorkloadKind::Site { dir } => bail!(
             "{}: a site archive is recorded or imported, not generated",
             dir.display()
         ),
+        WorkloadKind::Sharded { .. } => unreachable!("sharded pages are generated above"),
         WorkloadKind::Download { bytes } => {
             let body = content::binary(&mut rng, bytes as usize);
             let hash = sha256_hex(&body);
@@ -108,6 +114,179 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
     std::fs::write(tmp_dir.join(MANIFEST_NAME), json)?;
     staged.publish()?;
     Ok(manifest)
+}
+
+/// The host (1-based shard) of each of a sharded page's files, in the page's file order: file
+/// `i` on host `(i mod K) + 1`, except the font, which the first stylesheet loads by a relative
+/// URL (its bytes are pageN's): it goes with that stylesheet.
+fn shard_assignment(files: &[Planned], shards: u32) -> Vec<u32> {
+    let mut hosts: Vec<u32> = (0..files.len())
+        .map(|i| (i as u32 % shards.max(1)) + 1)
+        .collect();
+    let first_css = files.iter().position(|f| f.kind == FileKind::Css);
+    if let Some(css) = first_css {
+        for (i, f) in files.iter().enumerate() {
+            if f.kind == FileKind::Font {
+                hosts[i] = hosts[css];
+            }
+        }
+    }
+    hosts
+}
+
+/// A file's URL on its shard host.
+fn shard_url(host: u32, url_path: &str) -> String {
+    format!("https://{}{url_path}", super::shard_host(host))
+}
+
+/// A generated response: 200 with the headers pagebench's server sends for pageN, body as is.
+fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> site::Entry {
+    site::Entry {
+        method: "GET".into(),
+        url,
+        status: 200,
+        headers: vec![
+            ("content-type".into(), content_type.into()),
+            ("cache-control".into(), "no-store".into()),
+        ],
+        body: None,
+        content_encoding: None,
+        decoded_size: size as u64,
+        server_address: Some(super::shard_server_address(host)),
+        protocol: None,
+        timings: site::Timings::default(),
+        missing: None,
+    }
+}
+
+/// Writes a sharded page: `page`'s files (its generator stream: the same bytes) as a site
+/// archive whose page references each file by its absolute URL on its host, and the manifest.
+fn generate_sharded(
+    root: &Path,
+    workload: &Workload,
+    page: &Workload,
+    shards: u32,
+    seed: u64,
+) -> Result<Manifest> {
+    let WorkloadKind::Page { files, file_bytes } = page.kind else {
+        unreachable!("Workload::unsharded gives a page")
+    };
+    let planned = plan_page(&mut rng_for(seed, &page.name), files, file_bytes);
+    let hosts = shard_assignment(&planned, shards);
+    let url_prefix = format!("/{}/", workload.name);
+    let url_path = |f: &Planned| format!("{url_prefix}{}", f.rel);
+    let html = page_html(&workload.name, &planned, |i, f| {
+        shard_url(hosts[i], &url_path(f))
+    });
+    let entry = format!("{url_prefix}index.html");
+    let page_url = shard_url(1, &entry);
+
+    let mut archive = site::Builder::default();
+    archive.push(
+        generated_entry(
+            page_url.clone(),
+            FileKind::Html.content_type(),
+            1,
+            html.len(),
+        ),
+        Some(html.clone().into_bytes()),
+    );
+    let mut entries = Vec::new();
+    for (f, host) in planned.iter().zip(&hosts) {
+        let content_type = f.kind.content_type();
+        archive.push(
+            generated_entry(
+                shard_url(*host, &url_path(f)),
+                content_type,
+                *host,
+                f.bytes.len(),
+            ),
+            Some(f.bytes.clone()),
+        );
+        entries.push(FileEntry {
+            path: url_path(f),
+            kind: f.kind,
+            content_type: content_type.to_string(),
+            size: f.bytes.len() as u64,
+            sha256: sha256_hex(&f.bytes),
+            status: 200,
+            aliases: Vec::new(),
+        });
+    }
+    let manifest = Manifest {
+        workload: workload.clone(),
+        generator_version: GENERATOR_VERSION,
+        seed,
+        entry,
+        entry_size: html.len() as u64,
+        subresource_bytes: entries.iter().map(|e| e.size).sum(),
+        files: entries,
+        upload_bytes: None,
+        site: None,
+    };
+
+    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+    let staged = crate::atomic::StagedDir::new(&workload_dir(root, &workload.name))?;
+    let source = site::Source {
+        kind: site::SOURCE_GENERATED.into(),
+        from: format!(
+            "pagebench pages {}: {}'s files (seed {seed}, generator {GENERATOR_VERSION}) on {shards} hosts",
+            workload.name, page.name
+        ),
+        creator: "pagebench".into(),
+        started: None,
+    };
+    archive.write(staged.path(), source, page_url)?;
+    let json = serde_json::to_string_pretty(&manifest)? + "\n";
+    std::fs::write(staged.path().join(MANIFEST_NAME), json)?;
+    staged.publish()?;
+    Ok(manifest)
+}
+
+/// Checks a sharded page's archive against its manifest: the archive reads back whole (every
+/// body at its address), the page is first, then each file in order at its host's URL with the
+/// manifest's bytes.
+pub(super) fn verify_sharded(dir: &Path, manifest: &Manifest, shards: u32) -> Result<(), String> {
+    let archive = site::read(dir).map_err(|e| format!("{e:#}"))?;
+    let page_url = shard_url(1, &manifest.entry);
+    if archive.page_url != page_url || archive.entries.len() != manifest.files.len() + 1 {
+        return Err(format!(
+            "{}: not the archive of {} ({} entries, page {})",
+            dir.join(site::MANIFEST).display(),
+            manifest.workload.name,
+            archive.entries.len(),
+            archive.page_url
+        ));
+    }
+    let html = &archive.entries[0];
+    if html.url != page_url || html.body.as_ref().map(|b| b.size) != Some(manifest.entry_size) {
+        return Err(format!("{page_url}: not the manifest's page"));
+    }
+    // The font follows its stylesheet; every other file is where the round robin puts it.
+    let kinds: Vec<Planned> = manifest
+        .files
+        .iter()
+        .map(|f| Planned {
+            rel: String::new(),
+            kind: f.kind,
+            bytes: Vec::new(),
+        })
+        .collect();
+    let hosts = shard_assignment(&kinds, shards);
+    for ((f, e), host) in manifest.files.iter().zip(&archive.entries[1..]).zip(hosts) {
+        let url = shard_url(host, &f.path);
+        let same = e
+            .body
+            .as_ref()
+            .is_some_and(|b| b.sha256 == f.sha256 && b.size == f.size);
+        if e.url != url || !same {
+            return Err(format!(
+                "{url}: the archive's entry is {} with other bytes",
+                e.url
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How many files of each kind a page of `n` files has: one font (from 5 files on), ~10 %
@@ -233,14 +412,25 @@ const HEAD: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <link rel=\"icon\" href=\"data:,\">\n";
 
-fn page_html(name: &str, files: &[Planned]) -> String {
+/// The page referencing each of `files` by `href(index, file)`: its relative path for pageN, its
+/// absolute URL on its host for a sharded page.
+fn page_html(name: &str, files: &[Planned], href: impl Fn(usize, &Planned) -> String) -> String {
+    let of = |kind: FileKind| {
+        files
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| f.kind == kind)
+    };
     let mut h = String::from(HEAD);
     h.push_str(&format!("<title>pagebench {name}</title>\n"));
-    for f in files.iter().filter(|f| f.kind == FileKind::Css) {
-        h.push_str(&format!("<link rel=\"stylesheet\" href=\"{}\">\n", f.rel));
+    for (i, f) in of(FileKind::Css) {
+        h.push_str(&format!(
+            "<link rel=\"stylesheet\" href=\"{}\">\n",
+            href(i, f)
+        ));
     }
-    for f in files.iter().filter(|f| f.kind == FileKind::Js) {
-        h.push_str(&format!("<script src=\"{}\" defer></script>\n", f.rel));
+    for (i, f) in of(FileKind::Js) {
+        h.push_str(&format!("<script src=\"{}\" defer></script>\n", href(i, f)));
     }
     h.push_str("</head>\n<body>\n");
     h.push_str(&format!(
@@ -248,15 +438,11 @@ fn page_html(name: &str, files: &[Planned]) -> String {
          its images are PNGs and its scripts count themselves.</p>\n",
         files.len()
     ));
-    for (i, f) in files
-        .iter()
-        .filter(|f| f.kind == FileKind::Image)
-        .enumerate()
-    {
+    for (n, (i, f)) in of(FileKind::Image).enumerate() {
         h.push_str(&format!(
             "<img src=\"{}\" alt=\"image {}\" width=\"64\" height=\"64\">\n",
-            f.rel,
-            i + 1
+            href(i, f),
+            n + 1
         ));
     }
     h.push_str("</body>\n</html>\n");
@@ -339,6 +525,179 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, [std::ffi::OsString::from(&w.name)]);
+    }
+
+    fn files_on(archive: &site::SiteArchive) -> Vec<(String, String)> {
+        archive.entries[1..]
+            .iter()
+            .map(|e| {
+                let rest = e.url.strip_prefix("https://").unwrap();
+                let (host, path) = rest.split_once('/').unwrap();
+                (host.to_string(), format!("/{path}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shards_are_assigned_round_robin_and_the_font_follows_its_stylesheet() {
+        let mut rng = rng_for(1, "page10");
+        let files = plan_page(&mut rng, 10, None);
+        assert_eq!(files[0].kind, FileKind::Font);
+        assert_eq!(files[1].rel, "css/style01.css");
+        let hosts = shard_assignment(&files, 3);
+        // File i on host (i mod 3) + 1; the font (file 0) where style01 (file 1) is.
+        assert_eq!(hosts, [2, 2, 3, 1, 2, 3, 1, 2, 3, 1]);
+        assert_eq!(shard_assignment(&files, 1), [1; 10]);
+        let fixed = plan_page(&mut rng_for(1, "page7x200"), 7, Some(200));
+        assert_eq!(shard_assignment(&fixed, 2), [1, 2, 1, 2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn a_sharded_page_serves_page_n_files_from_k_hosts() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        let w: Workload = "page10s3".parse().unwrap();
+        let m = generate(root.path(), &w, 1).unwrap();
+        let dir = workload_dir(root.path(), "page10s3");
+        let archive = site::read(&dir).unwrap();
+        assert_eq!(archive.source.kind, "generated");
+        assert_eq!(
+            archive.page_url,
+            "https://pagebench.test/page10s3/index.html"
+        );
+        assert_eq!(archive.entries[0].url, archive.page_url);
+        assert_eq!(archive.entries.len(), plain.files.len() + 1);
+        assert_eq!(m.subresource_bytes, plain.subresource_bytes);
+        // Byte for byte pageN's files, in pageN's order.
+        let mut total = 0;
+        for (e, f) in archive.entries[1..].iter().zip(&plain.files) {
+            let pagen = std::fs::read(root.path().join(f.path.trim_start_matches('/'))).unwrap();
+            assert_eq!(site::body(&dir, e).unwrap(), pagen, "{}", e.url);
+            assert!(e.url.ends_with(f.path.trim_start_matches("/page10")));
+            assert_eq!(e.header("content-type"), Some(f.content_type.as_str()));
+            assert_eq!(e.header("cache-control"), Some("no-store"));
+            assert_eq!((e.status, e.content_encoding.as_deref()), (200, None));
+            total += pagen.len() as u64;
+        }
+        assert_eq!(total, plain.subresource_bytes);
+        // Every file on its host, each host with its own recorded address.
+        let on = files_on(&archive);
+        let hosts = [
+            "s2.pagebench.test",
+            "s2.pagebench.test",
+            "s3.pagebench.test",
+            "pagebench.test",
+        ];
+        for (i, want) in hosts.iter().enumerate() {
+            assert_eq!(on[i].0, *want, "file {i}");
+        }
+        for e in &archive.entries {
+            let host = e.url.split('/').nth(2).unwrap();
+            let k = if host == "pagebench.test" {
+                1
+            } else {
+                host[1..2].parse().unwrap()
+            };
+            assert_eq!(e.server_address, Some(format!("192.0.2.{k}")));
+        }
+        let (slots, addresses) =
+            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        assert_eq!(addresses, 3);
+        let origins: Vec<&str> = slots.iter().map(|s| s.host.as_str()).collect();
+        assert_eq!(
+            origins,
+            ["pagebench.test", "s2.pagebench.test", "s3.pagebench.test"]
+        );
+        // The page references every file by its absolute URL, nothing relative.
+        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        for (host, path) in &on[1..] {
+            assert!(
+                html.contains(&format!("\"https://{host}{path}\"")),
+                "{path}"
+            );
+        }
+        assert!(html.contains("<link rel=\"icon\" href=\"data:,\">"));
+        assert!(!html.contains("href=\"css/") && !html.contains("src=\"img/"));
+        assert_eq!(html.len() as u64, m.entry_size);
+        assert!(super::super::verify(root.path(), &m).is_ok());
+        assert_eq!(super::super::site_archive_dir(root.path(), &w), Some(dir));
+        assert_eq!(
+            super::super::site_archive_dir(root.path(), &"page10".parse().unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn one_shard_is_page_n_with_absolute_urls() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        generate(root.path(), &"page10s1".parse().unwrap(), 1).unwrap();
+        let dir = workload_dir(root.path(), "page10s1");
+        let archive = site::read(&dir).unwrap();
+        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        let pagen = std::fs::read_to_string(root.path().join("page10/index.html")).unwrap();
+        let relative = html
+            .replace("https://pagebench.test/page10s1/", "")
+            .replace("page10s1", "page10");
+        assert_eq!(relative, pagen);
+        assert!(files_on(&archive)
+            .iter()
+            .all(|(h, _)| h == "pagebench.test"));
+        let (_, addresses) =
+            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        assert_eq!(addresses, 1);
+        assert_eq!(archive.entries.len(), plain.files.len() + 1);
+    }
+
+    #[test]
+    fn sharded_archives_are_deterministic_and_regenerated_when_damaged() {
+        let snapshot = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            for sub in [dir.to_path_buf(), dir.join(site::BODIES)] {
+                for e in std::fs::read_dir(&sub).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.is_file() {
+                        files.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+                    }
+                }
+            }
+            files.sort();
+            files
+        };
+        let root = tempfile::tempdir().unwrap();
+        let w: Workload = "page10x300s2".parse().unwrap();
+        let dir = workload_dir(root.path(), &w.name);
+        let first = generate(root.path(), &w, 1).unwrap();
+        let before = snapshot(&dir);
+        assert_eq!(generate(root.path(), &w, 1).unwrap(), first);
+        assert_eq!(snapshot(&dir), before, "same bytes every generation");
+        assert_eq!(super::super::ensure(root.path(), &w, 1).unwrap(), first);
+        // A damaged body is noticed and the archive regenerated.
+        let archive = site::read(&dir).unwrap();
+        let body = dir
+            .join(site::BODIES)
+            .join(&archive.entries[3].body.as_ref().unwrap().sha256);
+        std::fs::write(&body, b"damaged").unwrap();
+        let e = super::super::verify(root.path(), &first).unwrap_err();
+        assert!(e.contains("not the recorded body"), "{e}");
+        super::super::ensure(root.path(), &w, 1).unwrap();
+        assert_eq!(snapshot(&dir), before);
+        // Another seed is another page, and ensure regenerates for it.
+        let other = super::super::ensure(root.path(), &w, 2).unwrap();
+        assert_eq!(other.seed, 2);
+        assert_ne!(other.files, first.files);
+    }
+
+    #[test]
+    fn page_n_html_is_unchanged_by_sharding() {
+        let root = tempfile::tempdir().unwrap();
+        generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
+        let html = std::fs::read(root.path().join("page10/index.html")).unwrap();
+        // Generator 1's page10 (a change here must bump GENERATOR_VERSION).
+        assert_eq!(
+            sha256_hex(&html),
+            "49b8094c957baabc2b3525f8501a56a968eacd9f80faca15ad28a51482856cfa"
+        );
     }
 
     #[test]

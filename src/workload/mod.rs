@@ -1,5 +1,6 @@
-//! Workloads: what the browser loads. Names (`page10`, `page50x900`, `download`, `upload`…),
-//! their deterministic generation under `pages/`, and the manifest a run checks bodies against.
+//! Workloads: what the browser loads. Names (`page10`, `page50x900`, `page50s4`, `download`,
+//! `upload`…), their deterministic generation under `pages/`, and the manifest a run checks
+//! bodies against.
 
 mod content;
 mod generate;
@@ -40,6 +41,10 @@ pub const UPLOAD_BYTES: u64 = 20_000_000;
 /// Smallest file a `pageNxSIZE` page may ask for (a valid PNG needs some room).
 pub const MIN_FILE_BYTES: u64 = 128;
 pub const MAX_FILES: u32 = 1000;
+/// The host every workload is served under (`browser::HOST`); a reserved `.test` name.
+pub const PAGE_HOST: &str = "pagebench.test";
+/// Most hosts a sharded page (`pageNsK`) may spread its files over.
+pub const MAX_SHARDS: u32 = 16;
 
 /// What a workload measures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +59,64 @@ pub enum WorkloadKind {
     Upload { bytes: u64 },
     /// A recorded or imported site archive (`site:DIR`), replayed from all its origins.
     Site { dir: PathBuf },
+    /// Domain sharding (`pageNsK`): the `Page { files, file_bytes }` page's very files spread
+    /// round-robin over `shards` hosts ([`shard_host`]), generated as a site archive.
+    Sharded {
+        files: u32,
+        file_bytes: Option<u64>,
+        shards: u32,
+    },
+}
+
+impl WorkloadKind {
+    /// Whether the browser loads a page of subresources (its headline time is loadEventEnd),
+    /// as opposed to one transfer.
+    pub fn is_page(&self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. }
+        )
+    }
+}
+
+impl Workload {
+    /// For a sharded page, the unsharded page whose files it serves (`page50s4` → `page50`,
+    /// `page20x4kbs2` → `page20x4kb`) and the number of hosts.
+    pub fn unsharded(&self) -> Option<(Workload, u32)> {
+        let WorkloadKind::Sharded {
+            files,
+            file_bytes,
+            shards,
+        } = self.kind
+        else {
+            return None;
+        };
+        let base = self.name.rsplit_once('s').map_or("", |(b, _)| b);
+        Some((
+            Workload {
+                name: base.to_string(),
+                kind: WorkloadKind::Page { files, file_bytes },
+            },
+            shards,
+        ))
+    }
+}
+
+/// The host of shard `k` (1-based) of a sharded page: 1 is the page's own host, `k` ≥ 2 is
+/// `sK.` before it. Subdomains of the reserved `.test` TLD, never resolvable outside.
+pub fn shard_host(k: u32) -> String {
+    let host = PAGE_HOST;
+    if k <= 1 {
+        host.to_string()
+    } else {
+        format!("s{k}.{host}")
+    }
+}
+
+/// The recorded server address written for shard `k` (documentation range, never contacted):
+/// one per host, so replay's `recorded` address mode gives every shard host its own address.
+pub fn shard_server_address(k: u32) -> String {
+    format!("192.0.2.{k}")
 }
 
 /// A named workload, e.g. `page50` or `download`.
@@ -99,6 +162,7 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 const NAME_HELP: &str = "use pageN (e.g. page20), pageNxSIZE (e.g. page50x900, page20x4kb), \
+pageNsK or pageNxSIZEsK for pageN's files sharded over K = 1 to 16 hosts (e.g. page50s4), \
 download or downloadSIZE (e.g. download10mb), upload or uploadSIZE (e.g. upload5mb), or \
 site:DIR (a site archive made by `pagebench record` or `pagebench import`)";
 
@@ -141,6 +205,22 @@ impl FromStr for Workload {
             return parse_site(name, dir);
         }
         let kind = if let Some(rest) = name.strip_prefix("page") {
+            // No size suffix has an `s`: the last one starts the shard count.
+            let (rest, shards) = match rest.rsplit_once('s') {
+                None => (rest, None),
+                Some((page, k)) => {
+                    let k: u32 = k
+                        .parse()
+                        .ok()
+                        .filter(|k| (1..=MAX_SHARDS).contains(k))
+                        .with_context(|| {
+                            format!(
+                                "workload {name:?}: the host count after `s` must be 1 to {MAX_SHARDS}; {NAME_HELP}"
+                            )
+                        })?;
+                    (page, Some(k))
+                }
+            };
             let (files, size) = match rest.split_once('x') {
                 Some((f, sz)) => (f, Some(sz)),
                 None => (rest, None),
@@ -166,7 +246,14 @@ impl FromStr for Workload {
                         })?,
                 ),
             };
-            WorkloadKind::Page { files, file_bytes }
+            match shards {
+                None => WorkloadKind::Page { files, file_bytes },
+                Some(shards) => WorkloadKind::Sharded {
+                    files,
+                    file_bytes,
+                    shards,
+                },
+            }
         } else if let Some(rest) = name.strip_prefix("download") {
             let bytes = if rest.is_empty() {
                 DOWNLOAD_BYTES
@@ -347,6 +434,15 @@ pub fn workload_dir(root: &Path, name: &str) -> PathBuf {
     root.join(name)
 }
 
+/// The site archive a workload is served from, if it is one (a sharded page: `site.json` and
+/// `bodies/` in its directory, beside its manifest); `None`: a tree served by path.
+// replay: lead wires this — serve this archive (origins::plan(Recorded) gives one address per
+// shard host), resolve and certify every `sK.` host, force QUIC on each origin for h3.
+pub fn site_archive_dir(root: &Path, workload: &Workload) -> Option<PathBuf> {
+    matches!(workload.kind, WorkloadKind::Sharded { .. })
+        .then(|| workload_dir(root, &workload.name))
+}
+
 /// Reads a workload's manifest.
 pub fn read_manifest(root: &Path, name: &str) -> Result<Manifest> {
     let path = workload_dir(root, name).join(MANIFEST_NAME);
@@ -371,8 +467,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Checks that a generated tree is exactly what its manifest says (every file present with
-/// its size and hash). Returns the first difference.
+/// its size and hash; for a sharded page, its site archive). Returns the first difference.
 pub fn verify(root: &Path, manifest: &Manifest) -> Result<(), String> {
+    if let WorkloadKind::Sharded { shards, .. } = manifest.workload.kind {
+        let dir = workload_dir(root, &manifest.workload.name);
+        return generate::verify_sharded(&dir, manifest, shards);
+    }
     let entry = root.join(manifest.entry.trim_start_matches('/'));
     match std::fs::metadata(&entry) {
         Ok(m) if m.len() == manifest.entry_size => {}
@@ -416,16 +516,28 @@ pub fn ensure(
         let archive = crate::site::read(dir)?;
         return site::manifest(workload, dir, &archive, sites);
     }
-    if let Ok(m) = read_manifest(root, &workload.name) {
-        if m.generator_version == GENERATOR_VERSION
+    let fresh = read_manifest(root, &workload.name).ok().filter(|m| {
+        m.generator_version == GENERATOR_VERSION
             && m.seed == seed
             && m.workload == *workload
-            && verify(root, &m).is_ok()
-        {
-            return Ok(m);
+            && verify(root, m).is_ok()
+    });
+    let m = match fresh {
+        Some(m) => m,
+        None => generate(root, workload, seed)?,
+    };
+    // A sharded page is replayed from its archive, like a recorded site.
+    match site_archive_dir(root, workload) {
+        Some(dir) => {
+            let archive = crate::site::read(&dir)?;
+            Ok(Manifest {
+                generator_version: m.generator_version,
+                seed: m.seed,
+                ..site::manifest(workload, &dir, &archive, sites)?
+            })
         }
+        None => Ok(m),
     }
-    generate(root, workload, seed)
 }
 
 /// The listing printed by `pagebench pages`.
@@ -501,6 +613,50 @@ mod tests {
             assert!(e.contains(bad), "{bad}: {e}");
         }
         assert!(parse_list("page10,page10").is_err());
+    }
+
+    #[test]
+    fn parses_sharded_names() {
+        let w: Workload = "page50s4".parse().unwrap();
+        assert_eq!(
+            w.kind,
+            WorkloadKind::Sharded {
+                files: 50,
+                file_bytes: None,
+                shards: 4
+            }
+        );
+        let (page, k) = w.unsharded().unwrap();
+        assert_eq!((page.name.as_str(), k), ("page50", 4));
+        assert_eq!(page, "page50".parse().unwrap());
+        let w: Workload = "page20x4kbs16".parse().unwrap();
+        assert_eq!(
+            w.kind,
+            WorkloadKind::Sharded {
+                files: 20,
+                file_bytes: Some(4000),
+                shards: 16
+            }
+        );
+        assert_eq!(w.unsharded().unwrap().0, "page20x4kb".parse().unwrap());
+        assert!(w.kind.is_page());
+        assert!("page10s1".parse::<Workload>().is_ok());
+        assert_eq!("page10".parse::<Workload>().unwrap().unsharded(), None);
+        for bad in [
+            "page50s0",
+            "page50s17",
+            "page50s",
+            "page50sx",
+            "page0s2",
+            "pages2",
+        ] {
+            let e = bad.parse::<Workload>().unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("pageNsK"), "{bad}: {e}");
+        }
+        let e = "page50s17".parse::<Workload>().unwrap_err().to_string();
+        assert!(e.contains("host count after `s` must be 1 to 16"), "{e}");
+        assert_eq!(shard_host(1), "pagebench.test");
+        assert_eq!(shard_host(3), "s3.pagebench.test");
     }
 
     #[test]
