@@ -17,6 +17,7 @@ pub mod encoding;
 pub mod har_import;
 pub mod matching;
 pub mod origins;
+pub mod record;
 
 use std::path::Path;
 
