@@ -162,12 +162,15 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             (Some(rt), Some(h), Some(e)) => ((e - rt) * 1000.0 - h).max(0.0),
             _ => 0.0,
         };
-        // CDP counts the response's header bytes into both: the body is the difference.
+        // CDP's total counts the bytes received by the response event too (the headers, and
+        // on h2 DATA frame headers): the body is the difference. When the body came in the
+        // same read as the headers the split is unknown (-1).
         let transfer_size = r.finished.and_then(|p| p["encodedDataLength"].as_f64());
         let header_bytes = resp.and_then(|r| r["encodedDataLength"].as_f64());
         let body_size = match (transfer_size, header_bytes) {
-            (Some(t), Some(h)) if t >= h => t - h,
-            (Some(t), _) => t,
+            (Some(t), Some(h)) if t > h => t - h,
+            (Some(_), Some(_)) => -1.0,
+            (Some(t), None) => t,
             (None, _) if r.redirected_at.is_some() => 0.0,
             (None, _) => -1.0,
         };
@@ -207,7 +210,9 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
                 "cookies": [],
                 "headers": resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
                 "content": {
-                    "size": body_size.max(0.0),
+                    // Without the body, its wire size stands in (an upper bound: decoded ≥ wire
+                    // but for the headers a total may include).
+                    "size": if body_size >= 0.0 { body_size } else { transfer_size.unwrap_or(0.0) },
                     "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
                 },
                 "redirectURL": location,

@@ -85,9 +85,13 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
         .iter()
         .filter_map(|e| site::har_import::origin(&e.url))
         .collect();
-    let want: BTreeSet<String> = ["https://www.site.test", "https://static.site.test", "https://api.site.test"]
-        .map(String::from)
-        .into();
+    let want: BTreeSet<String> = [
+        "https://www.site.test",
+        "https://static.site.test",
+        "https://api.site.test",
+    ]
+    .map(String::from)
+    .into();
     assert_eq!(origins, want);
     // Each origin came from its own address, over one protocol.
     let addresses = [
@@ -121,20 +125,18 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     let tmp = tempfile::tempdir().unwrap();
     let resources = site_support::write_files(&tmp.path().join("site"));
     let har = tmp.path().join("devtools.har");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make_devtools_har.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(tmp.path().join("site"))
-        .arg(PAGE_URL)
-        .arg(&har)
-        .arg("--redirect")
-        .arg(format!("{}={}", REDIRECT.0, REDIRECT.1))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/make_devtools_har.py"
+    );
+    site_support::run_ok(
+        Command::new("python3")
+            .arg(script)
+            .arg(tmp.path().join("site"))
+            .arg(PAGE_URL)
+            .arg(&har)
+            .arg("--redirect")
+            .arg(format!("{}={}", REDIRECT.0, REDIRECT.1)),
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&har).unwrap()).unwrap();
@@ -145,20 +147,16 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     );
 
     let archive = tmp.path().join("archive");
-    let out = Command::new(env!("CARGO_BIN_EXE_pagebench"))
-        .arg("import")
-        .arg(&har)
-        .arg("--out")
-        .arg(&archive)
-        .arg("--strict")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "--strict accepts it: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    // --strict accepts it.
+    let out = site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .arg("import")
+            .arg(&har)
+            .arg("--out")
+            .arg(&archive)
+            .arg("--strict"),
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(&format!(
             "imported {} responses from 3 origin(s)",
@@ -177,9 +175,12 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     assert!(a.entries.iter().all(|e| e.missing.is_none()));
     assert_every_resource(&archive, &a, &resources);
     // DevTools' HAR has the IP alone (its `connection` is a socket id, not a port).
+    assert!(a.entries.iter().all(|e| e
+        .server_address
+        .as_deref()
+        .is_some_and(|s| s.starts_with("192.0.2."))));
     assert!(a
         .entries
         .iter()
-        .all(|e| e.server_address.as_deref().is_some_and(|s| s.starts_with("192.0.2."))));
-    assert!(a.entries.iter().all(|e| e.protocol.as_deref() == Some("h2")));
+        .all(|e| e.protocol.as_deref() == Some("h2")));
 }

@@ -360,6 +360,14 @@ pub fn import_as(
             summary.missing.push((h.request.url.clone(), m));
         }
         if let (Some(w), Some(r), None) = (&wire, recorded_wire.filter(|r| *r > 0), missing) {
+            if w.len() as u64 != r {
+                tracing::debug!(
+                    "{}: {} wire bytes here, {r} in the recording ({:?})",
+                    h.request.url,
+                    w.len(),
+                    coding
+                );
+            }
             summary.compared_wire_bytes += w.len() as u64;
             summary.recorded_wire_bytes += r;
         }

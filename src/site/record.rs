@@ -10,10 +10,14 @@
 //! bytes are the decoded body encoded again with the recorded `Content-Encoding`
 //! ([`super::encoding`]): the decoded bytes are the server's to the byte, the encoded ones are
 //! the same format at our compressor level, not the server's bytes (a server compressing at
-//! another level sends a few percent more or fewer). The summary compares our wire bytes with
-//! what Chromium counted (`loadingFinished.encodedDataLength` less the header bytes) and says
-//! the difference; the archive keeps ours, since only those decode to the recorded body.
-//! Response headers are those of `Network.responseReceived` (repeated ones split again).
+//! another level sends a few bytes or percent more or fewer). The summary compares our wire
+//! bytes with what Chromium counted (`loadingFinished.encodedDataLength` less the bytes counted
+//! by `responseReceived`; unknown when headers and body came in one read) and says the
+//! difference; the archive keeps ours, since only those decode to the recorded body. On h2
+//! Chromium's count includes each DATA frame's 9-byte header: an identity body reads 9 bytes
+//! more per frame than the body (Caddy fixture: 268 vs 277 per image, gzip text 2–3 bytes
+//! either way beyond that). Response headers are those of `Network.responseReceived`
+//! (repeated ones split again; `Set-Cookie` may be filtered there).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -65,7 +65,9 @@ impl Resource {
 
 /// Deterministic bytes (an LCG: no seed to keep, the same on every machine).
 fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             x = x
@@ -116,6 +118,14 @@ fn padding(prefix: &str, suffix: &str, lines: usize) -> String {
         .collect()
 }
 
+fn at(host: &'static str, path: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Resource {
+    Resource {
+        host,
+        path: path.into(),
+        bytes: bytes.into(),
+    }
+}
+
 /// The site's every file, the page first.
 pub fn resources() -> Vec<Resource> {
     let mut v = Vec::new();
@@ -138,11 +148,7 @@ pub fn resources() -> Vec<Resource> {
     html.push_str("<p class=\"redirected\" id=\"out\">data: </p>\n");
     html.push_str(&padding("<!--", "-->", 12));
     html.push_str("</body></html>\n");
-    v.push(Resource {
-        host: WWW,
-        path: "/".into(),
-        bytes: html.into_bytes(),
-    });
+    v.push(at(WWW, "/", html.into_bytes()));
 
     let mut css = String::from(
         "@font-face { font-family: Fixture; src: url(/fonts/fixture.woff2) format(\"woff2\"); }\n\
@@ -154,61 +160,37 @@ pub fn resources() -> Vec<Resource> {
         ));
     }
     css.push_str(&padding("/*", "*/", 10));
-    v.push(Resource {
-        host: STATIC,
-        path: "/site.css".into(),
-        bytes: css.into_bytes(),
-    });
+    v.push(at(STATIC, "/site.css", css.into_bytes()));
     let new_css = format!(
         ".redirected {{ color: #123456; }}\n{}",
         padding("/*", "*/", 10)
     );
-    v.push(Resource {
-        host: STATIC,
-        path: "/new.css".into(),
-        bytes: new_css.into_bytes(),
-    });
+    v.push(at(STATIC, "/new.css", new_css.into_bytes()));
     let js = format!(
         "(function () {{\n  var out = document.getElementById('out');\n  for (var i = 0; i < {JSON_FILES}; i++) {{\n    fetch('https://api.site.test/data/' + i + '.json')\n      .then(function (r) {{ return r.json(); }})\n      .then(function (j) {{ out.textContent += j.id + ' '; }});\n  }}\n}})();\n{}",
         padding("//", "", 10)
     );
-    v.push(Resource {
-        host: STATIC,
-        path: "/app.js".into(),
-        bytes: js.into_bytes(),
-    });
+    v.push(at(STATIC, "/app.js", js.into_bytes()));
     // Not a real font (Chromium fetches it for the visible text, then rejects it): a WOFF2
     // signature and fixed bytes are enough for a byte-for-byte check.
     let mut font = b"wOF2".to_vec();
     font.extend(noise(3000, 99));
-    v.push(Resource {
-        host: STATIC,
-        path: "/fonts/fixture.woff2".into(),
-        bytes: font,
-    });
+    v.push(at(STATIC, "/fonts/fixture.woff2", font));
     for i in 0..BACKGROUNDS {
-        v.push(Resource {
-            host: STATIC,
-            path: format!("/bg/{i}.png"),
-            bytes: png(1000 + i as u64),
-        });
+        v.push(at(STATIC, format!("/bg/{i}.png"), png(1000 + i as u64)));
     }
     for i in 0..IMAGES {
-        v.push(Resource {
-            host: STATIC,
-            path: format!("/img/{i:02}.png"),
-            bytes: png(i as u64),
-        });
+        v.push(at(STATIC, format!("/img/{i:02}.png"), png(i as u64)));
     }
     for i in 0..JSON_FILES {
         let items: Vec<String> = (0..20)
             .map(|k| format!("{{\"k\": {k}, \"name\": \"item {i}-{k}\"}}"))
             .collect();
-        v.push(Resource {
-            host: API,
-            path: format!("/data/{i}.json"),
-            bytes: format!("{{\"id\": {i}, \"items\": [{}]}}\n", items.join(", ")).into_bytes(),
-        });
+        v.push(at(
+            API,
+            format!("/data/{i}.json"),
+            format!("{{\"id\": {i}, \"items\": [{}]}}\n", items.join(", ")).into_bytes(),
+        ));
     }
     v
 }
@@ -304,7 +286,15 @@ impl FixtureSite {
             .collect();
         for (_, ip) in &addresses {
             let st = Command::new("ip")
-                .args(["-n", ns.name(), "addr", "add", &format!("{ip}/32"), "dev", "lo"])
+                .args([
+                    "-n",
+                    ns.name(),
+                    "addr",
+                    "add",
+                    &format!("{ip}/32"),
+                    "dev",
+                    "lo",
+                ])
                 .status()
                 .unwrap();
             assert!(st.success(), "ip addr add {ip} in {}", ns.name());
@@ -420,6 +410,19 @@ impl FixtureSite {
     }
 }
 
+/// Runs `cmd` and returns its output; panics with its stderr if it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn read_all<R: std::io::Read + Send + 'static>(
     pipe: Option<R>,
 ) -> std::thread::JoinHandle<Vec<u8>> {
@@ -445,6 +448,10 @@ pub fn record_fixture(out_dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    println!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     archive
 }
