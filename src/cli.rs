@@ -52,6 +52,42 @@ pub enum Command {
     /// Turn a HAR with content (DevTools "Save all as HAR with content", or `run --har`) into a
     /// site archive: every response with its body as it went over the wire.
     Import(ImportArgs),
+    /// Load a real site in Chromium (as a normal browser: no protocol forced) and keep every
+    /// response as a site archive. Chromium runs where pagebench runs: the one command that
+    /// reaches beyond the emulated link.
+    Record(RecordArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Chromium runs here, with this machine's network and resolver (or inside `ip netns exec NS pagebench record …`): point it at the site you mean to record. It negotiates h1, h2 or h3 as a user's browser would. --ignore-cert-errors covers TCP (h1, h2) only: QUIC ignores it, so on a self-signed staging site h3 falls back to h2 unless you give the certificate's key with --ignore-cert-spki."
+)]
+pub struct RecordArgs {
+    /// The page to record (http:// or https://).
+    pub url: String,
+    /// The archive directory to write (`site.json` and `bodies/`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// When the page is done: `load` (the load event), `idle` (no request in flight for 500 ms
+    /// after it) or a time after the navigation starts (e.g. `5s`).
+    #[arg(long, default_value = "idle", value_name = "load|idle|DURATION",
+          value_parser = |s: &str| crate::recording::parse_wait(s).map_err(|e| e.to_string()))]
+    pub wait: crate::browser::load::WaitFor,
+    /// Map HOST to IP in Chromium's resolver (repeatable); without any, the system resolver.
+    #[arg(long, value_name = "HOST=IP",
+          value_parser = |s: &str| crate::recording::parse_resolve(s).map_err(|e| format!("{e:#}")))]
+    pub resolve: Vec<(String, IpAddr)>,
+    /// Accept any certificate on TCP (h1, h2); QUIC ignores this (see --ignore-cert-spki).
+    #[arg(long)]
+    pub ignore_cert_errors: bool,
+    /// Accept certificates with this public key (base64 SHA-256 of the SPKI; repeatable), on
+    /// TCP and QUIC alike.
+    #[arg(long, value_name = "BASE64",
+          value_parser = |s: &str| crate::recording::parse_spki(s).map_err(|e| e.to_string()))]
+    pub ignore_cert_spki: Vec<String>,
+    /// Give up on the page after this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -494,6 +530,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
         Command::Report(a) => report(a),
         Command::Diagnose(a) => diagnose(a),
         Command::Import(a) => import(a),
+        Command::Record(a) => record(a),
     }
 }
 
@@ -802,6 +839,24 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
 fn import(a: ImportArgs) -> Result<ExitCode> {
     let (_, summary) = crate::site::har_import::import_file(&a.har, &a.out, a.strict)?;
     print!("{}", summary.text(&a.out));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn record(a: RecordArgs) -> Result<ExitCode> {
+    let o = crate::recording::RecordOptions {
+        url: a.url,
+        out: a.out,
+        wait: a.wait,
+        network: crate::browser::launch::NaturalOptions {
+            resolve: a.resolve,
+            ignore_cert_errors: a.ignore_cert_errors,
+            ignore_cert_spki: a.ignore_cert_spki,
+            settle_max: Duration::from_secs(2),
+        },
+        timeout: a.timeout,
+    };
+    let (_, summary) = crate::recording::record(&o)?;
+    print!("{}", summary.text_as("recorded", &o.out));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -25,11 +25,18 @@ fn http_version(protocol: &str) -> String {
     }
 }
 
+/// CDP's header object as HAR headers: a repeated header (CDP joins the values with `\n`)
+/// becomes one header per value, as DevTools writes it.
 fn headers(v: &Value) -> Vec<Value> {
     v.as_object()
         .map(|m| {
             m.iter()
-                .map(|(k, v)| json!({ "name": k, "value": v.as_str().unwrap_or_default() }))
+                .flat_map(|(k, v)| {
+                    v.as_str()
+                        .unwrap_or_default()
+                        .split('\n')
+                        .map(move |v| json!({ "name": k, "value": v }))
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -58,33 +65,53 @@ fn phase(start: Option<f64>, end: Option<f64>) -> f64 {
     }
 }
 
-#[derive(Default)]
-struct Req<'a> {
-    sent: Option<&'a Value>,
+/// One request of the page, or one hop of a redirect chain (CDP keeps the request id across
+/// redirects and tells of each 3xx in the next `requestWillBeSent`'s `redirectResponse`).
+struct Hop<'a> {
+    id: &'a str,
+    sent: &'a Value,
+    /// The response object (`responseReceived.response`, or the redirect's).
     response: Option<&'a Value>,
     finished: Option<&'a Value>,
     failed: Option<&'a Value>,
+    /// A redirect hop ends when the next hop is sent.
+    redirected_at: Option<f64>,
 }
 
 /// Builds the HAR document of one run.
 pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value {
-    let mut order: Vec<&str> = Vec::new();
-    let mut reqs: BTreeMap<&str, Req> = BTreeMap::new();
+    let mut hops: Vec<Hop> = Vec::new();
+    // Request id → its latest hop.
+    let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
     let mut on_load: Option<f64> = None;
     let mut on_content: Option<f64> = None;
     for CdpEvent { method, params } in &obs.cdp_events {
-        if let Some(id) = params.get("requestId").and_then(Value::as_str) {
-            let r = reqs.entry(id).or_insert_with(|| {
-                order.push(id);
-                Req::default()
-            });
-            match method.as_str() {
-                "Network.requestWillBeSent" => r.sent = Some(params),
-                "Network.responseReceived" => r.response = Some(params),
-                "Network.loadingFinished" => r.finished = Some(params),
-                "Network.loadingFailed" => r.failed = Some(params),
-                _ => {}
+        let Some(id) = params.get("requestId").and_then(Value::as_str) else {
+            continue;
+        };
+        if method == "Network.requestWillBeSent" {
+            if let (Some(&i), Some(redirect)) = (latest.get(id), params.get("redirectResponse")) {
+                hops[i].response = Some(redirect);
+                hops[i].redirected_at = params["timestamp"].as_f64();
             }
+            latest.insert(id, hops.len());
+            hops.push(Hop {
+                id,
+                sent: params,
+                response: None,
+                finished: None,
+                failed: None,
+                redirected_at: None,
+            });
+            continue;
+        }
+        let Some(&i) = latest.get(id) else { continue };
+        let hop = &mut hops[i];
+        match method.as_str() {
+            "Network.responseReceived" => hop.response = Some(&params["response"]),
+            "Network.loadingFinished" => hop.finished = Some(params),
+            "Network.loadingFailed" => hop.failed = Some(params),
+            _ => {}
         }
     }
     if let Some(n) = obs.navigation.as_ref().map(EntryTiming::parse) {
@@ -98,15 +125,14 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
         .unwrap_or_else(|| iso(0.0));
 
     let mut entries = Vec::new();
-    for id in order {
-        let r = &reqs[id];
-        let Some(sent) = r.sent else { continue };
+    for (i, r) in hops.iter().enumerate() {
+        let sent = r.sent;
         let request = &sent["request"];
         let url = request["url"].as_str().unwrap_or_default();
         if url.starts_with("data:") {
             continue;
         }
-        let resp = r.response.map(|p| &p["response"]);
+        let resp = r.response;
         let protocol = resp
             .and_then(|r| r["protocol"].as_str())
             .unwrap_or("http/1.1");
@@ -116,7 +142,8 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
         let end_ts = r
             .finished
             .or(r.failed)
-            .and_then(|p| p["timestamp"].as_f64());
+            .and_then(|p| p["timestamp"].as_f64())
+            .or(r.redirected_at);
         let total = end_ts
             .map(|e| (e - sent_ts) * 1000.0)
             .unwrap_or(0.0)
@@ -135,10 +162,23 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             (Some(rt), Some(h), Some(e)) => ((e - rt) * 1000.0 - h).max(0.0),
             _ => 0.0,
         };
-        let body_size = r
-            .finished
-            .and_then(|p| p["encodedDataLength"].as_f64())
-            .unwrap_or(-1.0);
+        // CDP's total counts the bytes received by the response event too (the headers, and
+        // on h2 DATA frame headers): the body is the difference. When the body came in the
+        // same read as the headers the split is unknown (-1).
+        let transfer_size = r.finished.and_then(|p| p["encodedDataLength"].as_f64());
+        let header_bytes = resp.and_then(|r| r["encodedDataLength"].as_f64());
+        let body_size = match (transfer_size, header_bytes) {
+            (Some(t), Some(h)) if t > h => t - h,
+            (Some(_), Some(_)) => -1.0,
+            (Some(t), None) => t,
+            (None, _) if r.redirected_at.is_some() => 0.0,
+            (None, _) => -1.0,
+        };
+        let location = resp
+            .and_then(|r| r["headers"].as_object())
+            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("location")))
+            .and_then(|(_, v)| v.as_str())
+            .unwrap_or("");
         let post_size = request["postData"]
             .as_str()
             .map(|s| s.len() as f64)
@@ -170,10 +210,12 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
                 "cookies": [],
                 "headers": resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
                 "content": {
-                    "size": body_size.max(0.0),
+                    // Without the body, its wire size stands in (an upper bound: decoded ≥ wire
+                    // but for the headers a total may include).
+                    "size": if body_size >= 0.0 { body_size } else { transfer_size.unwrap_or(0.0) },
                     "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
                 },
-                "redirectURL": "",
+                "redirectURL": location,
                 "headersSize": -1,
                 "bodySize": body_size,
             },
@@ -189,7 +231,9 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             },
         });
         // "With content", as DevTools saves it: the decoded body, base64 for binary ones.
-        if let Some(b) = obs.bodies.get(id) {
+        // The body belongs to the last hop of its request id.
+        let last_hop = latest.get(r.id) == Some(&i);
+        if let Some(b) = obs.bodies.get(r.id).filter(|_| last_hop) {
             let content = &mut entry["response"]["content"];
             let decoded = if b.base64 {
                 use base64::Engine;
@@ -210,9 +254,16 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             if let Some(ip) = r["remoteIPAddress"].as_str() {
                 entry["serverIPAddress"] = json!(ip);
             }
+            // HAR has no field for the port; `_serverPort` keeps it (import reads it).
+            if let Some(p) = r["remotePort"].as_u64().filter(|p| *p > 0) {
+                entry["_serverPort"] = json!(p);
+            }
             if let Some(c) = r["connectionId"].as_f64() {
                 entry["connection"] = json!((c as u64).to_string());
             }
+        }
+        if let Some(t) = transfer_size {
+            entry["_transferSize"] = json!(t);
         }
         if let Some(fail) = r.failed {
             entry["_error"] = fail["errorText"].clone();

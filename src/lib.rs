@@ -20,6 +20,7 @@ pub mod procfs;
 pub mod profile;
 pub mod protocol;
 pub mod record;
+pub mod recording;
 pub mod registry;
 pub mod report;
 pub mod results;

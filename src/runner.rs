@@ -20,7 +20,7 @@ use crate::record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::snmp;
 use crate::testbed::{LoadRequest, RunParts, Testbed};
 use crate::validate::{self, Outcome, ReasonKind};
-use crate::workload::{Manifest, WorkloadKind};
+use crate::workload::Manifest;
 
 /// Everything that identifies and configures one run.
 #[derive(Debug, Clone)]

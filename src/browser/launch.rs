@@ -1,5 +1,6 @@
 //! Starting and stopping one Chromium process: a fresh profile and HOME in a temporary
-//! directory, the flags that force a protocol, a DevTools pipe, its own process group (so the
+//! directory, the flags that force a protocol (or, for `record`, a normal browser's
+//! negotiation: [`NaturalOptions`]), a DevTools pipe, its own process group (so the
 //! whole tree can be ended by the group we created), and a settle wait after start-up.
 
 use std::io::Read;
@@ -60,9 +61,24 @@ impl LaunchOptions {
     }
 }
 
-/// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
-pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
-    let mut a: Vec<String> = [
+/// A normal browser's networking, for `pagebench record`: no protocol forced (Chromium
+/// negotiates h1/h2/h3 as it would for a user), the system resolver but for the given host
+/// mappings, and certificate errors ignored only when asked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NaturalOptions {
+    /// `HOST=IP` mappings (`--host-resolver-rules=MAP HOST IP`); none: the system resolver.
+    pub resolve: Vec<(String, std::net::IpAddr)>,
+    /// `--ignore-certificate-errors` (TCP only: QUIC ignores it).
+    pub ignore_cert_errors: bool,
+    /// base64 SHA-256 SPKIs for `--ignore-certificate-errors-spki-list` (QUIC honours these).
+    pub ignore_cert_spki: Vec<String>,
+    /// Upper bound of the settle wait.
+    pub settle_max: Duration,
+}
+
+/// The flags every launch gets: headless, no background traffic, a DevTools pipe.
+fn quiet_browser_args() -> Vec<String> {
+    [
         "--headless=new",
         "--no-sandbox",
         "--disable-gpu",
@@ -84,7 +100,12 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect();
+    .collect()
+}
+
+/// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
+pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
+    let mut a = quiet_browser_args();
     let hosts = o.host_map();
     let rules: Vec<String> = hosts.iter().map(|(h, ip)| format!("MAP {h} {ip}")).collect();
     a.push(format!(
@@ -107,6 +128,33 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         }
     }
     a.extend(o.extra_args.iter().cloned());
+    a.push("about:blank".into());
+    a
+}
+
+/// Chromium's flags for a natural-protocol launch ([`NaturalOptions`]).
+pub fn natural_args(o: &NaturalOptions) -> Vec<String> {
+    let mut a = quiet_browser_args();
+    if !o.resolve.is_empty() {
+        let rules: Vec<String> = o
+            .resolve
+            .iter()
+            .map(|(host, ip)| match ip {
+                std::net::IpAddr::V6(v6) => format!("MAP {host} [{v6}]"),
+                std::net::IpAddr::V4(v4) => format!("MAP {host} {v4}"),
+            })
+            .collect();
+        a.push(format!("--host-resolver-rules={}", rules.join(", ")));
+    }
+    if o.ignore_cert_errors {
+        a.push("--ignore-certificate-errors".into());
+    }
+    if !o.ignore_cert_spki.is_empty() {
+        a.push(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            o.ignore_cert_spki.join(",")
+        ));
+    }
     a.push("about:blank".into());
     a
 }
@@ -180,17 +228,15 @@ pub fn primed_network_state(hosts: &[&str], port: u16) -> serde_json::Value {
 }
 
 /// Writes a fresh profile: prediction off (else Chromium preconnects at navigation start and
-/// the navigation's connect time reads 0), and the primed QUIC state when asked.
-pub fn write_profile(dir: &Path, o: &LaunchOptions) -> Result<()> {
+/// the navigation's connect time reads 0), and a `Network Persistent State` (the primed QUIC
+/// state) when given.
+pub fn write_profile(dir: &Path, network_state: Option<serde_json::Value>) -> Result<()> {
     let default = dir.join("Default");
     std::fs::create_dir_all(&default)
         .with_context(|| format!("cannot create {}", default.display()))?;
     let prefs = json!({ "net": { "network_prediction_options": 2 } });
     std::fs::write(default.join("Preferences"), prefs.to_string())?;
-    if o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed {
-        let hosts = o.host_map();
-        let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
-        let state = primed_network_state(&names, o.port);
+    if let Some(state) = network_state {
         std::fs::write(default.join("Network Persistent State"), state.to_string())?;
     }
     Ok(())
@@ -252,7 +298,26 @@ impl ChromiumProcess {
     /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
     /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
-    pub fn launch(mut cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
+    pub fn launch(cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
+        let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
+        let hosts = o.host_map();
+        let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
+        let state = primed.then(|| primed_network_state(&names, o.port));
+        Self::start(cmd, chromium_args(o), state, o.settle_max)
+    }
+
+    /// Launches Chromium as a normal browser ([`NaturalOptions`]: no protocol forced), with
+    /// `cmd` as the process to run.
+    pub fn launch_natural(cmd: Command, o: &NaturalOptions) -> Result<ChromiumProcess> {
+        Self::start(cmd, natural_args(o), None, o.settle_max)
+    }
+
+    fn start(
+        mut cmd: Command,
+        args: Vec<String>,
+        network_state: Option<serde_json::Value>,
+        settle_max: Duration,
+    ) -> Result<ChromiumProcess> {
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
         }
@@ -264,7 +329,7 @@ impl ChromiumProcess {
         // run's directory, so a killed browser leaves nothing in /tmp that cleanup misses.
         let browser_tmp = tmp.path().join("tmp");
         std::fs::create_dir_all(&browser_tmp)?;
-        write_profile(&profile, o)?;
+        write_profile(&profile, network_state)?;
         let stderr_path = tmp.path().join("chromium.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
 
@@ -274,7 +339,7 @@ impl ChromiumProcess {
         let child_out = high_fd(child_out)?;
         let (cin, cout) = (child_in.as_raw_fd(), child_out.as_raw_fd());
 
-        cmd.args(chromium_args(o))
+        cmd.args(args)
             .arg(format!("--user-data-dir={}", profile.display()))
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
@@ -330,7 +395,7 @@ impl ChromiumProcess {
             bail!("Chromium did not answer on its DevTools pipe: {e}; stderr: {tail}");
         }
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
-        let settle = settle(pgid, o.settle_max);
+        let settle = settle(pgid, settle_max);
         browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
         browser.overhead.settled = settle.settled;
         browser.overhead.settle_cpu = settle.last_cpu;
@@ -519,6 +584,37 @@ mod tests {
         assert!(h3
             .iter()
             .any(|a| a == "--ignore-certificate-errors-spki-list=abc="));
+    }
+
+    #[test]
+    fn a_natural_launch_forces_nothing_and_maps_only_what_it_is_told() {
+        let plain = natural_args(&NaturalOptions::default());
+        assert!(
+            !plain.iter().any(|a| a.contains("quic")
+                || a.contains("http2")
+                || a.contains("host-resolver-rules")
+                || a.contains("ignore-certificate")),
+            "{plain:?}"
+        );
+        assert_eq!(plain.last().map(String::as_str), Some("about:blank"));
+        let mapped = natural_args(&NaturalOptions {
+            resolve: vec![
+                ("www.site.test".into(), "10.0.0.1".parse().unwrap()),
+                ("v6.site.test".into(), "2001:db8::1".parse().unwrap()),
+            ],
+            ignore_cert_errors: true,
+            ignore_cert_spki: vec!["a=".into(), "b=".into()],
+            settle_max: Duration::ZERO,
+        });
+        assert!(mapped.contains(
+            &"--host-resolver-rules=MAP www.site.test 10.0.0.1, MAP v6.site.test [2001:db8::1]"
+                .to_string()
+        ));
+        assert!(mapped.contains(&"--ignore-certificate-errors".to_string()));
+        assert!(mapped.contains(&"--ignore-certificate-errors-spki-list=a=,b=".to_string()));
+        // The quiet-browser flags are the measured runs' own.
+        let run = chromium_args(&opts(Protocol::H2));
+        assert!(plain[..plain.len() - 1].iter().all(|a| run.contains(a)));
     }
 
     #[test]

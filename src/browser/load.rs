@@ -28,13 +28,42 @@ const KEPT_EVENTS: [&str; 6] = [
 /// for the ones still missing (they are then reported missing by validation).
 const AFTER_LOAD_GRACE_MS: u32 = 1000;
 
-/// Loads `url` and returns what the browser reported. Errors only for interruption by a
-/// signal; every other failure is a [`LoadEnd`].
+/// When a load is over (after which the timings, events and bodies are collected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFor {
+    /// The load event, then (within a grace period) `expected` Resource Timing entries and, on
+    /// transfer pages, the page's own end of transfer.
+    Resources { expected: usize, transfer: bool },
+    /// The load event, then no request in flight for `quiet`.
+    NetworkIdle { quiet: Duration },
+    /// A fixed time after the navigation started (load event or not).
+    Elapsed(Duration),
+}
+
+/// Loads `url` (a workload page of `kind` with `expected_resources` subresources) and returns
+/// what the browser reported. Errors only for interruption by a signal; every other failure is
+/// a [`LoadEnd`].
 pub fn load(
     browser: &mut ChromiumProcess,
     url: &str,
     kind: &WorkloadKind,
     expected_resources: usize,
+    timeout: Duration,
+    keep_bodies: bool,
+    init_script: Option<&str>,
+) -> Result<(Observation, LoadEnd)> {
+    let wait = WaitFor::Resources {
+        expected: expected_resources,
+        transfer: !kind.is_page(),
+    };
+    load_until(browser, url, wait, timeout, keep_bodies, init_script)
+}
+
+/// Loads `url` until `wait` says the load is over.
+pub fn load_until(
+    browser: &mut ChromiumProcess,
+    url: &str,
+    wait: WaitFor,
     timeout: Duration,
     keep_bodies: bool,
     init_script: Option<&str>,
@@ -49,6 +78,7 @@ pub fn load(
     };
     let _ = browser.cdp.drain_events();
 
+    let started = Instant::now();
     let nav = browser.cdp.call(
         Some(&session),
         "Page.navigate",
@@ -70,6 +100,27 @@ pub fn load(
             return Ok((obs, timed_out(timeout, "the navigation did not commit")));
         }
         Err(e) => return Ok((obs, crashed_or(browser, e.into()))),
+    }
+
+    if let WaitFor::Elapsed(d) = wait {
+        let until = (started + d).min(deadline);
+        loop {
+            let left = remaining(until);
+            if left.is_zero() {
+                break;
+            }
+            if signals::interrupted() {
+                return Err(signals::Interrupted.into());
+            }
+            match browser.cdp.next_event(left.min(Duration::from_millis(200))) {
+                Some(e) => keep_event(&mut obs, &session, e),
+                None if browser.cdp.is_closed() || browser.has_exited() => {
+                    return Ok((obs, crashed(browser)))
+                }
+                None => {}
+            }
+        }
+        return Ok(finish(browser, &session, obs, keep_bodies));
     }
 
     // Wait for the load event without touching the page (polling would perturb the load).
@@ -97,8 +148,55 @@ pub fn load(
         }
     }
 
+    if let WaitFor::NetworkIdle { quiet } = wait {
+        let mut flight = InFlight::default();
+        for e in &obs.cdp_events {
+            flight.see(e);
+        }
+        let mut quiet_since = Instant::now();
+        loop {
+            if signals::interrupted() {
+                return Err(signals::Interrupted.into());
+            }
+            if flight.is_empty() && quiet_since.elapsed() >= quiet {
+                break;
+            }
+            let left = remaining(deadline);
+            if left.is_zero() {
+                collect(browser, &session, &mut obs);
+                let what = format!(
+                    "the network did not go idle ({} request(s) still in flight)",
+                    flight.len()
+                );
+                return Ok((obs, timed_out(timeout, &what)));
+            }
+            match browser.cdp.next_event(left.min(Duration::from_millis(50))) {
+                Some(e) => {
+                    let before = obs.cdp_events.len();
+                    keep_event(&mut obs, &session, e);
+                    if let Some(kept) = obs.cdp_events.get(before) {
+                        if flight.see(kept) {
+                            quiet_since = Instant::now();
+                        }
+                    }
+                }
+                None if browser.cdp.is_closed() || browser.has_exited() => {
+                    return Ok((obs, crashed(browser)))
+                }
+                None => {}
+            }
+        }
+        return Ok(finish(browser, &session, obs, keep_bodies));
+    }
+    let WaitFor::Resources {
+        expected: expected_resources,
+        transfer,
+    } = wait
+    else {
+        unreachable!("the other waits returned above")
+    };
+
     // loadEventEnd is filled after the event; transfer pages finish after it.
-    let transfer = !kind.is_page();
     let wait = format!(
         "new Promise(function (resolve) {{\n\
            var want = {expected_resources}, transfer = {transfer};\n\
@@ -135,17 +233,58 @@ pub fn load(
             return Ok((obs, timed_out(timeout, what)));
         }
     }
-    collect(browser, &session, &mut obs);
+    Ok(finish(browser, &session, obs, keep_bodies))
+}
+
+/// The end of a load that completed: timings and events, then (outside the load) the bodies.
+fn finish(
+    browser: &ChromiumProcess,
+    session: &str,
+    mut obs: Observation,
+    keep_bodies: bool,
+) -> (Observation, LoadEnd) {
+    collect(browser, session, &mut obs);
     if obs.navigation.is_none() {
-        return Ok((
+        return (
             obs,
             LoadEnd::NavigationFailed("no navigation entry after load".into()),
-        ));
+        );
     }
     if keep_bodies {
-        response_bodies(browser, &session, &mut obs);
+        response_bodies(browser, session, &mut obs);
     }
-    Ok((obs, LoadEnd::Completed))
+    (obs, LoadEnd::Completed)
+}
+
+/// The requests in flight, from the kept Network events (a redirect keeps its request id).
+#[derive(Debug, Default)]
+struct InFlight(std::collections::BTreeSet<String>);
+
+impl InFlight {
+    /// Takes `e` into account; true when it was network activity.
+    fn see(&mut self, e: &CdpEvent) -> bool {
+        let Some(id) = e.params["requestId"].as_str() else {
+            return false;
+        };
+        match e.method.as_str() {
+            "Network.requestWillBeSent" => {
+                self.0.insert(id.to_string());
+            }
+            "Network.loadingFinished" | "Network.loadingFailed" => {
+                self.0.remove(id);
+            }
+            _ => {}
+        }
+        e.method.starts_with("Network.")
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// Asks the browser for the body of every response that finished (after the load, so the

@@ -55,6 +55,9 @@ struct HarEntry {
     response: Response,
     #[serde(rename = "serverIPAddress", default)]
     server_ip: Option<String>,
+    /// The server's port (`pagebench run --har` and `record` write it; HAR 1.2 has no field).
+    #[serde(rename = "_serverPort", default)]
+    server_port: Option<u16>,
     #[serde(default)]
     timings: Option<HarTimings>,
 }
@@ -124,13 +127,22 @@ pub struct ImportSummary {
     pub missing: Vec<(String, Missing)>,
     /// Entries left out (not http(s): `data:`, `blob:`, extensions…).
     pub skipped: Vec<String>,
+    /// Bodies per `Content-Encoding` on the wire (`identity` for none).
+    pub encodings: std::collections::BTreeMap<String, usize>,
+    /// Redirect responses (3xx with a `Location`).
+    pub redirects: usize,
 }
 
 impl ImportSummary {
     /// The summary as printed.
     pub fn text(&self, out: &Path) -> String {
+        self.text_as("imported", out)
+    }
+
+    /// The summary as printed, saying what was done (`imported`, `recorded`).
+    pub fn text_as(&self, done: &str, out: &Path) -> String {
         let mut s = format!(
-            "imported {} responses from {} origin(s) into {}: {} body bytes on the wire",
+            "{done} {} responses from {} origin(s) into {}: {} body bytes on the wire",
             self.entries,
             self.origins.len(),
             out.display(),
@@ -147,6 +159,17 @@ impl ImportSummary {
         s.push('\n');
         for o in &self.origins {
             s.push_str(&format!("  origin {o}\n"));
+        }
+        if !self.encodings.is_empty() {
+            let list: Vec<String> = self
+                .encodings
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            s.push_str(&format!("  bodies by encoding: {}\n", list.join(", ")));
+        }
+        if self.redirects > 0 {
+            s.push_str(&format!("  redirects: {}\n", self.redirects));
         }
         if !self.missing.is_empty() {
             s.push_str(&format!(
@@ -212,6 +235,18 @@ pub fn import(
     out: &Path,
     strict: bool,
 ) -> Result<(SiteArchive, ImportSummary)> {
+    import_as(har, from, out, strict, |source| source)
+}
+
+/// [`import`], with the archive's [`Source`] as `source` makes it of the HAR's (a recording
+/// names itself).
+pub fn import_as(
+    har: &str,
+    from: &Path,
+    out: &Path,
+    strict: bool,
+    source: impl FnOnce(Source) -> Source,
+) -> Result<(SiteArchive, ImportSummary)> {
     let har: Har = serde_json::from_str(har).with_context(|| {
         format!(
             "{}: not a HAR 1.2 file (an object with log.entries)",
@@ -257,6 +292,9 @@ pub fn import(
         };
         let mut coding_header = header("content-encoding").map(str::to_string);
         let coding = Coding::parse(coding_header.as_deref()).with_context(at)?;
+        if (300..400).contains(&status) && header("location").is_some() {
+            summary.redirects += 1;
+        }
         let decoded: Option<Vec<u8>> = match (
             &h.response.content.text,
             h.response.content.encoding.as_deref(),
@@ -322,16 +360,42 @@ pub fn import(
             summary.missing.push((h.request.url.clone(), m));
         }
         if let (Some(w), Some(r), None) = (&wire, recorded_wire.filter(|r| *r > 0), missing) {
+            if w.len() as u64 != r {
+                tracing::debug!(
+                    "{}: {} wire bytes here, {r} in the recording ({:?})",
+                    h.request.url,
+                    w.len(),
+                    coding
+                );
+            }
             summary.compared_wire_bytes += w.len() as u64;
             summary.recorded_wire_bytes += r;
         }
         summary.wire_bytes += wire.as_ref().map_or(0, |w| w.len() as u64);
+        if wire.is_some() {
+            let coding = coding_header.as_deref().unwrap_or("identity");
+            *summary
+                .encodings
+                .entry(coding.to_ascii_lowercase())
+                .or_default() += 1;
+        }
+
         let decoded_size = match (&wire, Coding::parse(coding_header.as_deref())) {
             (Some(w), Ok(c)) => c.decode(w).map(|d| d.len() as u64).unwrap_or(0),
             _ => 0,
         };
         // `connection` is Chromium's socket id, not a port: the address is the IP alone.
-        let server_address = h.server_ip.clone().filter(|s| !s.is_empty());
+        let server_address =
+            h.server_ip
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(|ip| match h.server_port {
+                    Some(port) if ip.contains(':') && !ip.starts_with('[') => {
+                        format!("[{ip}]:{port}")
+                    }
+                    Some(port) => format!("{ip}:{port}"),
+                    None => ip.to_string(),
+                });
         let timings = h.timings.as_ref();
         builder.push(
             Entry {
@@ -371,7 +435,7 @@ pub fn import(
             missing_list(&summary.missing)
         );
     }
-    let source = Source {
+    let source = source(Source {
         kind: "import".into(),
         from: from.display().to_string(),
         creator: log
@@ -379,7 +443,7 @@ pub fn import(
             .map(|c| format!("{} {}", c.name, c.version).trim().to_string())
             .unwrap_or_default(),
         started: log.pages.first().and_then(|p| p.started.clone()),
-    };
+    });
     let archive = builder.write(out, source, page_url)?;
     Ok((archive, summary))
 }

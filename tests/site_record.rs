@@ -1,0 +1,186 @@
+//! `pagebench record` of a real three-origin site (Caddy in a namespace of the test's own),
+//! and `pagebench import` of a HAR in the form DevTools writes: both give archives whose every
+//! body decodes to the site's file, byte for byte. Needs root (namespaces), Caddy and Chromium.
+
+mod site_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use pagebench::site::{self, encoding::Coding};
+use site_support::{Resource, PAGE_URL, REDIRECT};
+
+/// The decoded body of `url`'s entry in the archive at `dir`.
+fn decoded(dir: &std::path::Path, e: &site::Entry) -> Vec<u8> {
+    let wire = site::body(dir, e).unwrap();
+    Coding::parse(e.content_encoding.as_deref())
+        .unwrap()
+        .decode(&wire)
+        .unwrap_or_else(|err| panic!("{}: {err:#}", e.url))
+}
+
+/// Every fixture file is in the archive with its body, decoding to the file; text went
+/// compressed and says so.
+fn assert_every_resource(dir: &std::path::Path, a: &site::SiteArchive, resources: &[Resource]) {
+    for r in resources {
+        let url = r.url();
+        let e = a
+            .entries
+            .iter()
+            .find(|e| e.url == url)
+            .unwrap_or_else(|| panic!("{url} is not in the archive"));
+        assert_eq!(e.status, 200, "{url}");
+        assert!(e.missing.is_none(), "{url}: {:?}", e.missing);
+        assert_eq!(decoded(dir, e), r.bytes, "{url}: the body is the file");
+        assert_eq!(e.decoded_size, r.bytes.len() as u64, "{url}");
+        if r.is_text() {
+            assert_eq!(
+                e.content_encoding.as_deref(),
+                Some("gzip"),
+                "{url}: text went gzip-encoded"
+            );
+            assert_eq!(e.header("content-encoding"), Some("gzip"), "{url}");
+        } else if e.content_encoding.is_none() {
+            assert_eq!(site::body(dir, e).unwrap(), r.bytes, "{url}");
+        }
+    }
+    let redirect = a
+        .entries
+        .iter()
+        .find(|e| e.url == REDIRECT.0)
+        .expect("the redirect is an entry of its own");
+    assert_eq!(redirect.status, 301);
+    assert_eq!(redirect.header("location"), Some(REDIRECT.1));
+    assert!(redirect.body.is_none() && redirect.missing.is_none());
+    assert!(a
+        .entries
+        .iter()
+        .any(|e| e.url == REDIRECT.1 && e.status == 200));
+}
+
+#[test]
+fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = site_support::record_fixture(tmp.path());
+    let a = site::read(&dir).expect("the recording reads back");
+    let resources = site_support::resources();
+    assert_eq!(a.source.kind, "record");
+    assert_eq!(a.source.from, PAGE_URL);
+    assert!(a.source.creator.contains("/ Chromium "), "{:?}", a.source);
+    assert_eq!(a.page_url, PAGE_URL);
+    assert!(a.entries.len() >= 60, "{} entries", a.entries.len());
+    // Nothing but the fixture's files and its redirect.
+    let expected: BTreeSet<String> = resources
+        .iter()
+        .map(Resource::url)
+        .chain([REDIRECT.0.to_string()])
+        .collect();
+    let got: BTreeSet<String> = a.entries.iter().map(|e| e.url.clone()).collect();
+    assert_eq!(got, expected);
+    assert_eq!(a.entries.len(), expected.len(), "each recorded once");
+    assert_every_resource(&dir, &a, &resources);
+
+    let origins: BTreeSet<String> = a
+        .entries
+        .iter()
+        .filter_map(|e| site::har_import::origin(&e.url))
+        .collect();
+    let want: BTreeSet<String> = [
+        "https://www.site.test",
+        "https://static.site.test",
+        "https://api.site.test",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(origins, want);
+    // Each origin came from its own address, over one protocol.
+    let addresses = [
+        ("www.site.test", "10.77.0.11:443"),
+        ("static.site.test", "10.77.0.12:443"),
+        ("api.site.test", "10.77.0.13:443"),
+    ];
+    let mut protocols: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &a.entries {
+        let host = e.url.split('/').nth(2).unwrap();
+        let want = addresses.iter().find(|(h, _)| *h == host).unwrap().1;
+        assert_eq!(e.server_address.as_deref(), Some(want), "{}", e.url);
+        let p = e.protocol.clone().unwrap_or_default();
+        assert!(p == "h2" || p == "h3", "{}: protocol {p:?}", e.url);
+        protocols.entry(host.to_string()).or_default().insert(p);
+        let t = e.timings;
+        assert!(
+            t.start_ms >= 0.0 && t.wait_ms >= 0.0 && t.receive_ms >= 0.0,
+            "{}: {t:?}",
+            e.url
+        );
+    }
+    assert!(
+        protocols.values().all(|p| p.len() == 1),
+        "one protocol per origin: {protocols:?}"
+    );
+}
+
+#[test]
+fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let resources = site_support::write_files(&tmp.path().join("site"));
+    let har = tmp.path().join("devtools.har");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/make_devtools_har.py"
+    );
+    site_support::run_ok(
+        Command::new("python3")
+            .arg(script)
+            .arg(tmp.path().join("site"))
+            .arg(PAGE_URL)
+            .arg(&har)
+            .arg("--redirect")
+            .arg(format!("{}={}", REDIRECT.0, REDIRECT.1)),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&har).unwrap()).unwrap();
+    assert_eq!(v["log"]["creator"]["name"], "WebInspector");
+    assert_eq!(
+        v["log"]["entries"].as_array().unwrap().len(),
+        resources.len() + 1
+    );
+
+    let archive = tmp.path().join("archive");
+    // --strict accepts it.
+    let out = site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .arg("import")
+            .arg(&har)
+            .arg("--out")
+            .arg(&archive)
+            .arg("--strict"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "imported {} responses from 3 origin(s)",
+            resources.len() + 1
+        )),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("warning") && stdout.contains("redirects: 1"),
+        "{stdout}"
+    );
+    let a = site::read(&archive).unwrap();
+    assert_eq!(a.source.creator, "WebInspector 537.36");
+    assert_eq!(a.page_url, PAGE_URL);
+    assert_eq!(a.entries.len(), resources.len() + 1);
+    assert!(a.entries.iter().all(|e| e.missing.is_none()));
+    assert_every_resource(&archive, &a, &resources);
+    // DevTools' HAR has the IP alone (its `connection` is a socket id, not a port).
+    assert!(a.entries.iter().all(|e| e
+        .server_address
+        .as_deref()
+        .is_some_and(|s| s.starts_with("192.0.2."))));
+    assert!(a
+        .entries
+        .iter()
+        .all(|e| e.protocol.as_deref() == Some("h2")));
+}
