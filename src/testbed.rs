@@ -132,12 +132,11 @@ impl Testbed {
         let ns_tcp = namespace_tcp(&link, &cfg.knobs)?;
         let work = tempdir::create("testbed")?;
         let cert = Certificate::load_or_create(&work.path().join("cert"))?;
-        let root = std::fs::canonicalize(&cfg.pages_root).with_context(|| {
-            format!(
-                "pages root {} does not exist: run `pagebench pages`",
-                cfg.pages_root.display()
-            )
-        })?;
+        // A plan of site archives only generates nothing: its pages root may not exist yet.
+        std::fs::create_dir_all(&cfg.pages_root)
+            .with_context(|| format!("cannot create the pages root {}", cfg.pages_root.display()))?;
+        let root = std::fs::canonicalize(&cfg.pages_root)
+            .with_context(|| format!("pages root {}", cfg.pages_root.display()))?;
         let mut tb = Testbed {
             servers: Vec::new(),
             sites: BTreeMap::new(),

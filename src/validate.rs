@@ -326,6 +326,15 @@ pub fn validate(
     let expected_times = |path: &str| manifest.files.iter().filter(|f| f.path == path).count();
     let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
     let mut not_requested = Vec::new();
+    // Chromium leaves some cross-origin loads out of Resource Timing (a font a cross-origin
+    // stylesheet asked for): on a site, CDP's finished response then stands in for it, and the
+    // server's byte count below checks it arrived whole.
+    let cdp_finished: BTreeMap<String, &crate::metrics::CdpRequest> = cdp
+        .iter()
+        .filter(|c| c.failed.is_none() && c.encoded_data_length.is_some())
+        .map(|c| (key(&c.url), c))
+        .collect();
+    let mut cdp_only = Vec::new();
     let mut checked = std::collections::BTreeSet::new();
     for f in manifest.files.iter().filter(|f| checked.insert(f.path.as_str())) {
         let times = expected_times(&f.path);
@@ -334,6 +343,9 @@ pub fn validate(
             None | Some([]) if dnf && !failed_paths.contains_key(&f.path) => {}
             // A replayed page need not ask for all it asked for when recorded (the report
             // says what it skipped); what it asks for must arrive whole.
+            None | Some([]) if site && cdp_finished.contains_key(&f.path) => {
+                cdp_only.push(f.path.clone())
+            }
             None | Some([]) if site && !failed_paths.contains_key(&f.path) => {
                 not_requested.push(f.path.clone())
             }
@@ -352,6 +364,13 @@ pub fn validate(
                 }
             }
         }
+    }
+    if !cdp_only.is_empty() {
+        warnings.push(format!(
+            "{} file(s) not in Resource Timing, checked by CDP and the server log: {}",
+            cdp_only.len(),
+            few(&cdp_only)
+        ));
     }
     if !not_requested.is_empty() {
         warnings.push(format!(
@@ -478,7 +497,9 @@ pub fn validate(
             for f in &manifest.files {
                 let served: Vec<&ServerView> =
                     log.iter().filter(|s| server_key(s) == f.path).collect();
-                if served.is_empty() && seen.contains_key(&f.path) {
+                if served.is_empty()
+                    && (seen.contains_key(&f.path) || cdp_only.contains(&f.path))
+                {
                     unlogged.push(f.path.clone());
                 } else if served.len() == 1
                     && served[0].status == f.status

@@ -7,7 +7,10 @@ mod site_support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
+use pagebench::record::RunRecord;
+use pagebench::site::replay::ReplayMatch;
 use pagebench::site::{self, encoding::Coding};
+use pagebench::validate::{Outcome, ReasonKind};
 use site_support::{Resource, PAGE_URL, REDIRECT};
 
 /// The decoded body of `url`'s entry in the archive at `dir`.
@@ -118,6 +121,12 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
         protocols.values().all(|p| p.len() == 1),
         "one protocol per origin: {protocols:?}"
     );
+
+    // Replayed from its three origins (three addresses, as recorded) through the emulated link.
+    let (runs, report) = replay(&dir, "h1,h2,h3,h3-primed", 2);
+    assert_eq!(runs.len(), 8);
+    assert_replayed(&dir, &runs, 3);
+    assert!(report.contains("site-archive"), "the report has the site:\n{report}");
 }
 
 #[test]
@@ -183,4 +192,95 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
         .entries
         .iter()
         .all(|e| e.protocol.as_deref() == Some("h2")));
+
+    let (runs, _) = replay(&archive, "h1,h2,h3", 1);
+    assert_eq!(runs.len(), 3);
+    assert_replayed(&archive, &runs, 3);
+}
+
+/// Replays the archive at `dir` with `pagebench matrix` on `wired` over `protocols`, `runs`
+/// each, and returns the final attempt of every planned run (with the matrix's own report).
+fn replay(dir: &std::path::Path, protocols: &str, runs: u32) -> (Vec<RunRecord>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .args(["matrix", "--profiles", "wired", "--protocols", protocols])
+            .args(["--runs", &runs.to_string(), "--warmup", "0", "--quiet"])
+            .arg("--workloads")
+            .arg(format!("site:{}", dir.display()))
+            .arg("--pages")
+            .arg(tmp.path().join("pages"))
+            .arg("--out")
+            .arg(&out),
+    );
+    let mut last: BTreeMap<String, RunRecord> = BTreeMap::new();
+    for f in std::fs::read_dir(out.join("runs")).unwrap() {
+        let r: RunRecord =
+            serde_json::from_str(&std::fs::read_to_string(f.unwrap().path()).unwrap()).unwrap();
+        let keep = last.get(&r.plan_id).is_none_or(|o| o.attempt < r.attempt);
+        if keep {
+            last.insert(r.plan_id.clone(), r);
+        }
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    (last.into_values().collect(), report)
+}
+
+/// Every replayed run counts (or ran out of link attempts, the gate doing its job), and each
+/// valid one served every recorded response of `archive` from the archive, exactly, over the
+/// run's protocol, from every origin.
+fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
+    let a = site::read(dir).unwrap();
+    let recorded: u64 = a
+        .entries
+        .iter()
+        .filter_map(|e| e.body.as_ref().map(|b| b.size))
+        .sum();
+    let mut valid = 0;
+    for r in runs {
+        if r.outcome != Outcome::Valid {
+            assert!(
+                r.reasons.iter().all(|x| x.kind == ReasonKind::Link),
+                "{}: {:?}",
+                r.id,
+                r.reasons
+            );
+            continue;
+        }
+        valid += 1;
+        let views = &r.server_requests;
+        assert!(
+            views.iter().all(|v| v.replay == Some(ReplayMatch::Exact)),
+            "{}: every request matched exactly: {:?}",
+            r.id,
+            views.iter().filter(|v| v.replay != Some(ReplayMatch::Exact)).collect::<Vec<_>>()
+        );
+        assert!(
+            r.warnings.iter().all(|w| !w.contains("not requested")),
+            "{}: {:?}",
+            r.id,
+            r.warnings
+        );
+        assert_eq!(views.len(), a.entries.len(), "{}: every recorded request, once", r.id);
+        let sent: u64 = views.iter().map(|v| v.bytes_sent).sum();
+        let off = (sent as f64 - recorded as f64).abs() / recorded as f64;
+        assert!(
+            off <= 0.02,
+            "{}: replayed {sent} body bytes, recorded {recorded}",
+            r.id
+        );
+        let hosts: BTreeSet<&str> = views
+            .iter()
+            .filter_map(|v| v.url.as_deref()?.split('/').nth(2))
+            .collect();
+        assert_eq!(hosts.len(), origins, "{}: {hosts:?}", r.id);
+        assert!(
+            views.iter().all(|v| v.protocol == r.protocol.alpn()),
+            "{}: the server saw only {}",
+            r.id,
+            r.protocol.alpn()
+        );
+    }
+    assert!(valid * 2 >= runs.len(), "most runs count: {valid} of {}", runs.len());
 }
