@@ -734,6 +734,7 @@ fn generate(
         servers_applied: Default::default(),
         resumed_at: vec![],
         options: None,
+        sites: Default::default(),
     };
     Generated { meta, records }
 }

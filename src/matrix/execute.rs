@@ -134,6 +134,7 @@ fn meta_for(
         servers_applied: Default::default(),
         resumed_at: vec![],
         options: Some(crate::results::options::StoredOptions::of(req)),
+        sites: Default::default(),
     }
 }
 
@@ -211,6 +212,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             workload::ensure(&req.pages_root, w, req.pages_seed, req.sites)?,
         );
     }
+    meta.sites = manifests
+        .iter()
+        .filter_map(|(w, m)| m.site.clone().map(|s| (w.clone(), s)))
+        .collect();
     let todo: Vec<&PlannedRun> = planned
         .iter()
         .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
@@ -829,6 +834,7 @@ mod tests {
             servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
+            sites: Default::default(),
         }
     }
 

@@ -429,6 +429,7 @@ mod tests {
             servers_applied: Default::default(),
             resumed_at: vec![],
             options: Some(StoredOptions::of(req)),
+            sites: Default::default(),
         }
     }
 

@@ -378,6 +378,21 @@ these networks — and why?",
         figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Sweep(_)));
     }
 
+    let sites = super::sites::tables(data);
+    if !sites.is_empty() {
+        doc.heading(2, "Replayed sites", "sites");
+        doc.para(
+            "Each site was served from its archive by the embedded server: every recorded \
+origin on the server address it was given (origins that shared one when recorded share one here, \
+unless `--origin-addresses` said otherwise), with its own host name in the browser's resolver \
+rules and, for HTTP/3, forced or primed like the page's own origin.",
+        );
+        for t in sites {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
     match super::sharding::section(data) {
         Ok(None) => {}
         Ok(Some(sharding)) => {

@@ -10,6 +10,7 @@ pub mod draw;
 pub mod glyph;
 pub mod model;
 pub mod sharding;
+pub mod sites;
 pub mod study;
 pub mod tables;
 

@@ -444,20 +444,20 @@ faster (Mann-Whitney U, Holm over this section's {} comparisons).",
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plan::PlanSpec;
     use crate::results::store::Meta;
     use crate::results::summary::{summarize_runs, RunRow};
     use crate::validate::Outcome;
 
-    fn row(profile: &str, workload: &str, variant: &str, round: u32, ms: f64) -> RunRow {
+    pub(crate) fn row(profile: &str, workload: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("{profile}-{workload}-r{round:02}-embedded-{variant}");
         RunRow::measured(&id, profile, workload, "embedded", variant, round)
             .with_value(&crate::registry::COMPLETION_MS, Some(ms))
     }
 
-    fn data(rows: &[RunRow], workloads: &[&str]) -> ReportData {
+    pub(crate) fn data(rows: &[RunRow], workloads: &[&str]) -> ReportData {
         let summary = summarize_runs(rows, 3, 500, &[], 60_000.0).unwrap();
         let meta = Meta {
             pagebench_version: "0".into(),
@@ -486,6 +486,7 @@ mod tests {
             servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
+            sites: Default::default(),
         };
         ReportData::new(meta, summary)
     }

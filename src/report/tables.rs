@@ -932,6 +932,7 @@ mod tests {
             servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
+            sites: Default::default(),
         };
         ReportData::new(meta, summary)
     }

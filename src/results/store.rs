@@ -69,6 +69,10 @@ pub struct Meta {
     /// it (absent in directories written before pagebench stored them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<crate::results::options::StoredOptions>,
+    /// The replayed sites (recorded archives and sharded pages), by workload: their origins,
+    /// addresses and how they were replayed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sites: std::collections::BTreeMap<String, crate::workload::site::SitePlan>,
 }
 
 impl Meta {
@@ -481,6 +485,7 @@ mod tests {
             servers_applied: ServerDescriptions::new(),
             resumed_at: vec![],
             options: None,
+            sites: Default::default(),
         }
     }
 

@@ -1,0 +1,142 @@
+//! The replayed sites (pure): per site workload its page, and each origin with the server
+//! address it was given, its recorded responses and bytes, the protocol it used when recorded,
+//! and how many runs of each protocol counted on replay (every resource of each verified).
+
+use super::doc::{Cell, Table};
+use super::model::ReportData;
+use crate::site::origins::AddressMode;
+use crate::site::replay::ThinkTime;
+
+fn fmt_kb(b: u64) -> String {
+    format!("{:.1} KB", b as f64 / 1000.0)
+}
+
+/// One table per replayed site the results hold, in the plan's order.
+pub fn tables(data: &ReportData) -> Vec<Table> {
+    let mut out = Vec::new();
+    for w in &data.workloads {
+        let Some(plan) = data.meta.sites.get(w) else {
+            continue;
+        };
+        let mode = match plan.options.addresses {
+            AddressMode::Recorded => "as recorded",
+            AddressMode::PerOrigin => "one per origin",
+            AddressMode::Single => "all on one",
+        };
+        let think = match plan.options.think {
+            ThinkTime::None => "none",
+            ThinkTime::Recorded => "recorded",
+        };
+        // Valid runs per variant over every profile and server: each checked resource by
+        // resource on every origin.
+        let counted: Vec<String> = data
+            .variants
+            .iter()
+            .map(|v| {
+                let (valid, all) = data
+                    .summary
+                    .series
+                    .iter()
+                    .filter(|s| s.key.workload == *w && s.key.variant == *v)
+                    .fold((0, 0), |(a, b), s| {
+                        (
+                            a + s.completion.n_valid,
+                            b + s.completion.n_valid + s.completion.n_invalid + s.completion.n_dnf,
+                        )
+                    });
+                format!("{v} {valid}/{all}")
+            })
+            .collect();
+        let mut t = Table {
+            id: format!("site-{w}"),
+            title: format!("{w}: {}", plan.page_url),
+            intro: vec![format!(
+                "From `{}`: {} origin(s) on {} server address(es) ({mode}), think time {think}{}; \
+                 runs that counted: {}.",
+                plan.dir.display(),
+                plan.origins.len(),
+                plan.addresses,
+                if plan.options.deterministic {
+                    ", deterministic clock and random"
+                } else {
+                    ""
+                },
+                counted.join(", ")
+            )],
+            header: ["origin", "address", "responses", "bytes", "recorded over"]
+                .map(String::from)
+                .to_vec(),
+            rows: Vec::new(),
+            notes: vec![
+                "A counted run had every resource of every origin on its protocol by Resource \
+                 Timing, CDP and the server log, and every response the page asked for whole."
+                    .into(),
+            ],
+        };
+        for o in &plan.origins {
+            t.rows.push(vec![
+                Cell::label(o.origin.clone()),
+                Cell::text(format!("#{}", o.address + 1)),
+                Cell::text(o.responses.to_string()),
+                Cell::text(fmt_kb(o.bytes)),
+                Cell::text(o.recorded_protocol.clone().unwrap_or_else(|| "-".into())),
+            ]);
+        }
+        out.push(t);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sharding::tests::{data, row};
+    use crate::workload::site::{SiteOptions, SiteOrigin, SitePlan};
+
+    #[test]
+    fn every_origin_of_a_replayed_site_is_listed_with_the_runs_that_counted() {
+        let rows: Vec<_> = (1..=3)
+            .flat_map(|r| {
+                [
+                    row("wired", "site-shop", "h1", r, 900.0),
+                    row("wired", "site-shop", "h2", r, 700.0),
+                ]
+            })
+            .collect();
+        let mut d = data(&rows, &["site-shop"]);
+        let origin = |o: &str, address, responses, bytes, p: &str| SiteOrigin {
+            origin: format!("https://{o}"),
+            host: o.into(),
+            port: 443,
+            address,
+            recorded_protocol: Some(p.into()),
+            responses,
+            bytes,
+        };
+        d.meta.sites.insert(
+            "site-shop".into(),
+            SitePlan {
+                dir: "/a/shop".into(),
+                page_url: "https://www.shop.test/".into(),
+                origins: vec![
+                    origin("www.shop.test", 0, 3, 12_000, "h2"),
+                    origin("cdn.shop.test", 1, 60, 420_000, "h3"),
+                ],
+                addresses: 2,
+                options: SiteOptions::default(),
+                recorded_start_ms: 0.0,
+            },
+        );
+        let t = tables(&d);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].title, "site-shop: https://www.shop.test/");
+        assert!(t[0].intro[0].contains("2 origin(s) on 2 server address(es) (as recorded)"));
+        assert!(t[0].intro[0].contains("h1 3/3, h2 3/3"), "{}", t[0].intro[0]);
+        let cdn = &t[0].rows[1];
+        let texts: Vec<&str> = cdn.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["https://cdn.shop.test", "#2", "60", "420.0 KB", "h3"]);
+        // A results directory without sites has no such table.
+        d.meta.sites.clear();
+        assert!(tables(&d).is_empty());
+    }
+}
