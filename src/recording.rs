@@ -27,11 +27,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use base64::Engine;
 
-use crate::site::har_import::{self, ImportSummary};
-use crate::site::{SiteArchive, Source};
 use crate::browser::launch::{ChromiumProcess, NaturalOptions, CHROMIUM};
 use crate::browser::load::{load_until, WaitFor};
 use crate::metrics::Observation;
+use crate::site::har_import::{self, ImportSummary};
+use crate::site::{SiteArchive, Source};
 use crate::validate::LoadEnd;
 
 /// How long the network must be quiet after the load for `--wait idle`.

@@ -28,11 +28,11 @@ use crate::servers::{
     NamespaceTcp, ServerDescription, ServerEvidence, ServerUnderTest, StartContext,
 };
 use crate::signals;
+use crate::site::replay::{deterministic_script, ReplaySite};
 use crate::snmp;
 use crate::sysinfo::{cpu_times, sample_between, MachineSample};
 use crate::tempdir::{self, TempDir};
 use crate::validate::LoadEnd;
-use crate::site::replay::{deterministic_script, ReplaySite};
 use crate::workload::site::SitePlan;
 use crate::workload::Manifest;
 
@@ -133,8 +133,9 @@ impl Testbed {
         let work = tempdir::create("testbed")?;
         let cert = Certificate::load_or_create(&work.path().join("cert"))?;
         // A plan of site archives only generates nothing: its pages root may not exist yet.
-        std::fs::create_dir_all(&cfg.pages_root)
-            .with_context(|| format!("cannot create the pages root {}", cfg.pages_root.display()))?;
+        std::fs::create_dir_all(&cfg.pages_root).with_context(|| {
+            format!("cannot create the pages root {}", cfg.pages_root.display())
+        })?;
         let root = std::fs::canonicalize(&cfg.pages_root)
             .with_context(|| format!("pages root {}", cfg.pages_root.display()))?;
         let mut tb = Testbed {

@@ -336,7 +336,11 @@ pub fn validate(
         .collect();
     let mut cdp_only = Vec::new();
     let mut checked = std::collections::BTreeSet::new();
-    for f in manifest.files.iter().filter(|f| checked.insert(f.path.as_str())) {
+    for f in manifest
+        .files
+        .iter()
+        .filter(|f| checked.insert(f.path.as_str()))
+    {
         let times = expected_times(&f.path);
         match seen.get(&f.path).map(Vec::as_slice) {
             // After a timeout a file still loading is expected; one whose request failed is not.
@@ -442,7 +446,9 @@ pub fn validate(
                     pb_field("server_bytes")
                 ),
             ),
-            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {}
+            WorkloadKind::Page { .. }
+            | WorkloadKind::Sharded { .. }
+            | WorkloadKind::Site { .. } => {}
         }
     }
 
@@ -463,9 +469,16 @@ pub fn validate(
         };
         let mut served: BTreeMap<(&str, String), usize> = BTreeMap::new();
         for v in log {
-            *served.entry((v.method.as_str(), server_key(v))).or_default() += 1;
+            *served
+                .entry((v.method.as_str(), server_key(v)))
+                .or_default() += 1;
         }
-        let allowed = |p: &str| manifest.file(p).map_or(1, |f| expected_times(&f.path)).max(1);
+        let allowed = |p: &str| {
+            manifest
+                .file(p)
+                .map_or(1, |f| expected_times(&f.path))
+                .max(1)
+        };
         let twice: Vec<String> = served
             .iter()
             .filter(|((_, p), n)| **n > allowed(p))
@@ -497,9 +510,7 @@ pub fn validate(
             for f in &manifest.files {
                 let served: Vec<&ServerView> =
                     log.iter().filter(|s| server_key(s) == f.path).collect();
-                if served.is_empty()
-                    && (seen.contains_key(&f.path) || cdp_only.contains(&f.path))
-                {
+                if served.is_empty() && (seen.contains_key(&f.path) || cdp_only.contains(&f.path)) {
                     unlogged.push(f.path.clone());
                 } else if served.len() == 1
                     && served[0].status == f.status

@@ -126,7 +126,10 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     let (runs, report) = replay(&dir, "h1,h2,h3,h3-primed", 2);
     assert_eq!(runs.len(), 8);
     assert_replayed(&dir, &runs, 3);
-    assert!(report.contains("site-archive"), "the report has the site:\n{report}");
+    assert!(
+        report.contains("site-archive"),
+        "the report has the site:\n{report}"
+    );
 }
 
 #[test]
@@ -254,7 +257,10 @@ fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
             views.iter().all(|v| v.replay == Some(ReplayMatch::Exact)),
             "{}: every request matched exactly: {:?}",
             r.id,
-            views.iter().filter(|v| v.replay != Some(ReplayMatch::Exact)).collect::<Vec<_>>()
+            views
+                .iter()
+                .filter(|v| v.replay != Some(ReplayMatch::Exact))
+                .collect::<Vec<_>>()
         );
         assert!(
             r.warnings.iter().all(|w| !w.contains("not requested")),
@@ -262,7 +268,12 @@ fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
             r.id,
             r.warnings
         );
-        assert_eq!(views.len(), a.entries.len(), "{}: every recorded request, once", r.id);
+        assert_eq!(
+            views.len(),
+            a.entries.len(),
+            "{}: every recorded request, once",
+            r.id
+        );
         let sent: u64 = views.iter().map(|v| v.bytes_sent).sum();
         let off = (sent as f64 - recorded as f64).abs() / recorded as f64;
         assert!(
@@ -282,5 +293,9 @@ fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
             r.protocol.alpn()
         );
     }
-    assert!(valid * 2 >= runs.len(), "most runs count: {valid} of {}", runs.len());
+    assert!(
+        valid * 2 >= runs.len(),
+        "most runs count: {valid} of {}",
+        runs.len()
+    );
 }

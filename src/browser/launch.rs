@@ -107,7 +107,10 @@ fn quiet_browser_args() -> Vec<String> {
 pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     let mut a = quiet_browser_args();
     let hosts = o.host_map();
-    let rules: Vec<String> = hosts.iter().map(|(h, ip)| format!("MAP {h} {ip}")).collect();
+    let rules: Vec<String> = hosts
+        .iter()
+        .map(|(h, ip)| format!("MAP {h} {ip}"))
+        .collect();
     a.push(format!(
         "--host-resolver-rules={}, MAP * ~NOTFOUND",
         rules.join(", ")
@@ -122,8 +125,10 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         Protocol::H2 => a.push("--disable-quic".into()),
         Protocol::H3 => {
             a.push("--enable-quic".into());
-            let origins: Vec<String> =
-                hosts.iter().map(|(h, _)| format!("{h}:{}", o.port)).collect();
+            let origins: Vec<String> = hosts
+                .iter()
+                .map(|(h, _)| format!("{h}:{}", o.port))
+                .collect();
             a.push(format!("--origin-to-force-quic-on={}", origins.join(",")));
         }
     }
@@ -626,7 +631,10 @@ mod tests {
         );
         assert_eq!(schemeful_site("static.site.test"), "https://site.test");
         assert_eq!(schemeful_site("pagebench.test"), "https://pagebench.test");
-        assert_eq!(schemeful_site("s2.pagebench.test"), "https://pagebench.test");
+        assert_eq!(
+            schemeful_site("s2.pagebench.test"),
+            "https://pagebench.test"
+        );
     }
 
     #[test]

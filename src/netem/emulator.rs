@@ -57,10 +57,8 @@ pub struct Snapshot {
 }
 
 enum Command {
-    Reconfigure {
-        up: DirectionConfig,
-        down: DirectionConfig,
-    },
+    /// Boxed: a configuration is large next to the other commands.
+    Reconfigure(Box<(DirectionConfig, DirectionConfig)>),
     Snapshot {
         reset: bool,
         reply: Sender<Snapshot>,
@@ -201,7 +199,7 @@ impl Emulator {
 
     /// New behaviour for both directions (applies to packets arriving from now on).
     pub fn reconfigure(&self, up: DirectionConfig, down: DirectionConfig) -> Result<()> {
-        self.send(Command::Reconfigure { up, down })
+        self.send(Command::Reconfigure(Box::new((up, down))))
     }
 
     /// Counters of both directions; with `reset`, counting restarts from zero.
@@ -519,7 +517,8 @@ impl Loop {
             match cmd {
                 Command::Stop | Command::Exit => return false,
                 Command::Stall(d) => std::thread::sleep(d),
-                Command::Reconfigure { up, down } => {
+                Command::Reconfigure(configs) => {
+                    let (up, down) = *configs;
                     let now = Instant::now();
                     for d in &mut self.dirs {
                         d.account_offered(now);

@@ -131,10 +131,17 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].title, "site-shop: https://www.shop.test/");
         assert!(t[0].intro[0].contains("2 origin(s) on 2 server address(es) (as recorded)"));
-        assert!(t[0].intro[0].contains("h1 3/3, h2 3/3"), "{}", t[0].intro[0]);
+        assert!(
+            t[0].intro[0].contains("h1 3/3, h2 3/3"),
+            "{}",
+            t[0].intro[0]
+        );
         let cdn = &t[0].rows[1];
         let texts: Vec<&str> = cdn.iter().map(|c| c.text.as_str()).collect();
-        assert_eq!(texts, ["https://cdn.shop.test", "#2", "60", "420.0 KB", "h3"]);
+        assert_eq!(
+            texts,
+            ["https://cdn.shop.test", "#2", "60", "420.0 KB", "h3"]
+        );
         // A results directory without sites has no such table.
         d.meta.sites.clear();
         assert!(tables(&d).is_empty());

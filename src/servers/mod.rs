@@ -26,8 +26,8 @@ use crate::netem::Namespace;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{AppliedKnobs, Certificate, ConnectionStats, ServerKnobs};
-use crate::site::replay::ReplaySite;
 use crate::servers::reference::access_log::LogFormat;
+use crate::site::replay::ReplaySite;
 use crate::validate::ServerView;
 
 pub use custom::{CustomLog, CustomServer};

@@ -286,16 +286,26 @@ mod tests {
         assert_eq!(&page.body[..], b"<html");
         assert_eq!(page.matched, ReplayMatch::Exact);
         let names: Vec<&str> = page.headers.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["content-type", "set-cookie"], "no length, no Alt-Svc");
+        assert_eq!(
+            names,
+            ["content-type", "set-cookie"],
+            "no length, no Alt-Svc"
+        );
         assert_eq!(page.think, Duration::ZERO);
 
         let css = site.answer("GET", &request_url("cdn.a.test", "/s.css?v=2"));
-        assert_eq!((css.matched, &css.body[..]), (ReplayMatch::SamePath, &b"body{}"[..]));
+        assert_eq!(
+            (css.matched, &css.body[..]),
+            (ReplayMatch::SamePath, &b"body{}"[..])
+        );
         let moved = site.answer("GET", "https://www.a.test/old");
         assert_eq!(moved.status, 301);
         assert!(moved.body.is_empty());
         let miss = site.answer("GET", "https://www.a.test/nope");
-        assert_eq!((miss.status.as_u16(), miss.matched), (404, ReplayMatch::Miss));
+        assert_eq!(
+            (miss.status.as_u16(), miss.matched),
+            (404, ReplayMatch::Miss)
+        );
         assert_eq!(
             site.answer("GET", "https://other.test/").matched,
             ReplayMatch::Miss
@@ -313,7 +323,10 @@ mod tests {
         assert!((ms("https://www.a.test/old") - 15.0).abs() < 1e-9);
         assert!((ms("https://cdn.a.test/s.css?v=1") - 0.0).abs() < 1e-9);
         assert!((ms("https://cdn.a.test/slow.js") - 100.0).abs() < 1e-9);
-        assert_eq!("recorded".parse::<ThinkTime>().unwrap(), ThinkTime::Recorded);
+        assert_eq!(
+            "recorded".parse::<ThinkTime>().unwrap(),
+            ThinkTime::Recorded
+        );
         assert!("sometimes"
             .parse::<ThinkTime>()
             .unwrap_err()

@@ -188,7 +188,13 @@ fn parse_site(spec: &str, dir: &str) -> Result<Workload> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     Ok(Workload {
         name: format!("site-{base}"),

@@ -55,7 +55,9 @@ pub struct SitePlan {
 impl SitePlan {
     /// The origin of `host`, if the site has it.
     pub fn origin_of_host(&self, host: &str) -> Option<&SiteOrigin> {
-        self.origins.iter().find(|o| o.host.eq_ignore_ascii_case(host))
+        self.origins
+            .iter()
+            .find(|o| o.host.eq_ignore_ascii_case(host))
     }
 }
 
@@ -156,7 +158,11 @@ pub fn manifest(
             kind: kind_of(&content_type),
             content_type,
             size: size(e),
-            sha256: e.body.as_ref().map(|b| b.sha256.clone()).unwrap_or_default(),
+            sha256: e
+                .body
+                .as_ref()
+                .map(|b| b.sha256.clone())
+                .unwrap_or_default(),
             status: e.status,
             aliases,
         });
@@ -280,7 +286,10 @@ mod tests {
             .iter()
             .map(|o| (o.host.as_str(), o.address))
             .collect();
-        assert_eq!(addr, [("www.a.test", 0), ("cdn.a.test", 1), ("fonts.a.test", 0)]);
+        assert_eq!(
+            addr,
+            [("www.a.test", 0), ("cdn.a.test", 1), ("fonts.a.test", 0)]
+        );
         assert_eq!(site.addresses, 2);
         let cdn = site.origin_of_host("CDN.a.test").unwrap();
         assert_eq!(cdn.recorded_protocol.as_deref(), Some("h3"));
@@ -297,7 +306,8 @@ mod tests {
             },
         };
         let mut a = archive();
-        a.entries.push(with_body("https://x.a.test:8443/y", 1, "192.0.2.9", "h2"));
+        a.entries
+            .push(with_body("https://x.a.test:8443/y", 1, "192.0.2.9", "h2"));
         let e = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap_err();
         assert!(e.to_string().contains("port 8443"), "{e}");
         let mut a = archive();

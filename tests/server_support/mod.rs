@@ -22,8 +22,13 @@ pub fn pages(names: &[&str]) -> Pages {
     let manifests = names
         .iter()
         .map(|n| {
-            workload::ensure(&root, &n.parse().unwrap(), workload::DEFAULT_SEED, Default::default())
-                .unwrap()
+            workload::ensure(
+                &root,
+                &n.parse().unwrap(),
+                workload::DEFAULT_SEED,
+                Default::default(),
+            )
+            .unwrap()
         })
         .collect();
     Pages {

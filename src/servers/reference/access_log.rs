@@ -74,7 +74,8 @@ fn parse_combined(line: &str) -> Option<ServerView> {
     let status: u16 = after.next()?.parse().ok()?;
     let bytes_sent = after.next().and_then(|b| b.parse().ok()).unwrap_or(0);
     Some(ServerView {
-url: None, replay: None,
+        url: None,
+        replay: None,
         protocol: alpn_of(proto),
         method: method.to_string(),
         path: url_path(&format!("https://x{uri}")),
@@ -94,7 +95,8 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
         LogFormat::Caddy => {
             let r = v.get("request")?;
             Some(ServerView {
-url: None, replay: None,
+                url: None,
+                replay: None,
                 protocol: alpn_of(r.get("proto")?.as_str()?),
                 method: r.get("method")?.as_str()?.to_string(),
                 path: url_path(&format!("https://x{}", r.get("uri")?.as_str()?)),
@@ -105,7 +107,8 @@ url: None, replay: None,
         }
         LogFormat::Combined => None,
         LogFormat::Nginx => Some(ServerView {
-url: None, replay: None,
+            url: None,
+            replay: None,
             protocol: alpn_of(v.get("proto")?.as_str()?),
             method: v.get("method")?.as_str()?.to_string(),
             path: v.get("uri")?.as_str()?.to_string(),
