@@ -106,12 +106,18 @@ impl H3Mode {
     }
 }
 
-/// A protocol as a series: h1, h2, or h3 in a given mode.
+/// A protocol as a series: h1, h2, or h3 in a given mode — or, for a replayed site,
+/// `as-recorded`: each origin on the protocol it used when the site was recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Variant {
+    /// The protocol every request is forced onto (for `as-recorded`, what the page's own
+    /// origin used, set per run from the recording; h2 in the plan).
     pub protocol: Protocol,
     /// Only for h3.
     pub h3_mode: Option<H3Mode>,
+    /// Each origin of a replayed site on its recorded protocol (nothing forced).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_recorded: bool,
 }
 
 impl Variant {
@@ -119,17 +125,23 @@ impl Variant {
         Variant {
             protocol,
             h3_mode: (protocol == Protocol::H3).then_some(mode),
+            as_recorded: false,
         }
     }
 
-    /// `h1`, `h2`, `h3` (forced, the study's) or `h3-primed`.
+    /// `h1`, `h2`, `h3` (forced, the study's), `h3-primed` or `as-recorded`.
     pub fn name(&self) -> String {
+        if self.as_recorded {
+            return AS_RECORDED_NAME.into();
+        }
         match self.h3_mode {
             Some(H3Mode::Primed) => "h3-primed".into(),
             _ => self.protocol.name().into(),
         }
     }
 }
+
+const AS_RECORDED_NAME: &str = "as-recorded";
 
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -154,11 +166,12 @@ impl FromStr for Variant {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Variant> {
         Ok(match s.trim() {
+            AS_RECORDED_NAME => Variant::AS_RECORDED,
             "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
             "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
             other => Variant::new(
                 other.parse().map_err(|_| {
-                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced or h3-primed")
+                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced, h3-primed or (for site workloads) as-recorded")
                 })?,
                 H3Mode::Forced,
             ),
@@ -170,19 +183,29 @@ impl Variant {
     pub const H1: Variant = Variant {
         protocol: Protocol::H1,
         h3_mode: None,
+        as_recorded: false,
     };
     pub const H2: Variant = Variant {
         protocol: Protocol::H2,
         h3_mode: None,
+        as_recorded: false,
     };
     /// The study's h3: forced onto QUIC without Alt-Svc knowledge.
     pub const H3: Variant = Variant {
         protocol: Protocol::H3,
         h3_mode: Some(H3Mode::Forced),
+        as_recorded: false,
     };
     pub const H3_PRIMED: Variant = Variant {
         protocol: Protocol::H3,
         h3_mode: Some(H3Mode::Primed),
+        as_recorded: false,
+    };
+    /// A replayed site's origins each on their recorded protocol.
+    pub const AS_RECORDED: Variant = Variant {
+        protocol: Protocol::H2,
+        h3_mode: None,
+        as_recorded: true,
     };
 }
 
@@ -243,6 +266,13 @@ mod tests {
         assert_eq!(
             v.iter().map(|v| v.name()).collect::<Vec<_>>(),
             ["h2", "h3-primed", "h3"]
+        );
+        let v = parse_variants("h1,as-recorded", H3Mode::Forced).unwrap();
+        assert_eq!(v[1], Variant::AS_RECORDED);
+        assert_eq!(v[1].name(), "as-recorded");
+        assert_eq!(
+            "as-recorded".parse::<Variant>().unwrap(),
+            Variant::AS_RECORDED
         );
         let v = parse_variants("h3", H3Mode::Primed).unwrap();
         assert_eq!(v[0].name(), "h3-primed");

@@ -144,8 +144,13 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         wall_ms,
     } = parts;
     let (metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
+    let expected = if variant.as_recorded {
+        validate::Expected::AsRecorded
+    } else {
+        validate::Expected::All(variant.protocol.alpn())
+    };
     let mut verdict = validate::validate(
-        variant.protocol.alpn(),
+        expected,
         &spec.manifest,
         &obs,
         &end,
@@ -203,7 +208,11 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         plan_id: spec.plan_id.clone(),
         attempt: spec.attempt,
         started_at,
-        protocol: variant.protocol,
+        // As recorded: the protocol the page itself came over.
+        protocol: match &spec.manifest.site {
+            Some(site) if variant.as_recorded => site.page_protocol().unwrap_or(variant.protocol),
+            _ => variant.protocol,
+        },
         h3_mode: variant.h3_mode,
         variant,
         workload: spec.manifest.workload.name.clone(),

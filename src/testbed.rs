@@ -28,7 +28,7 @@ use crate::servers::{
     NamespaceTcp, ServerDescription, ServerEvidence, ServerUnderTest, StartContext,
 };
 use crate::signals;
-use crate::site::replay::{deterministic_script, ReplaySite};
+use crate::site::replay::{deterministic_script, Replay, ReplaySite};
 use crate::snmp;
 use crate::sysinfo::{cpu_times, sample_between, MachineSample};
 use crate::tempdir::{self, TempDir};
@@ -217,8 +217,18 @@ impl Testbed {
     /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
     pub fn run(&mut self, browser: &mut dyn Browser, req: &LoadRequest) -> Result<RunParts> {
         let spki = self.cert.spki_sha256_base64().to_string();
-        let site = match &req.manifest.site {
-            Some(plan) => Some(self.replay_site(plan)?),
+        let replay = match &req.manifest.site {
+            Some(plan) => Some(Replay {
+                site: self.replay_site(plan)?,
+                as_recorded: req.variant.as_recorded.then(|| {
+                    Arc::new(
+                        plan.recorded_protocols()
+                            .into_iter()
+                            .map(|(h, p)| (h.to_ascii_lowercase(), p))
+                            .collect(),
+                    )
+                }),
+            }),
             None => None,
         };
         let server = self
@@ -226,7 +236,7 @@ impl Testbed {
             .iter_mut()
             .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
-        server.replay(site)?;
+        server.replay(replay)?;
         measure(&self.link, server.as_mut(), browser, &spki, req)
     }
 }
@@ -396,6 +406,10 @@ pub fn measure(
         keep_bodies: req.keep_bodies,
         hosts,
         init_script,
+        as_recorded: match &req.manifest.site {
+            Some(site) if req.variant.as_recorded => site.recorded_protocols(),
+            _ => Vec::new(),
+        },
     };
     let kind = &req.manifest.workload.kind;
 

@@ -225,10 +225,51 @@ pub fn is_measurement_failure(reasons: &[Reason]) -> bool {
         .any(|r| r.kind.class() == ReasonClass::Measurement)
 }
 
+/// The protocol every response must have come over (as ALPN names, `http/1.1`, `h2`, `h3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected<'a> {
+    /// One protocol for all (the forced variants).
+    All(&'a str),
+    /// A replayed site's `as-recorded` arm: each origin's recorded protocol.
+    AsRecorded,
+}
+
+impl<'a> From<&'a str> for Expected<'a> {
+    fn from(alpn: &'a str) -> Expected<'a> {
+        Expected::All(alpn)
+    }
+}
+
+impl Expected<'_> {
+    /// What `url` must have come over (`?` for a host the recording lacks).
+    fn for_url<'m>(&'m self, manifest: &'m Manifest, url: &str) -> &'m str {
+        match self {
+            Expected::All(p) => p,
+            Expected::AsRecorded => {
+                let host = url.split('/').nth(2).unwrap_or("");
+                let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+                manifest
+                    .site
+                    .as_ref()
+                    .and_then(|s| s.origin_of_host(host))
+                    .and_then(|o| o.recorded_protocol.as_deref())
+                    .unwrap_or("?")
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Expected::All(p) => p.to_string(),
+            Expected::AsRecorded => "its origin's recorded protocol".into(),
+        }
+    }
+}
+
 /// Validates one run. `expected` is the ALPN name (`http/1.1`, `h2`, `h3`); `server` is the
 /// server's log for the run, when the server keeps one.
-pub fn validate(
-    expected: &str,
+pub fn validate<'a>(
+    expected: impl Into<Expected<'a>>,
     manifest: &Manifest,
     obs: &Observation,
     end: &LoadEnd,
@@ -237,6 +278,9 @@ pub fn validate(
     let mut reasons: Vec<Reason> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let mut add = |kind: ReasonKind, detail: String| reasons.push(Reason { kind, detail });
+    let expected: Expected = expected.into();
+    let want = |url: &str| expected.for_url(manifest, url).to_string();
+    let described = expected.describe();
 
     let dnf = matches!(end, LoadEnd::TimedOut(_));
     match end {
@@ -249,11 +293,12 @@ pub fn validate(
     // 1. Resource Timing: the navigation and every resource on the forced protocol.
     let nav = obs.navigation.as_ref().map(EntryTiming::parse);
     match &nav {
-        Some(n) if n.next_hop_protocol != expected => add(
+        Some(n) if n.next_hop_protocol != want(&n.name) => add(
             ReasonKind::ProtocolMismatch,
             format!(
-                "the page came over {:?}, not {expected}",
-                n.next_hop_protocol
+                "the page came over {:?}, not {}",
+                n.next_hop_protocol,
+                want(&n.name)
             ),
         ),
         Some(n) if n.response_status != 0 && n.response_status != 200 => add(
@@ -271,14 +316,14 @@ pub fn validate(
     let key = |url: &str| manifest.key(url);
     let wrong: Vec<String> = entries
         .iter()
-        .filter(|e| e.next_hop_protocol != expected)
+        .filter(|e| e.next_hop_protocol != want(&e.name))
         .map(|e| format!("{} over {:?}", key(&e.name), e.next_hop_protocol))
         .collect();
     if !wrong.is_empty() {
         add(
             ReasonKind::ProtocolMismatch,
             format!(
-                "{} resource(s) not over {expected}: {}",
+                "{} resource(s) not over {described}: {}",
                 wrong.len(),
                 few(&wrong)
             ),
@@ -291,7 +336,7 @@ pub fn validate(
         .iter()
         .filter(|c| !c.url.starts_with("data:"))
         .filter_map(|c| match &c.protocol {
-            Some(p) if p != expected => Some(format!("{} over {p:?}", key(&c.url))),
+            Some(p) if *p != want(&c.url) => Some(format!("{} over {p:?}", key(&c.url))),
             _ => None,
         })
         .collect();
@@ -299,7 +344,7 @@ pub fn validate(
         add(
             ReasonKind::CdpProtocolMismatch,
             format!(
-                "CDP saw {} response(s) not over {expected}: {}",
+                "CDP saw {} response(s) not over {described}: {}",
                 cdp_wrong.len(),
                 few(&cdp_wrong)
             ),
@@ -492,14 +537,14 @@ pub fn validate(
         }
         let other: Vec<String> = log
             .iter()
-            .filter(|s| s.protocol != expected)
+            .filter(|s| s.protocol != want(&server_key_of(s)))
             .map(|s| format!("{} {} over {:?}", s.method, s.path, s.protocol))
             .collect();
         if !other.is_empty() {
             add(
                 ReasonKind::ServerProtocolMismatch,
                 format!(
-                    "the server saw {} request(s) not over {expected}: {}",
+                    "the server saw {} request(s) not over {described}: {}",
                     other.len(),
                     few(&other)
                 ),
@@ -883,6 +928,132 @@ pub(crate) mod tests {
             assert_eq!(k.name().parse::<ReasonKind>(), Ok(k));
         }
         assert!("nonsense".parse::<ReasonKind>().is_err());
+    }
+
+    /// A two-origin site whose page came over h2 and whose CDN over h1 when recorded.
+    fn site_manifest() -> (Manifest, Observation, Vec<ServerView>) {
+        use crate::site::BodyRef;
+        use crate::workload::site::{manifest, SiteOptions};
+        let entry = |url: &str, size: u64, proto: &str, ip: &str| crate::site::Entry {
+            body: Some(BodyRef {
+                sha256: format!("{size:064x}"),
+                size,
+            }),
+            protocol: Some(proto.into()),
+            server_address: Some(ip.into()),
+            ..crate::site::tests::entry(url, 200)
+        };
+        let archive = crate::site::SiteArchive {
+            format: 1,
+            source: crate::site::Source {
+                kind: "record".into(),
+                from: "https://www.a.test/".into(),
+                creator: String::new(),
+                started: None,
+            },
+            page_url: "https://www.a.test/".into(),
+            entries: vec![
+                entry("https://www.a.test/", 100, "h2", "192.0.2.1"),
+                entry("https://cdn.a.test/x.css", 300, "http/1.1", "192.0.2.2"),
+            ],
+        };
+        let w = Workload {
+            name: "site-a".into(),
+            kind: WorkloadKind::Site { dir: "/a".into() },
+        };
+        let m = manifest(
+            &w,
+            std::path::Path::new("/a"),
+            &archive,
+            SiteOptions::default(),
+        )
+        .unwrap();
+        let timing = |url: &str, p: &str, size: u64| serde_json::json!({"name": url, "nextHopProtocol": p, "encodedBodySize": size});
+        let obs = Observation {
+            navigation: Some(timing("https://www.a.test/", "h2", 100)),
+            resources: vec![timing("https://cdn.a.test/x.css", "http/1.1", 300)],
+            ..Observation::default()
+        };
+        let view = |url: &str, p: &str, bytes: u64| ServerView {
+            protocol: p.into(),
+            method: "GET".into(),
+            path: crate::metrics::url_path(url),
+            url: Some(url.into()),
+            replay: Some(crate::site::replay::ReplayMatch::Exact),
+            status: 200,
+            bytes_sent: bytes,
+            bytes_received: 0,
+        };
+        let views = vec![
+            view("https://www.a.test/", "h2", 100),
+            view("https://cdn.a.test/x.css", "http/1.1", 300),
+        ];
+        (m, obs, views)
+    }
+
+    #[test]
+    fn as_recorded_expects_each_origin_on_its_recorded_protocol() {
+        let (m, obs, views) = site_manifest();
+        let v = validate(
+            Expected::AsRecorded,
+            &m,
+            &obs,
+            &LoadEnd::Completed,
+            Some(&views),
+        );
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        // Forced onto h2, the CDN's HTTP/1.1 is a mismatch from every viewpoint.
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&views));
+        let kinds: Vec<ReasonKind> = v.reasons.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ReasonKind::ProtocolMismatch,
+                ReasonKind::ServerProtocolMismatch
+            ]
+        );
+        assert!(
+            v.reasons[0].detail.contains("https://cdn.a.test/x.css"),
+            "{}",
+            v.reasons[0].detail
+        );
+    }
+
+    #[test]
+    fn replay_misses_above_the_limit_invalidate() {
+        let (mut m, obs, mut views) = site_manifest();
+        let mut miss = views[1].clone();
+        miss.url = Some("https://cdn.a.test/beacon?t=1".into());
+        miss.path = "/beacon".into();
+        miss.status = 404;
+        miss.replay = Some(crate::site::replay::ReplayMatch::Miss);
+        views.push(miss);
+        let v = validate(
+            Expected::AsRecorded,
+            &m,
+            &obs,
+            &LoadEnd::Completed,
+            Some(&views),
+        );
+        assert_eq!(v.outcome, Outcome::Invalid);
+        assert_eq!(v.reasons[0].kind, ReasonKind::ReplayMiss);
+        assert!(v.reasons[0]
+            .detail
+            .contains("GET https://cdn.a.test/beacon?t=1"));
+        m.site.as_mut().unwrap().options.max_misses = 1;
+        let v = validate(
+            Expected::AsRecorded,
+            &m,
+            &obs,
+            &LoadEnd::Completed,
+            Some(&views),
+        );
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        assert!(
+            v.warnings.iter().any(|w| w.contains("answered 404")),
+            "{:?}",
+            v.warnings
+        );
     }
 
     #[test]

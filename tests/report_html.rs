@@ -97,6 +97,7 @@ fn report_html_renders_offline_in_chromium() {
         keep_bodies: false,
         hosts: vec![],
         init_script: None,
+        as_recorded: vec![],
     };
     let mut browser =
         ChromiumProcess::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");

@@ -130,6 +130,32 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
         report.contains("site-archive"),
         "the report has the site:\n{report}"
     );
+
+    // As recorded, with the recording saying static came over HTTP/1.1 and api over HTTP/3:
+    // each origin gets its own protocol, from every viewpoint.
+    let mixed = tmp.path().join("mixed");
+    std::fs::create_dir_all(mixed.join(site::BODIES)).unwrap();
+    for f in std::fs::read_dir(dir.join(site::BODIES)).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), mixed.join(site::BODIES).join(f.file_name())).unwrap();
+    }
+    let recorded = |host: &str| match host {
+        "static.site.test" => "http/1.1",
+        "api.site.test" => "h3",
+        _ => "h2",
+    };
+    let mut m = a.clone();
+    for e in &mut m.entries {
+        e.protocol = Some(recorded(e.url.split('/').nth(2).unwrap()).into());
+    }
+    std::fs::write(
+        mixed.join(site::MANIFEST),
+        serde_json::to_string_pretty(&m).unwrap(),
+    )
+    .unwrap();
+    let (runs, _) = replay(&mixed, "as-recorded", 2);
+    assert_eq!(runs.len(), 2);
+    assert_replayed_as(&mixed, &runs, 3, |_, host| recorded(host).to_string());
 }
 
 #[test]
@@ -234,6 +260,16 @@ fn replay(dir: &std::path::Path, protocols: &str, runs: u32) -> (Vec<RunRecord>,
 /// valid one served every recorded response of `archive` from the archive, exactly, over the
 /// run's protocol, from every origin.
 fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
+    assert_replayed_as(dir, runs, origins, |r, _| r.protocol.alpn().to_string())
+}
+
+/// As [`assert_replayed`], with the protocol each host's requests must have come over.
+fn assert_replayed_as(
+    dir: &std::path::Path,
+    runs: &[RunRecord],
+    origins: usize,
+    want: impl Fn(&RunRecord, &str) -> String,
+) {
     let a = site::read(dir).unwrap();
     let recorded: u64 = a
         .entries
@@ -286,12 +322,14 @@ fn assert_replayed(dir: &std::path::Path, runs: &[RunRecord], origins: usize) {
             .filter_map(|v| v.url.as_deref()?.split('/').nth(2))
             .collect();
         assert_eq!(hosts.len(), origins, "{}: {hosts:?}", r.id);
-        assert!(
-            views.iter().all(|v| v.protocol == r.protocol.alpn()),
-            "{}: the server saw only {}",
-            r.id,
-            r.protocol.alpn()
-        );
+        for v in views {
+            let host = v
+                .url
+                .as_deref()
+                .and_then(|u| u.split('/').nth(2))
+                .unwrap_or("");
+            assert_eq!(v.protocol, want(r, host), "{}: {:?}", r.id, v.url);
+        }
     }
     assert!(
         valid * 2 >= runs.len(),

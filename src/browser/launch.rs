@@ -48,6 +48,10 @@ pub struct LaunchOptions {
     pub hosts: Vec<(String, std::net::IpAddr)>,
     /// A script run in every document before the page's own (`--deterministic`).
     pub init_script: Option<String>,
+    /// A replayed site's `as-recorded` arm: each host's recorded protocol. Nothing is then
+    /// disabled; the hosts recorded over h3 are forced onto QUIC, the server offers the others
+    /// their own (and no Alt-Svc).
+    pub as_recorded: Vec<(String, Protocol)>,
 }
 
 impl LaunchOptions {
@@ -116,6 +120,21 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         rules.join(", ")
     ));
     a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
+    if !o.as_recorded.is_empty() {
+        let quic: Vec<String> = o
+            .as_recorded
+            .iter()
+            .filter(|(_, p)| *p == Protocol::H3)
+            .map(|(h, _)| format!("{h}:{}", o.port))
+            .collect();
+        a.push("--enable-quic".into());
+        if !quic.is_empty() {
+            a.push(format!("--origin-to-force-quic-on={}", quic.join(",")));
+        }
+        a.extend(o.extra_args.iter().cloned());
+        a.push("about:blank".into());
+        return a;
+    }
     match o.protocol {
         // --disable-http2 alone is not enough: QUIC could still take over.
         Protocol::H1 => {
@@ -566,6 +585,7 @@ mod tests {
             keep_bodies: false,
             hosts: vec![],
             init_script: None,
+            as_recorded: vec![],
         }
     }
 
@@ -652,6 +672,18 @@ mod tests {
         assert!(a.contains(
             &"--origin-to-force-quic-on=www.site.test:443,static.site.test:443".to_string()
         ));
+        // As recorded: nothing disabled, only the origins recorded over h3 forced onto it.
+        o.as_recorded = vec![
+            ("www.site.test".into(), Protocol::H2),
+            ("static.site.test".into(), Protocol::H3),
+        ];
+        let a = chromium_args(&o);
+        assert!(
+            !a.iter()
+                .any(|f| f == "--disable-quic" || f == "--disable-http2"),
+            "{a:?}"
+        );
+        assert!(a.contains(&"--origin-to-force-quic-on=static.site.test:443".to_string()));
         let state = primed_network_state(&["www.site.test", "static.site.test"], 443);
         let servers = &state["net"]["http_server_properties"]["servers"];
         assert_eq!(servers[1]["server"], "https://static.site.test:443");

@@ -91,7 +91,24 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     for s in &req.servers {
         for v in &variants {
-            s.check_protocol(v.protocol)?;
+            if v.as_recorded {
+                for p in crate::protocol::Protocol::ALL {
+                    s.check_protocol(p)?;
+                }
+            } else {
+                s.check_protocol(v.protocol)?;
+            }
+        }
+    }
+    if variants.iter().any(|v| v.as_recorded) {
+        if let Some(w) = workloads
+            .iter()
+            .find(|w| !matches!(w.kind, workload::WorkloadKind::Site { .. }))
+        {
+            bail!(
+                "--protocols as-recorded gives each origin of a recorded site its protocol: workload {} is not a site archive (give only site:DIR workloads with as-recorded)",
+                w.name
+            );
         }
     }
     Ok(Resolved {
@@ -211,6 +228,13 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             w.name.clone(),
             workload::ensure(&req.pages_root, w, req.pages_seed, req.sites)?,
         );
+    }
+    if r.variants.iter().any(|v| v.as_recorded) {
+        for (w, m) in &manifests {
+            if let Some(site) = &m.site {
+                site.check_as_recorded(w)?;
+            }
+        }
     }
     meta.sites = manifests
         .iter()

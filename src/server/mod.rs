@@ -84,6 +84,8 @@ impl AppliedKnobs {
 /// Shared by every connection task.
 pub(crate) struct Ctx {
     pub site: site::Site,
+    /// TLS over TCP offering HTTP/1.1 only (a replayed origin recorded over HTTP/1.1).
+    pub tls_h1_only: Option<Arc<rustls::ServerConfig>>,
     pub log: Arc<log::RequestLog>,
     pub registry: Arc<stats::Registry>,
     pub knobs: EffectiveKnobs,
@@ -157,7 +159,14 @@ impl EmbeddedServer {
                 .and_then(|v| v.to_str().ok().map(str::to_string)),
             knobs: knobs.clone(),
         };
+        let tls_h1_only = match &tcp_tls {
+            Some(_) if knobs.offers(Protocol::H1) => {
+                Some(tls::tcp_server_config_h1_only(&config.cert)?)
+            }
+            _ => None,
+        };
         let ctx = Arc::new(Ctx {
+            tls_h1_only,
             site: site::Site {
                 root,
                 alt_svc,
@@ -226,9 +235,10 @@ impl EmbeddedServer {
         })
     }
 
-    /// Answers every request from `site` from now on (`None`: the workload tree again).
-    pub fn replay(&self, site: Option<Arc<crate::site::replay::ReplaySite>>) {
-        self.ctx.site.set_replay(site);
+    /// Answers every request from `replay`'s site from now on (`None`: the workload tree
+    /// again).
+    pub fn replay(&self, replay: Option<crate::site::replay::Replay>) {
+        self.ctx.site.set_replay(replay);
     }
 
     pub fn port(&self) -> u16 {

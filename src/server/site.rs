@@ -10,7 +10,7 @@ use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TY
 use http::{Method, Response, StatusCode};
 
 use super::paths::{self, Resolved};
-use crate::site::replay::{request_url, ReplayMatch, ReplaySite};
+use crate::site::replay::{request_url, Replay, ReplayMatch};
 
 const TIMING_ALLOW_ORIGIN: http::header::HeaderName =
     http::header::HeaderName::from_static("timing-allow-origin");
@@ -31,7 +31,7 @@ pub(crate) struct Site {
     /// Send it on HTTP/3 responses too (see the `alt_svc_over_h3` knob).
     pub alt_svc_over_h3: bool,
     /// The site archive being replayed, if any: then every request is answered from it.
-    pub replay: RwLock<Option<Arc<ReplaySite>>>,
+    pub replay: RwLock<Option<Replay>>,
 }
 
 /// The authority a request was sent to: `:authority` (h2, h3) or `Host` (h1).
@@ -66,6 +66,8 @@ pub(crate) struct Reply {
     pub recorded: Option<Headers>,
     /// How a replayed request was matched.
     pub replay: Option<ReplayMatch>,
+    /// Leave Alt-Svc out (an origin replayed on its recorded protocol, which was not h3).
+    pub no_alt_svc: bool,
 }
 
 impl Reply {
@@ -78,17 +80,18 @@ impl Reply {
             allow: None,
             recorded: None,
             replay: None,
+            no_alt_svc: false,
         }
     }
 }
 
 impl Site {
     /// Starts (or, with `None`, stops) replaying a site archive.
-    pub fn set_replay(&self, site: Option<Arc<ReplaySite>>) {
-        *self.replay.write().unwrap_or_else(|p| p.into_inner()) = site;
+    pub fn set_replay(&self, replay: Option<Replay>) {
+        *self.replay.write().unwrap_or_else(|p| p.into_inner()) = replay;
     }
 
-    fn replaying(&self) -> Option<Arc<ReplaySite>> {
+    pub fn replaying(&self) -> Option<Replay> {
         self.replay
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -97,10 +100,14 @@ impl Site {
 
     /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`).
     pub async fn plan(&self, method: &Method, authority: Option<&str>, target: &str) -> Plan {
-        if let Some(site) = self.replaying() {
+        if let Some(replay) = self.replaying() {
             let head_only = method == Method::HEAD;
             let get = if head_only { "GET" } else { method.as_str() };
-            let answer = site.answer(get, &request_url(authority.unwrap_or(""), target));
+            let authority = authority.unwrap_or("");
+            let answer = replay.site.answer(get, &request_url(authority, target));
+            let no_alt_svc = replay
+                .recorded_protocol(authority)
+                .is_some_and(|p| p != crate::protocol::Protocol::H3);
             if !answer.think.is_zero() {
                 tokio::time::sleep(answer.think).await;
             }
@@ -112,6 +119,7 @@ impl Site {
                 allow: None,
                 recorded: Some(answer.headers),
                 replay: Some(answer.matched),
+                no_alt_svc,
             });
         }
         let path = target.split('?').next().unwrap_or("");
@@ -139,6 +147,7 @@ impl Site {
                     allow: None,
                     recorded: None,
                     replay: None,
+                    no_alt_svc: false,
                 },
                 Err(e) => {
                     tracing::warn!("cannot read {}: {e}", file.display());
@@ -180,6 +189,7 @@ impl Site {
         if let Some(a) = self
             .alt_svc
             .as_ref()
+            .filter(|_| !reply.no_alt_svc)
             .filter(|_| !over_h3 || self.alt_svc_over_h3)
         {
             h.insert(http::header::ALT_SVC, a.clone());
@@ -205,6 +215,7 @@ pub(crate) fn upload_reply(bytes: u64, took: Duration) -> Reply {
         allow: None,
         recorded: None,
         replay: None,
+        no_alt_svc: false,
     }
 }
 

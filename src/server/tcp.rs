@@ -86,7 +86,28 @@ async fn serve_tls(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let t0 = Instant::now();
-    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+    let handshake = async {
+        match (ctx.site.replaying(), &ctx.tls_h1_only) {
+            // A replayed site on its recorded protocols: the client's SNI picks the ALPN.
+            (Some(replay), Some(h1_only)) if replay.as_recorded.is_some() => {
+                let start = tokio_rustls::LazyConfigAcceptor::new(
+                    rustls::server::Acceptor::default(),
+                    stream,
+                )
+                .await?;
+                let sni = start.client_hello().server_name().map(str::to_string);
+                let recorded = sni.as_deref().and_then(|h| replay.recorded_protocol(h));
+                let config = if recorded == Some(Protocol::H1) {
+                    h1_only.clone()
+                } else {
+                    acceptor.config().clone()
+                };
+                start.into_stream(config).await
+            }
+            _ => acceptor.accept(stream).await,
+        }
+    };
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => return Err(format!("TLS handshake failed: {e}")),
         Err(_) => return Err("TLS handshake timed out".into()),

@@ -27,17 +27,29 @@ pub(crate) fn tcp_server_config(
     cert: &Certificate,
     knobs: &EffectiveKnobs,
 ) -> Result<Arc<rustls::ServerConfig>> {
+    let mut alpn = Vec::new();
+    if knobs.offers(Protocol::H2) {
+        alpn.push(ALPN_H2.to_vec());
+    }
+    if knobs.offers(Protocol::H1) {
+        alpn.push(ALPN_H1.to_vec());
+    }
+    tcp_config(cert, alpn)
+}
+
+/// The same with HTTP/1.1 only: for an origin a replayed site used over HTTP/1.1 when
+/// recorded (its `as-recorded` arm), chosen by the client's SNI.
+pub(crate) fn tcp_server_config_h1_only(cert: &Certificate) -> Result<Arc<rustls::ServerConfig>> {
+    tcp_config(cert, vec![ALPN_H1.to_vec()])
+}
+
+fn tcp_config(cert: &Certificate, alpn: Vec<Vec<u8>>) -> Result<Arc<rustls::ServerConfig>> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .context("TLS versions")?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(cert.certified_key())));
-    if knobs.offers(Protocol::H2) {
-        cfg.alpn_protocols.push(ALPN_H2.to_vec());
-    }
-    if knobs.offers(Protocol::H1) {
-        cfg.alpn_protocols.push(ALPN_H1.to_vec());
-    }
+    cfg.alpn_protocols = alpn;
     Ok(Arc::new(cfg))
 }
 

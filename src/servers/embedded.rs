@@ -3,7 +3,6 @@
 //! transport statistics beside its request log.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -13,7 +12,7 @@ use crate::identity::ServerId;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{ConnectionStats, EmbeddedServer, ServerConfig};
-use crate::site::replay::{request_url, ReplaySite};
+use crate::site::replay::{request_url, Replay};
 use crate::validate::ServerView;
 
 pub const SERVER: Registration = Registration {
@@ -127,8 +126,8 @@ impl ServerUnderTest for Embedded {
         self.description.clone()
     }
 
-    fn replay(&mut self, site: Option<Arc<ReplaySite>>) -> Result<()> {
-        self.server.replay(site);
+    fn replay(&mut self, replay: Option<Replay>) -> Result<()> {
+        self.server.replay(replay);
         Ok(())
     }
 }

@@ -15,7 +15,6 @@ pub mod reference;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -27,7 +26,7 @@ use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{AppliedKnobs, Certificate, ConnectionStats, ServerKnobs};
 use crate::servers::reference::access_log::LogFormat;
-use crate::site::replay::ReplaySite;
+use crate::site::replay::Replay;
 use crate::validate::ServerView;
 
 pub use custom::{CustomLog, CustomServer};
@@ -51,13 +50,13 @@ pub trait ServerUnderTest {
     fn describe(&self) -> ServerDescription;
     /// Answers every request from `site` from now on (`None`: the workload tree again). Only
     /// a server that can replay a site archive takes one.
-    fn replay(&mut self, site: Option<Arc<ReplaySite>>) -> Result<()> {
-        match site {
+    fn replay(&mut self, replay: Option<Replay>) -> Result<()> {
+        match replay {
             None => Ok(()),
-            Some(s) => bail!(
+            Some(r) => bail!(
                 "server {} cannot replay the site archive {}: site workloads are served by --servers embedded",
                 self.name(),
-                s.dir().display()
+                r.site.dir().display()
             ),
         }
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::har_import::origin;
 use super::matching::{replayed_headers, Match, Matcher};
 use super::SiteArchive;
+use crate::protocol::Protocol;
 
 /// `--think-time`: whether a replayed response waits as long as the recorded server did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -72,6 +73,28 @@ pub struct Answer {
     pub matched: ReplayMatch,
     /// How long to wait before answering.
     pub think: Duration,
+}
+
+/// A site being replayed, and for its `as-recorded` arm each host's recorded protocol (the
+/// server then offers an HTTP/1.1 origin HTTP/1.1 only, and advertises HTTP/3 only for the
+/// origins that used it).
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub site: Arc<ReplaySite>,
+    pub as_recorded: Option<Arc<BTreeMap<String, Protocol>>>,
+}
+
+impl Replay {
+    /// The protocol `host` (`host[:port]`, any case) used when recorded, on the `as-recorded`
+    /// arm.
+    pub fn recorded_protocol(&self, host: &str) -> Option<Protocol> {
+        let map = self.as_recorded.as_ref()?;
+        let host = host
+            .rsplit_once(':')
+            .map_or(host, |(h, _)| h)
+            .to_ascii_lowercase();
+        map.get(&host).copied()
+    }
 }
 
 /// An archive ready to serve.

@@ -53,6 +53,52 @@ pub struct SitePlan {
 }
 
 impl SitePlan {
+    /// The protocol the page's own origin used when recorded.
+    pub fn page_protocol(&self) -> Option<crate::protocol::Protocol> {
+        let host = self.page_url.split('/').nth(2)?;
+        self.origin_of_host(host)?
+            .recorded_protocol
+            .as_deref()?
+            .parse()
+            .ok()
+    }
+
+    /// Each origin's host and recorded protocol (for the `as-recorded` arm; an origin without
+    /// one is refused by [`SitePlan::check_as_recorded`]).
+    pub fn recorded_protocols(&self) -> Vec<(String, crate::protocol::Protocol)> {
+        self.origins
+            .iter()
+            .filter_map(|o| {
+                Some((
+                    o.host.clone(),
+                    o.recorded_protocol.as_deref()?.parse().ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Whether every origin has a recorded protocol (the `as-recorded` arm needs them).
+    pub fn check_as_recorded(&self, workload: &str) -> anyhow::Result<()> {
+        let lacking: Vec<&str> = self
+            .origins
+            .iter()
+            .filter(|o| {
+                o.recorded_protocol
+                    .as_deref()
+                    .and_then(|p| p.parse::<crate::protocol::Protocol>().ok())
+                    .is_none()
+            })
+            .map(|o| o.origin.as_str())
+            .collect();
+        if !lacking.is_empty() {
+            bail!(
+                "--protocols as-recorded: workload {workload}: the recording does not say which protocol {} used; record it with `pagebench record` (or a HAR with httpVersion), or leave as-recorded out",
+                lacking.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// The origin of `host`, if the site has it.
     pub fn origin_of_host(&self, host: &str) -> Option<&SiteOrigin> {
         self.origins
