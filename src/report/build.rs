@@ -391,6 +391,16 @@ rules and, for HTTP/3, forced or primed like the page's own origin.",
             tables.push(t.clone());
             doc.blocks.push(Block::Table(t));
         }
+        for w in super::sites::recorded_sites(data) {
+            for (i, server) in data.servers.iter().enumerate() {
+                push_table(
+                    &mut doc,
+                    tables::breakdown(data, &w, server),
+                    &mut tables,
+                    i == 0,
+                );
+            }
+        }
     }
 
     match super::sharding::section(data) {

@@ -453,21 +453,19 @@ out.",
     })
 }
 
-/// The page workloads that get waterfalls and on-wire charts: the study's pages, else the
-/// largest page measured.
+/// The page workloads that get waterfalls and on-wire charts: the study's pages (else the
+/// largest page measured), and every replayed recorded site.
 pub fn key_pages(data: &ReportData) -> Vec<String> {
-    let study: Vec<String> = ["page50", "page10"]
+    let mut pages: Vec<String> = ["page50", "page10"]
         .iter()
         .filter(|w| data.has_workload(w))
         .map(|w| w.to_string())
         .collect();
-    if !study.is_empty() {
-        return study;
+    if pages.is_empty() {
+        pages.extend(sweep_workloads(data).last().map(|(_, w)| w.clone()));
     }
-    sweep_workloads(data)
-        .last()
-        .map(|(_, w)| vec![w.clone()])
-        .unwrap_or_default()
+    pages.extend(super::sites::recorded_sites(data));
+    pages
 }
 
 /// The median run of each series in a cell, with its resources (when its record is loaded).

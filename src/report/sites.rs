@@ -11,6 +11,22 @@ fn fmt_kb(b: u64) -> String {
     format!("{:.1} KB", b as f64 / 1000.0)
 }
 
+/// The replayed recorded (or imported) sites the results hold, in the plan's order (sharded
+/// pages are replayed too, but belong to the sharding section).
+pub fn recorded_sites(data: &ReportData) -> Vec<String> {
+    data.workloads
+        .iter()
+        .filter(|w| {
+            data.meta.sites.contains_key(*w)
+                && !matches!(
+                    super::model::workload_kind(w),
+                    Some(crate::workload::WorkloadKind::Sharded { .. })
+                )
+        })
+        .cloned()
+        .collect()
+}
+
 /// One table per replayed site the results hold, in the plan's order.
 pub fn tables(data: &ReportData) -> Vec<Table> {
     let mut out = Vec::new();

@@ -450,8 +450,11 @@ fn num_format(m: &Metric) -> NumFormat {
 /// Table 5: why — the breakdown of the 50-file page per protocol.
 pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
     let title = format!(
-        "Breakdown of the {}{}",
-        workload_title(workload),
+        "Breakdown of {}{}",
+        match workload_kind(workload) {
+            Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
+            _ => format!("the {}", workload_title(workload)),
+        },
         title_suffix(data, server)
     );
     let vs = data.variants_in(workload, server);
@@ -497,7 +500,12 @@ middle of the load window, and the most at any instant."
         ],
         header,
         rows,
-        notes: vec![super::study::STUDY_BREAKDOWN_NOTE.to_string()],
+        // The study's figures are of its 50-file page only.
+        notes: if workload == "page50" {
+            vec![super::study::STUDY_BREAKDOWN_NOTE.to_string()]
+        } else {
+            vec![]
+        },
     })
 }
 
