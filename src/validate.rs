@@ -996,16 +996,20 @@ pub(crate) mod tests {
         (m, obs, views)
     }
 
+    fn as_recorded(m: &Manifest, obs: &Observation, views: &[ServerView]) -> Verdict {
+        validate(
+            Expected::AsRecorded,
+            m,
+            obs,
+            &LoadEnd::Completed,
+            Some(views),
+        )
+    }
+
     #[test]
     fn as_recorded_expects_each_origin_on_its_recorded_protocol() {
         let (m, obs, views) = site_manifest();
-        let v = validate(
-            Expected::AsRecorded,
-            &m,
-            &obs,
-            &LoadEnd::Completed,
-            Some(&views),
-        );
+        let v = as_recorded(&m, &obs, &views);
         assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
         // Forced onto h2, the CDN's HTTP/1.1 is a mismatch from every viewpoint.
         let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&views));
@@ -1033,26 +1037,14 @@ pub(crate) mod tests {
         miss.status = 404;
         miss.replay = Some(crate::site::replay::ReplayMatch::Miss);
         views.push(miss);
-        let v = validate(
-            Expected::AsRecorded,
-            &m,
-            &obs,
-            &LoadEnd::Completed,
-            Some(&views),
-        );
+        let v = as_recorded(&m, &obs, &views);
         assert_eq!(v.outcome, Outcome::Invalid);
         assert_eq!(v.reasons[0].kind, ReasonKind::ReplayMiss);
         assert!(v.reasons[0]
             .detail
             .contains("GET https://cdn.a.test/beacon?t=1"));
         m.site.as_mut().unwrap().options.max_misses = 1;
-        let v = validate(
-            Expected::AsRecorded,
-            &m,
-            &obs,
-            &LoadEnd::Completed,
-            Some(&views),
-        );
+        let v = as_recorded(&m, &obs, &views);
         assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
         assert!(
             v.warnings.iter().any(|w| w.contains("answered 404")),

@@ -350,25 +350,30 @@ impl VerdictClass {
     ];
 }
 
+/// Why a comparison of `a` with `b` has no verdict, in words.
+pub fn undetermined_why(reason: &UndeterminedReason, a: &str, b: &str) -> String {
+    let side = |s: &Side| if *s == Side::A { a } else { b };
+    match reason {
+        UndeterminedReason::NoRuns { side: s } => format!("{} has no valid runs", side(s)),
+        UndeterminedReason::AllDnf => "no run of either finished".into(),
+        UndeterminedReason::TooFewRuns {
+            side: s,
+            n_runs,
+            needed,
+        } => format!(
+            "{} has {n_runs} valid or DNF runs, {needed} needed",
+            side(s)
+        ),
+    }
+}
+
 /// A comparison cell: `0.55 [0.52–0.58] ↓ faster (p=0.003)`, `≥ 4.10 [2.0–8.8] ↑ slower` when
 /// a's median did not finish; undetermined comparisons say why.
 pub fn comparison_text(c: &CellComparison) -> String {
     let x = &c.comparison;
     let class = VerdictClass::of(&x.verdict);
     if let Verdict::Undetermined(reason) = &x.verdict {
-        let side = |s: &Side| if *s == Side::A { &c.a } else { &c.b };
-        let why = match reason {
-            UndeterminedReason::NoRuns { side: s } => format!("{} has no valid runs", side(s)),
-            UndeterminedReason::AllDnf => "no run of either finished".into(),
-            UndeterminedReason::TooFewRuns {
-                side: s,
-                n_runs,
-                needed,
-            } => format!(
-                "{} has {n_runs} valid or DNF runs, {needed} needed",
-                side(s)
-            ),
-        };
+        let why = undetermined_why(reason, &c.a.name(), &c.b.name());
         return format!("? undetermined ({why})");
     }
     let ratio = match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {

@@ -200,22 +200,7 @@ fn verdict_cell(c: &ShardComparison) -> Cell {
 }
 
 fn why(c: &ShardComparison, reason: &UndeterminedReason) -> String {
-    let side = |s: &crate::stats::Side| match s {
-        crate::stats::Side::A => c.workload.as_str(),
-        crate::stats::Side::B => c.base.as_str(),
-    };
-    match reason {
-        UndeterminedReason::NoRuns { side: s } => format!("{} has no valid runs", side(s)),
-        UndeterminedReason::AllDnf => "no run of either finished".into(),
-        UndeterminedReason::TooFewRuns {
-            side: s,
-            n_runs,
-            needed,
-        } => format!(
-            "{} has {n_runs} valid or DNF runs, {needed} needed",
-            side(s)
-        ),
-    }
+    super::model::undetermined_why(reason, &c.workload, &c.base)
 }
 
 /// The verdict as a sentence: `sharding over 4 hosts: h1 1.60× faster (p=0.002)`.
@@ -459,18 +444,8 @@ pub(crate) mod tests {
 
     pub(crate) fn data(rows: &[RunRow], workloads: &[&str]) -> ReportData {
         let summary = summarize_runs(rows, 3, 500, &[], 60_000.0).unwrap();
-        let meta = Meta {
-            pagebench_version: "0".into(),
-            record_format: crate::record::RECORD_FORMAT,
-            run_columns: vec![],
-            retry_invalid: 2,
-            git_revision: "x".into(),
-            machine: Default::default(),
-            started_at: "t".into(),
-            ended_at: None,
-            status: "complete".into(),
-            planned_runs: rows.len(),
-            plan: PlanSpec {
+        let meta = Meta::fixture(
+            PlanSpec {
                 profiles: vec!["wired".into(), "lossy".into()],
                 workloads: workloads.iter().map(|w| w.to_string()).collect(),
                 servers: vec![ServerId::new("embedded")],
@@ -479,15 +454,9 @@ pub(crate) mod tests {
                 warmup: 0,
                 seed: 3,
             },
-            profiles: vec![],
-            servers: serde_json::Value::Null,
-            timeout_s: 60.0,
-            pages_seed: 1,
-            servers_applied: Default::default(),
-            resumed_at: vec![],
-            options: None,
-            sites: Default::default(),
-        };
+            rows.len(),
+            60.0,
+        );
         ReportData::new(meta, summary)
     }
 

@@ -910,18 +910,8 @@ mod tests {
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
         let summary = summarize_runs(rows, 3, 500, &[], 120_000.0).unwrap();
-        let meta = Meta {
-            pagebench_version: "0".into(),
-            record_format: crate::record::RECORD_FORMAT,
-            run_columns: vec![],
-            retry_invalid: 2,
-            git_revision: "x".into(),
-            machine: Default::default(),
-            started_at: "t".into(),
-            ended_at: None,
-            status: "complete".into(),
-            planned_runs: rows.len(),
-            plan: PlanSpec {
+        let meta = Meta::fixture(
+            PlanSpec {
                 profiles: vec!["wired".into()],
                 workloads: vec!["upload".into()],
                 servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
@@ -933,15 +923,9 @@ mod tests {
                 warmup: 0,
                 seed: 3,
             },
-            profiles: vec![],
-            servers: serde_json::Value::Null,
-            timeout_s: 120.0,
-            pages_seed: 1,
-            servers_applied: Default::default(),
-            resumed_at: vec![],
-            options: None,
-            sites: Default::default(),
-        };
+            rows.len(),
+            120.0,
+        );
         ReportData::new(meta, summary)
     }
 

@@ -75,6 +75,35 @@ pub struct Meta {
     pub sites: std::collections::BTreeMap<String, crate::workload::site::SitePlan>,
 }
 
+#[cfg(test)]
+impl Meta {
+    /// A complete matrix's metadata with `plan`, `planned_runs` and the timeout, and nothing
+    /// else of note: the base of report unit tests.
+    pub fn fixture(plan: PlanSpec, planned_runs: usize, timeout_s: f64) -> Meta {
+        Meta {
+            pagebench_version: "0".into(),
+            record_format: crate::record::RECORD_FORMAT,
+            run_columns: vec![],
+            retry_invalid: 2,
+            git_revision: "x".into(),
+            machine: Default::default(),
+            started_at: "t".into(),
+            ended_at: None,
+            status: "complete".into(),
+            planned_runs,
+            plan,
+            profiles: vec![],
+            servers: serde_json::Value::Null,
+            timeout_s,
+            pages_seed: 1,
+            servers_applied: Default::default(),
+            resumed_at: vec![],
+            options: None,
+            sites: Default::default(),
+        }
+    }
+}
+
 impl Meta {
     /// Why records written as `self` describes cannot be continued by this build, if not.
     pub fn incompatible(&self) -> Option<String> {

@@ -259,13 +259,7 @@ async fn handle_request(
     );
     let _active = window.enter();
     let mut request_read_to_end = false;
-    let authority = super::site::authority(&req);
-    pending.rec.authority = authority.clone();
-    let reply = match ctx
-        .site
-        .plan(req.method(), authority.as_deref(), &target)
-        .await
-    {
+    let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
             request_read_to_end = true;

@@ -98,6 +98,19 @@ impl Site {
             .clone()
     }
 
+    /// What to do with `req` (whose target is `target`), with the authority it asked noted in
+    /// its log record.
+    pub async fn plan_request<B>(
+        &self,
+        req: &http::Request<B>,
+        target: &str,
+        pending: &mut super::log::PendingRecord,
+    ) -> Plan {
+        pending.rec.authority = authority(req);
+        self.plan(req.method(), pending.rec.authority.as_deref(), target)
+            .await
+    }
+
     /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`).
     pub async fn plan(&self, method: &Method, authority: Option<&str>, target: &str) -> Plan {
         if let Some(replay) = self.replaying() {

@@ -204,13 +204,7 @@ async fn handle(
         seq,
         None,
     );
-    let authority = super::site::authority(&req);
-    pending.rec.authority = authority.clone();
-    let reply = match ctx
-        .site
-        .plan(req.method(), authority.as_deref(), &target)
-        .await
-    {
+    let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
             let (n, failed) = drain_body(req.into_body()).await;
