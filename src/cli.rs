@@ -797,9 +797,13 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
     }
     servers[0].check_protocol(a.protocol)?;
+    let workload: crate::workload::Workload = a.workload.parse()?;
+    if workload.kind.is_replayed() {
+        servers[0].check_replay(&workload.name)?;
+    }
     let req = crate::matrix::series::SeriesRequest {
         profile: profile[0].clone(),
-        workload: a.workload.parse()?,
+        workload,
         variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
         server: servers[0].clone(),
         knobs: a.server.knobs()?,

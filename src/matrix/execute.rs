@@ -100,6 +100,11 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
             }
         }
     }
+    for w in workloads.iter().filter(|w| w.kind.is_replayed()) {
+        for s in &req.servers {
+            s.check_replay(&w.name)?;
+        }
+    }
     if variants.iter().any(|v| v.as_recorded) {
         if let Some(w) = workloads
             .iter()

@@ -282,6 +282,18 @@ impl ServerChoice {
         }
     }
 
+    /// Refuses a site workload (a recorded site or a sharded page, served from its archive) on
+    /// a server that cannot replay one: only the embedded server does.
+    pub fn check_replay(&self, workload: &str) -> Result<()> {
+        if matches!(self, ServerChoice::Registered(r) if std::ptr::eq(*r, &embedded::SERVER)) {
+            return Ok(());
+        }
+        bail!(
+            "workload {workload} is replayed from its site archive, which only --servers embedded serves; leave {} out for it",
+            self.name()
+        )
+    }
+
     /// Whether the server can speak `p` at all.
     pub fn speaks(&self, p: Protocol) -> bool {
         match self {
@@ -432,6 +444,9 @@ mod tests {
         let nginx: ServerChoice = "nginx".parse().unwrap();
         let e = nginx.check_protocol(Protocol::H3).unwrap_err().to_string();
         assert_eq!(e, "--servers nginx cannot serve h3 (Debian's nginx 1.22 has no HTTP/3): drop h3 from --protocols, or use caddy / --server-cmd with an nginx built with QUIC");
+        assert!(ServerChoice::embedded().check_replay("site-x").is_ok());
+        let e = nginx.check_replay("page50s2").unwrap_err().to_string();
+        assert!(e.contains("page50s2") && e.contains("--servers embedded"), "{e}");
         assert!(nginx.check_protocol(Protocol::H2).is_ok());
         for p in Protocol::ALL {
             assert!(ServerChoice::embedded().check_protocol(p).is_ok());
