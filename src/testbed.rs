@@ -62,6 +62,8 @@ pub struct TestbedConfig {
     /// Server addresses beyond the namespace's own, for replayed sites' origins (the most any
     /// site workload of the plan needs, less one).
     pub extra_server_addresses: usize,
+    /// The replayed sites' hosts, which the certificate names too.
+    pub site_hosts: Vec<String>,
 }
 
 impl TestbedConfig {
@@ -73,6 +75,18 @@ impl TestbedConfig {
             .map(|s| s.addresses.saturating_sub(1))
             .max()
             .unwrap_or(0)
+    }
+
+    /// Every host of the site workloads among `manifests`, once.
+    pub fn hosts_for<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Vec<String> {
+        let mut hosts: Vec<String> = manifests
+            .into_iter()
+            .filter_map(|m| m.site.as_ref())
+            .flat_map(|s| s.origins.iter().map(|o| o.host.to_ascii_lowercase()))
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 }
 
@@ -131,7 +145,8 @@ impl Testbed {
         };
         let ns_tcp = namespace_tcp(&link, &cfg.knobs)?;
         let work = tempdir::create("testbed")?;
-        let cert = Certificate::load_or_create(&work.path().join("cert"))?;
+        let mut cert = Certificate::generate_for(&cfg.site_hosts)?;
+        cert.write_pem(&work.path().join("cert"))?;
         // A plan of site archives only generates nothing: its pages root may not exist yet.
         std::fs::create_dir_all(&cfg.pages_root).with_context(|| {
             format!("cannot create the pages root {}", cfg.pages_root.display())

@@ -54,6 +54,7 @@ fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: 0,
+        site_hosts: vec![],
     })
     .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)")
 }

@@ -46,6 +46,7 @@ fn page10_testbed(
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: 0,
+        site_hosts: vec![],
     });
     (m, tb)
 }

@@ -225,11 +225,25 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     let (runs, _) = replay(&archive, "h1,h2,h3", 1);
     assert_eq!(runs.len(), 3);
     assert_replayed(&archive, &runs, 3);
+
+    // All origins on one address (as Web Page Replay serves them): still every origin by name.
+    let (runs, _) = replay_with(&archive, "h2", 1, &["--origin-addresses", "single"]);
+    assert_replayed(&archive, &runs, 3);
 }
 
 /// Replays the archive at `dir` with `pagebench matrix` on `wired` over `protocols`, `runs`
 /// each, and returns the final attempt of every planned run (with the matrix's own report).
 fn replay(dir: &std::path::Path, protocols: &str, runs: u32) -> (Vec<RunRecord>, String) {
+    replay_with(dir, protocols, runs, &[])
+}
+
+/// [`replay`] with more matrix flags.
+fn replay_with(
+    dir: &std::path::Path,
+    protocols: &str,
+    runs: u32,
+    flags: &[&str],
+) -> (Vec<RunRecord>, String) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
     site_support::run_ok(
@@ -241,7 +255,8 @@ fn replay(dir: &std::path::Path, protocols: &str, runs: u32) -> (Vec<RunRecord>,
             .arg("--pages")
             .arg(tmp.path().join("pages"))
             .arg("--out")
-            .arg(&out),
+            .arg(&out)
+            .args(flags),
     );
     let mut last: BTreeMap<String, RunRecord> = BTreeMap::new();
     for f in std::fs::read_dir(out.join("runs")).unwrap() {

@@ -497,6 +497,7 @@ fn start_and_run(
         log_dir: Some(store.dir().to_path_buf()),
         steer_receive: req.steer_receive,
         extra_server_addresses: TestbedConfig::extra_addresses_for(manifests.values()),
+        site_hosts: TestbedConfig::hosts_for(manifests.values()),
     })?;
     // Record what the servers really applied.
     let tb = exec.testbed()?;

@@ -62,6 +62,7 @@ pub fn run_series(
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: crate::testbed::TestbedConfig::extra_addresses_for([&manifest]),
+        site_hosts: crate::testbed::TestbedConfig::hosts_for([&manifest]),
     })?;
     exec.set_profile(&req.profile)?;
     let manifests = [(req.workload.name.clone(), manifest)]

@@ -42,11 +42,29 @@ impl Certificate {
     /// A fresh self-signed certificate for `pagebench.test` (and `localhost`, 127.0.0.1), kept in
     /// memory only.
     pub fn generate() -> Result<Certificate> {
+        Self::generate_for(&[])
+    }
+
+    /// The same, valid for `hosts` too and for every `*.pagebench.test` (sharded pages): one
+    /// certificate for all the origins of the replayed sites, so the browser may coalesce
+    /// HTTP/2 and HTTP/3 connections of origins that share an address, as it did when recorded.
+    pub fn generate_for(hosts: &[String]) -> Result<Certificate> {
         let key_pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
             .context("cannot generate an ECDSA P-256 key")?;
-        let mut params =
-            rcgen::CertificateParams::new(vec![HOST.to_string(), "localhost".to_string()])
-                .context("bad certificate names")?;
+        let mut names = vec![
+            HOST.to_string(),
+            format!("*.{HOST}"),
+            "localhost".to_string(),
+        ];
+        names.extend(
+            hosts
+                .iter()
+                .filter(|h| !names.contains(h))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let mut params = rcgen::CertificateParams::new(names)
+            .with_context(|| format!("bad certificate names among {hosts:?}"))?;
         params.subject_alt_names.push(rcgen::SanType::IpAddress(
             std::net::Ipv4Addr::LOCALHOST.into(),
         ));

@@ -446,7 +446,10 @@ mod tests {
         assert_eq!(e, "--servers nginx cannot serve h3 (Debian's nginx 1.22 has no HTTP/3): drop h3 from --protocols, or use caddy / --server-cmd with an nginx built with QUIC");
         assert!(ServerChoice::embedded().check_replay("site-x").is_ok());
         let e = nginx.check_replay("page50s2").unwrap_err().to_string();
-        assert!(e.contains("page50s2") && e.contains("--servers embedded"), "{e}");
+        assert!(
+            e.contains("page50s2") && e.contains("--servers embedded"),
+            "{e}"
+        );
         assert!(nginx.check_protocol(Protocol::H2).is_ok());
         for p in Protocol::ALL {
             assert!(ServerChoice::embedded().check_protocol(p).is_ok());

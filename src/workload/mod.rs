@@ -71,7 +71,10 @@ pub enum WorkloadKind {
 impl WorkloadKind {
     /// Whether the workload is served from a site archive (a recorded site, a sharded page).
     pub fn is_replayed(&self) -> bool {
-        matches!(self, WorkloadKind::Site { .. } | WorkloadKind::Sharded { .. })
+        matches!(
+            self,
+            WorkloadKind::Site { .. } | WorkloadKind::Sharded { .. }
+        )
     }
 
     /// Whether the browser loads a page of subresources (its headline time is loadEventEnd),
