@@ -336,8 +336,12 @@ pub struct DiagnoseArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// h1, h2 or h3.
-    #[arg(long)]
-    pub protocol: crate::protocol::Protocol,
+    #[arg(long, required_unless_present = "as_recorded")]
+    pub protocol: Option<crate::protocol::Protocol>,
+    /// For a site:DIR workload: each origin on the protocol it used when recorded (instead of
+    /// --protocol).
+    #[arg(long, conflicts_with = "protocol")]
+    pub as_recorded: bool,
     /// page10, page50, download, upload, pageN, pageNxSIZE…
     #[arg(long, default_value = "page10")]
     pub workload: String,
@@ -796,15 +800,26 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     if servers.len() != 1 {
         anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
     }
-    servers[0].check_protocol(a.protocol)?;
     let workload: crate::workload::Workload = a.workload.parse()?;
     if workload.kind.is_replayed() {
         servers[0].check_replay(&workload.name)?;
     }
+    let variant = match a.protocol {
+        Some(p) => {
+            servers[0].check_protocol(p)?;
+            crate::protocol::Variant::new(p, a.h3_mode)
+        }
+        None if matches!(workload.kind, crate::workload::WorkloadKind::Site { .. }) => {
+            crate::protocol::Variant::AS_RECORDED
+        }
+        None => anyhow::bail!(
+            "--as-recorded replays a recorded site: give --workload site:DIR, or --protocol"
+        ),
+    };
     let req = crate::matrix::series::SeriesRequest {
         profile: profile[0].clone(),
         workload,
-        variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
+        variant,
         server: servers[0].clone(),
         knobs: a.server.knobs()?,
         runs: a.runs,

@@ -44,6 +44,15 @@ pub fn run_series(
     signals::install();
     let manifest =
         crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
+    if req.variant.as_recorded {
+        match &manifest.site {
+            Some(site) => site.check_as_recorded(&req.workload.name)?,
+            None => anyhow::bail!(
+                "--as-recorded replays a recorded site: {} is not one",
+                req.workload.name
+            ),
+        }
+    }
     let planned = plan::plan(&PlanSpec {
         profiles: vec![req.profile.name.clone()],
         workloads: vec![req.workload.name.clone()],

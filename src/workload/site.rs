@@ -92,7 +92,7 @@ impl SitePlan {
             .collect();
         if !lacking.is_empty() {
             bail!(
-                "--protocols as-recorded: workload {workload}: the recording does not say which protocol {} used; record it with `pagebench record` (or a HAR with httpVersion), or leave as-recorded out",
+                "as-recorded: workload {workload}: the recording does not say which protocol {} used; record it with `pagebench record` (or a HAR with httpVersion), or leave as-recorded out",
                 lacking.join(", ")
             );
         }
