@@ -18,6 +18,17 @@ fn pagebench(args: &[&str]) -> Output {
 }
 
 /// SHA-256 of every file below `dir`, by relative path.
+/// Runs `cmd`, fails the test with its stderr unless it succeeded, and returns its stdout.
+fn succeeded(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn hashes(dir: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -213,16 +224,7 @@ fn pagebench_elsewhere(cwd: &Path, cache: &Path) -> Command {
 fn profiles_and_a_run_work_from_any_directory() {
     let cwd = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let out = pagebench_elsewhere(cwd.path(), cache.path())
-        .arg("profiles")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = succeeded(pagebench_elsewhere(cwd.path(), cache.path()).arg("profiles"));
     for name in pagebench::profile::BUILT_IN
         .iter()
         .map(|(file, _)| file.trim_end_matches(".toml"))
@@ -239,17 +241,12 @@ fn profiles_and_a_run_work_from_any_directory() {
     assert_eq!(String::from_utf8_lossy(&all.stdout).lines().count(), 2 + 6);
 
     // A real load (root and Chromium): the workload lands in the cache, nothing in the cwd.
-    let out = pagebench_elsewhere(cwd.path(), cache.path())
-        .args(["run", "--protocol", "h2", "--workload", "page10"])
-        .args(["--profile", "wired", "--timeout", "30s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        pagebench_elsewhere(cwd.path(), cache.path())
+            .args(["run", "--protocol", "h2", "--workload", "page10"])
+            .args(["--profile", "wired", "--timeout", "30s"]),
     );
-    assert!(!out.stdout.is_empty());
+    assert!(!out.is_empty());
     let manifest = cache.path().join("pagebench/pages/1/page10/manifest.json");
     assert!(manifest.exists(), "{} missing", manifest.display());
     let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
@@ -279,17 +276,11 @@ fn without_a_cache_directory_the_error_names_the_flag() {
         "name = \"mine\"\nrtt_ms = 7\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pagebench"))
-        .args(["profiles", "--profiles-dir"])
-        .arg(dir.path())
-        .current_dir(cwd.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = succeeded(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .args(["profiles", "--profiles-dir"])
+            .arg(dir.path())
+            .current_dir(cwd.path()),
     );
     assert!(text.lines().any(|l| l.starts_with("mine")), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("wired")), "{text}");
@@ -355,16 +346,11 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
     let cwd = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let har = cwd.path().join("run.har");
-    let out = pagebench_elsewhere(cwd.path(), cache.path())
-        .args(["run", "--protocol", "h2", "--workload", "page10"])
-        .args(["--profile", "datacenter", "--timeout", "30s", "--har"])
-        .arg(&har)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        pagebench_elsewhere(cwd.path(), cache.path())
+            .args(["run", "--protocol", "h2", "--workload", "page10"])
+            .args(["--profile", "datacenter", "--timeout", "30s", "--har"])
+            .arg(&har),
     );
     // The counted attempt's HAR (a retried run writes run.a2.har, …): the newest.
     let mut hars: Vec<_> = std::fs::read_dir(cwd.path())

@@ -808,6 +808,28 @@ mod tests {
         plan: Vec<PlannedRun>,
     }
 
+    impl Fixture {
+        /// The loop's context over this fixture: 1 s timeouts, quiet, no bodies kept.
+        fn context<'a>(
+            &'a self,
+            retry_invalid: u32,
+            faults: &'a [FaultInjection],
+            stop: &'a dyn Fn() -> bool,
+        ) -> PlanContext<'a> {
+            PlanContext {
+                profiles: &self.profiles,
+                manifests: &self.manifests,
+                timeout: Duration::from_secs(1),
+                settle_max: Duration::from_secs(1),
+                retry_invalid,
+                faults,
+                quiet: true,
+                keep_bodies: false,
+                stop,
+            }
+        }
+    }
+
     fn fixture() -> Fixture {
         let tmp = crate::tempdir::create("exec-test").unwrap();
         let dir = tmp.path().to_path_buf();
@@ -880,17 +902,7 @@ mod tests {
         retry: u32,
         stop: &dyn Fn() -> bool,
     ) -> Result<PlanEnd> {
-        let ctx = PlanContext {
-            profiles: &f.profiles,
-            manifests: &f.manifests,
-            timeout: Duration::from_secs(1),
-            settle_max: Duration::from_secs(1),
-            retry_invalid: retry,
-            faults: &[],
-            quiet: true,
-            keep_bodies: false,
-            stop,
-        };
+        let ctx = f.context(retry, &[], stop);
         let todo: Vec<&PlannedRun> = f
             .plan
             .iter()
@@ -983,17 +995,7 @@ mod tests {
         {
             let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
             let p = &f.plan[0];
-            let ctx = PlanContext {
-                profiles: &f.profiles,
-                manifests: &f.manifests,
-                timeout: Duration::from_secs(1),
-                settle_max: Duration::from_secs(1),
-                retry_invalid: 2,
-                faults: &[],
-                quiet: true,
-                keep_bodies: false,
-                stop: &|| false,
-            };
+            let ctx = f.context(2, &[], &|| false);
             let spec = attempt_spec(&ctx, p, &f.profiles[0], 1);
             store
                 .append(&record(&spec, Outcome::Invalid, &[ReasonKind::Link]))
@@ -1022,17 +1024,7 @@ mod tests {
         let faults = vec![format!("{}=stall:300ms@50ms", p.id)
             .parse::<FaultInjection>()
             .unwrap()];
-        let ctx = PlanContext {
-            profiles: &f.profiles,
-            manifests: &f.manifests,
-            timeout: Duration::from_secs(1),
-            settle_max: Duration::from_secs(1),
-            retry_invalid: 2,
-            faults: &faults,
-            quiet: true,
-            keep_bodies: false,
-            stop: &|| false,
-        };
+        let ctx = f.context(2, &faults, &|| false);
         assert!(attempt_spec(&ctx, p, &f.profiles[0], 1).fault.is_some());
         assert!(attempt_spec(&ctx, p, &f.profiles[0], 2).fault.is_none());
     }
@@ -1163,17 +1155,7 @@ mod tests {
         let done = [0, 2, 5];
         {
             let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
-            let ctx = PlanContext {
-                profiles: &f.profiles,
-                manifests: &f.manifests,
-                timeout: Duration::from_secs(1),
-                settle_max: Duration::from_secs(1),
-                retry_invalid: 2,
-                faults: &[],
-                quiet: true,
-                keep_bodies: false,
-                stop: &|| false,
-            };
+            let ctx = f.context(2, &[], &|| false);
             for i in done {
                 let p = &f.plan[i];
                 let profile = f.profiles.iter().find(|x| x.name == p.profile).unwrap();
