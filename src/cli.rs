@@ -306,6 +306,10 @@ pub struct CommonArgs {
     /// Site replay: requests not in the archive (answered 404) a run may make and still count.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_misses: u32,
+    /// Record a screencast of every load: Speed Index, Visually Complete and First Visual
+    /// Change per run, the frames in `frames/<run id>/`, a filmstrip in the report.
+    #[arg(long)]
+    pub visual: bool,
 }
 
 impl CommonArgs {
@@ -706,6 +710,7 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
         pages_seed: t("pages_seed"),
         no_receive_steering: t("no_receive_steering"),
         pages: t("pages"),
+        visual: t("visual"),
     }
 }
 
@@ -737,6 +742,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
             .map(|f| f.parse())
             .collect::<Result<_>>()?,
         steer_receive: !a.no_receive_steering,
+        visual: a.common.visual,
         sites: a.common.site_options(),
     };
     if let Some(dir) = &req.resume {
@@ -830,6 +836,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         seed: a.seed,
         retry_invalid: a.retry_invalid,
         keep_bodies: a.har.is_some(),
+        visual: a.common.visual,
         sites: a.common.site_options(),
     };
     if req.runs == 0 {
@@ -996,6 +1003,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 pages_seed: a.common.pages_seed,
                 faults: vec![],
                 steer_receive: true,
+                visual: a.common.visual,
                 sites: a.common.site_options(),
             };
             crate::matrix::execute::run(&req)?.dir

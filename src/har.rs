@@ -306,7 +306,7 @@ mod tests {
             resources: vec![],
             page_result: None,
             cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
-            bodies: Default::default(),
+            ..Default::default()
         };
         let har = build(&obs, "https://pagebench.test/page10/index.html", "156");
         let log = &har["log"];

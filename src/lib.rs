@@ -36,6 +36,7 @@ pub mod tempdir;
 pub mod testbed;
 pub mod textfmt;
 pub mod validate;
+pub mod visual;
 pub mod workload;
 
 /// An error that means "this part of pagebench does not exist yet"; the CLI exits with 2.

@@ -29,10 +29,121 @@ pub struct Observation {
     pub page_result: Option<Value>,
     /// CDP Network.* and Page.* events of the load.
     pub cdp_events: Vec<CdpEvent>,
+    /// What the page painted: the buffered Paint, LCP, Layout Instability and Element Timing
+    /// entries, read after the load.
+    #[serde(default)]
+    pub paint: Option<PaintEntries>,
+    /// Each `Network.dataReceived`, compacted: when each chunk of each response arrived.
+    #[serde(default)]
+    pub chunks: Vec<DataChunk>,
     /// Response bodies by CDP request id, when the run kept them (`run --har`); never written
     /// into the run record.
     #[serde(skip)]
     pub bodies: std::collections::BTreeMap<String, ResponseBody>,
+    /// The screencast of the load (`--visual`), in arrival order; the record keeps what the
+    /// frames showed (`record::VisualEvidence`), the store their images.
+    #[serde(skip)]
+    pub frames: Vec<ScreencastFrame>,
+}
+
+/// One screencast frame: a JPEG and when the browser showed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScreencastFrame {
+    /// Unix time, seconds (the frame's `metadata.timestamp`).
+    pub timestamp: f64,
+    pub jpeg: Vec<u8>,
+}
+
+/// The page's paint entries as the browser buffered them (ms from navigation start).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PaintEntries {
+    pub first_paint: Option<f64>,
+    pub first_contentful_paint: Option<f64>,
+    /// Every LCP candidate in the order the browser reported them (the last one is the LCP).
+    pub largest_contentful_paint: Vec<LcpCandidate>,
+    pub layout_shifts: Vec<LayoutShift>,
+    /// Element Timing entries (elements with an `elementtiming` attribute).
+    pub elements: Vec<ElementPaint>,
+}
+
+/// One `largest-contentful-paint` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LcpCandidate {
+    /// renderTime, or loadTime when the render time is hidden (a cross-origin image without
+    /// Timing-Allow-Origin).
+    pub start_time: f64,
+    /// Painted area, px².
+    pub size: f64,
+    /// The image's URL; empty for text.
+    pub url: String,
+    /// A CSS selector of the element (`body > img:nth-of-type(1)`).
+    pub selector: String,
+}
+
+/// One `layout-shift` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LayoutShift {
+    pub start_time: f64,
+    pub value: f64,
+    pub had_recent_input: bool,
+}
+
+/// One `element` entry (Element Timing).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ElementPaint {
+    /// The element's `elementtiming` attribute.
+    pub identifier: String,
+    /// 0 when hidden (cross-origin without Timing-Allow-Origin).
+    pub render_time: f64,
+    pub load_time: f64,
+    pub url: String,
+}
+
+impl ElementPaint {
+    /// When it was painted (renderTime, else loadTime).
+    pub fn painted_ms(&self) -> Option<f64> {
+        [self.render_time, self.load_time]
+            .into_iter()
+            .find(|t| *t > 0.0)
+    }
+}
+
+/// One chunk of a response body as it arrived (`Network.dataReceived`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataChunk {
+    pub request_id: String,
+    /// CDP's monotonic timestamp, seconds.
+    pub timestamp: f64,
+    /// Decoded bytes.
+    pub data_length: u64,
+    /// Bytes on the wire, when Chromium reports them per chunk (0 otherwise).
+    pub encoded_data_length: u64,
+}
+
+pub use crate::workload::HERO_ELEMENT;
+
+/// Cumulative Layout Shift: the largest session window of shifts without recent input (a
+/// window ends after a 1 s gap or at 5 s), as web-vitals defines it.
+pub fn cumulative_layout_shift(shifts: &[LayoutShift]) -> f64 {
+    let mut best = 0.0f64;
+    let (mut sum, mut first, mut last) = (0.0, f64::NEG_INFINITY, f64::NEG_INFINITY);
+    let mut counted: Vec<&LayoutShift> = shifts.iter().filter(|s| !s.had_recent_input).collect();
+    counted.sort_by(|a, b| a.start_time.total_cmp(&b.start_time));
+    for s in counted {
+        if s.start_time - last < 1000.0 && s.start_time - first < 5000.0 {
+            sum += s.value;
+        } else {
+            sum = s.value;
+            first = s.start_time;
+        }
+        last = s.start_time;
+        best = best.max(sum);
+    }
+    best
 }
 
 /// A response body as CDP's `Network.getResponseBody` returns it (decoded).
@@ -104,6 +215,12 @@ pub struct CdpRequest {
     /// Bytes on the wire for this response (`loadingFinished.encodedDataLength`).
     pub encoded_data_length: Option<f64>,
     pub failed: Option<String>,
+    /// `response.timing.requestTime`: the base of the timing fields, CDP's monotonic clock, s.
+    pub request_time: Option<f64>,
+    /// Chromium's priority when it made the request (`VeryHigh` … `VeryLow`).
+    pub initial_priority: Option<String>,
+    /// Each later change (`Network.resourceChangedPriority`): CDP timestamp, new priority.
+    pub priority_changes: Vec<(f64, String)>,
 }
 
 /// Joins CDP events by request id, in the order requests were sent.
@@ -127,6 +244,10 @@ pub fn cdp_requests(events: &[CdpEvent]) -> Vec<CdpRequest> {
                 if let Some(r) = p.get("request") {
                     entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
                     entry.method = r.get("method").and_then(Value::as_str).unwrap_or("").into();
+                    entry.initial_priority = r
+                        .get("initialPriority")
+                        .and_then(Value::as_str)
+                        .map(String::from);
                 }
             }
             "Network.responseReceived" => {
@@ -143,10 +264,19 @@ pub fn cdp_requests(events: &[CdpEvent]) -> Vec<CdpRequest> {
                 entry.connection_reused = r.get("connectionReused").and_then(Value::as_bool);
                 let t = &r["timing"];
                 entry.send_start_ms = t.get("sendStart").and_then(Value::as_f64);
+                entry.request_time = t.get("requestTime").and_then(Value::as_f64);
                 entry.receive_headers_end_ms = t.get("receiveHeadersEnd").and_then(Value::as_f64);
             }
             "Network.loadingFinished" => {
                 entry.encoded_data_length = p.get("encodedDataLength").and_then(Value::as_f64);
+            }
+            "Network.resourceChangedPriority" => {
+                if let (Some(t), Some(to)) = (
+                    p.get("timestamp").and_then(Value::as_f64),
+                    p.get("newPriority").and_then(Value::as_str),
+                ) {
+                    entry.priority_changes.push((t, to.to_string()));
+                }
             }
             "Network.loadingFailed" => {
                 entry.failed = Some(
@@ -186,6 +316,32 @@ pub struct ResourceMetrics {
     /// From CDP: the connection that carried it and whether it was reused.
     pub connection_id: Option<u64>,
     pub connection_reused: Option<bool>,
+    /// Chromium's priority for it when requested, and after its last change (HAR `_priority`).
+    #[serde(default)]
+    pub initial_priority: Option<String>,
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Priority changes after the request was made (ms from navigation start).
+    #[serde(default)]
+    pub priority_changes: Vec<PriorityChange>,
+    /// When each chunk of the body arrived in the browser (ms from navigation start).
+    #[serde(default)]
+    pub chunks: Vec<ChunkArrival>,
+}
+
+/// A priority change of one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriorityChange {
+    pub t_ms: f64,
+    pub priority: String,
+}
+
+/// One chunk of a response body in the browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkArrival {
+    pub t_ms: f64,
+    /// Decoded bytes.
+    pub bytes: u64,
 }
 
 /// Per-run figures.
@@ -219,6 +375,29 @@ pub struct RunMetrics {
     /// Duration of that transfer (request sent → body complete).
     pub transfer_ms: Option<f64>,
     pub goodput_mbit: Option<f64>,
+    /// First Contentful Paint (ms from navigation start).
+    #[serde(default)]
+    pub fcp_ms: Option<f64>,
+    /// Largest Contentful Paint: its time, its element (a selector) and, for an image, URL.
+    #[serde(default)]
+    pub lcp_ms: Option<f64>,
+    #[serde(default)]
+    pub lcp_element: Option<String>,
+    #[serde(default)]
+    pub lcp_url: Option<String>,
+    /// Cumulative Layout Shift (unitless).
+    #[serde(default)]
+    pub cls: Option<f64>,
+    /// Element Timing of the page's hero element (`elementtiming="hero"`).
+    #[serde(default)]
+    pub hero_ms: Option<f64>,
+    /// From the screencast (`--visual`): Speed Index, Visually Complete, First Visual Change.
+    #[serde(default)]
+    pub speed_index_ms: Option<f64>,
+    #[serde(default)]
+    pub visual_complete_ms: Option<f64>,
+    #[serde(default)]
+    pub first_visual_change_ms: Option<f64>,
 }
 
 /// Quantile (numpy's linear method) of the finite values; `None` when there are none.
@@ -286,6 +465,46 @@ pub fn onwire_timeline(resources: &[ResourceMetrics]) -> Vec<(f64, usize)> {
     out
 }
 
+/// What is wrong with the order of a run's paints: FCP ≤ LCP always, and on a generated page
+/// (`generated`: its hero paints before its last file loads) both ≤ loadEventEnd. Each problem
+/// is one sentence.
+pub fn paint_order_problems(m: &RunMetrics, generated: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(fcp), Some(lcp)) = (m.fcp_ms, m.lcp_ms) {
+        if lcp < fcp {
+            out.push(format!("LCP ({lcp:.0} ms) before FCP ({fcp:.0} ms)"));
+        }
+    }
+    if let (true, Some(load)) = (generated, m.load_event_end_ms) {
+        for (name, t) in [("FCP", m.fcp_ms), ("LCP", m.lcp_ms)] {
+            if let Some(t) = t.filter(|t| *t > load) {
+                out.push(format!(
+                    "{name} ({t:.0} ms) after loadEventEnd ({load:.0} ms) on a generated page"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Where navigation start is on CDP's monotonic clock (ms). Resource Timing's `requestStart` is
+/// CDP's `requestTime + sendStart` made relative to navigation start (the same measurement), so
+/// each resource seen by both gives the offset; the median is immune to one odd pairing.
+fn cdp_navigation_start(
+    timings: &[EntryTiming],
+    cdp_by_path: &BTreeMap<String, Vec<&CdpRequest>>,
+) -> Option<f64> {
+    let offsets: Vec<f64> = timings
+        .iter()
+        .filter_map(|t| {
+            let c = cdp_by_path.get(&t.path())?.first()?;
+            (t.request_start > 0.0)
+                .then_some(c.request_time? * 1000.0 + c.send_start_ms? - t.request_start)
+        })
+        .collect();
+    crate::stats::median(&offsets).ok()
+}
+
 /// Derives per-resource and per-run metrics. `rtt_ms` is the profile's RTT (for handshake
 /// round trips; 0 leaves them out).
 pub fn derive(
@@ -298,13 +517,44 @@ pub fn derive(
     for c in &cdp {
         cdp_by_path.entry(url_path(&c.url)).or_default().push(c);
     }
-    let resources: Vec<ResourceMetrics> = obs
-        .resources
-        .iter()
-        .map(EntryTiming::parse)
+    let timings: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
+    let nav_start = cdp_navigation_start(&timings, &cdp_by_path);
+    let to_ms = |ts: f64| nav_start.map(|n| ts * 1000.0 - n);
+    let mut chunks_by_id: BTreeMap<&str, Vec<ChunkArrival>> = BTreeMap::new();
+    // The last dataReceived of a body often carries no bytes.
+    for c in obs.chunks.iter().filter(|c| c.data_length > 0) {
+        if let Some(t_ms) = to_ms(c.timestamp) {
+            chunks_by_id
+                .entry(c.request_id.as_str())
+                .or_default()
+                .push(ChunkArrival {
+                    t_ms,
+                    bytes: c.data_length,
+                });
+        }
+    }
+    let resources: Vec<ResourceMetrics> = timings
+        .into_iter()
         .map(|t| {
             let path = t.path();
             let c = cdp_by_path.get(&path).and_then(|v| v.first());
+            let priority_changes: Vec<PriorityChange> = c
+                .map(|c| {
+                    c.priority_changes
+                        .iter()
+                        .filter_map(|(ts, p)| {
+                            to_ms(*ts).map(|t_ms| PriorityChange {
+                                t_ms,
+                                priority: p.clone(),
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let initial_priority = c.and_then(|c| c.initial_priority.clone());
+            let priority = c
+                .and_then(|c| c.priority_changes.last().map(|(_, p)| p.clone()))
+                .or_else(|| initial_priority.clone());
             ResourceMetrics {
                 initiator: t.initiator_type.clone(),
                 protocol: t.next_hop_protocol.clone(),
@@ -321,6 +571,12 @@ pub fn derive(
                 status: t.response_status,
                 connection_id: c.and_then(|c| c.connection_id),
                 connection_reused: c.and_then(|c| c.connection_reused),
+                initial_priority,
+                priority,
+                priority_changes,
+                chunks: c
+                    .and_then(|c| chunks_by_id.remove(c.request_id.as_str()))
+                    .unwrap_or_default(),
                 path,
             }
         })
@@ -353,6 +609,20 @@ pub fn derive(
         .collect::<BTreeSet<_>>()
         .len();
     (m.onwire_mid, m.onwire_peak) = onwire(&resources);
+    if let Some(p) = &obs.paint {
+        m.fcp_ms = p.first_contentful_paint.filter(|t| *t > 0.0);
+        if let Some(lcp) = p.largest_contentful_paint.last() {
+            m.lcp_ms = Some(lcp.start_time).filter(|t| *t > 0.0);
+            m.lcp_element = Some(lcp.selector.clone()).filter(|s| !s.is_empty());
+            m.lcp_url = Some(lcp.url.clone()).filter(|u| !u.is_empty());
+        }
+        m.cls = Some(cumulative_layout_shift(&p.layout_shifts));
+        m.hero_ms = p
+            .elements
+            .iter()
+            .find(|e| e.identifier == HERO_ELEMENT)
+            .and_then(ElementPaint::painted_ms);
+    }
 
     match kind {
         WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {
@@ -411,6 +681,13 @@ pub(crate) mod tests {
             resources: v["perf"]["res"].as_array().unwrap().clone(),
             page_result: v["perf"].get("pb").cloned().filter(|p| !p.is_null()),
             cdp_events: serde_json::from_value(v["events"].clone()).unwrap(),
+            paint: v["perf"]
+                .get("paint")
+                .map(|p| serde_json::from_value(p.clone()).unwrap()),
+            chunks: v
+                .get("chunks")
+                .map(|c| serde_json::from_value(c.clone()).unwrap())
+                .unwrap_or_default(),
             bodies: Default::default(),
         }
     }
@@ -433,6 +710,10 @@ pub(crate) mod tests {
             status: 200,
             connection_id: None,
             connection_reused: None,
+            initial_priority: None,
+            priority: None,
+            priority_changes: vec![],
+            chunks: vec![],
         }
     }
 

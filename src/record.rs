@@ -13,10 +13,11 @@ use crate::protocol::{H3Mode, Protocol, Variant};
 use crate::server::ConnectionStats;
 use crate::sysinfo::MachineSample;
 use crate::validate::{self, LoadEnd, Outcome, Reason, ServerView};
+pub use crate::visual::{FrameRef, VisualEvidence};
 
 /// Version of the record and column layout below; a results directory written with another one
 /// is not resumed (its rows would not line up).
-pub const RECORD_FORMAT: u32 = 2;
+pub const RECORD_FORMAT: u32 = 3;
 
 /// The id of attempt `attempt` (1-based) of planned run `plan_id`: the plan id itself for the
 /// first, `<plan_id>.a<N>` for retries.
@@ -139,6 +140,13 @@ pub struct RunRecord {
     /// The server's own log lines of the run, verbatim (each server's format; read only by a
     /// person: the typed reading of them is `server_requests`).
     pub server_log: Value,
+    /// What the screencast showed (`--visual` runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visual: Option<VisualEvidence>,
+    /// The frames' JPEG images, in the order of `visual.frames`: written by the store beside
+    /// the record, not into it.
+    #[serde(skip)]
+    pub frame_images: Vec<Vec<u8>>,
 }
 
 fn first_attempt() -> u32 {
@@ -195,6 +203,8 @@ impl RunRecord {
             link_stats: None,
             server_transport: None,
             server_log: Value::Null,
+            visual: None,
+            frame_images: vec![],
         }
     }
 }

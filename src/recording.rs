@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use base64::Engine;
 
 use crate::browser::launch::{ChromiumProcess, NaturalOptions, CHROMIUM};
-use crate::browser::load::{load_until, WaitFor};
+use crate::browser::load::{load_until, LoadExtras, WaitFor};
 use crate::metrics::Observation;
 use crate::site::har_import::{self, ImportSummary};
 use crate::site::{SiteArchive, Source};
@@ -131,7 +131,16 @@ pub fn record(o: &RecordOptions) -> Result<(SiteArchive, ImportSummary)> {
     let chromium = crate::sysinfo::chromium_version();
     let mut browser = ChromiumProcess::launch_natural(Command::new(CHROMIUM), &o.network)
         .context("Chromium did not start")?;
-    let (obs, end) = load_until(&mut browser, &o.url, o.wait, o.timeout, true, None)?;
+    let (obs, end) = load_until(
+        &mut browser,
+        &o.url,
+        o.wait,
+        o.timeout,
+        LoadExtras {
+            keep_bodies: true,
+            ..Default::default()
+        },
+    )?;
     browser.close();
     match end {
         LoadEnd::Completed => {}

@@ -23,6 +23,8 @@ pub enum Unit {
     Percent,
     /// The 1-minute load average.
     Load,
+    /// A unitless score (Cumulative Layout Shift).
+    Score,
 }
 
 /// Which way is better (for verdict wording and charts).
@@ -156,6 +158,46 @@ pub static LOAD_EVENT_END_MS: Metric = Metric {
     ..metric("load_event_end_ms", "loadEventEnd (ms)", Unit::Ms, |r| {
         r.metrics.load_event_end_ms
     })
+};
+/// A paint time: may be a report's headline, summarised for pages.
+const fn paint(
+    name: &'static str,
+    label: &'static str,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        headline: true,
+        breakdown: Some(Scope::Pages),
+        ..metric(name, label, Unit::Ms, derive)
+    }
+}
+
+pub static FCP_MS: Metric = paint("fcp_ms", "FCP (ms)", |r| r.metrics.fcp_ms);
+pub static LCP_MS: Metric = paint("lcp_ms", "LCP (ms)", |r| r.metrics.lcp_ms);
+pub static HERO_MS: Metric = Metric {
+    headline: false,
+    ..paint("hero_ms", "hero element (ms)", |r| r.metrics.hero_ms)
+};
+pub static SPEED_INDEX_MS: Metric = paint("speed_index_ms", "Speed Index (ms)", |r| {
+    r.metrics.speed_index_ms
+});
+pub static VISUAL_COMPLETE_MS: Metric = Metric {
+    headline: false,
+    ..paint("visual_complete_ms", "visually complete (ms)", |r| {
+        r.metrics.visual_complete_ms
+    })
+};
+pub static FIRST_VISUAL_CHANGE_MS: Metric = Metric {
+    headline: false,
+    ..paint("first_visual_change_ms", "first visual change (ms)", |r| {
+        r.metrics.first_visual_change_ms
+    })
+};
+pub static CLS: Metric = Metric {
+    breakdown: Some(Scope::Pages),
+    csv: CsvFormat::Fixed(4),
+    precision: Precision::Fine,
+    ..metric("cls", "CLS", Unit::Score, |r| r.metrics.cls)
 };
 pub static QUEUEING_MEDIAN_MS: Metric = Metric {
     breakdown: Some(Scope::Pages),
@@ -402,6 +444,13 @@ pub static WALL_MS: Metric = machine("wall_ms", "run wall time (ms)", Unit::Ms, 
 pub static ALL: &[&Metric] = &[
     &COMPLETION_MS,
     &LOAD_EVENT_END_MS,
+    &FCP_MS,
+    &LCP_MS,
+    &HERO_MS,
+    &SPEED_INDEX_MS,
+    &VISUAL_COMPLETE_MS,
+    &FIRST_VISUAL_CHANGE_MS,
+    &CLS,
     &QUEUEING_MEDIAN_MS,
     &QUEUEING_P95_MS,
     &TTFB_MEDIAN_MS,
@@ -499,6 +548,13 @@ mod tests {
         assert_eq!(
             pages,
             [
+                "fcp_ms",
+                "lcp_ms",
+                "hero_ms",
+                "speed_index_ms",
+                "visual_complete_ms",
+                "first_visual_change_ms",
+                "cls",
                 "queueing_median_ms",
                 "queueing_p95_ms",
                 "ttfb_median_ms",
@@ -510,6 +566,6 @@ mod tests {
         );
         let transfers: Vec<&str> = breakdown_for(Scope::Transfers).map(|m| m.name).collect();
         assert_eq!(transfers, ["goodput_mbit"]);
-        assert_eq!(breakdown().count(), 8);
+        assert_eq!(breakdown().count(), 15);
     }
 }

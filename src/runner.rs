@@ -42,6 +42,8 @@ pub struct RunSpec {
     pub fault: Option<FaultInjection>,
     /// Keep the response bodies after the load (`run --har`: a HAR with content).
     pub keep_bodies: bool,
+    /// Record a screencast of the load (`--visual`).
+    pub visual: bool,
 }
 
 impl RunSpec {
@@ -69,6 +71,7 @@ impl RunSpec {
             settle_max: Duration::from_secs(3),
             fault: None,
             keep_bodies: false,
+            visual: false,
         }
     }
 }
@@ -117,9 +120,30 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
             settle_max: spec.settle_max,
             fault: spec.fault.as_ref(),
             keep_bodies: spec.keep_bodies,
+            visual: spec.visual,
         },
     )?;
     Ok(assemble(spec, parts))
+}
+
+/// The screencast's evidence (frame times made relative to navigation start) and the frames'
+/// images, when the run recorded one.
+fn visual_of(
+    obs: &crate::metrics::Observation,
+) -> (Option<crate::visual::VisualEvidence>, Vec<Vec<u8>>) {
+    let Some(origin) = obs.time_origin.filter(|_| !obs.frames.is_empty()) else {
+        return (None, Vec::new());
+    };
+    let frames: Vec<(f64, &[u8])> = obs
+        .frames
+        .iter()
+        .map(|f| (f.timestamp * 1000.0 - origin, f.jpeg.as_slice()))
+        .collect();
+    let evidence = crate::visual::evidence(&frames);
+    (
+        evidence,
+        obs.frames.iter().map(|f| f.jpeg.clone()).collect(),
+    )
 }
 
 /// The record of one run from its parts (pure): metrics derived from the browser's
@@ -143,7 +167,13 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         machine,
         wall_ms,
     } = parts;
-    let (metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
+    let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
+    let (visual, frame_images) = visual_of(&obs);
+    if let Some(m) = visual.as_ref().and_then(|v| v.metrics.as_ref()) {
+        metrics.speed_index_ms = Some(m.speed_index_ms);
+        metrics.visual_complete_ms = Some(m.visual_complete_ms);
+        metrics.first_visual_change_ms = m.first_visual_change_ms;
+    }
     let expected = if variant.as_recorded {
         validate::Expected::AsRecorded
     } else {
@@ -156,6 +186,13 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         &end,
         server.views.as_deref(),
     );
+    if end == crate::validate::LoadEnd::Completed {
+        use crate::workload::WorkloadKind as K;
+        let generated = matches!(kind, K::Page { .. } | K::Sharded { .. });
+        for p in metrics::paint_order_problems(&metrics, generated) {
+            verdict.warnings.push(format!("run {}: {p}", spec.id));
+        }
+    }
     let viewpoints = if server.views.is_some() { 3 } else { 2 };
     if server.views.is_none() {
         verdict.warnings.push(
@@ -244,6 +281,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         }),
         server_transport: server.transport,
         server_log: server.log,
+        visual,
+        frame_images,
     }
 }
 

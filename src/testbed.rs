@@ -283,6 +283,8 @@ pub struct LoadRequest<'a> {
     pub fault: Option<&'a FaultInjection>,
     /// Keep the response bodies (`run --har`).
     pub keep_bodies: bool,
+    /// Record a screencast of the load (`--visual`).
+    pub visual: bool,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -419,6 +421,7 @@ pub fn measure(
         settle_max: req.settle_max,
         extra_args: vec![],
         keep_bodies: req.keep_bodies,
+        visual: req.visual,
         hosts,
         init_script,
         as_recorded: match &req.manifest.site {
@@ -627,6 +630,7 @@ mod tests {
             settle_max: Duration::from_secs(1),
             fault,
             keep_bodies: false,
+            visual: false,
         };
         let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
         if !launch_fails {

@@ -538,7 +538,7 @@ fn generate(
                         resources: sim.resources.clone(),
                         page_result: (!is_page).then(|| json!({"done": true, "ok": true})),
                         cdp_events: vec![],
-                        bodies: Default::default(),
+                        ..Default::default()
                     };
                     if dnf {
                         obs.resources.clear();

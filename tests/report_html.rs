@@ -95,6 +95,7 @@ fn report_html_renders_offline_in_chromium() {
         settle_max: Duration::from_secs(3),
         extra_args: vec![],
         keep_bodies: false,
+        visual: false,
         hosts: vec![],
         init_script: None,
         as_recorded: vec![],

@@ -29,7 +29,7 @@ type Pending = Arc<Mutex<HashMap<u64, Sender<Result<Value>>>>>;
 
 /// The connection to one browser process.
 pub struct Cdp {
-    writer: Mutex<File>,
+    writer: Arc<Mutex<File>>,
     pending: Pending,
     events: Mutex<Receiver<Event>>,
     next_id: AtomicU64,
@@ -57,12 +57,14 @@ impl Cdp {
         let reader = BufReader::with_capacity(1 << 20, File::from(from_browser));
         let p = pending.clone();
         let c = closed.clone();
+        let writer = Arc::new(Mutex::new(File::from(to_browser)));
+        let w = writer.clone();
         std::thread::Builder::new()
             .name("cdp-reader".into())
-            .spawn(move || read_loop(reader, p, tx, c))
+            .spawn(move || read_loop(reader, p, tx, c, w))
             .context("cannot start the CDP reader thread")?;
         Ok(Cdp {
-            writer: Mutex::new(File::from(to_browser)),
+            writer,
             pending,
             events: Mutex::new(rx),
             next_id: AtomicU64::new(1),
@@ -131,12 +133,17 @@ impl Cdp {
     }
 }
 
+/// Ids of the acks the reader sends itself (their answers match no pending call).
+const ACK_IDS: u64 = 1 << 62;
+
 fn read_loop(
     mut reader: BufReader<File>,
     pending: Pending,
     events: Sender<Event>,
     closed: Arc<std::sync::atomic::AtomicBool>,
+    writer: Arc<Mutex<File>>,
 ) {
+    let mut acks = ACK_IDS;
     let mut buf = Vec::with_capacity(1 << 16);
     loop {
         buf.clear();
@@ -164,6 +171,12 @@ fn read_loop(
                 let _ = tx.send(result);
             }
         } else if let Some(method) = msg.get("method").and_then(Value::as_str) {
+            if method == "Page.screencastFrame" {
+                // Chromium sends the next frame only after an ack: acking here, as each frame
+                // arrives, keeps frames coming while the caller waits on something else.
+                acks += 1;
+                ack_frame(&writer, &msg, acks);
+            }
             let _ = events.send(Event {
                 method: method.to_string(),
                 params: msg.get("params").cloned().unwrap_or(Value::Null),
@@ -178,6 +191,21 @@ fn read_loop(
     closed.store(true, Ordering::SeqCst);
     // Wake every waiting caller: their senders are dropped with the map entries.
     pending.lock().expect("pending lock").clear();
+}
+
+fn ack_frame(writer: &Mutex<File>, frame: &Value, id: u64) {
+    let mut ack = json!({
+        "id": id,
+        "method": "Page.screencastFrameAck",
+        "params": { "sessionId": frame.pointer("/params/sessionId").cloned().unwrap_or(Value::Null) },
+    });
+    if let Some(s) = frame.get("sessionId") {
+        ack["sessionId"] = s.clone();
+    }
+    let mut bytes = serde_json::to_vec(&ack).expect("a Value always serialises");
+    bytes.push(0);
+    let mut w = writer.lock().expect("writer lock");
+    let _ = w.write_all(&bytes).and_then(|_| w.flush());
 }
 
 /// Evaluates a JavaScript expression in a page session and returns its JSON value

@@ -20,6 +20,8 @@ pub struct Chromium {
     keep_bodies: bool,
     /// Run before the page's own scripts in every document (the launch options say).
     init_script: Option<String>,
+    /// Record a screencast of each load (the launch options say).
+    visual: bool,
 }
 
 impl Browser for Chromium {
@@ -34,6 +36,7 @@ impl Browser for Chromium {
         self.running = Some(process);
         self.keep_bodies = opts.keep_bodies;
         self.init_script = opts.init_script.clone();
+        self.visual = opts.visual;
         Ok(())
     }
 
@@ -54,8 +57,11 @@ impl Browser for Chromium {
             kind,
             expected_resources,
             timeout,
-            self.keep_bodies,
-            self.init_script.as_deref(),
+            load::LoadExtras {
+                keep_bodies: self.keep_bodies,
+                init_script: self.init_script.as_deref(),
+                visual: self.visual,
+            },
         )
     }
 

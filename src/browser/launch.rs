@@ -43,6 +43,8 @@ pub struct LaunchOptions {
     /// Keep every response body after the load (for a HAR with content; outside the measured
     /// load).
     pub keep_bodies: bool,
+    /// Record a screencast of the load (`--visual`).
+    pub visual: bool,
     /// Every host the page may contact and its address (a replayed site's origins); empty:
     /// only `pagebench.test` at `server_ip`. All are forced onto h3 or primed for it alike.
     pub hosts: Vec<(String, std::net::IpAddr)>,
@@ -84,6 +86,8 @@ pub struct NaturalOptions {
 fn quiet_browser_args() -> Vec<String> {
     [
         "--headless=new",
+        // A fixed viewport: what the page paints (LCP, the filmstrip) does not depend on a default.
+        "--window-size=1280,720",
         "--no-sandbox",
         "--disable-gpu",
         "--no-first-run",
@@ -583,6 +587,7 @@ mod tests {
             settle_max: Duration::from_secs(1),
             extra_args: vec![],
             keep_bodies: false,
+            visual: false,
             hosts: vec![],
             init_script: None,
             as_recorded: vec![],

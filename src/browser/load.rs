@@ -9,14 +9,16 @@ use serde_json::{json, Value};
 
 use super::cdp::{self, CdpError};
 use super::launch::ChromiumProcess;
-use crate::metrics::{CdpEvent, Observation};
+use crate::metrics::{CdpEvent, DataChunk, Observation, PaintEntries, ScreencastFrame};
 use crate::signals;
 use crate::validate::LoadEnd;
 use crate::workload::WorkloadKind;
 
-/// CDP events kept in the run record (the rest, e.g. dataReceived, is noise for our metrics).
-const KEPT_EVENTS: [&str; 6] = [
+/// CDP events kept in the run record as they came (`Network.dataReceived` is kept compacted, as
+/// [`DataChunk`]s; the rest is noise for our metrics).
+const KEPT_EVENTS: [&str; 7] = [
     "Network.requestWillBeSent",
+    "Network.resourceChangedPriority",
     "Network.responseReceived",
     "Network.loadingFinished",
     "Network.loadingFailed",
@@ -40,6 +42,25 @@ pub enum WaitFor {
     Elapsed(Duration),
 }
 
+/// What a load does besides measuring.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadExtras<'a> {
+    /// Keep every response body (after the load).
+    pub keep_bodies: bool,
+    /// Run before the page's own scripts in every document.
+    pub init_script: Option<&'a str>,
+    /// Record a screencast of the load (`--visual`): frames until the page stops changing.
+    pub visual: bool,
+}
+
+/// Screencast frames: JPEG, small enough to be cheap, large enough for a filmstrip.
+const SCREENCAST: (u32, u32, u32) = (640, 360, 70);
+
+/// After the load, the screencast goes on until no frame came for this long…
+const VISUAL_QUIET: Duration = Duration::from_millis(1000);
+/// …or this long after the load (a page that never stops animating).
+const VISUAL_TAIL_MAX: Duration = Duration::from_secs(5);
+
 /// Loads `url` (a workload page of `kind` with `expected_resources` subresources) and returns
 /// what the browser reported. Errors only for interruption by a signal; every other failure is
 /// a [`LoadEnd`].
@@ -49,14 +70,13 @@ pub fn load(
     kind: &WorkloadKind,
     expected_resources: usize,
     timeout: Duration,
-    keep_bodies: bool,
-    init_script: Option<&str>,
+    extras: LoadExtras,
 ) -> Result<(Observation, LoadEnd)> {
     let wait = WaitFor::Resources {
         expected: expected_resources,
         transfer: !kind.is_page(),
     };
-    load_until(browser, url, wait, timeout, keep_bodies, init_script)
+    load_until(browser, url, wait, timeout, extras)
 }
 
 /// Loads `url` until `wait` says the load is over.
@@ -65,9 +85,13 @@ pub fn load_until(
     url: &str,
     wait: WaitFor,
     timeout: Duration,
-    keep_bodies: bool,
-    init_script: Option<&str>,
+    extras: LoadExtras,
 ) -> Result<(Observation, LoadEnd)> {
+    let LoadExtras {
+        keep_bodies,
+        init_script,
+        visual,
+    } = extras;
     let deadline = Instant::now() + timeout;
     let short = Duration::from_secs(10);
     let mut obs = Observation::default();
@@ -77,6 +101,18 @@ pub fn load_until(
         Err(e) => return Ok((obs, crashed_or(browser, e))),
     };
     let _ = browser.cdp.drain_events();
+    if visual {
+        let (w, h, quality) = SCREENCAST;
+        let r = browser.cdp.call(
+            Some(&session),
+            "Page.startScreencast",
+            json!({ "format": "jpeg", "quality": quality, "maxWidth": w, "maxHeight": h }),
+            short,
+        );
+        if let Err(e) = r {
+            return Ok((obs, crashed_or(browser, e.into())));
+        }
+    }
 
     let started = Instant::now();
     let nav = browser.cdp.call(
@@ -120,7 +156,7 @@ pub fn load_until(
                 None => {}
             }
         }
-        return Ok(finish(browser, &session, obs, keep_bodies));
+        return Ok(finish(browser, &session, obs, keep_bodies, visual));
     }
 
     // Wait for the load event without touching the page (polling would perturb the load).
@@ -186,7 +222,7 @@ pub fn load_until(
                 None => {}
             }
         }
-        return Ok(finish(browser, &session, obs, keep_bodies));
+        return Ok(finish(browser, &session, obs, keep_bodies, visual));
     }
     let WaitFor::Resources {
         expected: expected_resources,
@@ -233,16 +269,21 @@ pub fn load_until(
             return Ok((obs, timed_out(timeout, what)));
         }
     }
-    Ok(finish(browser, &session, obs, keep_bodies))
+    Ok(finish(browser, &session, obs, keep_bodies, visual))
 }
 
-/// The end of a load that completed: timings and events, then (outside the load) the bodies.
+/// The end of a load that completed: the rest of the screencast, timings and events, then
+/// (outside the load) the bodies.
 fn finish(
     browser: &ChromiumProcess,
     session: &str,
     mut obs: Observation,
     keep_bodies: bool,
+    visual: bool,
 ) -> (Observation, LoadEnd) {
+    if visual {
+        screencast_tail(browser, session, &mut obs);
+    }
     collect(browser, session, &mut obs);
     if obs.navigation.is_none() {
         return (
@@ -396,8 +437,73 @@ fn attach(browser: &ChromiumProcess, t: Duration, init_script: Option<&str>) -> 
     Ok(session)
 }
 
+/// Takes frames until the page has not changed for [`VISUAL_QUIET`] (at most
+/// [`VISUAL_TAIL_MAX`]), then stops the screencast. A page that paints after its load is
+/// still painting: its Visually Complete is later than loadEventEnd.
+fn screencast_tail(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
+    let end = Instant::now() + VISUAL_TAIL_MAX;
+    let mut last_frame = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= end || now.duration_since(last_frame) >= VISUAL_QUIET || signals::interrupted() {
+            break;
+        }
+        let wait = (last_frame + VISUAL_QUIET)
+            .min(end)
+            .saturating_duration_since(now);
+        match browser.cdp.next_event(wait.max(Duration::from_millis(1))) {
+            Some(e) => {
+                if e.method == "Page.screencastFrame" {
+                    last_frame = Instant::now();
+                }
+                keep_event(obs, session, e);
+            }
+            None if browser.cdp.is_closed() => break,
+            None => {}
+        }
+    }
+    let _ = browser.cdp.call(
+        Some(session),
+        "Page.stopScreencast",
+        json!({}),
+        Duration::from_secs(5),
+    );
+}
+
 fn keep_event(obs: &mut Observation, session: &str, e: cdp::Event) {
-    if e.session_id.as_deref() == Some(session) && KEPT_EVENTS.contains(&e.method.as_str()) {
+    if e.session_id.as_deref() != Some(session) {
+        return;
+    }
+    if e.method == "Page.screencastFrame" {
+        let p = &e.params;
+        let jpeg = p["data"].as_str().and_then(|d| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(d).ok()
+        });
+        if let (Some(ts), Some(jpeg)) = (
+            p.pointer("/metadata/timestamp").and_then(Value::as_f64),
+            jpeg,
+        ) {
+            obs.frames.push(ScreencastFrame {
+                timestamp: ts,
+                jpeg,
+            });
+        }
+    } else if e.method == "Network.dataReceived" {
+        let p = &e.params;
+        let n = |k: &str| p.get(k).and_then(Value::as_f64).unwrap_or(0.0).max(0.0) as u64;
+        if let (Some(id), Some(ts)) = (
+            p.get("requestId").and_then(Value::as_str),
+            p.get("timestamp").and_then(Value::as_f64),
+        ) {
+            obs.chunks.push(DataChunk {
+                request_id: id.to_string(),
+                timestamp: ts,
+                data_length: n("dataLength"),
+                encoded_data_length: n("encodedDataLength"),
+            });
+        }
+    } else if KEPT_EVENTS.contains(&e.method.as_str()) {
         obs.cdp_events.push(CdpEvent {
             method: e.method,
             params: e.params,
@@ -427,7 +533,76 @@ fn collect(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
             obs.page_result = Some(v["pb"].clone()).filter(|p| !p.is_null());
         }
     }
+    obs.paint = paint_entries(browser, session);
     // Let the last loadingFinished events arrive.
     std::thread::sleep(Duration::from_millis(50));
     collect_events(browser, session, obs);
+}
+
+/// Reads the buffered paint entries after a frame (so the last paints are reported). A buffered
+/// observer hands over what the browser kept; `takeRecords` makes it synchronous.
+const PAINT_ENTRIES: &str = r#"new Promise(function (resolve) {
+  function take(type) {
+    try {
+      var po = new PerformanceObserver(function () {});
+      po.observe({ type: type, buffered: true });
+      var r = po.takeRecords();
+      po.disconnect();
+      return r;
+    } catch (e) { return []; }
+  }
+  function selector(el) {
+    var parts = [];
+    while (el && el.nodeType === 1 && el !== document.documentElement) {
+      var s = el.tagName.toLowerCase();
+      if (el.id) { parts.unshift(s + '#' + el.id); break; }
+      var p = el.parentElement;
+      if (p && p.tagName !== 'HTML') {
+        var same = Array.prototype.filter.call(p.children, function (c) { return c.tagName === el.tagName; });
+        if (same.length > 1) s += ':nth-of-type(' + (same.indexOf(el) + 1) + ')';
+      }
+      parts.unshift(s);
+      el = p;
+    }
+    return parts.join(' > ');
+  }
+  function read() {
+    var paint = {};
+    take('paint').forEach(function (e) { paint[e.name] = e.startTime; });
+    resolve(JSON.stringify({
+      firstPaint: paint['first-paint'] || null,
+      firstContentfulPaint: paint['first-contentful-paint'] || null,
+      largestContentfulPaint: take('largest-contentful-paint').map(function (e) {
+        return { startTime: e.startTime, size: e.size, url: e.url || '', selector: selector(e.element) };
+      }),
+      layoutShifts: take('layout-shift').map(function (e) {
+        return { startTime: e.startTime, value: e.value, hadRecentInput: e.hadRecentInput };
+      }),
+      elements: take('element').map(function (e) {
+        return { identifier: e.identifier, renderTime: e.renderTime, loadTime: e.loadTime, url: e.url || '' };
+      })
+    }));
+  }
+  // After the next frame, but never waiting on a page that does not render.
+  var done = false;
+  function once() { if (!done) { done = true; read(); } }
+  requestAnimationFrame(function () { setTimeout(once, 0); });
+  setTimeout(once, 200);
+})"#;
+
+fn paint_entries(browser: &ChromiumProcess, session: &str) -> Option<PaintEntries> {
+    match cdp::evaluate(&browser.cdp, session, PAINT_ENTRIES, Duration::from_secs(5)) {
+        Ok(Value::String(s)) => match serde_json::from_str(&s) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!("unreadable paint entries: {e}");
+                None
+            }
+        },
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!("no paint entries: {e:#}");
+            None
+        }
+    }
 }

@@ -60,6 +60,8 @@ pub struct MatrixRequest {
     pub faults: Vec<FaultInjection>,
     /// Steer receive processing off the emulator's CPU (see `LinkOptions::steer_receive`).
     pub steer_receive: bool,
+    /// Record a screencast of every load (`--visual`): Speed Index, Visually Complete, frames.
+    pub visual: bool,
     /// How site workloads are replayed.
     pub sites: workload::site::SiteOptions,
 }
@@ -530,6 +532,7 @@ fn start_and_run(
         faults: &req.faults,
         quiet: req.quiet,
         keep_bodies: false,
+        visual: req.visual,
         stop: &signals::interrupted,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
@@ -557,6 +560,8 @@ pub struct PlanContext<'a> {
     pub quiet: bool,
     /// Keep the response bodies of every run (`run --har`).
     pub keep_bodies: bool,
+    /// Record a screencast of every load (`--visual`).
+    pub visual: bool,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
@@ -599,6 +604,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         timeout: ctx.timeout,
         settle_max: ctx.settle_max,
         keep_bodies: ctx.keep_bodies,
+        visual: ctx.visual,
     }
 }
 
@@ -825,6 +831,7 @@ mod tests {
                 faults,
                 quiet: true,
                 keep_bodies: false,
+                visual: false,
                 stop,
             }
         }

@@ -24,6 +24,7 @@ impl StoredOptions {
             knobs: req.knobs.clone(),
             settle_max_ms: req.settle_max.as_millis() as u64,
             steer_receive: req.steer_receive,
+            visual: req.visual,
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
             sites: req.sites,
             site_dirs: crate::workload::parse_list(&req.workloads)
@@ -110,6 +111,7 @@ pub struct Typed {
     pub pages_seed: bool,
     pub no_receive_steering: bool,
     pub pages: bool,
+    pub visual: bool,
 }
 
 /// A `--protocols` value that parses back to exactly `variants` whatever `--h3-mode` says.
@@ -286,6 +288,9 @@ pub fn resumed_request(
             "--no-receive-steering given, the results were made with receive steering".into(),
         );
     }
+    if typed.visual && !options.visual {
+        diffs.push("--visual given, the results were made without it".into());
+    }
     if !diffs.is_empty() {
         bail!(
             "--resume {}: {}; leave these options out to continue with the stored ones, or start a new matrix with --out",
@@ -328,6 +333,7 @@ pub fn resumed_request(
         pages_seed: stored.pages_seed,
         faults: given.faults.clone(),
         steer_receive: options.steer_receive,
+        visual: options.visual,
         sites: options.sites,
     })
 }
@@ -372,6 +378,7 @@ mod tests {
             pages_seed: 1,
             faults: vec![],
             steer_receive: true,
+            visual: false,
             sites: Default::default(),
         }
     }

@@ -32,6 +32,8 @@ pub struct SeriesRequest {
     pub sites: crate::workload::site::SiteOptions,
     /// Keep every response body (for `--har`: a HAR with content).
     pub keep_bodies: bool,
+    /// Record a screencast of every load (`--visual`).
+    pub visual: bool,
 }
 
 /// Runs a series — a one-cell plan walked by the matrix loop, so failed measurements are run
@@ -87,6 +89,7 @@ pub fn run_series(
         faults: &[],
         quiet: true,
         keep_bodies: req.keep_bodies,
+        visual: req.visual,
         stop: &signals::interrupted,
     };
     let mut attempts = 0usize;

@@ -15,6 +15,9 @@ pub struct StoredOptions {
     pub knobs: ServerKnobs,
     pub settle_max_ms: u64,
     pub steer_receive: bool,
+    /// Every load recorded a screencast (`--visual`).
+    #[serde(default)]
+    pub visual: bool,
     /// The pages tree the matrix used (absolute); a resume reuses it unless given `--pages`.
     pub pages: PathBuf,
     /// How site workloads were replayed.

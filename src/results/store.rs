@@ -29,6 +29,8 @@ pub const META: &str = "meta.json";
 pub const RUNS_CSV: &str = "runs.csv";
 pub const RESOURCES_CSV: &str = "resources.csv";
 pub const RUNS_DIR: &str = "runs";
+/// Where `--visual` runs keep their screencast frames: `frames/<run id>/NNNN.jpg`.
+pub const FRAMES_DIR: &str = "frames";
 
 /// What a results directory was made with. The fields under "matrix identity" must match for
 /// `--resume` to continue it.
@@ -423,8 +425,26 @@ impl Store {
         self.done.len()
     }
 
-    /// Persists one finished run: raw record, resource rows, then the commit row; each synced.
+    /// Persists one finished run: its screencast frames, raw record, resource rows, then the
+    /// commit row; each synced.
     pub fn append(&mut self, rec: &RunRecord) -> Result<()> {
+        if let Some(v) = &rec.visual {
+            let files: Vec<(&str, &[u8])> = v
+                .frames
+                .iter()
+                .zip(&rec.frame_images)
+                .map(|(f, img)| (f.file.as_str(), img.as_slice()))
+                .collect();
+            let target = self.dir.join(FRAMES_DIR).join(&rec.id);
+            std::fs::create_dir_all(self.dir.join(FRAMES_DIR)).with_context(|| {
+                format!("cannot create {}", self.dir.join(FRAMES_DIR).display())
+            })?;
+            let staged = atomic::StagedDir::new(&target)?;
+            for (name, bytes) in files {
+                atomic::write_file(&staged.path().join(name), bytes)?;
+            }
+            staged.publish()?;
+        }
         let raw = serde_json::to_vec(rec)?;
         atomic::write_file(
             &self.dir.join(RUNS_DIR).join(format!("{}.json", rec.id)),

@@ -108,6 +108,53 @@ pub fn png(rng: &mut impl Rng, size: usize) -> Vec<u8> {
     }
 }
 
+/// The hero image of a generated page: a wide, smooth picture (a gradient compresses to a few
+/// hundred bytes) of up to 640 × 320 px, padded to exactly `size` bytes — large enough on screen
+/// to be the page's Largest Contentful Paint. Smaller when `size` cannot hold it; `None` when not
+/// even 64 × 32 fits (the caller keeps an ordinary image).
+pub fn hero_png(rng: &mut impl Rng, size: usize) -> Option<Vec<u8>> {
+    const TEXT_OVERHEAD: usize = 20;
+    let (mut w, mut h) = (640u32, 320u32);
+    while w >= 64 {
+        let encoded = encode_gradient_png(w, h);
+        if encoded.len() + TEXT_OVERHEAD <= size {
+            return Some(pad_png(rng, encoded, size));
+        }
+        (w, h) = (w * 4 / 5, h * 4 / 5);
+    }
+    None
+}
+
+/// The width and height of a PNG (its IHDR), `None` if `png` is not one.
+pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    if png.len() < 24 || &png[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |i: usize| u32::from_be_bytes([png[i], png[i + 1], png[i + 2], png[i + 3]]);
+    Some((be(16), be(20)))
+}
+
+fn encode_gradient_png(w: u32, h: u32) -> Vec<u8> {
+    let mut pixels = Vec::with_capacity((w * h * 3) as usize);
+    for _ in 0..h {
+        for x in 0..w {
+            let f = x as f32 / w as f32;
+            pixels.extend([(40.0 + 60.0 * f) as u8, (90.0 + 80.0 * f) as u8, 200]);
+        }
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        enc.set_filter(png::FilterType::Up);
+        let mut wr = enc.write_header().expect("PNG header into a Vec");
+        wr.write_image_data(&pixels).expect("PNG data into a Vec");
+    }
+    out
+}
+
 fn encode_png(rng: &mut impl Rng, side: u32) -> Vec<u8> {
     let mut pixels = vec![0u8; (side * side * 3) as usize];
     rng.fill_bytes(&mut pixels);

@@ -21,6 +21,8 @@ struct Planned {
     rel: String,
     kind: FileKind,
     bytes: Vec<u8>,
+    /// The page's hero image (`elementtiming="hero"`, shown first at its own size).
+    hero: bool,
 }
 
 /// Each workload gets its own RNG stream, derived from the seed and its name.
@@ -61,6 +63,7 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
                 rel: "download.bin".into(),
                 kind: FileKind::Binary,
                 bytes: body,
+                hero: false,
             };
             (html, vec![file], None)
         }
@@ -272,6 +275,7 @@ pub(super) fn verify_sharded(dir: &Path, manifest: &Manifest, shards: u32) -> Re
             rel: String::new(),
             kind: f.kind,
             bytes: Vec::new(),
+            hero: false,
         })
         .collect();
     let hosts = shard_assignment(&kinds, shards);
@@ -366,15 +370,21 @@ fn plan_page(rng: &mut ChaCha8Rng, n: u32, file_bytes: Option<u64>) -> Vec<Plann
         }
     };
     let has_font = kinds.contains(&FileKind::Font);
+    // The hero is the largest image (the first of equals): the one with room for a big picture.
+    let hero = (0..kinds.len())
+        .filter(|&i| kinds[i] == FileKind::Image)
+        .rev()
+        .max_by_key(|&i| sizes[i]);
     let mut counters = [0usize; 3];
     let mut out = Vec::new();
-    for (kind, size) in kinds.iter().zip(sizes) {
+    for (index, (kind, size)) in kinds.iter().zip(sizes).enumerate() {
         let size = size as usize;
         let planned = match kind {
             FileKind::Font => Planned {
                 rel: "font/pb-sans.ttf".into(),
                 kind: *kind,
                 bytes: content::FONT_TTF.to_vec(),
+                hero: false,
             },
             FileKind::Css => {
                 counters[0] += 1;
@@ -384,6 +394,7 @@ fn plan_page(rng: &mut ChaCha8Rng, n: u32, file_bytes: Option<u64>) -> Vec<Plann
                     rel: format!("css/style{i:02}.css"),
                     kind: *kind,
                     bytes: content::css(rng, size, i, font_url),
+                    hero: false,
                 }
             }
             FileKind::Js => {
@@ -393,15 +404,19 @@ fn plan_page(rng: &mut ChaCha8Rng, n: u32, file_bytes: Option<u64>) -> Vec<Plann
                     rel: format!("js/script{i:02}.js"),
                     kind: *kind,
                     bytes: content::js(rng, size, i),
+                    hero: false,
                 }
             }
             _ => {
                 counters[2] += 1;
                 let i = counters[2];
+                let is_hero = hero == Some(index);
+                let picture = is_hero.then(|| content::hero_png(rng, size)).flatten();
                 Planned {
                     rel: format!("img/image{i:03}.png"),
                     kind: FileKind::Image,
-                    bytes: content::png(rng, size),
+                    bytes: picture.unwrap_or_else(|| content::png(rng, size)),
+                    hero: is_hero,
                 }
             }
         };
@@ -440,7 +455,16 @@ fn page_html(name: &str, files: &[Planned], href: impl Fn(usize, &Planned) -> St
          its images are PNGs and its scripts count themselves.</p>\n",
         files.len()
     ));
-    for (n, (i, f)) in of(FileKind::Image).enumerate() {
+    // The hero first, at its own size (width and height given: nothing shifts when it loads).
+    for (i, f) in of(FileKind::Image).filter(|(_, f)| f.hero) {
+        let (w, h2) = content::png_size(&f.bytes).unwrap_or((64, 64));
+        h.push_str(&format!(
+            "<img src=\"{}\" alt=\"hero image\" elementtiming=\"{}\" width=\"{w}\" height=\"{h2}\" style=\"display:block\">\n",
+            href(i, f),
+            super::HERO_ELEMENT,
+        ));
+    }
+    for (n, (i, f)) in of(FileKind::Image).filter(|(_, f)| !f.hero).enumerate() {
         h.push_str(&format!(
             "<img src=\"{}\" alt=\"image {}\" width=\"64\" height=\"64\">\n",
             href(i, f),
@@ -699,11 +723,39 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
         let html = std::fs::read(root.path().join("page10/index.html")).unwrap();
-        // Generator 1's page10 (a change here must bump GENERATOR_VERSION).
+        // Generator 2's page10 (a change here must bump GENERATOR_VERSION).
         assert_eq!(
             sha256_hex(&html),
-            "49b8094c957baabc2b3525f8501a56a968eacd9f80faca15ad28a51482856cfa"
+            "7732047f11f7ba82b0fcb76e201eb3506331a6edc2b62c771e4a8072702ff9c8"
         );
+    }
+
+    #[test]
+    fn the_study_pages_keep_their_files_and_bytes_and_gain_a_hero() {
+        let root = tempfile::tempdir().unwrap();
+        // Generator 1's (the study's) file counts and subresource bytes.
+        for (name, files, bytes) in [("page10", 10, 80_000), ("page50", 50, 421_000)] {
+            let m = generate(root.path(), &name.parse().unwrap(), 1).unwrap();
+            assert_eq!(m.files.len(), files, "{name}");
+            assert_eq!(m.subresource_bytes, bytes, "{name}");
+            let html = std::fs::read_to_string(root.path().join(name).join("index.html")).unwrap();
+            assert_eq!(html.matches("elementtiming=\"hero\"").count(), 1, "{name}");
+            // The hero is the largest image, shown at its own (big) size before the others.
+            let largest = m
+                .files
+                .iter()
+                .filter(|f| f.kind == FileKind::Image)
+                .max_by_key(|f| f.size)
+                .unwrap();
+            let rel = largest.path.trim_start_matches(&format!("/{name}/"));
+            let png = std::fs::read(root.path().join(name).join(rel)).unwrap();
+            assert_eq!(png.len() as u64, largest.size);
+            let (w, h) = content::png_size(&png).unwrap();
+            assert!(w * h >= 400 * 200, "{name}: hero {w}x{h}");
+            let img = html.find("<img").unwrap();
+            assert!(html[img..].starts_with(&format!("<img src=\"{rel}\" alt=\"hero image\"")));
+            assert!(html.contains(&format!("width=\"{w}\" height=\"{h}\"")));
+        }
     }
 
     #[test]
