@@ -688,7 +688,7 @@ pub(crate) mod tests {
                 .get("chunks")
                 .map(|c| serde_json::from_value(c.clone()).unwrap())
                 .unwrap_or_default(),
-            bodies: Default::default(),
+            ..Default::default()
         }
     }
 
