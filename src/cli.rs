@@ -120,6 +120,10 @@ pub struct PagesArgs {
 pub struct ReportArgs {
     /// The results directory (as written by `pagebench matrix`).
     pub dir: PathBuf,
+    /// What the statistics and the report decide on: `load` (loadEventEnd, the study's; the
+    /// report goes in DIR), `lcp`, `fcp` or `speed-index` (its report goes in DIR/by-<metric>/).
+    #[arg(long, value_enum, default_value_t = report::HeadlineMetric::Load)]
+    pub metric: report::HeadlineMetric,
 }
 
 #[derive(Args, Debug)]
@@ -574,9 +578,12 @@ fn profiles(a: ProfilesArgs) -> Result<ExitCode> {
 }
 
 fn report(a: ReportArgs) -> Result<ExitCode> {
-    let out = report::generate(&a.dir)?;
+    let out = report::generate_as(&a.dir, a.metric)?;
     if out.summary_computed {
-        println!("computed {}", a.dir.join("summary.json").display());
+        println!(
+            "computed {}",
+            a.metric.out_dir(&a.dir).join("summary.json").display()
+        );
     }
     for p in out.paths() {
         println!("wrote {}", p.display());

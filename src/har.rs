@@ -265,6 +265,17 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
         if let Some(t) = transfer_size {
             entry["_transferSize"] = json!(t);
         }
+        // As DevTools writes it: the priority after its last change.
+        let changed = obs
+            .cdp_events
+            .iter()
+            .filter(|e| e.method == "Network.resourceChangedPriority")
+            .filter(|e| e.params["requestId"].as_str() == Some(r.id))
+            .filter_map(|e| e.params["newPriority"].as_str())
+            .last();
+        if let Some(p) = changed.or(request["initialPriority"].as_str()) {
+            entry["_priority"] = json!(p);
+        }
         if let Some(fail) = r.failed {
             entry["_error"] = fail["errorText"].clone();
         }
@@ -313,6 +324,9 @@ mod tests {
         assert_eq!(log["version"], "1.2");
         let entries = log["entries"].as_array().unwrap();
         assert_eq!(entries.len(), 11);
+        // Chromium's priorities, as DevTools writes them: the document first and highest.
+        assert_eq!(entries[0]["_priority"], "VeryHigh");
+        assert!(entries.iter().all(|e| e["_priority"].is_string()));
         for e in entries {
             assert_eq!(e["request"]["httpVersion"], "HTTP/2");
             assert_eq!(e["response"]["status"], 200);

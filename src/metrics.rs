@@ -801,6 +801,150 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn cls_is_the_largest_session_window() {
+        let shift = |t: f64, v: f64, input: bool| LayoutShift {
+            start_time: t,
+            value: v,
+            had_recent_input: input,
+        };
+        assert_eq!(cumulative_layout_shift(&[]), 0.0);
+        // 0.1 + 0.2 within a second; 1.5 s later a new window of 0.25; input shifts never count.
+        let shifts = [
+            shift(100.0, 0.1, false),
+            shift(900.0, 0.2, false),
+            shift(2400.0, 0.25, false),
+            shift(2500.0, 0.5, true),
+        ];
+        assert!((cumulative_layout_shift(&shifts) - 0.3).abs() < 1e-12);
+        // A window closes after 5 s even without a 1 s gap.
+        let steady: Vec<LayoutShift> = (0..12)
+            .map(|i| shift(i as f64 * 900.0, 0.1, false))
+            .collect();
+        assert!((cumulative_layout_shift(&steady) - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn paint_metrics_come_from_the_last_lcp_and_the_hero() {
+        let mut obs = fixture("h2-page10");
+        obs.paint = Some(PaintEntries {
+            first_paint: Some(80.0),
+            first_contentful_paint: Some(96.0),
+            largest_contentful_paint: vec![
+                LcpCandidate {
+                    start_time: 96.0,
+                    size: 4000.0,
+                    url: String::new(),
+                    selector: "body > h1".into(),
+                },
+                LcpCandidate {
+                    start_time: 120.0,
+                    size: 204_800.0,
+                    url: "https://pagebench.test/page10/img/image003.png".into(),
+                    selector: "body > img:nth-of-type(1)".into(),
+                },
+            ],
+            layout_shifts: vec![],
+            elements: vec![ElementPaint {
+                identifier: "hero".into(),
+                render_time: 0.0,
+                load_time: 118.0,
+                url: String::new(),
+            }],
+        });
+        let kind = WorkloadKind::Page {
+            files: 10,
+            file_bytes: None,
+        };
+        let (m, _) = derive(&obs, &kind, 0.0);
+        assert_eq!((m.fcp_ms, m.lcp_ms), (Some(96.0), Some(120.0)));
+        assert_eq!(m.lcp_element.as_deref(), Some("body > img:nth-of-type(1)"));
+        assert!(m.lcp_url.unwrap().ends_with("image003.png"));
+        // A hidden render time falls back to the load time.
+        assert_eq!(m.hero_ms, Some(118.0));
+        assert_eq!(m.cls, Some(0.0));
+        // Without paint entries there are no paint metrics (not zeros).
+        let (none, _) = derive(&fixture("h2-page10"), &kind, 0.0);
+        assert_eq!((none.fcp_ms, none.lcp_ms, none.cls), (None, None, None));
+    }
+
+    #[test]
+    fn paint_order_problems_name_what_is_out_of_order() {
+        let m = RunMetrics {
+            fcp_ms: Some(300.0),
+            lcp_ms: Some(250.0),
+            load_event_end_ms: Some(280.0),
+            ..Default::default()
+        };
+        let p = paint_order_problems(&m, true);
+        assert_eq!(
+            p,
+            [
+                "LCP (250 ms) before FCP (300 ms)",
+                "FCP (300 ms) after loadEventEnd (280 ms) on a generated page"
+            ]
+        );
+        // A real site may paint after its load event.
+        assert_eq!(paint_order_problems(&m, false).len(), 1);
+        let fine = RunMetrics {
+            fcp_ms: Some(100.0),
+            lcp_ms: Some(200.0),
+            load_event_end_ms: Some(280.0),
+            ..Default::default()
+        };
+        assert!(paint_order_problems(&fine, true).is_empty());
+    }
+
+    #[test]
+    fn priorities_and_chunks_are_placed_on_the_navigation_clock() {
+        let mut obs = fixture("h2-page10");
+        let kind = WorkloadKind::Page {
+            files: 10,
+            file_bytes: None,
+        };
+        let (_, before) = derive(&obs, &kind, 0.0);
+        assert!(before.iter().all(|r| r.initial_priority.is_some()));
+        assert!(before.iter().all(|r| r.chunks.is_empty()));
+        // One chunk of a stylesheet 1 ms before its responseEnd on CDP's clock, and a change of
+        // its priority at its requestStart.
+        let css = before.iter().find(|r| r.path.ends_with(".css")).unwrap();
+        let reqs = cdp_requests(&obs.cdp_events);
+        let c = reqs.iter().find(|c| c.url.ends_with(".css")).unwrap();
+        // Navigation start on CDP's clock, from this request alone.
+        let nav =
+            c.request_time.unwrap() * 1000.0 + c.send_start_ms.unwrap() - css.request_start_ms;
+        let at = |t_ms: f64| (nav + t_ms) / 1000.0;
+        obs.chunks.push(DataChunk {
+            request_id: c.request_id.clone(),
+            timestamp: at(css.response_end_ms - 1.0),
+            data_length: 1234,
+            encoded_data_length: 0,
+        });
+        obs.chunks.push(DataChunk {
+            request_id: c.request_id.clone(),
+            timestamp: at(css.response_end_ms),
+            data_length: 0,
+            encoded_data_length: 0,
+        });
+        obs.cdp_events.push(CdpEvent {
+            method: "Network.resourceChangedPriority".into(),
+            params: serde_json::json!({
+                "requestId": c.request_id,
+                "newPriority": "Low",
+                "timestamp": at(css.request_start_ms),
+            }),
+        });
+        let (_, after) = derive(&obs, &kind, 0.0);
+        let css2 = after.iter().find(|r| r.path == css.path).unwrap();
+        // The median offset over all resources is within a millisecond of this one's.
+        assert_eq!(css2.chunks.len(), 1, "the empty last chunk is left out");
+        assert!((css2.chunks[0].t_ms - (css.response_end_ms - 1.0)).abs() < 1.0);
+        assert_eq!(css2.chunks[0].bytes, 1234);
+        assert_eq!(css2.priority.as_deref(), Some("Low"));
+        assert_eq!(css2.initial_priority, css.initial_priority);
+        assert!((css2.priority_changes[0].t_ms - css.request_start_ms).abs() < 1.0);
+    }
+
+    #[test]
     fn cdp_view_joins_events() {
         let obs = fixture("h3-page10");
         let reqs = cdp_requests(&obs.cdp_events);

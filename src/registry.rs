@@ -72,6 +72,8 @@ pub enum Precision {
 pub enum Scope {
     /// Pages (the report's breakdown table).
     Pages,
+    /// Pages, what the user saw (the report's paint table).
+    Paint,
     /// Downloads and uploads (the transfer tables).
     Transfers,
 }
@@ -167,7 +169,7 @@ const fn paint(
 ) -> Metric {
     Metric {
         headline: true,
-        breakdown: Some(Scope::Pages),
+        breakdown: Some(Scope::Paint),
         ..metric(name, label, Unit::Ms, derive)
     }
 }
@@ -194,7 +196,7 @@ pub static FIRST_VISUAL_CHANGE_MS: Metric = Metric {
     })
 };
 pub static CLS: Metric = Metric {
-    breakdown: Some(Scope::Pages),
+    breakdown: Some(Scope::Paint),
     csv: CsvFormat::Fixed(4),
     precision: Precision::Fine,
     ..metric("cls", "CLS", Unit::Score, |r| r.metrics.cls)
@@ -548,13 +550,6 @@ mod tests {
         assert_eq!(
             pages,
             [
-                "fcp_ms",
-                "lcp_ms",
-                "hero_ms",
-                "speed_index_ms",
-                "visual_complete_ms",
-                "first_visual_change_ms",
-                "cls",
                 "queueing_median_ms",
                 "queueing_p95_ms",
                 "ttfb_median_ms",
@@ -562,6 +557,19 @@ mod tests {
                 "handshake_rtts",
                 "onwire_mid",
                 "onwire_peak"
+            ]
+        );
+        let paint: Vec<&str> = breakdown_for(Scope::Paint).map(|m| m.name).collect();
+        assert_eq!(
+            paint,
+            [
+                "fcp_ms",
+                "lcp_ms",
+                "hero_ms",
+                "speed_index_ms",
+                "visual_complete_ms",
+                "first_visual_change_ms",
+                "cls"
             ]
         );
         let transfers: Vec<&str> = breakdown_for(Scope::Transfers).map(|m| m.name).collect();

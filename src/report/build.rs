@@ -365,6 +365,25 @@ these networks — and why?",
         matches!(c.data, ChartData::Waterfall(_))
     });
 
+    let paint: Vec<Table> = super::chart_data::key_pages(data)
+        .iter()
+        .flat_map(|w| {
+            data.servers
+                .iter()
+                .filter_map(|s| tables::paint(data, w, s))
+        })
+        .collect();
+    if !paint.is_empty() {
+        doc.heading(2, "What the user saw", "paint");
+        for t in paint {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+        figures_where(&mut doc, charts, |c| {
+            matches!(c.data, ChartData::Filmstrip(_))
+        });
+    }
+
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for server in &data.servers {

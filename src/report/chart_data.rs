@@ -37,6 +37,7 @@ pub enum ChartData {
     Waterfall(Waterfall),
     Onwire(Onwire),
     Sweep(Sweep),
+    Filmstrip(super::filmstrip::Filmstrip),
 }
 
 /// Grouped bars: one group per profile, one bar per series, CI whiskers.
@@ -137,6 +138,11 @@ pub struct WaterfallRow {
     pub request_start: f64,
     pub response_start: f64,
     pub response_end: f64,
+    /// Chromium's priority when it made the request.
+    pub priority: Option<String>,
+    /// When its priority changed, and when each chunk of its body arrived.
+    pub priority_changes: Vec<f64>,
+    pub chunks: Vec<f64>,
 }
 
 /// Requests on the wire over time in the median runs, one panel per profile.
@@ -194,7 +200,7 @@ pub fn grid_height(panels: usize) -> u32 {
     110 + rows * 330
 }
 
-fn server_suffix(data: &ReportData, server: &ServerId) -> String {
+pub fn server_suffix(data: &ReportData, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!("-{server}")
     } else {
@@ -202,7 +208,7 @@ fn server_suffix(data: &ReportData, server: &ServerId) -> String {
     }
 }
 
-fn on_server(data: &ReportData, server: &ServerId) -> String {
+pub fn on_server(data: &ReportData, server: &ServerId) -> String {
     if data.servers.len() > 1 {
         format!(" (server {server})")
     } else {
@@ -211,7 +217,7 @@ fn on_server(data: &ReportData, server: &ServerId) -> String {
 }
 
 /// File-name-safe form of a name.
-fn slug(s: &str) -> String {
+pub fn slug(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -280,18 +286,18 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
         title: format!(
             "{} — median {} by profile",
             workload_title(workload),
-            headline_label(workload).trim_end_matches(" (ms)")
+            headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)")
         ),
         caption: format!(
             "{}: median {} per profile and protocol; whiskers = 95 % bootstrap CI of the median; \
 `DNF` = the median run did not finish (DNF runs count as the slowest); a whisker that reaches DNF is left out.",
             workload_title(workload),
-            headline_label(workload)
+            headline_label(&data.summary.metric, workload)
         ),
         width: WIDTH,
         height: 700,
         data: ChartData::Bars(Bars {
-            y_label: headline_label(workload).to_string(),
+            y_label: headline_label(&data.summary.metric, workload).to_string(),
             groups,
             series,
             bars: out,
@@ -435,19 +441,19 @@ pub fn cdf(data: &ReportData, workload: &str, server: &ServerId) -> Option<Chart
         title: format!(
             "{} — distribution of {} per profile{}",
             workload_title(workload),
-            headline_label(workload).trim_end_matches(" (ms)"),
+            headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)"),
             on_server(data, server)
         ),
         caption: format!(
             "Empirical CDF of {} over the runs of each series: the fraction of valid + DNF runs \
 finished by a time. A series with runs that did not finish stays below 1; invalid runs are left \
 out.",
-            headline_label(workload)
+            headline_label(&data.summary.metric, workload)
         ),
         width: WIDTH,
         height: grid_height(panels.len()),
         data: ChartData::Cdf(Cdf {
-            x_label: headline_label(workload).to_string(),
+            x_label: headline_label(&data.summary.metric, workload).to_string(),
             panels,
         }),
     })
@@ -516,6 +522,9 @@ pub fn waterfall(
                     request_start: r.request_start_ms,
                     response_start: r.response_start_ms,
                     response_end: r.response_end_ms,
+                    priority: r.initial_priority.clone(),
+                    priority_changes: r.priority_changes.iter().map(|c| c.t_ms).collect(),
+                    chunks: r.chunks.iter().map(|c| c.t_ms).collect(),
                 })
                 .collect();
             rows.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.path.cmp(&b.path)));
@@ -547,9 +556,9 @@ pub fn waterfall(
         caption: format!(
             "Waterfall (the DevTools view) of the run closest to each series' median, {} on \
 {profile}: per resource, queueing in the browser (grey; connection set-up in orange), waiting \
-for the first byte (TTFB, green) and download (blue); the red line is {}.",
+for the first byte (TTFB, green) and download (blue); the red line is {}. The square before each bar is Chromium's priority for the request (VeryHigh … VeryLow; a black dot where it changed), the black ticks on a bar are when chunks of its body reached the browser (`Network.dataReceived`).",
             workload_title(workload),
-            headline_label(workload).trim_end_matches(" (ms)")
+            headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)")
         ),
         width: WIDTH,
         height: 150 + (n as u32 + 1) * row_px,

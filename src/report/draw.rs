@@ -10,6 +10,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
 use super::chart_data::{Bars, Cdf, Chart, ChartData, Heatmap, Onwire, Sweep, Waterfall};
+use super::filmstrip::Filmstrip;
 use super::glyph::{self, GlyphBackend};
 use super::model::VerdictClass;
 
@@ -129,6 +130,10 @@ pub fn render_rgb(chart: &Chart) -> Result<Vec<u8>> {
     ensure_font()?;
     let (w, h) = (chart.width, chart.height);
     let mut buf = vec![255u8; (w * h * 3) as usize];
+    if let ChartData::Filmstrip(f) = &chart.data {
+        draw_filmstrip(&mut buf, chart, f)?;
+        return Ok(buf);
+    }
     {
         let root = GlyphBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
@@ -142,6 +147,7 @@ pub fn render_rgb(chart: &Chart) -> Result<Vec<u8>> {
             ChartData::Waterfall(wf) => draw_waterfall(&body, wf)?,
             ChartData::Onwire(o) => draw_onwire(&body, o)?,
             ChartData::Sweep(s) => draw_sweep(&body, s)?,
+            ChartData::Filmstrip(_) => unreachable!("drawn above"),
         }
         root.present().map_err(err)?;
     }
@@ -550,6 +556,113 @@ fn padded_range(lo: f64, hi: f64) -> (f64, f64) {
     ((raw_min / step).floor() * step, max)
 }
 
+/// Frames first (copied into the buffer), then the text over the same buffer.
+fn draw_filmstrip(buf: &mut [u8], chart: &Chart, f: &Filmstrip) -> Result<()> {
+    use super::filmstrip::{GAP, HEADER_H, LABEL_W, ROW_LABEL_H, THUMB};
+    let (w, h) = (chart.width, chart.height);
+    let (tw, th) = THUMB;
+    let fill = |buf: &mut [u8], x0: u32, y0: u32, rw: u32, rh: u32, c: [u8; 3]| {
+        for y in y0..(y0 + rh).min(h) {
+            for x in x0..(x0 + rw).min(w) {
+                let i = ((y * w + x) * 3) as usize;
+                buf[i..i + 3].copy_from_slice(&c);
+            }
+        }
+    };
+    let row_y = |r: usize| HEADER_H + r as u32 * (th + GAP + ROW_LABEL_H);
+    let col_x = |c: usize| LABEL_W + c as u32 * (tw + GAP);
+    for (r, row) in f.rows.iter().enumerate() {
+        let y0 = row_y(r) + ROW_LABEL_H;
+        for (c, &cell) in row.cells.iter().enumerate() {
+            let x0 = col_x(c);
+            let border = if row.complete[c] {
+                [213, 94, 0]
+            } else if row.changed[c] {
+                [240, 170, 30]
+            } else {
+                [200, 200, 200]
+            };
+            let b = if row.complete[c] || row.changed[c] {
+                3
+            } else {
+                1
+            };
+            fill(buf, x0 - b, y0 - b, tw + 2 * b, th + 2 * b, border);
+            fill(buf, x0, y0, tw, th, [255, 255, 255]);
+            let t = &row.thumbs[cell];
+            let (ox, oy) = (
+                x0 + (tw - t.width.min(tw)) / 2,
+                y0 + (th - t.height.min(th)) / 2,
+            );
+            for y in 0..t.height.min(th) {
+                for x in 0..t.width.min(tw) {
+                    let src = ((y * t.width + x) * 3) as usize;
+                    let dst = (((oy + y) * w + ox + x) * 3) as usize;
+                    buf[dst..dst + 3].copy_from_slice(&t.pixels[src..src + 3]);
+                }
+            }
+        }
+    }
+    let root = GlyphBackend::with_buffer(buf, (w, h)).into_drawing_area();
+    let text = |s: String, x: i32, y: i32, style: TextStyle| {
+        root.draw(&Text::new(s, (x, y), style)).map_err(err)
+    };
+    text(
+        chart.title.clone(),
+        (w / 2) as i32,
+        10,
+        anchored(bold(20), HPos::Center, VPos::Top),
+    )?;
+    for (c, t) in f.ticks_ms.iter().enumerate() {
+        text(
+            format!("{:.1} s", t / 1000.0),
+            (col_x(c) + tw / 2) as i32,
+            HEADER_H as i32 - 22,
+            anchored(font(13), HPos::Center, VPos::Top),
+        )?;
+    }
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0} ms"));
+    for (r, row) in f.rows.iter().enumerate() {
+        let y = row_y(r) as i32;
+        text(
+            row.series.clone(),
+            10,
+            y + (ROW_LABEL_H + th / 2) as i32 - 10,
+            bold(18).color(&series_color(&row.series)),
+        )?;
+        text(
+            format!(
+                "SI {} · VC {} · loadEventEnd {} · run {}",
+                ms(row.speed_index_ms),
+                ms(row.visual_complete_ms),
+                ms(row.load_ms),
+                row.run_id
+            ),
+            LABEL_W as i32,
+            y + 3,
+            font(13),
+        )?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Chromium's request priorities, highest first, with their colours.
+const PRIORITIES: [(&str, RGBColor); 5] = [
+    ("VeryHigh", RGBColor(128, 0, 38)),
+    ("High", RGBColor(213, 94, 0)),
+    ("Medium", RGBColor(230, 159, 0)),
+    ("Low", RGBColor(86, 180, 233)),
+    ("VeryLow", RGBColor(170, 170, 170)),
+];
+
+fn priority_color(p: &str) -> RGBColor {
+    PRIORITIES
+        .iter()
+        .find(|(n, _)| *n == p)
+        .map_or(RGBColor(90, 90, 90), |(_, c)| *c)
+}
+
 fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
     let (legend, body) = area.split_vertically(40);
     legend_row(
@@ -562,6 +675,21 @@ fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
             ("median of the series".into(), LOAD_LINE, Swatch::Line),
         ],
     )?;
+    let has_priorities = wf
+        .panels
+        .iter()
+        .any(|p| p.rows.iter().any(|r| r.priority.is_some()));
+    let body = if has_priorities {
+        let (legend, body) = body.split_vertically(28);
+        let items: Vec<(String, RGBColor, Swatch)> = PRIORITIES
+            .iter()
+            .map(|(n, c)| (format!("priority {n}"), *c, Swatch::Box))
+            .collect();
+        legend_row(&legend, &items)?;
+        body
+    } else {
+        body
+    };
     let xmax = nice_max(
         wf.panels
             .iter()
@@ -619,8 +747,36 @@ fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
             }
             rects.push(seg(r.request_start, r.response_start, TTFB));
             rects.push(seg(r.response_start, r.response_end, DOWNLOAD));
+            if let Some(p) = &r.priority {
+                let side = xmax * 0.008;
+                let (a, b) = (
+                    (r.start - 1.6 * side).max(0.0),
+                    (r.start - 0.4 * side).max(0.0),
+                );
+                rects.push(Rectangle::new(
+                    [(a, y0), (b.max(a + side * 0.5), y1)],
+                    priority_color(p).filled(),
+                ));
+            }
         }
         chart.draw_series(rects).map_err(err)?;
+        let mut marks: Vec<PathElement<(f64, f64)>> = Vec::new();
+        let mut dots = Vec::new();
+        for (i, r) in panel.rows.iter().enumerate() {
+            let y1 = n as f64 - i as f64 - 0.12;
+            let y0 = n as f64 - i as f64 - 0.88;
+            for t in &r.chunks {
+                marks.push(PathElement::new(
+                    vec![(*t, y0), (*t, y1)],
+                    BLACK.stroke_width(1),
+                ));
+            }
+            for t in &r.priority_changes {
+                dots.push(Circle::new((*t, (y0 + y1) / 2.0), 3, BLACK.filled()));
+            }
+        }
+        chart.draw_series(marks).map_err(err)?;
+        chart.draw_series(dots).map_err(err)?;
         if let Some(c) = panel.completion_ms {
             chart
                 .draw_series(std::iter::once(PathElement::new(

@@ -7,6 +7,7 @@ pub mod build;
 pub mod chart_data;
 pub mod doc;
 pub mod draw;
+pub mod filmstrip;
 pub mod glyph;
 pub mod model;
 pub mod sharding;
@@ -117,16 +118,126 @@ fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
     })
 }
 
+/// A run's screencast frames from `frames/<id>/`, shrunk for a filmstrip.
+fn read_thumbnails(
+    dir: &Path,
+    id: &str,
+    evidence: &crate::visual::VisualEvidence,
+) -> Result<Vec<crate::visual::Rgb>> {
+    let (w, h) = filmstrip::THUMB;
+    evidence
+        .frames
+        .iter()
+        .map(|f| {
+            let path = dir.join(store::FRAMES_DIR).join(id).join(&f.file);
+            let jpeg =
+                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let frame = crate::visual::decode_jpeg(&jpeg)
+                .with_context(|| format!("{} is not a readable JPEG", path.display()))?;
+            crate::visual::thumbnail(&frame, w, h)
+        })
+        .collect()
+}
+
+/// What a report decides on (`report --metric`): the study's loadEventEnd (transfers: their
+/// completion), or what the user saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HeadlineMetric {
+    /// loadEventEnd (the study's metric; a transfer's completion).
+    #[default]
+    Load,
+    /// Largest Contentful Paint.
+    Lcp,
+    /// First Contentful Paint.
+    Fcp,
+    /// Speed Index (runs made with --visual).
+    SpeedIndex,
+}
+
+impl HeadlineMetric {
+    pub fn metric(self) -> &'static crate::registry::Metric {
+        use crate::registry as r;
+        match self {
+            HeadlineMetric::Load => &r::COMPLETION_MS,
+            HeadlineMetric::Lcp => &r::LCP_MS,
+            HeadlineMetric::Fcp => &r::FCP_MS,
+            HeadlineMetric::SpeedIndex => &r::SPEED_INDEX_MS,
+        }
+    }
+
+    /// Where its report goes: the results directory itself for `load`, `by-<metric>/` in it
+    /// for the others (with their own `summary.json`, so the study's stays as it is).
+    pub fn out_dir(self, dir: &Path) -> PathBuf {
+        match self {
+            HeadlineMetric::Load => dir.to_path_buf(),
+            other => dir.join(format!(
+                "by-{}",
+                other
+                    .metric()
+                    .name
+                    .trim_end_matches("_ms")
+                    .replace('_', "-")
+            )),
+        }
+    }
+}
+
 /// Writes the report of the results directory `dir`: `report.md`, `charts/*.png`,
 /// `report.html` (computing `summary.json` first when it is missing or stale).
 pub fn generate(dir: &Path) -> Result<ReportOutput> {
+    generate_as(dir, HeadlineMetric::Load)
+}
+
+/// The report of `dir` deciding on `headline`: for `load`, [`generate`]; for another metric
+/// its statistics (series, comparisons, Holm) are computed on that metric and the report is
+/// written to [`HeadlineMetric::out_dir`].
+pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput> {
     let meta = read_meta(dir)?;
-    let (summary, summary_computed, rows) = load_summary(
-        dir,
-        meta.plan.seed,
-        &meta.plan.servers,
-        meta.timeout_s * 1e3,
-    )?;
+    let out_dir = headline.out_dir(dir);
+    let (summary, summary_computed, rows) = if headline == HeadlineMetric::Load {
+        load_summary(
+            dir,
+            meta.plan.seed,
+            &meta.plan.servers,
+            meta.timeout_s * 1e3,
+        )?
+    } else {
+        let rows = summary::read_runs(dir)?;
+        let n = summary::final_attempts(&rows).len();
+        let metric = headline.metric();
+        if !rows.iter().any(|r| r.value(metric).is_some()) {
+            anyhow::bail!(
+                "{}: no run has {} ({}){}",
+                dir.join(store::RUNS_CSV).display(),
+                metric.label,
+                metric.name,
+                if headline == HeadlineMetric::SpeedIndex {
+                    ": Speed Index needs runs made with --visual"
+                } else {
+                    ""
+                }
+            );
+        }
+        let s = summary::summarize_runs_on(
+            metric,
+            &rows,
+            meta.plan.seed,
+            RESAMPLES,
+            &meta.plan.servers,
+            meta.timeout_s * 1e3,
+        )
+        .with_context(|| {
+            format!(
+                "computing the statistics of {} on {}",
+                dir.display(),
+                metric.name
+            )
+        })?;
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("cannot create {}", out_dir.display()))?;
+        summary::write(&out_dir, &s)?;
+        (s, true, n)
+    };
     let mut warnings: Vec<String> = summary.warnings.clone();
     if meta.status != "complete" {
         warnings.push(format!(
@@ -145,9 +256,27 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
     let data = ReportData::new(meta, summary);
 
     let mut records: BTreeMap<String, Vec<ResourceMetrics>> = BTreeMap::new();
+    let mut frames: BTreeMap<String, filmstrip::RunFrames> = BTreeMap::new();
     for id in chart_data::needed_runs(&data) {
         match read_record(dir, &id) {
             Ok(r) => {
+                if let Some(evidence) = r.visual {
+                    match read_thumbnails(dir, &id, &evidence) {
+                        Ok(thumbs) => {
+                            frames.insert(
+                                id.clone(),
+                                filmstrip::RunFrames {
+                                    evidence,
+                                    thumbs,
+                                    load_ms: r.metrics.load_event_end_ms,
+                                },
+                            );
+                        }
+                        Err(e) => warnings.push(format!(
+                            "run {id}'s screencast frames are unreadable ({e:#}): its filmstrip row is left out"
+                        )),
+                    }
+                }
                 records.insert(id, r.resources);
             }
             Err(e) => warnings.push(format!(
@@ -156,9 +285,10 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
         }
     }
 
-    let charts = chart_data::all(&data, &records);
+    let mut charts = chart_data::all(&data, &records);
+    charts.extend(filmstrip::charts(&data, &frames)?);
     let pngs = render_all(&charts)?;
-    let charts_dir = dir.join(CHARTS_DIR);
+    let charts_dir = out_dir.join(CHARTS_DIR);
     std::fs::create_dir_all(&charts_dir)
         .with_context(|| format!("cannot create {}", charts_dir.display()))?;
     // Charts of an earlier report that this one does not draw would mislead: remove them.
@@ -172,7 +302,7 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
     }
     let mut written = Vec::new();
     for (c, png) in charts.iter().zip(&pngs) {
-        let path = dir.join(&c.file);
+        let path = out_dir.join(&c.file);
         atomic::write_file(&path, png)?;
         written.push(WrittenChart {
             path,
@@ -199,9 +329,9 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
         }
     };
     let (document, tables) = build::document(&data, &title, &placed, &warnings, diagnosis.as_ref());
-    let markdown = dir.join(MARKDOWN);
+    let markdown = out_dir.join(MARKDOWN);
     atomic::write_file(&markdown, doc::to_markdown(&document).as_bytes())?;
-    let html = dir.join(HTML);
+    let html = out_dir.join(HTML);
     atomic::write_file(&html, doc::to_html(&document, draw::FONT_TTF).as_bytes())?;
     Ok(ReportOutput {
         markdown,

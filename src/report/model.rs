@@ -183,8 +183,15 @@ pub fn workload_kind(name: &str) -> Option<WorkloadKind> {
     name.parse::<Workload>().ok().map(|w| w.kind)
 }
 
-/// What the headline time is for a workload, for axis titles.
-pub fn headline_label(workload: &str) -> &'static str {
+/// What the headline time is for a workload, for axis titles: the statistics' `metric` (a
+/// registry name: a paint metric after `report --metric`), or for the default (`completion_ms`)
+/// the workload's own completion.
+pub fn headline_label(metric: &str, workload: &str) -> &'static str {
+    if metric != crate::registry::COMPLETION_MS.name {
+        if let Some(m) = crate::registry::by_name(metric) {
+            return m.label;
+        }
+    }
     match workload_kind(workload) {
         Some(WorkloadKind::Download { .. }) => "download complete (ms)",
         Some(WorkloadKind::Upload { .. }) => "upload answered (ms)",
@@ -518,8 +525,17 @@ mod tests {
         assert_eq!(workload_title("weird"), "weird");
         assert_eq!(workload_title("page50s4"), "50-file page over 4 hosts");
         assert_eq!(workload_title("page20x4kbs1"), "20 × 4 KB page over 1 host");
-        assert_eq!(headline_label("page50s2"), "loadEventEnd (ms)");
-        assert_eq!(headline_label("download"), "download complete (ms)");
-        assert_eq!(headline_label("page10"), "loadEventEnd (ms)");
+        assert_eq!(
+            headline_label("completion_ms", "page50s2"),
+            "loadEventEnd (ms)"
+        );
+        assert_eq!(
+            headline_label("completion_ms", "download"),
+            "download complete (ms)"
+        );
+        assert_eq!(
+            headline_label("completion_ms", "page10"),
+            "loadEventEnd (ms)"
+        );
     }
 }

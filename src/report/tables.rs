@@ -280,7 +280,7 @@ pub fn h2_vs_h1(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
         title,
         intro: vec![format!(
             "Median {} [95 % CI]; h2/h1 below 1 means h2 is faster (the study's \"gain\").",
-            headline_label(w)
+            headline_label(&data.summary.metric, w)
         )],
         header: header.iter().map(|s| s.to_string()).collect(),
         rows,
@@ -348,7 +348,7 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &ServerId) -> Result<
         .collect();
     let mut intro = vec![format!(
         "Median {} [95 % CI]; h3/h2 below 1 means h3 is faster.",
-        headline_label(workload)
+        headline_label(&data.summary.metric, workload)
     )];
     if h3s.contains(&Variant::H3_PRIMED) {
         intro.push(
@@ -404,7 +404,7 @@ pub fn download(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
         intro: vec![format!(
             "Median {} [95 % CI] of a page that `fetch()`es one 3 MB file; goodput = bytes ÷ \
 (request sent → body complete), medians per protocol.",
-            headline_label(w)
+            headline_label(&data.summary.metric, w)
         )],
         header,
         rows,
@@ -506,6 +506,64 @@ middle of the load window, and the most at any instant."
         } else {
             vec![]
         },
+    })
+}
+
+/// What the user saw on one page: loadEventEnd beside the paint metrics (and, for `--visual`
+/// runs, Speed Index and Visually Complete) per profile and protocol.
+pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
+    let vs = data.variants_in(workload, server);
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Paint)
+        .filter(|m| {
+            data.summary
+                .series
+                .iter()
+                .any(|s| s.key.workload == workload && s.breakdown.contains_key(m.name))
+        })
+        .collect();
+    if vs.is_empty() || metrics.is_empty() {
+        return None;
+    }
+    let mut header: Vec<String> = vec![
+        "profile".into(),
+        "protocol".into(),
+        headline_label(&data.summary.metric, workload).into(),
+    ];
+    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    let mut rows = Vec::new();
+    for p in data.profiles_in(workload, server) {
+        for v in &vs {
+            if data.series(&p, workload, server, *v).is_none() {
+                continue;
+            }
+            let mut r = vec![
+                Cell::label(&p),
+                Cell::label(v.name()),
+                series_cell(data, &p, workload, server, *v),
+            ];
+            for m in &metrics {
+                r.push(metric_cell(data, &p, workload, server, *v, m));
+            }
+            rows.push(r);
+        }
+    }
+    Some(Table {
+        id: table_id(data, &format!("paint-{workload}"), server),
+        title: format!(
+            "What the user saw: {}{}",
+            match workload_kind(workload) {
+                Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
+                _ => format!("the {}", workload_title(workload)),
+            },
+            title_suffix(data, server)
+        ),
+        intro: vec![
+            "Medians over the valid runs [95 % CI], ms from navigation start: FCP = First Contentful Paint; LCP = Largest Contentful Paint (on the generated pages, the hero image); hero = the Element Timing of the page's `elementtiming=\"hero\"` image; with `--visual`, Speed Index (∫ (1 − visual progress) dt, WebPageTest's), Visually Complete and First Visual Change from the screencast; CLS = Cumulative Layout Shift (unitless). `pagebench report --metric lcp|fcp|speed-index` makes one of them the headline of every comparison."
+                .into(),
+        ],
+        header,
+        rows,
+        notes: vec![],
     })
 }
 
@@ -701,7 +759,7 @@ pub fn uploads(data: &ReportData, server: &ServerId) -> Vec<Table> {
                     "Median {} [95 % CI]: the page POSTs a generated body and waits for the \
 server's answer. HTTP/2 uploads suffer from small flow-control windows, HTTP/3 uploads from UDP \
 receive-buffer overflow (see `RcvbufErrors` in the run records).",
-                    headline_label(w)
+                    headline_label(&data.summary.metric, w)
                 )],
                 header,
                 rows,
@@ -805,7 +863,10 @@ pub fn all_series(data: &ReportData, workload: &str, server: &ServerId) -> Optio
     Some(Table {
         id: format!("all-{workload}-{server}"),
         title: format!("{} on {server}", workload_title(workload)),
-        intro: vec![format!("Median {} [95 % CI].", headline_label(workload))],
+        intro: vec![format!(
+            "Median {} [95 % CI].",
+            headline_label(&data.summary.metric, workload)
+        )],
         header,
         rows,
         notes: vec![],

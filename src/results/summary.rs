@@ -351,11 +351,11 @@ fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
 }
 
 /// The headline time of a series: valid runs' values, DNF runs censored at `timeout_ms`.
-fn completion_input(rows: &[&RunRow], timeout_ms: f64) -> SeriesInput {
+fn completion_input(rows: &[&RunRow], headline: &Metric, timeout_ms: f64) -> SeriesInput {
     SeriesInput {
         dnf: rows.iter().filter(|r| r.outcome == Outcome::Dnf).count(),
         censor_at: timeout_ms,
-        ..breakdown_input(rows, |r| r.completion_ms())
+        ..breakdown_input(rows, |r| r.value(headline))
     }
 }
 
@@ -454,6 +454,31 @@ pub fn summarize_runs(
     server_order: &[ServerId],
     timeout_ms: f64,
 ) -> Result<Summary> {
+    summarize_runs_on(
+        &registry::COMPLETION_MS,
+        rows,
+        seed,
+        resamples,
+        server_order,
+        timeout_ms,
+    )
+}
+
+/// [`summarize_runs`] with another headline (`report --metric`): series, comparisons and Holm
+/// all decide on `headline` (a metric of the registry that may be one).
+pub fn summarize_runs_on(
+    headline: &'static Metric,
+    rows: &[RunRow],
+    seed: u64,
+    resamples: usize,
+    server_order: &[ServerId],
+    timeout_ms: f64,
+) -> Result<Summary> {
+    anyhow::ensure!(
+        headline.headline,
+        "{} cannot be a headline: it is not a time where lower is better",
+        headline.name
+    );
     let alpha = 0.05;
     let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
     let mut retried: BTreeMap<SeriesKey, usize> = BTreeMap::new();
@@ -504,7 +529,7 @@ pub fn summarize_runs(
             ..BootstrapConfig::default()
         }
         .with_seed(derive_seed(seed, &key.label()));
-        let input = completion_input(runs, timeout_ms);
+        let input = completion_input(runs, headline, timeout_ms);
         let completion =
             summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
         let mut breakdown = BTreeMap::new();
@@ -526,7 +551,7 @@ pub fn summarize_runs(
         let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
             runs.iter()
                 .filter(|r| r.outcome == Outcome::Valid)
-                .filter_map(|r| r.completion_ms().map(|c| ((c - m).abs(), r.run_id.clone())))
+                .filter_map(|r| r.value(headline).map(|c| ((c - m).abs(), r.run_id.clone())))
                 .min_by(|a, b| a.0.total_cmp(&b.0))
                 .map(|(_, id)| id)
         });
@@ -660,7 +685,7 @@ pub fn summarize_runs(
         }
     }
     Ok(Summary {
-        metric: registry::COMPLETION_MS.name.into(),
+        metric: headline.name.into(),
         alpha,
         bootstrap_resamples: resamples,
         holm_family: family,
