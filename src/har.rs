@@ -272,7 +272,7 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             .filter(|e| e.method == "Network.resourceChangedPriority")
             .filter(|e| e.params["requestId"].as_str() == Some(r.id))
             .filter_map(|e| e.params["newPriority"].as_str())
-            .last();
+            .next_back();
         if let Some(p) = changed.or(request["initialPriority"].as_str()) {
             entry["_priority"] = json!(p);
         }

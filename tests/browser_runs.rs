@@ -106,6 +106,59 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
     assert!(rec.metrics.completion_ms.unwrap() > 0.0);
 }
 
+/// What a generated page must show of its paints: FCP ≤ LCP ≤ loadEventEnd, the hero painted
+/// (it is the LCP element), and nothing shifted.
+fn assert_paints(rec: &RunRecord) {
+    let m = &rec.metrics;
+    let (fcp, lcp, load) = (
+        m.fcp_ms.unwrap_or_else(|| panic!("{}: no FCP", rec.id)),
+        m.lcp_ms.unwrap_or_else(|| panic!("{}: no LCP", rec.id)),
+        m.load_event_end_ms.unwrap(),
+    );
+    assert!(
+        0.0 < fcp && fcp <= lcp && lcp <= load,
+        "{}: FCP {fcp} LCP {lcp} loadEventEnd {load}",
+        rec.id
+    );
+    let hero = m
+        .hero_ms
+        .unwrap_or_else(|| panic!("{}: no hero element timing", rec.id));
+    assert!(
+        hero > 0.0 && hero <= lcp,
+        "{}: hero {hero} LCP {lcp}",
+        rec.id
+    );
+    assert!(
+        m.lcp_url.as_deref().is_some_and(|u| u.contains("/img/")),
+        "{}: the LCP element is the hero image, not {:?} {:?}",
+        rec.id,
+        m.lcp_element,
+        m.lcp_url
+    );
+    assert_eq!(m.cls, Some(0.0), "{}", rec.id);
+    assert!(
+        !rec.warnings
+            .iter()
+            .any(|w| w.contains("FCP") || w.contains("LCP")),
+        "{}: {:?}",
+        rec.id,
+        rec.warnings
+    );
+    // Chromium's priorities and the body chunks are on record for every resource.
+    for r in &rec.resources {
+        assert!(r.initial_priority.is_some(), "{}: {}", rec.id, r.path);
+        assert!(
+            !r.chunks.is_empty(),
+            "{}: {} has no data chunks",
+            rec.id,
+            r.path
+        );
+        let last = r.chunks.last().unwrap().t_ms;
+        // dataReceived reaches DevTools as the renderer gets the data: after responseStart.
+        assert!(last >= r.response_start_ms - 1.0, "{}: {}", rec.id, r.path);
+    }
+}
+
 #[test]
 fn page10_over_each_protocol_on_datacenter_and_wired() {
     let guard = temp_root("p10");
@@ -120,6 +173,7 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
             let v = Variant::new(proto, H3Mode::Forced);
             let rec = counted(&mut tb, &spec(&format!("{}-{proto}", p.name), p, &m, v));
             assert_valid(&rec, proto.alpn());
+            assert_paints(&rec);
             assert_eq!(rec.metrics.resources, 10);
             assert_eq!(rec.server_requests.len(), 11, "page + 10 files");
             let link = rec.link.as_ref().unwrap();
@@ -213,10 +267,30 @@ fn h3_onwire(
         let v = Variant::new(Protocol::H3, mode);
         let rec = counted(tb, &spec(&format!("{tag}-{}-{round}", v.name()), p, m, v));
         assert_valid(&rec, "h3");
+        assert_paints(&rec);
         peaks.push(rec.metrics.onwire_peak.unwrap() as f64);
         mids.push(rec.metrics.onwire_mid.unwrap() as f64);
     }
     (median(peaks.clone()), median(mids), peaks)
+}
+
+#[test]
+fn page50_paints_before_its_load_ends_over_h1_and_h2_on_wired() {
+    // (h3, forced and primed, in primed_h3_lifts_the_scheduler_throttle_on_page50.)
+    let guard = temp_root("paint50");
+    let root = guard.path().to_path_buf();
+    let m = pages(&root, &["page50"]).remove(0);
+    let wired = profile("wired");
+    let mut tb = testbed(&wired, &root, ServerKnobs::default());
+    for round in 0..2 {
+        for proto in [Protocol::H1, Protocol::H2] {
+            let v = Variant::new(proto, H3Mode::Forced);
+            let rec = counted(&mut tb, &spec(&format!("p{round}-{proto}"), &wired, &m, v));
+            assert_valid(&rec, proto.alpn());
+            assert_paints(&rec);
+        }
+    }
+    drop(tb);
 }
 
 #[test]

@@ -657,6 +657,8 @@ fn generate(
                         link_stats: None,
                         server_transport: None,
                         server_log: Value::Null,
+                        visual: None,
+                        frame_images: vec![],
                     };
                     if let Some(kind) = retried {
                         // The failed first attempt: on disk, invalid, its time meaningless.

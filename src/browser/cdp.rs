@@ -133,8 +133,9 @@ impl Cdp {
     }
 }
 
-/// Ids of the acks the reader sends itself (their answers match no pending call).
-const ACK_IDS: u64 = 1 << 62;
+/// Ids of the acks the reader sends itself (their answers match no pending call). Chromium
+/// reads a command id as a 32-bit int and ignores a command with a larger one.
+const ACK_IDS: u64 = 1 << 30;
 
 fn read_loop(
     mut reader: BufReader<File>,
@@ -159,6 +160,12 @@ fn read_loop(
             continue;
         };
         if let Some(id) = msg.get("id").and_then(Value::as_u64) {
+            if id > ACK_IDS {
+                if let Some(e) = msg.get("error") {
+                    tracing::warn!("screencast frame ack {id} refused: {e}");
+                }
+                continue;
+            }
             let tx = pending.lock().expect("pending lock").remove(&id);
             if let Some(tx) = tx {
                 let result = match msg.get("error") {

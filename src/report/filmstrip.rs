@@ -110,7 +110,7 @@ pub fn interval_for(until_ms: f64) -> f64 {
     }
     steps
         .into_iter()
-        .find(|s| (until_ms / s).floor() as usize + 1 <= MAX_COLUMNS)
+        .find(|s| ((until_ms / s).floor() as usize) < MAX_COLUMNS)
         .unwrap_or(f64::MAX)
 }
 
