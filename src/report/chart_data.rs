@@ -556,9 +556,19 @@ pub fn waterfall(
         caption: format!(
             "Waterfall (the DevTools view) of the run closest to each series' median, {} on \
 {profile}: per resource, queueing in the browser (grey; connection set-up in orange), waiting \
-for the first byte (TTFB, green) and download (blue); the red line is {}. The square before each bar is Chromium's priority for the request (VeryHigh … VeryLow; a black dot where it changed), the black ticks on a bar are when chunks of its body reached the browser (`Network.dataReceived`).",
+for the first byte (TTFB, green) and download (blue); the red line is {}.{}",
             workload_title(workload),
-            headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)")
+            headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)"),
+            if panels
+                .iter()
+                .any(|p| p.rows.iter().any(|r| r.priority.is_some()))
+            {
+                " The square before each bar is Chromium's priority for the request (VeryHigh … \
+VeryLow; a black dot where it changed), the black ticks on a bar are when chunks of its body \
+reached the browser (`Network.dataReceived`)."
+            } else {
+                ""
+            }
         ),
         width: WIDTH,
         height: 150 + (n as u32 + 1) * row_px,
