@@ -434,6 +434,36 @@ pub enum BenchTarget {
     /// and the 3 MB download on the study's profiles), then the achieved RTT per cell against
     /// the profile and per run against the link model.
     Link(BenchLinkArgs),
+    /// What `--visual` costs: loadEventEnd with and without the screencast, runs interleaved
+    /// (ABBA) on one testbed, compared as two series.
+    Visual(BenchVisualArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchVisualArgs {
+    #[arg(long, default_value = "wired")]
+    pub profile: String,
+    #[arg(long, default_value = "page50")]
+    pub workload: String,
+    #[arg(long, default_value = "h2")]
+    pub protocol: crate::protocol::Protocol,
+    #[arg(long, default_value = "forced")]
+    pub h3_mode: crate::protocol::H3Mode,
+    /// Runs per arm (after one warm-up each).
+    #[arg(long, default_value_t = 20)]
+    pub runs: usize,
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where the runs' records go [default: results/bench-visual-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -670,6 +700,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     match a.target {
         BenchTarget::Netem(n) => bench_netem(n),
         BenchTarget::Link(l) => bench_link(l),
+        BenchTarget::Visual(v) => bench_visual(v),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -1026,6 +1057,75 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     crate::atomic::write_file(&dir.join("link-bench.md"), text.as_bytes())?;
     print!("{text}");
     println!("(from {}; also in link-bench.md there)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
+    use crate::matrix::visual_bench;
+    let profiles = profile::select_from(&a.profile, &a.common.profile_source())?;
+    if profiles.len() != 1 {
+        anyhow::bail!(
+            "--profile takes one profile, not a set ({} profiles)",
+            profiles.len()
+        );
+    }
+    let w: workload::Workload = a.workload.parse()?;
+    let pages_root = a.common.pages_root()?;
+    let manifest = workload::ensure(
+        &pages_root,
+        &w,
+        a.common.pages_seed,
+        a.common.site_options(),
+    )?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "bench-visual-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    let req = visual_bench::VisualBenchRequest {
+        profile: profiles[0].clone(),
+        manifest,
+        variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
+        runs: a.runs,
+        pages_root,
+        out: out.clone(),
+        timeout: a.timeout,
+        seed: a.seed,
+    };
+    let r = visual_bench::run(&req, &signals::interrupted)?;
+    let json = serde_json::to_string_pretty(&r)?;
+    crate::atomic::write_file(&out.join("bench-visual.json"), json.as_bytes())?;
+    if a.json {
+        println!("{json}");
+    } else {
+        let c = &r.comparison;
+        let med =
+            |v: &[f64]| crate::stats::median(v).map_or("–".into(), |m| format!("{m:.1} ms"));
+        println!(
+            "{} on {} over {}: loadEventEnd median {} without --visual ({} runs), {} with it ({} runs), interleaved",
+            r.workload,
+            r.profile,
+            r.variant,
+            med(&r.without_visual_ms),
+            r.without_visual_ms.len(),
+            med(&r.with_visual_ms),
+            r.with_visual_ms.len(),
+        );
+        println!(
+            "ratio with/without {} [95 % CI {} – {}], Mann-Whitney p = {}{}",
+            c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+            c.ratio_ci_low.map_or("–".into(), |x| format!("{x:.3}")),
+            c.ratio_ci_high.map_or("–".into(), |x| format!("{x:.3}")),
+            c.p.map_or("–".into(), |p| format!("{p:.3}")),
+            if r.not_counted > 0 {
+                format!(" ({} runs did not count)", r.not_counted)
+            } else {
+                String::new()
+            }
+        );
+        println!("wrote {}", out.join("bench-visual.json").display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,3 +5,4 @@ pub mod execute;
 pub mod link_bench;
 pub mod resume;
 pub mod series;
+pub mod visual_bench;

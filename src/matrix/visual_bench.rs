@@ -1,0 +1,178 @@
+//! `pagebench bench visual`: what the screencast costs the measurement. One testbed, one page,
+//! one protocol; runs with and without `--visual` alternate (ABBA, so neither arm always goes
+//! first after a warm link), and the two arms' loadEventEnd are compared as any two series are
+//! (medians, bootstrap CI of their ratio, Mann-Whitney). Every run is written to the results
+//! directory as it finishes, as in a matrix.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::profile::Profile;
+use crate::protocol::Variant;
+use crate::record::RunRecord;
+use crate::runner::{run_counted, RunSpec};
+use crate::stats::{compare, BootstrapConfig, CompareConfig, Comparison, SeriesInput};
+use crate::testbed::{ServerChoice, Testbed, TestbedConfig};
+use crate::validate::Outcome;
+use crate::workload::Manifest;
+
+/// Run `i`'s arm (true: with the screencast): with, without, without, with, with, …
+pub fn arm(i: usize) -> bool {
+    matches!(i % 4, 0 | 3)
+}
+
+/// What the bench found.
+#[derive(Debug, Clone, Serialize)]
+pub struct VisualOverhead {
+    pub profile: String,
+    pub workload: String,
+    pub variant: String,
+    /// loadEventEnd of the valid runs, per arm, in run order.
+    pub with_visual_ms: Vec<f64>,
+    pub without_visual_ms: Vec<f64>,
+    /// Runs of either arm that did not count (invalid after retries, or DNF).
+    pub not_counted: usize,
+    /// median(with) ÷ median(without), its CI and the test.
+    pub comparison: Comparison,
+}
+
+/// Compares the two arms (pure).
+pub fn overhead(
+    with: Vec<f64>,
+    without: Vec<f64>,
+    seed: u64,
+) -> Result<(Vec<f64>, Vec<f64>, Comparison)> {
+    let input = |v: &[f64]| SeriesInput {
+        values: v.to_vec(),
+        invalid: 0,
+        dnf: 0,
+        censor_at: f64::INFINITY,
+    };
+    let cfg = CompareConfig {
+        alpha: 0.05,
+        bootstrap: BootstrapConfig::default().with_seed(seed),
+    };
+    let c = compare(&input(&with), &input(&without), &cfg)?;
+    Ok((with, without, c))
+}
+
+pub struct VisualBenchRequest {
+    pub profile: Profile,
+    pub manifest: Manifest,
+    pub variant: Variant,
+    /// Runs per arm.
+    pub runs: usize,
+    pub pages_root: PathBuf,
+    pub out: PathBuf,
+    pub timeout: Duration,
+    pub seed: u64,
+}
+
+/// Runs the bench, writing each run's record to `out/runs/` before the next starts.
+pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOverhead> {
+    if req.runs < 2 {
+        bail!(
+            "--runs {}: at least 2 runs per arm are needed to compare",
+            req.runs
+        );
+    }
+    let runs_dir = req.out.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .with_context(|| format!("cannot create {}", runs_dir.display()))?;
+    let mut tb = Testbed::start(&TestbedConfig {
+        profile: req.profile.clone(),
+        servers: vec![ServerChoice::embedded()],
+        knobs: crate::server::ServerKnobs::default().with_default_tcp_congestion(),
+        pages_root: req.pages_root.clone(),
+        seed: req.seed,
+        log_dir: None,
+        steer_receive: true,
+        extra_server_addresses: TestbedConfig::extra_addresses_for([&req.manifest]),
+        site_hosts: TestbedConfig::hosts_for([&req.manifest]),
+    })?;
+    let server = ServerChoice::embedded().name();
+    let (mut with, mut without, mut not_counted) = (Vec::new(), Vec::new(), 0);
+    // One warm-up of each arm: the first load after a testbed starts is slower.
+    for i in 0..(2 * req.runs + 2) {
+        if stop() {
+            bail!("interrupted");
+        }
+        let visual = arm(i);
+        let warm = i < 2;
+        let id = format!(
+            "{}-{}-{}{:02}-{}",
+            req.profile.name,
+            req.manifest.workload.name,
+            if warm { "w" } else { "r" },
+            i,
+            if visual { "visual" } else { "plain" }
+        );
+        let mut spec = RunSpec::single(
+            &id,
+            &req.profile,
+            &req.manifest,
+            req.variant,
+            &server,
+            req.timeout,
+        );
+        spec.visual = visual;
+        let rec: RunRecord = run_counted(&mut tb, &spec, 2)?
+            .pop()
+            .expect("run_counted makes at least one attempt");
+        crate::atomic::write_file(
+            &runs_dir.join(format!("{id}.json")),
+            &serde_json::to_vec(&rec)?,
+        )?;
+        tracing::info!(
+            "{id}: {:?} loadEventEnd {:?}",
+            rec.outcome,
+            rec.metrics.load_event_end_ms
+        );
+        if warm {
+            continue;
+        }
+        match (rec.outcome, rec.metrics.load_event_end_ms) {
+            (Outcome::Valid, Some(t)) if visual => with.push(t),
+            (Outcome::Valid, Some(t)) => without.push(t),
+            _ => not_counted += 1,
+        }
+    }
+    drop(tb);
+    let (with_visual_ms, without_visual_ms, comparison) = overhead(with, without, req.seed)?;
+    Ok(VisualOverhead {
+        profile: req.profile.name.clone(),
+        workload: req.manifest.workload.name.clone(),
+        variant: req.variant.name(),
+        with_visual_ms,
+        without_visual_ms,
+        not_counted,
+        comparison,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arms_alternate_abba() {
+        let arms: Vec<bool> = (0..8).map(arm).collect();
+        assert_eq!(arms, [true, false, false, true, true, false, false, true]);
+        // Equal counts over any whole number of pairs, and each arm first after the other.
+        assert_eq!(arms.iter().filter(|a| **a).count(), 4);
+    }
+
+    #[test]
+    fn the_overhead_is_the_ratio_of_the_medians() {
+        let with = vec![110.0, 112.0, 108.0, 111.0, 109.0, 113.0];
+        let without = vec![100.0, 101.0, 99.0, 102.0, 98.0, 100.0];
+        let (_, _, c) = overhead(with, without, 1).unwrap();
+        assert!((c.ratio.unwrap() - 110.5 / 100.0).abs() < 1e-9);
+        assert!(c.p.unwrap() < 0.01);
+        let (_, _, same) = overhead(vec![100.0, 101.0, 99.0], vec![99.5, 100.5, 100.0], 1).unwrap();
+        assert!(same.p.unwrap() > 0.05);
+    }
+}
