@@ -120,6 +120,11 @@ pub fn resource_rows(rec: &RunRecord) -> Vec<Vec<String>> {
                 r.connection_reused
                     .map(|c| c.to_string())
                     .unwrap_or_default(),
+                r.initial_priority.clone().unwrap_or_default(),
+                r.priority.clone().unwrap_or_default(),
+                r.chunks.len().to_string(),
+                opt(r.chunks.first().map(|c| c.t_ms)),
+                opt(r.chunks.last().map(|c| c.t_ms)),
             ]
         })
         .collect()
@@ -150,6 +155,11 @@ pub const RESOURCE_COLUMNS: &[&str] = &[
     "status",
     "connection_id",
     "connection_reused",
+    "initial_priority",
+    "priority",
+    "chunks",
+    "first_chunk_ms",
+    "last_chunk_ms",
 ];
 
 #[cfg(test)]
@@ -172,5 +182,33 @@ mod tests {
             .position(|c| *c == "completion_ms")
             .unwrap();
         assert_eq!(row[at], "100.000");
+    }
+
+    #[test]
+    fn resource_rows_have_a_field_per_column_with_priorities_and_chunks() {
+        let mut rec = RunRecord::fixture("r1");
+        rec.resources = crate::metrics::derive(
+            &crate::metrics::tests::fixture("h2-page10"),
+            &"page10".parse::<crate::workload::Workload>().unwrap().kind,
+            0.0,
+        )
+        .1;
+        rec.resources[0].chunks = vec![
+            crate::metrics::ChunkArrival {
+                t_ms: 12.5,
+                bytes: 100,
+            },
+            crate::metrics::ChunkArrival {
+                t_ms: 20.0,
+                bytes: 50,
+            },
+        ];
+        let rows = resource_rows(&rec);
+        assert!(rows.iter().all(|r| r.len() == RESOURCE_COLUMNS.len()));
+        let col = |name: &str| RESOURCE_COLUMNS.iter().position(|c| *c == name).unwrap();
+        assert!(!rows[0][col("initial_priority")].is_empty());
+        assert_eq!(rows[0][col("chunks")], "2");
+        assert_eq!(rows[0][col("first_chunk_ms")], "12.500");
+        assert_eq!(rows[0][col("last_chunk_ms")], "20.000");
     }
 }
