@@ -525,6 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn visual_is_resumed_as_started_and_cannot_be_added() {
+        // Started without --visual: giving it on resume is refused.
+        let e = refusal(
+            &MatrixRequest {
+                visual: true,
+                ..defaults()
+            },
+            Typed {
+                visual: true,
+                ..Typed::default()
+            },
+        );
+        assert!(e.contains("--visual given"), "{e}");
+        // Started with it: a resume alone keeps recording screencasts.
+        let with = MatrixRequest {
+            visual: true,
+            ..started()
+        };
+        let r = resumed_request(
+            Path::new("/r"),
+            &meta_of(&with),
+            &defaults(),
+            &Typed::default(),
+        )
+        .unwrap();
+        assert!(r.visual);
+    }
+
+    #[test]
     fn a_differing_option_is_refused_with_the_difference() {
         let runs = MatrixRequest {
             runs: 10,
