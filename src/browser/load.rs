@@ -583,11 +583,29 @@ const PAINT_ENTRIES: &str = r#"new Promise(function (resolve) {
       })
     }));
   }
-  // After the next frame, but never waiting on a page that does not render.
-  var done = false;
-  function once() { if (!done) { done = true; read(); } }
-  requestAnimationFrame(function () { setTimeout(once, 0); });
-  setTimeout(once, 200);
+  // Paint entries arrive with the frame's presentation, after the load on a fast link: wait
+  // (at most a second) for the first contentful and largest paints, then a frame more.
+  var t0 = performance.now();
+  function has(type) {
+    try { return PerformanceObserver.supportedEntryTypes.indexOf(type) < 0 || take(type).length > 0; }
+    catch (e) { return true; }
+  }
+  // …and for every element Element Timing follows (a late image paints after the load).
+  var tracked = document.querySelectorAll('[elementtiming]').length;
+  var painted = function () {
+    return performance.getEntriesByName('first-contentful-paint').length > 0 &&
+      has('largest-contentful-paint') && take('element').length >= tracked;
+  };
+  (function wait() {
+    if (painted() || performance.now() - t0 > 1000) {
+      var done = false;
+      var once = function () { if (!done) { done = true; read(); } };
+      requestAnimationFrame(function () { setTimeout(once, 0); });
+      setTimeout(once, 200);
+    } else {
+      setTimeout(wait, 20);
+    }
+  })();
 })"#;
 
 fn paint_entries(browser: &ChromiumProcess, session: &str) -> Option<PaintEntries> {

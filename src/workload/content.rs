@@ -108,16 +108,25 @@ pub fn png(rng: &mut impl Rng, size: usize) -> Vec<u8> {
     }
 }
 
-/// The hero image of a generated page: a wide, smooth picture (a gradient compresses to a few
-/// hundred bytes) of up to 640 × 320 px, padded to exactly `size` bytes — large enough on screen
-/// to be the page's Largest Contentful Paint. Smaller when `size` cannot hold it; `None` when not
+/// The largest hero picture, and how many bytes a PNG of it needs at least.
+pub const HERO_SIZE: (u32, u32) = (640, 320);
+
+pub fn hero_min_bytes() -> usize {
+    encode_gradient_png(HERO_SIZE.0, HERO_SIZE.1).len() + PNG_TEXT_OVERHEAD
+}
+
+/// tEXt chunk: length(4) + type(4) + "Comment\0"(8) + text + crc(4).
+const PNG_TEXT_OVERHEAD: usize = 20;
+
+/// The hero image of a generated page: a wide, smooth picture (a gradient compresses to about a
+/// kilobyte) of up to [`HERO_SIZE`], padded to exactly `size` bytes — large enough on screen to
+/// be the page's Largest Contentful Paint. Smaller when `size` cannot hold it; `None` when not
 /// even 64 × 32 fits (the caller keeps an ordinary image).
 pub fn hero_png(rng: &mut impl Rng, size: usize) -> Option<Vec<u8>> {
-    const TEXT_OVERHEAD: usize = 20;
-    let (mut w, mut h) = (640u32, 320u32);
+    let (mut w, mut h) = HERO_SIZE;
     while w >= 64 {
         let encoded = encode_gradient_png(w, h);
-        if encoded.len() + TEXT_OVERHEAD <= size {
+        if encoded.len() + PNG_TEXT_OVERHEAD <= size {
             return Some(pad_png(rng, encoded, size));
         }
         (w, h) = (w * 4 / 5, h * 4 / 5);
