@@ -118,8 +118,8 @@ pub fn hero_min_bytes() -> usize {
 /// tEXt chunk: length(4) + type(4) + "Comment\0"(8) + text + crc(4).
 const PNG_TEXT_OVERHEAD: usize = 20;
 
-/// The hero image of a generated page: a wide, smooth picture (a gradient compresses to about a
-/// kilobyte) of up to [`HERO_SIZE`], padded to exactly `size` bytes — large enough on screen to
+/// The hero image of a generated page: a wide, smooth picture (a gradient compresses to 1.6 KB)
+/// of up to [`HERO_SIZE`], padded to exactly `size` bytes — large enough on screen to
 /// be the page's Largest Contentful Paint. Smaller when `size` cannot hold it; `None` when not
 /// even 64 × 32 fits (the caller keeps an ordinary image).
 pub fn hero_png(rng: &mut impl Rng, size: usize) -> Option<Vec<u8>> {
