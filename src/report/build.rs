@@ -258,6 +258,11 @@ fn push_table(
     }
 }
 
+/// The "What the user saw" charts: visual progress curves and filmstrips.
+fn is_visual(c: &Chart) -> bool {
+    matches!(c.data, ChartData::Filmstrip(_)) || c.file.starts_with("charts/progress-")
+}
+
 fn figure(doc: &mut Document, c: &PlacedChart) {
     doc.blocks.push(Block::Figure {
         path: c.chart.file.clone(),
@@ -379,9 +384,7 @@ these networks — and why?",
             tables.push(t.clone());
             doc.blocks.push(Block::Table(t));
         }
-        figures_where(&mut doc, charts, |c| {
-            matches!(c.data, ChartData::Filmstrip(_))
-        });
+        figures_where(&mut doc, charts, is_visual);
     }
 
     if tables::has_sweep(data) {
@@ -490,7 +493,9 @@ the server's TCP_INFO and quinn's statistics, drops from the emulator.",
 
     doc.heading(2, "Distributions", "distributions");
     figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Bars(_)));
-    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Cdf(_)));
+    figures_where(&mut doc, charts, |c| {
+        matches!(c.data, ChartData::Cdf(_)) && !is_visual(c)
+    });
 
     doc.heading(2, "Every series", "all-series");
     doc.para(

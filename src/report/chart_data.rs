@@ -95,6 +95,8 @@ pub struct HeatCell {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cdf {
     pub x_label: String,
+    /// What the lines climb to 1 in ("fraction of runs"; "visual progress").
+    pub y_label: String,
     pub panels: Vec<CdfPanel>,
 }
 
@@ -454,6 +456,7 @@ out.",
         height: grid_height(panels.len()),
         data: ChartData::Cdf(Cdf {
             x_label: headline_label(&data.summary.metric, workload).to_string(),
+            y_label: "fraction of runs".into(),
             panels,
         }),
     })

@@ -520,7 +520,7 @@ fn draw_cdf(area: &Area, c: &Cdf) -> Result<()> {
             .y_label_area_size(56)
             .build_cartesian_2d(xmin..xmax, 0f64..1.0)
             .map_err(err)?;
-        draw_line_mesh(&mut chart, c.x_label.as_str(), "fraction of runs", 1)?;
+        draw_line_mesh(&mut chart, c.x_label.as_str(), c.y_label.as_str(), 1)?;
         for line in &panel.lines {
             let color = series_color(&line.series);
             let mut pts: Vec<(f64, f64)> = Vec::new();

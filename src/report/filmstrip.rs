@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-use super::chart_data::{key_pages, on_server, server_suffix, slug, Chart, ChartData};
+use super::chart_data::{
+    key_pages, on_server, server_suffix, slug, Cdf, CdfLine, CdfPanel, Chart, ChartData,
+};
 use super::model::{workload_title, ReportData};
 use crate::visual::{self, Rgb, VisualEvidence};
 
@@ -19,11 +21,74 @@ pub struct RunFrames {
     pub load_ms: Option<f64>,
 }
 
-/// One filmstrip per key page and profile (and server) whose median runs have frames.
+/// The visual progress of each series' median run over time, one panel per profile: how much
+/// of the final screen was there when (the curve Speed Index is the area above).
+pub fn progress_chart(
+    data: &ReportData,
+    frames: &BTreeMap<String, RunFrames>,
+    workload: &str,
+    server: &crate::identity::ServerId,
+) -> Option<Chart> {
+    let panels: Vec<CdfPanel> = data
+        .profiles_in(workload, server)
+        .into_iter()
+        .filter_map(|p| {
+            let lines: Vec<CdfLine> = data
+                .variants_in(workload, server)
+                .iter()
+                .filter_map(|v| {
+                    let id = data.series(&p, workload, server, *v)?.median_run.as_ref()?;
+                    let m = frames.get(id)?.evidence.metrics.as_ref()?;
+                    Some(CdfLine {
+                        series: v.name(),
+                        points: m
+                            .progress
+                            .iter()
+                            .map(|(t, pct)| (*t, pct / 100.0))
+                            .collect(),
+                        n_valid: 1,
+                        n_dnf: 0,
+                    })
+                })
+                .collect();
+            (!lines.is_empty()).then(|| CdfPanel { title: p, lines })
+        })
+        .collect();
+    if panels.is_empty() {
+        return None;
+    }
+    Some(Chart {
+        file: format!(
+            "charts/progress-{}{}.png",
+            slug(workload),
+            server_suffix(data, server)
+        ),
+        title: format!(
+            "{} — visual progress of the median runs{}",
+            workload_title(workload),
+            on_server(data, server)
+        ),
+        caption: format!(
+            "Visual progress (WebPageTest's: how much of the final screen's colours had arrived) of the run closest to each series' median, {}, per profile; Speed Index is the area above the curve up to 1.",
+            workload_title(workload)
+        ),
+        width: super::chart_data::WIDTH,
+        height: super::chart_data::grid_height(panels.len()),
+        data: ChartData::Cdf(Cdf {
+            x_label: "time since navigation start (ms)".into(),
+            y_label: "visual progress".into(),
+            panels,
+        }),
+    })
+}
+
+/// Per key page: the visual progress chart, then one filmstrip per profile (and server), of
+/// the median runs that have frames.
 pub fn charts(data: &ReportData, frames: &BTreeMap<String, RunFrames>) -> Result<Vec<Chart>> {
     let mut out = Vec::new();
     for w in key_pages(data) {
         for server in &data.servers {
+            out.extend(progress_chart(data, frames, &w, server));
             for p in data.profiles_in(&w, server) {
                 let inputs: Vec<FilmInput> = data
                     .variants_in(&w, server)
