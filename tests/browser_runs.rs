@@ -106,9 +106,12 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
     assert!(rec.metrics.completion_ms.unwrap() > 0.0);
 }
 
-/// What a generated page must show of its paints: FCP ≤ LCP ≤ loadEventEnd, the hero painted
-/// (it is the LCP element), and nothing shifted.
-fn assert_paints(rec: &RunRecord) {
+/// What a generated page must show of its paints: FCP ≤ LCP, the hero painted (it is the LCP
+/// element), nothing shifted, every resource's priority and body chunks. Returns whether LCP
+/// came by loadEventEnd: it does on almost every run, but not on every one — Chromium paints in
+/// its next frame, and a server that ignores priorities (the embedded one) can finish even the
+/// preloaded hero last; such a run must carry the warning that names it.
+fn assert_paints(rec: &RunRecord) -> bool {
     let m = &rec.metrics;
     let (fcp, lcp, load) = (
         m.fcp_ms.unwrap_or_else(|| panic!("{}: no FCP", rec.id)),
@@ -116,18 +119,14 @@ fn assert_paints(rec: &RunRecord) {
         m.load_event_end_ms.unwrap(),
     );
     assert!(
-        0.0 < fcp && fcp <= lcp && lcp <= load,
+        0.0 < fcp && fcp <= lcp && fcp <= load,
         "{}: FCP {fcp} LCP {lcp} loadEventEnd {load}",
         rec.id
     );
     let hero = m
         .hero_ms
         .unwrap_or_else(|| panic!("{}: no hero element timing", rec.id));
-    assert!(
-        hero > 0.0 && hero <= lcp,
-        "{}: hero {hero} LCP {lcp}",
-        rec.id
-    );
+    assert_eq!(hero, lcp, "{}: the hero is the largest paint", rec.id);
     assert!(
         m.lcp_url.as_deref().is_some_and(|u| u.contains("/img/")),
         "{}: the LCP element is the hero image, not {:?} {:?}",
@@ -136,14 +135,10 @@ fn assert_paints(rec: &RunRecord) {
         m.lcp_url
     );
     assert_eq!(m.cls, Some(0.0), "{}", rec.id);
-    assert!(
-        !rec.warnings
-            .iter()
-            .any(|w| w.contains("FCP") || w.contains("LCP")),
-        "{}: {:?}",
-        rec.id,
-        rec.warnings
-    );
+    let warned = rec.warnings.iter().any(|w| {
+        w.starts_with(&format!("run {}: LCP", rec.id)) && w.contains("after loadEventEnd")
+    });
+    assert_eq!(warned, lcp > load, "{}: {:?}", rec.id, rec.warnings);
     // Chromium's priorities and the body chunks are on record for every resource.
     for r in &rec.resources {
         assert!(r.initial_priority.is_some(), "{}: {}", rec.id, r.path);
@@ -157,6 +152,17 @@ fn assert_paints(rec: &RunRecord) {
         // dataReceived reaches DevTools as the renderer gets the data: after responseStart.
         assert!(last >= r.response_start_ms - 1.0, "{}: {}", rec.id, r.path);
     }
+    lcp <= load
+}
+
+/// Most runs paint their LCP by loadEventEnd (see [`assert_paints`]).
+fn assert_mostly_painted_by_load(by_load: &[bool]) {
+    let n = by_load.iter().filter(|b| **b).count();
+    assert!(
+        2 * n > by_load.len(),
+        "only {n} of {} runs painted their LCP by loadEventEnd",
+        by_load.len()
+    );
 }
 
 #[test]
@@ -167,6 +173,7 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
     let dc = profile("datacenter");
     let wired = profile("wired");
     let mut tb = testbed(&dc, &root, ServerKnobs::default());
+    let mut by_load = Vec::new();
     for p in [&dc, &wired] {
         tb.set_profile(p).unwrap();
         for proto in Protocol::ALL {
@@ -175,7 +182,7 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
             assert_valid(&rec, proto.alpn());
             if p.name == "wired" {
                 // (On datacenter the page loads within a frame or two: it may paint after.)
-                assert_paints(&rec);
+                by_load.push(assert_paints(&rec));
             }
             assert_eq!(rec.metrics.resources, 10);
             assert_eq!(rec.server_requests.len(), 11, "page + 10 files");
@@ -191,6 +198,7 @@ fn page10_over_each_protocol_on_datacenter_and_wired() {
             }
         }
     }
+    assert_mostly_painted_by_load(&by_load);
     drop(tb);
 }
 
@@ -264,13 +272,14 @@ fn h3_onwire(
     mode: H3Mode,
     rounds: usize,
     tag: &str,
+    by_load: &mut Vec<bool>,
 ) -> (f64, f64, Vec<f64>) {
     let (mut peaks, mut mids) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let v = Variant::new(Protocol::H3, mode);
         let rec = counted(tb, &spec(&format!("{tag}-{}-{round}", v.name()), p, m, v));
         assert_valid(&rec, "h3");
-        assert_paints(&rec);
+        by_load.push(assert_paints(&rec));
         peaks.push(rec.metrics.onwire_peak.unwrap() as f64);
         mids.push(rec.metrics.onwire_mid.unwrap() as f64);
     }
@@ -285,14 +294,16 @@ fn page50_paints_before_its_load_ends_over_h1_and_h2_on_wired() {
     let m = pages(&root, &["page50"]).remove(0);
     let wired = profile("wired");
     let mut tb = testbed(&wired, &root, ServerKnobs::default());
+    let mut by_load = Vec::new();
     for round in 0..2 {
         for proto in [Protocol::H1, Protocol::H2] {
             let v = Variant::new(proto, H3Mode::Forced);
             let rec = counted(&mut tb, &spec(&format!("p{round}-{proto}"), &wired, &m, v));
             assert_valid(&rec, proto.alpn());
-            assert_paints(&rec);
+            by_load.push(assert_paints(&rec));
         }
     }
+    assert_mostly_painted_by_load(&by_load);
     drop(tb);
 }
 
@@ -306,11 +317,28 @@ fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
     let mut tb = testbed(&wired, &root, ServerKnobs::default());
     // Interleaved: forced, primed, forced, primed…
     let (mut fp, mut fm, mut pp, mut pm) = (vec![], vec![], vec![], vec![]);
+    let mut by_load = Vec::new();
     for round in 0..4 {
-        let f = h3_onwire(&mut tb, &wired, &m, H3Mode::Forced, 1, &format!("r{round}"));
+        let f = h3_onwire(
+            &mut tb,
+            &wired,
+            &m,
+            H3Mode::Forced,
+            1,
+            &format!("r{round}"),
+            &mut by_load,
+        );
         fp.push(f.0);
         fm.push(f.1);
-        let p = h3_onwire(&mut tb, &wired, &m, H3Mode::Primed, 1, &format!("r{round}"));
+        let p = h3_onwire(
+            &mut tb,
+            &wired,
+            &m,
+            H3Mode::Primed,
+            1,
+            &format!("r{round}"),
+            &mut by_load,
+        );
         pp.push(p.0);
         pm.push(p.1);
     }
@@ -332,7 +360,15 @@ fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
     // alternative service during the load: the throttle goes away without priming.
     let knobs = ServerKnobs::from_toml_str("[server]\nalt_svc_over_h3 = true\n").unwrap();
     let mut tb = testbed(&wired, &root, knobs);
-    let taught = h3_onwire(&mut tb, &wired, &m, H3Mode::Forced, 3, "altsvc");
+    let taught = h3_onwire(
+        &mut tb,
+        &wired,
+        &m,
+        H3Mode::Forced,
+        3,
+        "altsvc",
+        &mut by_load,
+    );
     eprintln!(
         "forced h3 with Alt-Svc over h3: on-wire peaks {:?}",
         taught.2
@@ -342,6 +378,7 @@ fn primed_h3_lifts_the_scheduler_throttle_on_page50() {
         "forced {fp:?} vs forced+Alt-Svc {:?}",
         taught.2
     );
+    assert_mostly_painted_by_load(&by_load);
     drop(tb);
 }
 
