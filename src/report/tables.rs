@@ -469,24 +469,9 @@ pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result
         "protocol".into(),
         "loadEventEnd (ms)".into(),
     ];
-    header.extend(registry::breakdown_for(Scope::Pages).map(|m| m.label.to_string()));
-    let mut rows = Vec::new();
-    for p in data.profiles_in(workload, server) {
-        for v in &vs {
-            if data.series(&p, workload, server, *v).is_none() {
-                continue;
-            }
-            let mut r = vec![
-                Cell::label(&p),
-                Cell::label(v.name()),
-                series_cell(data, &p, workload, server, *v),
-            ];
-            for m in registry::breakdown_for(Scope::Pages) {
-                r.push(metric_cell(data, &p, workload, server, *v, m));
-            }
-            rows.push(r);
-        }
-    }
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Pages).collect();
+    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    let rows = series_rows(data, workload, server, &vs, &metrics);
     Ok(Table {
         id: table_id(data, &format!("breakdown-{workload}"), server),
         title,
@@ -507,6 +492,34 @@ middle of the load window, and the most at any instant."
             vec![]
         },
     })
+}
+
+/// One row per profile and series of a page: profile, protocol, the headline, then `metrics`.
+fn series_rows(
+    data: &ReportData,
+    workload: &str,
+    server: &ServerId,
+    variants: &[Variant],
+    metrics: &[&Metric],
+) -> Vec<Vec<Cell>> {
+    let mut rows = Vec::new();
+    for p in data.profiles_in(workload, server) {
+        for v in variants {
+            if data.series(&p, workload, server, *v).is_none() {
+                continue;
+            }
+            let mut r = vec![
+                Cell::label(&p),
+                Cell::label(v.name()),
+                series_cell(data, &p, workload, server, *v),
+            ];
+            for m in metrics {
+                r.push(metric_cell(data, &p, workload, server, *v, m));
+            }
+            rows.push(r);
+        }
+    }
+    rows
 }
 
 /// What the user saw on one page: loadEventEnd beside the paint metrics (and, for `--visual`
@@ -530,23 +543,7 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
         headline_label(&data.summary.metric, workload).into(),
     ];
     header.extend(metrics.iter().map(|m| m.label.to_string()));
-    let mut rows = Vec::new();
-    for p in data.profiles_in(workload, server) {
-        for v in &vs {
-            if data.series(&p, workload, server, *v).is_none() {
-                continue;
-            }
-            let mut r = vec![
-                Cell::label(&p),
-                Cell::label(v.name()),
-                series_cell(data, &p, workload, server, *v),
-            ];
-            for m in &metrics {
-                r.push(metric_cell(data, &p, workload, server, *v, m));
-            }
-            rows.push(r);
-        }
-    }
+    let rows = series_rows(data, workload, server, &vs, &metrics);
     Some(Table {
         id: table_id(data, &format!("paint-{workload}"), server),
         title: format!(
