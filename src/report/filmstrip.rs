@@ -51,7 +51,7 @@ pub fn progress_chart(
                     })
                 })
                 .collect();
-            (!lines.is_empty()).then(|| CdfPanel { title: p, lines })
+            (!lines.is_empty()).then_some(CdfPanel { title: p, lines })
         })
         .collect();
     if panels.is_empty() {
