@@ -2,8 +2,9 @@
 //! given time into one run — so tests can prove that a run measured wrong is caught, kept on
 //! disk as invalid and run again (`pagebench matrix --inject-fault`, hidden from `--help`).
 //!
-//! Syntax: `RUN_ID=FAULT@AFTER`, where FAULT is `stall:DURATION`, `stop-emulator` or
-//! `kill-server`, e.g. `wired-page10-r01-embedded-h2=stall:400ms@100ms`. RUN_ID is one
+//! Syntax: `RUN_ID=FAULT@AFTER`, where FAULT is `stall:DURATION`, `stop-emulator`,
+//! `kill-server` or `drop-down:N` (the link drops the N-th server → client packet of at least
+//! [`DROP_MIN_LEN`] bytes after AFTER: one chosen data packet, for head-of-line tests), e.g. `wired-page10-r01-embedded-h2=stall:400ms@100ms`. RUN_ID is one
 //! attempt's id: a planned run's id hits its first attempt only (the retry runs clean),
 //! `<id>.a2` its second. An id the plan cannot produce is an error, not a silent no-op.
 
@@ -25,7 +26,13 @@ pub enum Fault {
     StopEmulator,
     /// The reference server's process group gets SIGKILL.
     KillServer,
+    /// The link drops the N-th (1-based) server → client packet of at least [`DROP_MIN_LEN`]
+    /// bytes from then on.
+    DropDown(u32),
 }
+
+/// A chosen drop picks data packets: full-sized segments and QUIC packets, not ACKs.
+pub const DROP_MIN_LEN: usize = 1000;
 
 /// Every fault names an attempt the plan can run: a planned id, or `<id>.aN` with N within
 /// the retries allowed.
@@ -72,7 +79,7 @@ pub struct FaultInjection {
 impl FromStr for FaultInjection {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {
-        let usage = "use RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or RUN_ID=kill-server@AFTER (e.g. wired-page10-r01-embedded-h2=stall:400ms@100ms)";
+        let usage = "use RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER, RUN_ID=kill-server@AFTER or RUN_ID=drop-down:N@AFTER (e.g. wired-page10-r01-embedded-h2=stall:400ms@100ms)";
         let (run_id, rest) = s
             .split_once('=')
             .ok_or_else(|| anyhow!("--inject-fault {s:?}: no '='; {usage}"))?;
@@ -85,6 +92,10 @@ impl FromStr for FaultInjection {
         };
         let fault = match what.split_once(':') {
             Some(("stall", d)) => Fault::StallEmulator(duration(d)?),
+            Some(("drop-down", n)) => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => Fault::DropDown(n),
+                _ => bail!("--inject-fault {s:?}: drop-down:N needs N ≥ 1 (which data packet to drop); {usage}"),
+            },
             None if what == "stop-emulator" => Fault::StopEmulator,
             None if what == "kill-server" => Fault::KillServer,
             _ => bail!("--inject-fault {s:?}: unknown fault {what:?}; {usage}"),
@@ -125,6 +136,13 @@ impl Armed {
             match fault {
                 Fault::StallEmulator(d) => targets.emulator.stall(d)?,
                 Fault::StopEmulator => targets.emulator.kill()?,
+                Fault::DropDown(n) => targets.emulator.drop_chosen(
+                    crate::netem::Direction::Down,
+                    crate::netem::ChosenDrop {
+                        skip: n - 1,
+                        min_len: DROP_MIN_LEN,
+                    },
+                )?,
                 Fault::KillServer => {
                     let pgid = targets.server_group.ok_or_else(|| {
                         anyhow!("kill-server: the run's server is not a process of ours")
@@ -172,6 +190,9 @@ mod tests {
         );
         let f: FaultInjection = "x=kill-server@0ms".parse().unwrap();
         assert_eq!(f.fault, Fault::KillServer);
+        let f: FaultInjection = "x=drop-down:3@20ms".parse().unwrap();
+        assert_eq!(f.fault, Fault::DropDown(3));
+        assert!("x=drop-down:0@20ms".parse::<FaultInjection>().is_err());
     }
 
     #[test]

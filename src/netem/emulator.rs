@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::host;
-use super::model::{Counters, DirectionConfig, LinkDirection};
+use super::model::{ChosenDrop, Counters, Direction, DirectionConfig, LinkDirection};
+use super::trace::TapPacket;
 
 /// Bounds of how early a SCHED_FIFO emulator wakes before a due time to spin the rest.
 pub const SPIN_MARGIN_MIN: Duration = Duration::from_micros(5);
@@ -30,6 +31,9 @@ const BUF_SIZE: usize = 2048;
 const POOL_MAX: usize = 8192;
 /// SCHED_FIFO priority of the emulator thread (above every normal task, below kernel RT work).
 const RT_PRIORITY: i32 = 10;
+
+/// `dirs[i]`'s direction.
+const DIRECTIONS: [Direction; 2] = [Direction::Up, Direction::Down];
 
 const TOKEN_CLIENT: u64 = 0;
 const TOKEN_SERVER: u64 = 1;
@@ -68,6 +72,11 @@ enum Command {
     Stall(Duration),
     /// Test hook: end the thread as if it had died (the link's devices go with its fds).
     Exit,
+    /// Hand every packet (entered, left or dropped, with its bytes) to this channel from now
+    /// on; `None` stops. Off the hot path's cost: the released buffer itself is sent.
+    Tap(Option<Sender<TapPacket>>),
+    /// Test hook: drop one chosen packet of a direction (index 0 up, 1 down).
+    DropChosen(usize, ChosenDrop),
 }
 
 /// The running emulator thread; stops (and closes the TUN fds) when dropped.
@@ -203,6 +212,14 @@ impl Emulator {
     }
 
     /// Counters of both directions; with `reset`, counting restarts from zero.
+    /// Starts handing every packet to `tap` (replacing any earlier tap), or stops (`None`).
+    /// Packets already handed stay in the channel; a tap stopped sees no later packet.
+    pub fn tap(&self, tap: Option<Sender<TapPacket>>) -> Result<()> {
+        self.send(Command::Tap(tap))?;
+        // The snapshot round trip makes the change take effect before this returns.
+        self.snapshot(false).map(|_| ())
+    }
+
     pub fn snapshot(&self, reset: bool) -> Result<Snapshot> {
         let (reply, rx) = mpsc::channel();
         self.send(Command::Snapshot { reset, reply })?;
@@ -243,6 +260,15 @@ impl FaultHandle {
     pub fn kill(&self) -> Result<()> {
         send_to(&self.commands, &self.wake, Command::Exit)
     }
+
+    /// Drops one chosen packet of `dir`: the `skip + 1`-th of at least `min_len` bytes.
+    pub fn drop_chosen(&self, dir: Direction, choice: ChosenDrop) -> Result<()> {
+        let i = match dir {
+            Direction::Up => 0,
+            Direction::Down => 1,
+        };
+        send_to(&self.commands, &self.wake, Command::DropChosen(i, choice))
+    }
 }
 
 impl Drop for Emulator {
@@ -270,6 +296,7 @@ struct Loop {
     spin: bool,
     margin: SpinMargin,
     cpu_start_ns: u64,
+    tap: Option<Sender<TapPacket>>,
 }
 
 impl Loop {
@@ -313,6 +340,7 @@ impl Loop {
             spin,
             margin: SpinMargin::default(),
             cpu_start_ns: host::thread_cpu_ns(),
+            tap: None,
         };
         let mut probe = [libc::epoll_event { events: 0, u64: 0 }; 1];
         lp.wait(&mut probe, Some(Duration::ZERO)).map_err(|e| {
@@ -479,7 +507,22 @@ impl Loop {
         // SAFETY: the kernel initialised the first `n` bytes.
         unsafe { buf.set_len(n) };
         // A dropped packet's buffer is freed by the model; the pool refills from releases.
-        let _ = self.dirs[i].offer(now, buf);
+        match &self.tap {
+            None => {
+                let _ = self.dirs[i].offer(now, buf);
+            }
+            Some(tap) => {
+                if let Err((cause, data)) = self.dirs[i].offer_keeping_drops(now, buf) {
+                    let _ = tap.send(TapPacket {
+                        dir: DIRECTIONS[i],
+                        entered: now,
+                        left: None,
+                        dropped: Some(cause),
+                        data,
+                    });
+                }
+            }
+        }
         true
     }
 
@@ -495,7 +538,15 @@ impl Loop {
                 if w < 0 {
                     self.io[i].write_errors += 1;
                 }
-                if self.pool.len() < POOL_MAX {
+                if let Some(tap) = &self.tap {
+                    let _ = tap.send(TapPacket {
+                        dir: DIRECTIONS[i],
+                        entered: p.arrived,
+                        left: Some(Instant::now()),
+                        dropped: None,
+                        data: p.data,
+                    });
+                } else if self.pool.len() < POOL_MAX {
                     self.pool.push(p.data);
                 }
             }
@@ -517,6 +568,8 @@ impl Loop {
             match cmd {
                 Command::Stop | Command::Exit => return false,
                 Command::Stall(d) => std::thread::sleep(d),
+                Command::Tap(tap) => self.tap = tap,
+                Command::DropChosen(i, choice) => self.dirs[i].drop_chosen(choice),
                 Command::Reconfigure(configs) => {
                     let (up, down) = *configs;
                     let now = Instant::now();

@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::emulator::Emulator;
+use super::trace::{PacketTrace, TapPacket};
 use super::host;
 use super::model::{Direction, DirectionConfig, LinkDirection};
 use super::netns::{self, Namespace};
@@ -75,6 +76,13 @@ struct State {
     interval: Interval,
     client_dev: DeviceStatsReader,
     server_dev: DeviceStatsReader,
+}
+
+/// A running packet tap (see [`Link::start_tap`]).
+pub struct Tap {
+    rx: std::sync::mpsc::Receiver<TapPacket>,
+    start: Instant,
+    start_wall: std::time::SystemTime,
 }
 
 /// An emulated link between a client and a server namespace.
@@ -256,6 +264,26 @@ impl Link {
     /// A handle to stall or stop the emulator from another thread (tests of the run gate).
     pub fn fault_handle(&self) -> Result<super::emulator::FaultHandle> {
         self.emulator().fault_handle()
+    }
+
+    /// Starts recording every packet the emulator handles (a run's capture).
+    pub fn start_tap(&self) -> Result<Tap> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let start = Instant::now();
+        let start_wall = std::time::SystemTime::now();
+        self.emulator().tap(Some(tx))?;
+        Ok(Tap {
+            rx,
+            start,
+            start_wall,
+        })
+    }
+
+    /// Stops recording and returns what `tap` saw.
+    pub fn finish_tap(&self, tap: Tap) -> Result<PacketTrace> {
+        self.emulator().tap(None)?;
+        let packets: Vec<TapPacket> = tap.rx.try_iter().collect();
+        Ok(PacketTrace::from_tap(tap.start, tap.start_wall, packets))
     }
 
     fn emulator(&self) -> &Emulator {

@@ -55,10 +55,14 @@ pub mod model;
 pub mod netns;
 pub mod shell;
 pub mod stats;
+pub mod trace;
 pub mod tun;
 
 pub use host::PreflightError;
-pub use link::{Link, LinkOptions};
-pub use model::{Direction, DirectionConfig, DropCause, LinkDirection, Packet, Verdict};
+pub use link::{Link, LinkOptions, Tap};
+pub use trace::{PacketTrace, TracedPacket};
+pub use model::{
+    ChosenDrop, Direction, DirectionConfig, DropCause, LinkDirection, Packet, Verdict,
+};
 pub use netns::Namespace;
 pub use stats::{self_check, DirectionCheck, DirectionStats, LinkFault, LinkStats, SelfCheck};

@@ -119,6 +119,16 @@ pub enum DropCause {
     Queue,
     /// Not an IPv4 packet to the peer's address.
     NotForPeer,
+    /// A test hook dropped this chosen packet ([`LinkDirection::drop_chosen`]).
+    Injected,
+}
+
+/// A test hook's choice of one packet to drop: the `skip + 1`-th packet of at least `min_len`
+/// bytes offered from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChosenDrop {
+    pub skip: u32,
+    pub min_len: usize,
 }
 
 /// What happened to an offered packet.
@@ -177,6 +187,8 @@ pub struct Counters {
     pub dropped_loss: u64,
     pub dropped_queue: u64,
     pub dropped_not_for_peer: u64,
+    /// Packets a test hook chose to drop ([`LinkDirection::drop_chosen`]).
+    pub dropped_injected: u64,
     /// Packets released after a packet that arrived later than them.
     pub reorders: u64,
     /// Release time minus due time of every released packet.
@@ -226,6 +238,8 @@ pub struct LinkDirection {
     highest_released_seq: Option<u64>,
     /// The saturated period in progress at the release side: (first release, last release, bytes).
     busy_run: Option<(Instant, Instant, u64)>,
+    /// A test hook's packet to drop, until it is dropped.
+    chosen_drop: Option<ChosenDrop>,
     counters: Counters,
 }
 
@@ -250,6 +264,7 @@ impl LinkDirection {
             waiting_bytes: 0,
             highest_released_seq: None,
             busy_run: None,
+            chosen_drop: None,
             counters: Counters::default(),
         }
     }
@@ -297,6 +312,23 @@ impl LinkDirection {
 
     /// A packet arrived at `now`.
     pub fn offer(&mut self, now: Instant, data: Vec<u8>) -> Verdict {
+        match self.offer_keeping_drops(now, data) {
+            Ok(()) => Verdict::Queued,
+            Err((cause, _)) => Verdict::Dropped(cause),
+        }
+    }
+
+    /// Arms a test hook: drop exactly one chosen packet from now on.
+    pub fn drop_chosen(&mut self, choice: ChosenDrop) {
+        self.chosen_drop = Some(choice);
+    }
+
+    /// [`LinkDirection::offer`] that hands a dropped packet back (a capture records it).
+    pub fn offer_keeping_drops(
+        &mut self,
+        now: Instant,
+        data: Vec<u8>,
+    ) -> Result<(), (DropCause, Vec<u8>)> {
         // The offered delay is accounted from the first packet (or accounting) on.
         self.offered_since.get_or_insert(now);
         let len = data.len() as u64;
@@ -306,12 +338,22 @@ impl LinkDirection {
             let to_peer = ipv4_destination(&data).is_some_and(|d| self.cfg.peers.contains(&d));
             if !to_peer {
                 self.counters.dropped_not_for_peer += 1;
-                return Verdict::Dropped(DropCause::NotForPeer);
+                return Err((DropCause::NotForPeer, data));
+            }
+        }
+        if let Some(c) = &mut self.chosen_drop {
+            if data.len() >= c.min_len {
+                if c.skip == 0 {
+                    self.chosen_drop = None;
+                    self.counters.dropped_injected += 1;
+                    return Err((DropCause::Injected, data));
+                }
+                c.skip -= 1;
             }
         }
         if self.cfg.loss > 0.0 && self.loss_rng.random::<f64>() < self.cfg.loss {
             self.counters.dropped_loss += 1;
-            return Verdict::Dropped(DropCause::Loss);
+            return Err((DropCause::Loss, data));
         }
         let (wire_exit, queued) = match self.cfg.rate_bps {
             None => (now, false),
@@ -319,7 +361,7 @@ impl LinkDirection {
                 Some(x) => x,
                 None => {
                     self.counters.dropped_queue += 1;
-                    return Verdict::Dropped(DropCause::Queue);
+                    return Err((DropCause::Queue, data));
                 }
             },
         };
@@ -341,7 +383,7 @@ impl LinkDirection {
             fifo_hold: due - own_due,
             queued,
         }));
-        Verdict::Queued
+        Ok(())
     }
 
     /// Rate stage: when the packet leaves the wire and whether it had to wait; `None` if the

@@ -45,6 +45,9 @@ pub struct DirectionStats {
     pub dropped_loss: u64,
     pub dropped_queue: u64,
     pub dropped_not_for_peer: u64,
+    /// Packets a test hook chose to drop (not the profile's loss).
+    #[serde(default)]
+    pub dropped_injected: u64,
     /// Packets released after a packet that arrived after them.
     pub reorders: u64,
     /// Actual release time − due time.
@@ -108,6 +111,7 @@ impl DirectionStats {
             dropped_loss: c.dropped_loss,
             dropped_queue: c.dropped_queue,
             dropped_not_for_peer: c.dropped_not_for_peer,
+            dropped_injected: c.dropped_injected,
             reorders: c.reorders,
             lateness: c.lateness.summary(),
             mean_intended_ms: per(c.intended_sum_ns),
@@ -133,7 +137,7 @@ impl DirectionStats {
 
     /// Packets that reached the loss draw (not filtered as not-for-peer).
     pub fn loss_trials(&self) -> u64 {
-        self.packets_in - self.dropped_not_for_peer
+        self.packets_in - self.dropped_not_for_peer - self.dropped_injected
     }
 
     /// Achieved rate while the rate limit was saturated, in Mbit/s.

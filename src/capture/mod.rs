@@ -1,0 +1,177 @@
+//! Down to the packet: what a run captures beside its measurements (`--capture`), and the
+//! head-of-line blocking measured from the link's packets.
+//!
+//! - [`pcapng`]: the link's packets as each endpoint would have captured them;
+//! - [`packet`], [`reassembly`]: headers and in-order delivery of a byte stream (pure);
+//! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
+//! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure).
+
+pub mod hol;
+pub mod packet;
+pub mod pcapng;
+pub mod quic;
+pub mod reassembly;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+pub use hol::{HolEpisode, HolReport, HolSide};
+
+/// One kind of file a run can keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaptureKind {
+    /// `client.pcapng.gz`, `server.pcapng.gz`: every packet of the load, as the link saw it.
+    Pcap,
+    /// `keys.log`: the TLS secrets of the browser and the embedded server (NSS key log).
+    Keys,
+    /// `netlog.json.gz`: Chromium's NetLog, without socket bytes.
+    Netlog,
+    /// The same with every socket byte (`--net-log-capture-mode=Everything`).
+    NetlogBytes,
+    /// `<connection>.sqlog.gz`: the embedded server's qlog per QUIC connection.
+    Qlog,
+}
+
+const KINDS: [(CaptureKind, &str); 5] = [
+    (CaptureKind::Pcap, "pcap"),
+    (CaptureKind::Keys, "keys"),
+    (CaptureKind::Netlog, "netlog"),
+    (CaptureKind::NetlogBytes, "netlog-bytes"),
+    (CaptureKind::Qlog, "qlog"),
+];
+
+impl fmt::Display for CaptureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = KINDS.iter().find(|(k, _)| k == self).map_or("?", |(_, n)| n);
+        f.write_str(name)
+    }
+}
+
+/// What `--capture` asked for (empty: nothing is kept).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CaptureSet(Vec<CaptureKind>);
+
+impl CaptureSet {
+    pub fn none() -> Self {
+        CaptureSet::default()
+    }
+
+    pub fn has(&self, k: CaptureKind) -> bool {
+        self.0.contains(&k)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The NetLog mode asked for, if any.
+    pub fn netlog(&self) -> Option<NetLogMode> {
+        if self.has(CaptureKind::NetlogBytes) {
+            Some(NetLogMode::Everything)
+        } else if self.has(CaptureKind::Netlog) {
+            Some(NetLogMode::Default)
+        } else {
+            None
+        }
+    }
+
+    pub fn kinds(&self) -> &[CaptureKind] {
+        &self.0
+    }
+}
+
+impl fmt::Display for CaptureSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.0.iter().map(|k| k.to_string()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl FromStr for CaptureSet {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut kinds = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((k, _)) = KINDS.iter().find(|(_, n)| *n == part) else {
+                let names: Vec<&str> = KINDS.iter().map(|(_, n)| *n).collect();
+                return Err(format!(
+                    "unknown capture {part:?}: give a comma-separated subset of {}",
+                    names.join(", ")
+                ));
+            };
+            if !kinds.contains(k) {
+                kinds.push(*k);
+            }
+        }
+        if kinds.is_empty() {
+            return Err("give at least one of pcap, keys, netlog, netlog-bytes, qlog".into());
+        }
+        kinds.sort();
+        Ok(CaptureSet(kinds))
+    }
+}
+
+/// Chromium's `--net-log-capture-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetLogMode {
+    Default,
+    Everything,
+}
+
+impl NetLogMode {
+    pub fn chromium_flag(self) -> &'static str {
+        match self {
+            NetLogMode::Default => "Default",
+            NetLogMode::Everything => "Everything",
+        }
+    }
+}
+
+/// One file a run kept: its name in `captures/<run id>/` and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureFileRef {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// A file to write beside the record (the store writes it before the record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureFile {
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+impl CaptureFile {
+    pub fn reference(&self) -> CaptureFileRef {
+        CaptureFileRef {
+            name: self.name.clone(),
+            bytes: self.data.len() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_sets_parse_in_any_order_and_bad_names_say_what_exists() {
+        let s: CaptureSet = "qlog, pcap,keys,pcap".parse().unwrap();
+        assert_eq!(s.to_string(), "pcap,keys,qlog");
+        assert!(s.has(CaptureKind::Keys) && !s.has(CaptureKind::Netlog));
+        assert_eq!(s.netlog(), None);
+        let n: CaptureSet = "netlog-bytes".parse().unwrap();
+        assert_eq!(n.netlog(), Some(NetLogMode::Everything));
+        let e = "pcap,tcpdump".parse::<CaptureSet>().unwrap_err();
+        assert!(e.contains("\"tcpdump\"") && e.contains("pcap, keys, netlog"), "{e}");
+        assert!("".parse::<CaptureSet>().is_err());
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, r#"["pcap","keys","qlog"]"#);
+        assert_eq!(serde_json::from_str::<CaptureSet>(&json).unwrap(), s);
+    }
+}
