@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -314,9 +314,19 @@ pub struct CommonArgs {
     /// Change per run, the frames in `frames/<run id>/`, a filmstrip in the report.
     #[arg(long)]
     pub visual: bool,
+    /// Keep files of every run beside its record: any of pcap (the link's packets, both
+    /// sides, drops marked), keys (TLS key log of browser and server), netlog (Chromium's
+    /// NetLog; netlog-bytes with socket bytes), qlog (the embedded server's, per QUIC
+    /// connection) — e.g. `--capture pcap,keys`. Matrix: in `captures/<run id>/`.
+    #[arg(long, value_name = "KINDS")]
+    pub capture: Option<crate::capture::CaptureSet>,
 }
 
 impl CommonArgs {
+    pub fn capture(&self) -> crate::capture::CaptureSet {
+        self.capture.clone().unwrap_or_default()
+    }
+
     pub fn profile_source(&self) -> profile::ProfileSource {
         locations::profile_source(self.profiles_dir.as_deref())
     }
@@ -365,6 +375,9 @@ pub struct RunArgs {
     /// Print each run record as one line of JSON instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Where `--capture` keeps each run's files: DIR/<run id>/.
+    #[arg(long, value_name = "DIR", default_value = "captures")]
+    pub capture_dir: PathBuf,
     /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har; a retried run's
     /// later attempts: FILE-i.a2.har …).
     #[arg(long, value_name = "FILE")]
@@ -412,6 +425,12 @@ pub struct ShellArgs {
     /// Also write the link's counters and self-check as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub stats_json: Option<PathBuf>,
+    /// Keep `pcap` (every packet of the session, `client.pcapng.gz` and `server.pcapng.gz`)
+    /// and/or `keys` (both commands get SSLKEYLOGFILE=DIR/keys.log) in --capture-dir.
+    #[arg(long, value_name = "KINDS")]
+    pub capture: Option<crate::capture::CaptureSet>,
+    #[arg(long, value_name = "DIR", default_value = "captures/shell")]
+    pub capture_dir: PathBuf,
     /// The command to run in the client namespace (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -437,6 +456,9 @@ pub enum BenchTarget {
     /// What `--visual` costs: loadEventEnd with and without the screencast, runs interleaved
     /// (ABBA) on one testbed, compared as two series.
     Visual(BenchVisualArgs),
+    /// What `--capture` costs (default `--capture pcap,keys`): loadEventEnd with and without
+    /// keeping the files, interleaved as `bench visual`, and the bytes kept per run.
+    Capture(BenchVisualArgs),
 }
 
 #[derive(Args, Debug)]
@@ -700,7 +722,15 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     match a.target {
         BenchTarget::Netem(n) => bench_netem(n),
         BenchTarget::Link(l) => bench_link(l),
-        BenchTarget::Visual(v) => bench_visual(v),
+        BenchTarget::Visual(v) => bench_visual(v, crate::matrix::visual_bench::Treatment::Visual),
+        BenchTarget::Capture(v) => {
+            let kinds = v
+                .common
+                .capture
+                .clone()
+                .unwrap_or_else(|| "pcap,keys".parse().expect("a valid capture set"));
+            bench_visual(v, crate::matrix::visual_bench::Treatment::Capture(kinds))
+        }
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -749,6 +779,7 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
         no_receive_steering: t("no_receive_steering"),
         pages: t("pages"),
         visual: t("visual"),
+        capture: t("capture"),
     }
 }
 
@@ -781,6 +812,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
             .collect::<Result<_>>()?,
         steer_receive: !a.no_receive_steering,
         visual: a.common.visual,
+        capture: a.common.capture(),
         sites: a.common.site_options(),
     };
     if let Some(dir) = &req.resume {
@@ -875,6 +907,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         retry_invalid: a.retry_invalid,
         keep_bodies: a.har.is_some(),
         visual: a.common.visual,
+        capture: a.common.capture(),
         sites: a.common.site_options(),
     };
     if req.runs == 0 {
@@ -886,6 +919,13 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
             println!("{}", serde_json::to_string(rec)?);
         } else {
             print!("{}", crate::runner::describe(rec));
+        }
+        if !rec.capture_files.is_empty() {
+            let dir = a.capture_dir.join(&rec.id);
+            crate::results::store::write_captures(&dir, &rec.capture_files)?;
+            if !a.json {
+                println!("  capture: {}", dir.display());
+            }
         }
         if let Some(base) = &a.har {
             let path = har_path(base, rec.round, rec.attempt, req.runs);
@@ -936,9 +976,35 @@ fn diagnose(a: DiagnoseArgs) -> Result<ExitCode> {
 }
 
 fn shell(a: ShellArgs) -> Result<ExitCode> {
+    use crate::capture::CaptureKind;
     let source = locations::profile_source(a.profiles_dir.as_deref());
     let profile = single_profile(&a.profile, &source)?;
+    let capture = a.capture.clone().unwrap_or_default();
+    if let Some(k) = capture
+        .kinds()
+        .iter()
+        .find(|k| !matches!(k, CaptureKind::Pcap | CaptureKind::Keys))
+    {
+        anyhow::bail!(
+            "--capture {k}: shell keeps only pcap and keys (NetLog and qlog come from pagebench's own browser and server, in run and matrix)"
+        );
+    }
+    let mut env = Vec::new();
+    if !capture.is_empty() {
+        std::fs::create_dir_all(&a.capture_dir).with_context(|| {
+            format!(
+                "--capture-dir {}: cannot create it",
+                a.capture_dir.display()
+            )
+        })?;
+    }
+    let keys_path = std::path::absolute(a.capture_dir.join("keys.log"))?;
+    if capture.has(CaptureKind::Keys) {
+        env.push(("SSLKEYLOGFILE".to_string(), keys_path.display().to_string()));
+    }
     let outcome = crate::netem::shell::run(&crate::netem::shell::ShellOptions {
+        tap: capture.has(CaptureKind::Pcap),
+        env,
         profile,
         server_cmd: a.server_cmd,
         wait_tcp: a.wait_tcp,
@@ -951,6 +1017,24 @@ fn shell(a: ShellArgs) -> Result<ExitCode> {
         },
         stats_json: a.stats_json,
     })?;
+    if let Some(trace) = &outcome.trace {
+        use crate::capture::pcapng;
+        let mut files = Vec::new();
+        for v in [pcapng::Vantage::Client, pcapng::Vantage::Server] {
+            files.push(crate::capture::CaptureFile {
+                name: format!("{}.gz", v.file_name()),
+                data: pcapng::gzip(&pcapng::write(trace, v, "pagebench shell")),
+            });
+        }
+        for f in &files {
+            crate::atomic::write_file(&a.capture_dir.join(&f.name), &f.data)?;
+        }
+        eprintln!(
+            "capture: {} packets in {}",
+            trace.packets.len(),
+            a.capture_dir.display()
+        );
+    }
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
 }
 
@@ -1042,6 +1126,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 faults: vec![],
                 steer_receive: true,
                 visual: a.common.visual,
+                capture: a.common.capture(),
                 sites: a.common.site_options(),
             };
             crate::matrix::execute::run(&req)?.dir
@@ -1060,8 +1145,13 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
+fn bench_visual(
+    a: BenchVisualArgs,
+    treatment: crate::matrix::visual_bench::Treatment,
+) -> Result<ExitCode> {
     use crate::matrix::visual_bench;
+    let slug = treatment.slug();
+    let flag = treatment.flag();
     let profiles = profile::select_from(&a.profile, &a.common.profile_source())?;
     if profiles.len() != 1 {
         anyhow::bail!(
@@ -1079,11 +1169,12 @@ fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
     )?;
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
-            "bench-visual-{}",
+            "bench-{slug}-{}",
             chrono::Local::now().format("%Y%m%d-%H%M%S")
         ))
     });
     let req = visual_bench::VisualBenchRequest {
+        treatment,
         profile: profiles[0].clone(),
         manifest,
         variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
@@ -1095,7 +1186,8 @@ fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
     };
     let r = visual_bench::run(&req, &signals::interrupted)?;
     let json = serde_json::to_string_pretty(&r)?;
-    crate::atomic::write_file(&out.join("bench-visual.json"), json.as_bytes())?;
+    let json_name = format!("bench-{slug}.json");
+    crate::atomic::write_file(&out.join(&json_name), json.as_bytes())?;
     if a.json {
         println!("{json}");
     } else {
@@ -1103,15 +1195,22 @@ fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
         let med =
             |v: &[f64]| crate::stats::median(v).map_or("–".into(), |m| format!("{m:.1} ms"));
         println!(
-            "{} on {} over {}: loadEventEnd median {} without --visual ({} runs), {} with it ({} runs), interleaved",
+            "{} on {} over {}: loadEventEnd median {} without {flag} ({} runs), {} with it ({} runs), interleaved",
             r.workload,
             r.profile,
             r.variant,
-            med(&r.without_visual_ms),
-            r.without_visual_ms.len(),
-            med(&r.with_visual_ms),
-            r.with_visual_ms.len(),
+            med(&r.without_ms),
+            r.without_ms.len(),
+            med(&r.with_ms),
+            r.with_ms.len(),
         );
+        if !r.kept_bytes.is_empty() {
+            let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();
+            println!(
+                "kept on disk per run: median {:.0} KB (captures/<run id>/)",
+                crate::stats::median(&kept).unwrap_or(0.0) / 1000.0
+            );
+        }
         println!(
             "ratio with/without {} [95 % CI {} – {}], Mann-Whitney p = {}{}",
             c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
@@ -1124,7 +1223,7 @@ fn bench_visual(a: BenchVisualArgs) -> Result<ExitCode> {
                 String::new()
             }
         );
-        println!("wrote {}", out.join("bench-visual.json").display());
+        println!("wrote {}", out.join(&json_name).display());
     }
     Ok(ExitCode::SUCCESS)
 }

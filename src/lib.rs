@@ -5,8 +5,8 @@
 //! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
 
 pub mod atomic;
-pub mod capture;
 pub mod browser;
+pub mod capture;
 pub mod cli;
 pub mod diagnose;
 pub mod fault;

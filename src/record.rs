@@ -147,6 +147,16 @@ pub struct RunRecord {
     /// the record, not into it.
     #[serde(skip)]
     pub frame_images: Vec<Vec<u8>>,
+    /// Head-of-line blocking measured from the link's packets (records from before the
+    /// analysis: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hol: Option<crate::capture::HolReport>,
+    /// The files `--capture` kept, in `captures/<run id>/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captures: Vec<crate::capture::CaptureFileRef>,
+    /// Their bytes: written by the store beside the record, not into it.
+    #[serde(skip)]
+    pub capture_files: Vec<crate::capture::CaptureFile>,
 }
 
 fn first_attempt() -> u32 {
@@ -205,6 +215,9 @@ impl RunRecord {
             server_log: Value::Null,
             visual: None,
             frame_images: vec![],
+            hol: None,
+            captures: vec![],
+            capture_files: vec![],
         }
     }
 }

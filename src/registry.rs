@@ -76,6 +76,8 @@ pub enum Scope {
     Paint,
     /// Downloads and uploads (the transfer tables).
     Transfers,
+    /// Every workload: head-of-line blocking measured from the link's packets.
+    HeadOfLine,
 }
 
 /// One per-run metric.
@@ -363,6 +365,41 @@ pub static TUN_TX_DROPPED: Metric =
         link(r, |l| l.tun_tx_dropped as f64)
     });
 
+/// Head-of-line blocking from the link's packets (`capture::hol`): summarised per series.
+const fn hol(
+    name: &'static str,
+    label: &'static str,
+    unit: Unit,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        source: Source::Link,
+        breakdown: Some(Scope::HeadOfLine),
+        ..metric(name, label, unit, derive)
+    }
+}
+
+pub static HOL_BLOCKED_BYTES: Metric = Metric {
+    csv: CsvFormat::Int,
+    ..hol("hol_blocked_bytes", "HOL-blocked bytes", Unit::Bytes, |r| {
+        r.hol.as_ref().map(|h| h.blocked_bytes() as f64)
+    })
+};
+pub static HOL_BLOCKED_MS: Metric = hol("hol_blocked_ms", "HOL stall (ms)", Unit::Ms, |r| {
+    r.hol.as_ref().map(|h| h.blocked_ms())
+});
+/// QUIC: bytes of other streams that passed a waiting stream (TCP would have held them).
+pub static HOL_UNBLOCKED_BYTES: Metric = Metric {
+    csv: CsvFormat::Int,
+    better: Better::Neither,
+    ..hol(
+        "hol_unblocked_bytes",
+        "bytes past a hole",
+        Unit::Bytes,
+        |r| r.hol.as_ref().map(|h| h.unblocked_bytes() as f64),
+    )
+};
+
 /// A transport counter: integer, from the server.
 const fn transport_count(
     name: &'static str,
@@ -478,6 +515,9 @@ pub static ALL: &[&Metric] = &[
     &ACHIEVED_LOSS_UP_PCT,
     &ACHIEVED_LOSS_DOWN_PCT,
     &TUN_TX_DROPPED,
+    &HOL_BLOCKED_BYTES,
+    &HOL_BLOCKED_MS,
+    &HOL_UNBLOCKED_BYTES,
     &TCP_RETRANSMITS,
     &QUIC_LOST_PACKETS,
     &QUIC_CONGESTION_EVENTS,
@@ -574,6 +614,11 @@ mod tests {
         );
         let transfers: Vec<&str> = breakdown_for(Scope::Transfers).map(|m| m.name).collect();
         assert_eq!(transfers, ["goodput_mbit"]);
-        assert_eq!(breakdown().count(), 15);
+        let hol: Vec<&str> = breakdown_for(Scope::HeadOfLine).map(|m| m.name).collect();
+        assert_eq!(
+            hol,
+            ["hol_blocked_bytes", "hol_blocked_ms", "hol_unblocked_bytes"]
+        );
+        assert_eq!(breakdown().count(), 18);
     }
 }

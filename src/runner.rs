@@ -44,6 +44,8 @@ pub struct RunSpec {
     pub keep_bodies: bool,
     /// Record a screencast of the load (`--visual`).
     pub visual: bool,
+    /// What the run keeps beside its record (`--capture`).
+    pub capture: crate::capture::CaptureSet,
 }
 
 impl RunSpec {
@@ -72,6 +74,7 @@ impl RunSpec {
             fault: None,
             keep_bodies: false,
             visual: false,
+            capture: crate::capture::CaptureSet::none(),
         }
     }
 }
@@ -121,6 +124,7 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
             fault: spec.fault.as_ref(),
             keep_bodies: spec.keep_bodies,
             visual: spec.visual,
+            capture: &spec.capture,
         },
     )?;
     Ok(assemble(spec, parts))
@@ -166,7 +170,16 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         counters_after: (snmp_c1, snmp_s1),
         machine,
         wall_ms,
+        capture,
     } = parts;
+    let captured = crate::capture::finish(
+        capture,
+        &spec.capture,
+        &format!(
+            "pagebench run {}: {} over {} on {}",
+            spec.id, spec.manifest.workload.name, variant, spec.profile.name
+        ),
+    );
     let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
     let (visual, frame_images) = visual_of(&obs);
     if let Some(m) = visual.as_ref().and_then(|v| v.metrics.as_ref()) {
@@ -193,6 +206,9 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
             verdict.warnings.push(format!("run {}: {p}", spec.id));
         }
     }
+    verdict
+        .warnings
+        .extend(captured.warnings.iter().map(|w| format!("capture: {w}")));
     let viewpoints = if server.views.is_some() { 3 } else { 2 };
     if server.views.is_none() {
         verdict.warnings.push(
@@ -283,6 +299,9 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         server_log: server.log,
         visual,
         frame_images,
+        hol: captured.hol,
+        captures: captured.files.iter().map(|f| f.reference()).collect(),
+        capture_files: captured.files,
     }
 }
 
@@ -487,6 +506,7 @@ mod tests {
             counters_after: Default::default(),
             machine: MachineSample::default(),
             wall_ms: 1234.0,
+            capture: Default::default(),
         }
     }
 

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::browser::{Browser, BrowserOverhead, LaunchOptions, HOST};
+use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::fault::{self, FaultInjection};
 use crate::identity::{BrowserId, ServerId};
 use crate::metrics::Observation;
-use crate::netem::{Link, LinkOptions, LinkStats};
+use crate::netem::{Link, LinkOptions, LinkStats, PacketTrace, Tap};
 use crate::procfs;
 use crate::profile::Profile;
 use crate::protocol::{H3Mode, Variant};
@@ -285,6 +286,9 @@ pub struct LoadRequest<'a> {
     pub keep_bodies: bool,
     /// Record a screencast of the load (`--visual`).
     pub visual: bool,
+    /// What the run keeps beside its record (`--capture`); the packets are always tapped for
+    /// the head-of-line analysis.
+    pub capture: &'a CaptureSet,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -310,6 +314,8 @@ pub struct RunParts {
     pub machine: MachineSample,
     /// Whole run, launch to collection, ms.
     pub wall_ms: f64,
+    /// Packets, keys, NetLog and qlogs of the load.
+    pub capture: CaptureParts,
 }
 
 /// The link as the run protocol uses it: the emulated link, or a fake in the tests.
@@ -328,6 +334,14 @@ pub trait LinkSide {
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
     /// Arms `f` against the emulator or the server's process group.
     fn arm_fault(&self, f: &FaultInjection, server_group: Option<i32>) -> Option<fault::Armed>;
+    /// Starts handing every packet to a tap (None: this link cannot).
+    fn start_tap(&self) -> Option<Tap> {
+        None
+    }
+    /// Stops the tap and returns its packets.
+    fn finish_tap(&self, _tap: Tap) -> Result<PacketTrace> {
+        anyhow::bail!("this link has no tap")
+    }
 }
 
 impl LinkSide for Link {
@@ -373,6 +387,16 @@ impl LinkSide for Link {
             },
         ))
     }
+
+    fn start_tap(&self) -> Option<Tap> {
+        Link::start_tap(self)
+            .map_err(|e| tracing::warn!("cannot tap the link: {e:#}"))
+            .ok()
+    }
+
+    fn finish_tap(&self, tap: Tap) -> Result<PacketTrace> {
+        Link::finish_tap(self, tap)
+    }
 }
 
 /// The run protocol: launch the browser (a fresh one), then mark the server and the link so
@@ -412,6 +436,24 @@ pub fn measure(
         }
         None => (page_url(port, req.manifest), Vec::new(), None),
     };
+    // Chromium writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
+    // them) and, if asked, its NetLog here; the files are read after it closed.
+    let capture_dir = tempdir::create("capture")?;
+    let key_log_path = capture_dir.path().join("keys.log");
+    let net_log_path = capture_dir.path().join("netlog.json");
+    let mut extra_args = vec![format!("--ssl-key-log-file={}", key_log_path.display())];
+    if let Some(mode) = req.capture.netlog() {
+        extra_args.push(format!("--log-net-log={}", net_log_path.display()));
+        extra_args.push(format!("--net-log-capture-mode={}", mode.chromium_flag()));
+    }
+    let qlog_asked = req.capture.has(CaptureKind::Qlog);
+    let mut problems = Vec::new();
+    if !server.set_qlog(qlog_asked) && qlog_asked {
+        problems.push(format!(
+            "server {} keeps no qlog pagebench can collect: only the embedded server's QUIC connections have one",
+            server.name()
+        ));
+    }
     let opts = LaunchOptions {
         protocol: req.variant.protocol,
         h3_mode: req.variant.h3_mode.unwrap_or(H3Mode::Forced),
@@ -419,7 +461,7 @@ pub fn measure(
         port,
         spki: spki.to_string(),
         settle_max: req.settle_max,
-        extra_args: vec![],
+        extra_args,
         keep_bodies: req.keep_bodies,
         visual: req.visual,
         hosts,
@@ -437,10 +479,13 @@ pub fn measure(
     let _ = link.take_stats();
     let counters_before = link.namespace_counters();
     let cpu0 = cpu_times();
+    let tap = link.start_tap();
     let mut armed = req
         .fault
         .and_then(|f| link.arm_fault(f, server.process_group()));
     let mut link_stats = None;
+    let mut tap = tap;
+    let mut trace = None;
     let mut overhead = BrowserOverhead::default();
     let (observation, end) = match launched {
         Ok(()) => {
@@ -451,6 +496,7 @@ pub fn measure(
             // The link's interval ends with the load: the browser's teardown (its closing
             // packets, the kernel's work of ending a large process) is not the measured run.
             link_stats = Some(link.take_stats());
+            trace = tap.take().map(|t| link.finish_tap(t));
             overhead = browser.close();
             match loaded {
                 Ok(x) => x,
@@ -470,8 +516,32 @@ pub fn measure(
     let cpu1 = cpu_times();
     let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
     let counters_after = link.namespace_counters();
+    if let Some(t) = tap.take() {
+        trace = Some(link.finish_tap(t));
+    }
     let server_exit = server.exited();
-    let evidence = server.collect();
+    let mut evidence = server.collect();
+    let trace = match trace {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            problems.push(format!("the link's packets could not be taken: {e:#}"));
+            None
+        }
+        None => None,
+    };
+    let capture = CaptureParts {
+        trace,
+        // Absent when Chromium never started or negotiated nothing.
+        browser_keys: std::fs::read_to_string(&key_log_path).unwrap_or_default(),
+        server_keys: std::mem::take(&mut evidence.key_log),
+        netlog: req
+            .capture
+            .netlog()
+            .and_then(|_| std::fs::read(&net_log_path).ok()),
+        qlogs: std::mem::take(&mut evidence.qlogs),
+        problems,
+    };
+    drop(capture_dir);
     Ok(RunParts {
         started_at,
         url,
@@ -486,6 +556,7 @@ pub fn measure(
         counters_after,
         machine: sample_between(&cpu0, &cpu1),
         wall_ms: wall.elapsed().as_secs_f64() * 1e3,
+        capture,
     })
 }
 
@@ -631,6 +702,7 @@ mod tests {
             fault,
             keep_bodies: false,
             visual: false,
+            capture: &CaptureSet::none(),
         };
         let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
         if !launch_fails {

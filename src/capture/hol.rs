@@ -119,12 +119,7 @@ impl HolReport {
 
 /// Analyses a run's packets; `keys` decrypt its QUIC packets.
 pub fn analyse(trace: &PacketTrace, keys: &KeyLog) -> HolReport {
-    let end_ns = trace
-        .packets
-        .iter()
-        .map(|p| p.seen_ns())
-        .max()
-        .unwrap_or(0);
+    let end_ns = trace.packets.iter().map(|p| p.seen_ns()).max().unwrap_or(0);
     HolReport {
         tcp: tcp(trace, end_ns),
         quic: quic(trace, keys, end_ns),
@@ -168,6 +163,11 @@ struct Stream {
     lost: Vec<Lost>,
     open_causes: DropCounts,
     open_unblocked: u64,
+    /// Lost ranges not yet delivered in order (QUIC: the stream waits for them).
+    pending: Vec<(u64, u64, u64)>,
+    /// Since when the stream waits for a retransmission: from the first delivery, after the
+    /// drop, of a packet sent later on the same connection (the lost one would be in by then).
+    waiting_since: Option<u64>,
 }
 
 /// Totals of one transport while streams are walked.
@@ -228,9 +228,11 @@ fn tcp(trace: &PacketTrace, end_ns: u64) -> Option<HolSide> {
     for &i in &sent {
         if let Some(parsed) = packet::parse(&trace.packets[i].data) {
             if let Transport::Tcp { seq, syn, .. } = parsed.transport {
-                bases
-                    .entry((parsed.src, parsed.dst))
-                    .or_insert(if syn { seq.wrapping_add(1) } else { seq });
+                bases.entry((parsed.src, parsed.dst)).or_insert(if syn {
+                    seq.wrapping_add(1)
+                } else {
+                    seq
+                });
             }
         }
     }
@@ -334,7 +336,7 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
             Direction::Up => (parsed.src, parsed.dst, Sender::Client),
             Direction::Down => (parsed.dst, parsed.src, Sender::Server),
         };
-        let flow = decoders.entry((client, server)).or_insert_with(QuicFlow::new);
+        let flow = decoders.entry((client, server)).or_default();
         for q in flow.feed(from, payload, keys) {
             if q.undecryptable.is_some() {
                 undecrypted += 1;
@@ -363,15 +365,16 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
     let mut tally = Tally::default();
     let mut flows_with_data = std::collections::BTreeSet::new();
     for i in seen_order(trace) {
-        if frames[i].is_empty() {
-            continue;
-        }
         let p = &trace.packets[i];
         let Some(parsed) = packet::parse(&p.data) else {
             continue;
         };
+        if !matches!(parsed.transport, Transport::Udp { .. }) {
+            continue;
+        }
         let now = p.seen_ns();
         if let Some(cause) = p.dropped {
+            // Every dropped datagram of the connection counts, data or not.
             tally.side.drops.add(cause);
             for &(id, start, end) in &frames[i] {
                 let s = streams.entry((parsed.src, parsed.dst, id)).or_default();
@@ -381,8 +384,17 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
                     cause,
                     at_ns: now,
                 });
+                s.pending.push((start, end, now));
             }
             continue;
+        }
+        // Streams whose lost data would have arrived by now start waiting.
+        for (_, s) in
+            streams.range_mut((parsed.src, parsed.dst, 0)..=(parsed.src, parsed.dst, u64::MAX))
+        {
+            if s.waiting_since.is_none() && s.pending.iter().any(|&(_, _, at)| at < now) {
+                s.waiting_since = Some(now);
+            }
         }
         flows_with_data.insert(match p.dir {
             Direction::Up => (parsed.src, parsed.dst),
@@ -391,7 +403,7 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
         for &(id, start, end) in &frames[i] {
             let key = (parsed.src, parsed.dst, id);
             let s = streams.entry(key).or_default();
-            let was_blocked = s.r.blocked();
+            let was_waiting = s.waiting_since.is_some() || s.r.blocked();
             let hole_from = s.r.next();
             let a = s.r.receive(start, end, now);
             tally.side.delivered_bytes += a.delivered;
@@ -399,12 +411,17 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
             if let Some(ep) = a.closed {
                 tally.closed(flow_name(key.0, key.1), Some(id), ep, s);
             }
-            if a.delivered > 0 && !was_blocked {
+            let next = s.r.next();
+            s.pending.retain(|&(_, e, _)| e > next);
+            if s.pending.is_empty() {
+                s.waiting_since = None;
+            }
+            if a.delivered > 0 && !was_waiting {
                 // Other streams of this connection and direction waiting now: these bytes
                 // passed them.
                 let mut passed = false;
                 for (k, other) in streams.range_mut((key.0, key.1, 0)..=(key.0, key.1, u64::MAX)) {
-                    if k.2 != id && other.r.blocked() {
+                    if k.2 != id && (other.waiting_since.is_some() || other.r.blocked()) {
                         other.open_unblocked += a.delivered;
                         passed = true;
                     }
@@ -424,12 +441,7 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
         }
     }
     tally.side.connections = flows_with_data.len().max(decoders.len().min(1));
-    tally.side.streams = Some(
-        streams
-            .iter()
-            .filter(|(_, s)| s.r.next() > 0)
-            .count(),
-    );
+    tally.side.streams = Some(streams.iter().filter(|(_, s)| s.r.next() > 0).count());
     tally.side.undecrypted_packets = undecrypted;
     Some(tally.finish())
 }
@@ -474,7 +486,11 @@ mod tests {
         if let Some(k) = lost {
             let seq = isn.wrapping_add(1 + k * 1000);
             let t = retransmit_ms * MS;
-            packets.push(down(build::tcp(s, c, seq, 0x10, 1000), t, Some(t + 25 * MS)));
+            packets.push(down(
+                build::tcp(s, c, seq, 0x10, 1000),
+                t,
+                Some(t + 25 * MS),
+            ));
         }
         PacketTrace {
             start_unix_ns: 0,
@@ -506,7 +522,9 @@ mod tests {
 
     #[test]
     fn without_loss_nothing_waits_and_the_last_segment_lost_blocks_nothing() {
-        let clean = analyse(&tcp_trace(None, 0), &KeyLog::default()).tcp.unwrap();
+        let clean = analyse(&tcp_trace(None, 0), &KeyLog::default())
+            .tcp
+            .unwrap();
         assert_eq!((clean.blocked_bytes, clean.episodes_total), (0, 0));
         assert_eq!(clean.delivered_bytes, 10_000);
         let last = analyse(&tcp_trace(Some(9), 80), &KeyLog::default())

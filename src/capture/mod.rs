@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use hol::{HolEpisode, HolReport, HolSide};
 
+use crate::netem::PacketTrace;
+
 /// One kind of file a run can keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -45,7 +47,10 @@ const KINDS: [(CaptureKind, &str); 5] = [
 
 impl fmt::Display for CaptureKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = KINDS.iter().find(|(k, _)| k == self).map_or("?", |(_, n)| n);
+        let name = KINDS
+            .iter()
+            .find(|(k, _)| k == self)
+            .map_or("?", |(_, n)| n);
         f.write_str(name)
     }
 }
@@ -54,6 +59,9 @@ impl fmt::Display for CaptureKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct CaptureSet(Vec<CaptureKind>);
+
+/// Nothing kept, as a `'static` for contexts that borrow a set.
+pub static NO_CAPTURE: CaptureSet = CaptureSet(Vec::new());
 
 impl CaptureSet {
     pub fn none() -> Self {
@@ -155,6 +163,97 @@ impl CaptureFile {
     }
 }
 
+/// What the run protocol collected for the capture and the head-of-line analysis.
+#[derive(Debug, Default)]
+pub struct CaptureParts {
+    /// Every packet of the load (None: the link could not be tapped).
+    pub trace: Option<PacketTrace>,
+    /// Chromium's key log (`--ssl-key-log-file`), and the embedded server's.
+    pub browser_keys: String,
+    pub server_keys: String,
+    /// Chromium's NetLog, when asked for.
+    pub netlog: Option<Vec<u8>>,
+    /// The server's qlog per QUIC connection (name, JSON-SEQ).
+    pub qlogs: Vec<(String, Vec<u8>)>,
+    /// What could not be collected, said as warnings.
+    pub problems: Vec<String>,
+}
+
+/// What a run keeps of its capture.
+#[derive(Debug, Default)]
+pub struct CaptureOutcome {
+    pub hol: Option<HolReport>,
+    pub files: Vec<CaptureFile>,
+    pub warnings: Vec<String>,
+}
+
+/// Measures head-of-line blocking from the packets (always) and makes the files `asked` for.
+pub fn finish(parts: CaptureParts, asked: &CaptureSet, description: &str) -> CaptureOutcome {
+    let mut out = CaptureOutcome {
+        warnings: parts.problems,
+        ..Default::default()
+    };
+    let keys_text = format!("{}{}", parts.browser_keys, parts.server_keys);
+    let keys = match quic::KeyLog::parse(&keys_text) {
+        Ok(k) => k,
+        Err(e) => {
+            out.warnings.push(format!(
+                "the TLS key log could not be read ({e}): QUIC packets are not decrypted"
+            ));
+            quic::KeyLog::default()
+        }
+    };
+    if let Some(trace) = &parts.trace {
+        let report = hol::analyse(trace, &keys);
+        if let Some(q) = &report.quic {
+            if q.undecrypted_packets > 0 {
+                out.warnings.push(format!(
+                    "{} QUIC packets could not be decrypted: the QUIC head-of-line figures count only the others",
+                    q.undecrypted_packets
+                ));
+            }
+        }
+        out.hol = Some(report);
+        if asked.has(CaptureKind::Pcap) {
+            for v in [pcapng::Vantage::Client, pcapng::Vantage::Server] {
+                out.files.push(CaptureFile {
+                    name: format!("{}.gz", v.file_name()),
+                    data: pcapng::gzip(&pcapng::write(trace, v, description)),
+                });
+            }
+        }
+    } else if asked.has(CaptureKind::Pcap) {
+        out.warnings
+            .push("no packets were captured: the link could not be tapped".into());
+    }
+    if asked.has(CaptureKind::Keys) {
+        out.files.push(CaptureFile {
+            name: "keys.log".into(),
+            data: keys_text.into_bytes(),
+        });
+    }
+    if asked.netlog().is_some() {
+        match parts.netlog {
+            Some(n) => out.files.push(CaptureFile {
+                name: "netlog.json.gz".into(),
+                data: pcapng::gzip(&n),
+            }),
+            None => out
+                .warnings
+                .push("Chromium wrote no NetLog for this run".into()),
+        }
+    }
+    if asked.has(CaptureKind::Qlog) {
+        for (name, q) in parts.qlogs {
+            out.files.push(CaptureFile {
+                name: format!("{name}.sqlog.gz"),
+                data: pcapng::gzip(&q),
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +267,10 @@ mod tests {
         let n: CaptureSet = "netlog-bytes".parse().unwrap();
         assert_eq!(n.netlog(), Some(NetLogMode::Everything));
         let e = "pcap,tcpdump".parse::<CaptureSet>().unwrap_err();
-        assert!(e.contains("\"tcpdump\"") && e.contains("pcap, keys, netlog"), "{e}");
+        assert!(
+            e.contains("\"tcpdump\"") && e.contains("pcap, keys, netlog"),
+            "{e}"
+        );
         assert!("".parse::<CaptureSet>().is_err());
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(json, r#"["pcap","keys","qlog"]"#);

@@ -90,14 +90,33 @@ pub mod build {
 
     fn ip(src: SocketAddrV4, dst: SocketAddrV4, proto: u8, l4: Vec<u8>) -> Vec<u8> {
         let total = 20 + l4.len();
-        let mut p = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, proto, 0, 0];
+        let mut p = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            0,
+            0x40,
+            0,
+            64,
+            proto,
+            0,
+            0,
+        ];
         p.extend_from_slice(&src.ip().octets());
         p.extend_from_slice(&dst.ip().octets());
         p.extend(l4);
         p
     }
 
-    pub fn tcp(src: SocketAddrV4, dst: SocketAddrV4, seq: u32, flags: u8, payload: usize) -> Vec<u8> {
+    pub fn tcp(
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+        seq: u32,
+        flags: u8,
+        payload: usize,
+    ) -> Vec<u8> {
         let mut l4 = Vec::new();
         l4.extend_from_slice(&src.port().to_be_bytes());
         l4.extend_from_slice(&dst.port().to_be_bytes());
@@ -139,7 +158,10 @@ mod tests {
             }
         );
         let u = build::udp(b, a, b"hi");
-        assert_eq!(parse(&u).unwrap().transport, Transport::Udp { payload: b"hi" });
+        assert_eq!(
+            parse(&u).unwrap().transport,
+            Transport::Udp { payload: b"hi" }
+        );
         assert_eq!(parse(&p[..10]), None);
         let mut v6 = p.clone();
         v6[0] = 0x60;

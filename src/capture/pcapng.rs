@@ -55,7 +55,11 @@ const OUTBOUND: u32 = 2;
 pub fn write(trace: &PacketTrace, vantage: Vantage, description: &str) -> Vec<u8> {
     let mut out = Vec::new();
     let mut opts = Vec::new();
-    option(&mut opts, SHB_USERAPPL, format!("pagebench {}", env!("CARGO_PKG_VERSION")).as_bytes());
+    option(
+        &mut opts,
+        SHB_USERAPPL,
+        format!("pagebench {}", env!("CARGO_PKG_VERSION")).as_bytes(),
+    );
     opts_end(&mut opts);
     let mut body = Vec::new();
     body.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
@@ -194,7 +198,10 @@ mod tests {
             let len = u32::from_le_bytes(b[i + 4..i + 8].try_into().unwrap()) as usize;
             assert_eq!(len % 4, 0, "block lengths are multiples of 4");
             let trailer = u32::from_le_bytes(b[i + len - 4..i + len].try_into().unwrap());
-            assert_eq!(trailer as usize, len, "the trailing length repeats the leading one");
+            assert_eq!(
+                trailer as usize, len,
+                "the trailing length repeats the leading one"
+            );
             out.push((kind, b[i + 8..i + len - 4].to_vec()));
             i += len;
         }
@@ -220,7 +227,11 @@ mod tests {
                 | u64::from(u32::from_le_bytes(b[8..12].try_into().unwrap()))
         };
         assert_eq!(ts(&client[2].1), 1_000_000_000_010, "sent: when it entered");
-        assert_eq!(ts(&client[3].1), 1_000_005_000_030, "received: when it left");
+        assert_eq!(
+            ts(&client[3].1),
+            1_000_005_000_030,
+            "received: when it left"
+        );
         let caplen = u32::from_le_bytes(client[3].1[12..16].try_into().unwrap());
         assert_eq!(caplen, 1401);
 

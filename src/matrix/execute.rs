@@ -62,6 +62,8 @@ pub struct MatrixRequest {
     pub steer_receive: bool,
     /// Record a screencast of every load (`--visual`): Speed Index, Visually Complete, frames.
     pub visual: bool,
+    /// What every run keeps beside its record (`--capture`), in `captures/<run id>/`.
+    pub capture: crate::capture::CaptureSet,
     /// How site workloads are replayed.
     pub sites: workload::site::SiteOptions,
 }
@@ -533,6 +535,7 @@ fn start_and_run(
         quiet: req.quiet,
         keep_bodies: false,
         visual: req.visual,
+        capture: &req.capture,
         stop: &signals::interrupted,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
@@ -562,6 +565,8 @@ pub struct PlanContext<'a> {
     pub keep_bodies: bool,
     /// Record a screencast of every load (`--visual`).
     pub visual: bool,
+    /// What every run keeps beside its record (`--capture`).
+    pub capture: &'a crate::capture::CaptureSet,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
@@ -605,6 +610,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         settle_max: ctx.settle_max,
         keep_bodies: ctx.keep_bodies,
         visual: ctx.visual,
+        capture: ctx.capture.clone(),
     }
 }
 
@@ -832,6 +838,7 @@ mod tests {
                 quiet: true,
                 keep_bodies: false,
                 visual: false,
+                capture: &crate::capture::NO_CAPTURE,
                 stop,
             }
         }

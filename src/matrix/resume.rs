@@ -25,6 +25,7 @@ impl StoredOptions {
             settle_max_ms: req.settle_max.as_millis() as u64,
             steer_receive: req.steer_receive,
             visual: req.visual,
+            capture: req.capture.clone(),
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
             sites: req.sites,
             site_dirs: crate::workload::parse_list(&req.workloads)
@@ -112,6 +113,7 @@ pub struct Typed {
     pub no_receive_steering: bool,
     pub pages: bool,
     pub visual: bool,
+    pub capture: bool,
 }
 
 /// A `--protocols` value that parses back to exactly `variants` whatever `--h3-mode` says.
@@ -291,6 +293,17 @@ pub fn resumed_request(
     if typed.visual && !options.visual {
         diffs.push("--visual given, the results were made without it".into());
     }
+    if typed.capture && given.capture != options.capture {
+        diffs.push(differs(
+            "--capture",
+            given.capture.to_string(),
+            if options.capture.is_empty() {
+                "none".to_string()
+            } else {
+                options.capture.to_string()
+            },
+        ));
+    }
     if !diffs.is_empty() {
         bail!(
             "--resume {}: {}; leave these options out to continue with the stored ones, or start a new matrix with --out",
@@ -334,6 +347,7 @@ pub fn resumed_request(
         faults: given.faults.clone(),
         steer_receive: options.steer_receive,
         visual: options.visual,
+        capture: options.capture.clone(),
         sites: options.sites,
     })
 }
@@ -379,6 +393,7 @@ mod tests {
             faults: vec![],
             steer_receive: true,
             visual: false,
+            capture: Default::default(),
             sites: Default::default(),
         }
     }

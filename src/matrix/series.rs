@@ -34,6 +34,8 @@ pub struct SeriesRequest {
     pub keep_bodies: bool,
     /// Record a screencast of every load (`--visual`).
     pub visual: bool,
+    /// What every run keeps (`--capture`); `each` gets the files in `capture_files`.
+    pub capture: crate::capture::CaptureSet,
 }
 
 /// Runs a series — a one-cell plan walked by the matrix loop, so failed measurements are run
@@ -90,6 +92,7 @@ pub fn run_series(
         quiet: true,
         keep_bodies: req.keep_bodies,
         visual: req.visual,
+        capture: &req.capture,
         stop: &signals::interrupted,
     };
     let mut attempts = 0usize;

@@ -1,5 +1,6 @@
-//! `pagebench bench visual`: what the screencast costs the measurement. One testbed, one page,
-//! one protocol; runs with and without `--visual` alternate (ABBA, so neither arm always goes
+//! `pagebench bench visual` and `bench capture`: what the screencast, or keeping the capture
+//! files, costs the measurement. One testbed, one page, one protocol; runs with and without the
+//! option alternate (ABBA, so neither arm always goes
 //! first after a warm link), and the two arms' loadEventEnd are compared as any two series are
 //! (medians, bootstrap CI of their ratio, Mann-Whitney). Every run is written to the results
 //! directory as it finishes, as in a matrix.
@@ -19,7 +20,41 @@ use crate::testbed::{ServerChoice, Testbed, TestbedConfig};
 use crate::validate::Outcome;
 use crate::workload::Manifest;
 
-/// Run `i`'s arm (true: with the screencast): with, without, without, with, with, …
+/// The option whose cost is measured.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Treatment {
+    /// `--visual`.
+    Visual,
+    /// `--capture KINDS`.
+    Capture(crate::capture::CaptureSet),
+}
+
+impl Treatment {
+    /// The option as a user types it.
+    pub fn flag(&self) -> String {
+        match self {
+            Treatment::Visual => "--visual".into(),
+            Treatment::Capture(c) => format!("--capture {c}"),
+        }
+    }
+
+    /// Its word in run ids and file names.
+    pub fn slug(&self) -> &'static str {
+        match self {
+            Treatment::Visual => "visual",
+            Treatment::Capture(_) => "capture",
+        }
+    }
+
+    fn apply(&self, spec: &mut RunSpec) {
+        match self {
+            Treatment::Visual => spec.visual = true,
+            Treatment::Capture(c) => spec.capture = c.clone(),
+        }
+    }
+}
+
+/// Run `i`'s arm (true: with the option): with, without, without, with, with, …
 pub fn arm(i: usize) -> bool {
     matches!(i % 4, 0 | 3)
 }
@@ -27,12 +62,17 @@ pub fn arm(i: usize) -> bool {
 /// What the bench found.
 #[derive(Debug, Clone, Serialize)]
 pub struct VisualOverhead {
+    /// The option measured (`--visual`, `--capture pcap,keys`).
+    pub treatment: String,
     pub profile: String,
     pub workload: String,
     pub variant: String,
     /// loadEventEnd of the valid runs, per arm, in run order.
-    pub with_visual_ms: Vec<f64>,
-    pub without_visual_ms: Vec<f64>,
+    pub with_ms: Vec<f64>,
+    pub without_ms: Vec<f64>,
+    /// Bytes the treated runs kept on disk (capture files), per run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept_bytes: Vec<u64>,
     /// Runs of either arm that did not count (invalid after retries, or DNF).
     pub not_counted: usize,
     /// median(with) ÷ median(without), its CI and the test.
@@ -69,6 +109,7 @@ pub struct VisualBenchRequest {
     pub out: PathBuf,
     pub timeout: Duration,
     pub seed: u64,
+    pub treatment: Treatment,
 }
 
 /// Runs the bench, writing each run's record to `out/runs/` before the next starts.
@@ -95,12 +136,13 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
     })?;
     let server = ServerChoice::embedded().name();
     let (mut with, mut without, mut not_counted) = (Vec::new(), Vec::new(), 0);
+    let mut kept_bytes = Vec::new();
     // One warm-up of each arm: the first load after a testbed starts is slower.
     for i in 0..(2 * req.runs + 2) {
         if stop() {
             bail!("interrupted");
         }
-        let visual = arm(i);
+        let treated = arm(i);
         let warm = i < 2;
         let id = format!(
             "{}-{}-{}{:02}-{}",
@@ -108,7 +150,11 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
             req.manifest.workload.name,
             if warm { "w" } else { "r" },
             i,
-            if visual { "visual" } else { "plain" }
+            if treated {
+                req.treatment.slug()
+            } else {
+                "plain"
+            }
         );
         let mut spec = RunSpec::single(
             &id,
@@ -118,7 +164,9 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
             &server,
             req.timeout,
         );
-        spec.visual = visual;
+        if treated {
+            req.treatment.apply(&mut spec);
+        }
         let rec: RunRecord = run_counted(&mut tb, &spec, 2)?
             .pop()
             .expect("run_counted makes at least one attempt");
@@ -131,23 +179,34 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
             rec.outcome,
             rec.metrics.load_event_end_ms
         );
+        if !rec.capture_files.is_empty() {
+            crate::results::store::write_captures(
+                &req.out.join(crate::results::store::CAPTURES_DIR).join(&id),
+                &rec.capture_files,
+            )?;
+        }
         if warm {
             continue;
         }
+        if treated && !rec.captures.is_empty() {
+            kept_bytes.push(rec.captures.iter().map(|c| c.bytes).sum());
+        }
         match (rec.outcome, rec.metrics.load_event_end_ms) {
-            (Outcome::Valid, Some(t)) if visual => with.push(t),
+            (Outcome::Valid, Some(t)) if treated => with.push(t),
             (Outcome::Valid, Some(t)) => without.push(t),
             _ => not_counted += 1,
         }
     }
     drop(tb);
-    let (with_visual_ms, without_visual_ms, comparison) = overhead(with, without, req.seed)?;
+    let (with_ms, without_ms, comparison) = overhead(with, without, req.seed)?;
     Ok(VisualOverhead {
+        treatment: req.treatment.flag(),
         profile: req.profile.name.clone(),
         workload: req.manifest.workload.name.clone(),
         variant: req.variant.name(),
-        with_visual_ms,
-        without_visual_ms,
+        with_ms,
+        without_ms,
+        kept_bytes,
         not_counted,
         comparison,
     })

@@ -528,7 +528,7 @@ impl Loop {
 
     /// Writes every packet whose due time has come, each to the other device.
     fn release_due(&mut self) {
-        for i in 0..2 {
+        for (i, dir) in DIRECTIONS.into_iter().enumerate() {
             let out: RawFd = self.tuns[1 - i].as_raw_fd();
             while let Some(p) = self.dirs[i].poll_release(Instant::now()) {
                 // SAFETY: writing an initialised buffer to our TUN fd.
@@ -540,7 +540,7 @@ impl Loop {
                 }
                 if let Some(tap) = &self.tap {
                     let _ = tap.send(TapPacket {
-                        dir: DIRECTIONS[i],
+                        dir,
                         entered: p.arrived,
                         left: Some(Instant::now()),
                         dropped: None,

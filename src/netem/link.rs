@@ -10,11 +10,11 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::emulator::Emulator;
-use super::trace::{PacketTrace, TapPacket};
 use super::host;
 use super::model::{Direction, DirectionConfig, LinkDirection};
 use super::netns::{self, Namespace};
 use super::stats::{self_check, DirectionStats, LinkStats, SelfCheck};
+use super::trace::{PacketTrace, TapPacket};
 use super::tun::{open_tun, DeviceCounters, DeviceStatsReader};
 use crate::profile::Profile;
 

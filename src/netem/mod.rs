@@ -60,9 +60,9 @@ pub mod tun;
 
 pub use host::PreflightError;
 pub use link::{Link, LinkOptions, Tap};
-pub use trace::{PacketTrace, TracedPacket};
 pub use model::{
     ChosenDrop, Direction, DirectionConfig, DropCause, LinkDirection, Packet, Verdict,
 };
 pub use netns::Namespace;
 pub use stats::{self_check, DirectionCheck, DirectionStats, LinkFault, LinkStats, SelfCheck};
+pub use trace::{PacketTrace, TracedPacket};

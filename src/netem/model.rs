@@ -592,6 +592,38 @@ mod tests {
     }
 
     #[test]
+    fn a_chosen_drop_takes_exactly_the_nth_large_packet_and_hands_it_back() {
+        let t0 = Instant::now();
+        let mut d = LinkDirection::new(cfg(5), 1);
+        d.drop_chosen(ChosenDrop {
+            skip: 2,
+            min_len: 1000,
+        });
+        let mut fates = Vec::new();
+        for len in [60, 1200, 60, 1300, 1400, 1500, 1200] {
+            fates.push(match d.offer_keeping_drops(t0, pkt(len)) {
+                Ok(()) => None,
+                Err((cause, data)) => Some((cause, data.len())),
+            });
+        }
+        // Small packets are not counted; the third large one (1400 bytes) goes, once.
+        assert_eq!(
+            fates,
+            [
+                None,
+                None,
+                None,
+                None,
+                Some((DropCause::Injected, 1400)),
+                None,
+                None
+            ]
+        );
+        let c = d.counters();
+        assert_eq!((c.dropped_injected, c.dropped_loss), (1, 0));
+    }
+
+    #[test]
     fn not_for_peer_is_dropped_and_counted() {
         let t0 = Instant::now();
         let mut d = LinkDirection::new(cfg(0), 1);

@@ -41,6 +41,10 @@ pub struct ShellOptions {
     pub link: LinkOptions,
     /// Write the link's stats and self-check as JSON here.
     pub stats_json: Option<PathBuf>,
+    /// Record every packet from before the server starts until both commands ended.
+    pub tap: bool,
+    /// More environment for both commands (e.g. `SSLKEYLOGFILE`).
+    pub env: Vec<(String, String)>,
 }
 
 /// What happened.
@@ -50,6 +54,8 @@ pub struct ShellOutcome {
     pub exit_code: i32,
     pub stats: LinkStats,
     pub check: SelfCheck,
+    /// The packets, when `tap` was asked for.
+    pub trace: Option<super::PacketTrace>,
 }
 
 /// Runs the shell; the self-check is printed to stderr.
@@ -59,12 +65,21 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
     };
     signals::install();
     let link = Link::new(&opts.profile, opts.link.clone())?;
-    let env = [
+    let mut env: Vec<(String, String)> = [
         ("PAGEBENCH_CLIENT_IP", link.client_ip().to_string()),
         ("PAGEBENCH_SERVER_IP", link.server_ip().to_string()),
         ("PAGEBENCH_CLIENT_NS", link.client().name().to_string()),
         ("PAGEBENCH_SERVER_NS", link.server().name().to_string()),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    env.extend(opts.env.iter().cloned());
+    let tap = if opts.tap {
+        Some(link.start_tap()?)
+    } else {
+        None
+    };
     let mut server = match &opts.server_cmd {
         Some(cmd) => {
             let mut c = link.server().command("sh");
@@ -100,6 +115,7 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
         s.stop();
     }
     let status = status?;
+    let trace = tap.map(|t| link.finish_tap(t)).transpose()?;
     let stats = link.take_stats()?;
     let check = link.self_check(&stats, &opts.profile);
     eprint!("{}", check.render());
@@ -115,6 +131,7 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
         exit_code: exit_code(status),
         stats,
         check,
+        trace,
     })
 }
 

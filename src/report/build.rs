@@ -21,7 +21,9 @@ pub fn flatten_knobs(v: &Value) -> Vec<String> {
         match v {
             Value::Null => {}
             Value::Object(m) => {
-                for (k, x) in m {
+                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, x) in entries {
                     let key = if prefix.is_empty() {
                         k.clone()
                     } else {
@@ -385,6 +387,24 @@ these networks — and why?",
             doc.blocks.push(Block::Table(t));
         }
         figures_where(&mut doc, charts, is_visual);
+    }
+
+    let hol: Vec<Table> = data
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            data.servers
+                .iter()
+                .filter_map(|s| tables::head_of_line(data, w, s))
+        })
+        .collect();
+    if !hol.is_empty() {
+        doc.heading(2, "Head-of-line blocking", "hol");
+        doc.para(tables::HEAD_OF_LINE_INTRO);
+        for t in hol {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
     }
 
     if tables::has_sweep(data) {

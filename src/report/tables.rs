@@ -564,6 +564,89 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
     })
 }
 
+/// What the head-of-line tables' columns mean (the section's paragraph).
+pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of what the link's packets show (every run is analysed; `--capture pcap,keys` keeps the files). HOL-blocked bytes: bytes that reached the receiver beyond a hole left by a dropped packet and waited for it — over TCP every later byte of the connection, whichever HTTP/2 stream it belonged to; over QUIC (packets decrypted with the run's TLS keys) only the later bytes of the stream whose data was lost. HOL stall: the sum of those waits (first byte behind the hole → hole filled), over every connection or stream. Bytes past a hole (QUIC): other streams' bytes delivered while a stream waited for a retransmission — bytes TCP would have held. Stall ÷ headline compares the median stall with the median headline time; stalls of parallel streams or connections add up, so it can exceed 100 %.";
+
+/// Head-of-line blocking on one workload, for the profiles that drop packets (random loss, or
+/// a queue that overflowed): per protocol the bytes that waited behind a hole, the stall, and
+/// for QUIC the bytes of other streams that went past it.
+pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
+    let vs = data.variants_in(workload, server);
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::HeadOfLine).collect();
+    let measured = |p: &str, v: Variant, m: &Metric| {
+        data.series(p, workload, server, v)
+            .and_then(|s| s.breakdown.get(m.name))
+            .and_then(|b| b.median)
+            .and_then(|c| c.ms())
+    };
+    let mut rows = Vec::new();
+    for p in data.profiles_in(workload, server) {
+        let loss = data
+            .meta
+            .profiles
+            .iter()
+            .find(|q| q.name == p)
+            .map_or(0.0, |q| q.loss_pct);
+        let blocked_somewhere = vs
+            .iter()
+            .any(|v| measured(&p, *v, &registry::HOL_BLOCKED_BYTES).is_some_and(|b| b > 0.0));
+        if loss <= 0.0 && !blocked_somewhere {
+            continue;
+        }
+        for v in &vs {
+            if data.series(&p, workload, server, *v).is_none() {
+                continue;
+            }
+            let mut r = vec![
+                Cell::label(format!("{p} (loss {loss} %)")),
+                Cell::label(v.name()),
+                series_cell(data, &p, workload, server, *v),
+            ];
+            for m in &metrics {
+                r.push(metric_cell(data, &p, workload, server, *v, m));
+            }
+            let headline = data
+                .series(&p, workload, server, *v)
+                .and_then(|s| s.completion.median)
+                .and_then(|c| c.ms());
+            let share = match (measured(&p, *v, &registry::HOL_BLOCKED_MS), headline) {
+                (Some(stall), Some(h)) if h > 0.0 => {
+                    Cell::text(format!("{:.0} %", 100.0 * stall / h))
+                }
+                _ => Cell::missing(),
+            };
+            r.push(share);
+            rows.push(r);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut header: Vec<String> = vec![
+        "profile".into(),
+        "protocol".into(),
+        headline_label(&data.summary.metric, workload).into(),
+    ];
+    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    header.push("stall ÷ headline".into());
+    Some(Table {
+        id: table_id(data, &format!("hol-{workload}"), server),
+        title: format!(
+            "Head-of-line blocking: {}{}",
+            match workload_kind(workload) {
+                Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
+                _ => format!("the {}", workload_title(workload)),
+            },
+            title_suffix(data, server)
+        ),
+        // The section's paragraph explains the columns once (`HEAD_OF_LINE_INTRO`).
+        intro: vec![],
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
 /// The plain `pageN` workloads (file count, name), by file count.
 pub fn sweep_workloads(data: &ReportData) -> Vec<(u32, String)> {
     let mut v: Vec<(u32, String)> = data

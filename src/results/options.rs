@@ -18,6 +18,9 @@ pub struct StoredOptions {
     /// Every load recorded a screencast (`--visual`).
     #[serde(default)]
     pub visual: bool,
+    /// What every run kept beside its record (`--capture`).
+    #[serde(default, skip_serializing_if = "crate::capture::CaptureSet::is_empty")]
+    pub capture: crate::capture::CaptureSet,
     /// The pages tree the matrix used (absolute); a resume reuses it unless given `--pages`.
     pub pages: PathBuf,
     /// How site workloads were replayed.

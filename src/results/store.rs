@@ -31,6 +31,22 @@ pub const RESOURCES_CSV: &str = "resources.csv";
 pub const RUNS_DIR: &str = "runs";
 /// Where `--visual` runs keep their screencast frames: `frames/<run id>/NNNN.jpg`.
 pub const FRAMES_DIR: &str = "frames";
+/// Where `--capture` runs keep their files: `captures/<run id>/`.
+pub const CAPTURES_DIR: &str = "captures";
+
+/// Writes a run's capture files into `dir` (created whole, in one step: a crash leaves no
+/// half directory).
+pub fn write_captures(dir: &Path, files: &[crate::capture::CaptureFile]) -> Result<()> {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let staged = atomic::StagedDir::new(dir)?;
+    for f in files {
+        atomic::write_file(&staged.path().join(&f.name), &f.data)?;
+    }
+    staged.publish()
+}
 
 /// What a results directory was made with. The fields under "matrix identity" must match for
 /// `--resume` to continue it.
@@ -444,6 +460,12 @@ impl Store {
                 atomic::write_file(&staged.path().join(name), bytes)?;
             }
             staged.publish()?;
+        }
+        if !rec.capture_files.is_empty() {
+            write_captures(
+                &self.dir.join(CAPTURES_DIR).join(&rec.id),
+                &rec.capture_files,
+            )?;
         }
         let raw = serde_json::to_vec(rec)?;
         atomic::write_file(

@@ -7,6 +7,7 @@
 //! on its own threads, spawned from that same thread, so they live in the same namespace.
 
 pub mod bench;
+pub mod capture;
 pub mod cert;
 pub mod client;
 pub mod knobs;
@@ -88,6 +89,9 @@ pub(crate) struct Ctx {
     pub tls_h1_only: Option<Arc<rustls::ServerConfig>>,
     pub log: Arc<log::RequestLog>,
     pub registry: Arc<stats::Registry>,
+    pub capture: Arc<capture::ServerCapture>,
+    /// The QUIC server configuration, for a connection accepted with its own (qlog on).
+    pub quic_base: Option<quinn::ServerConfig>,
     pub knobs: EffectiveKnobs,
 }
 
@@ -117,13 +121,19 @@ impl EmbeddedServer {
         let registry = Arc::new(stats::Registry::new());
         let h3 = knobs.offers(Protocol::H3);
         let alt_svc = h3.then(|| site::alt_svc(port));
+        let capture = Arc::new(capture::ServerCapture::default());
+        let key_log: Arc<dyn rustls::KeyLog> = Arc::new(capture::MemoryKeyLog(capture.clone()));
         let tcp_tls = match bound.tcp {
-            Some(_) => Some(tls::tcp_server_config(&config.cert, &knobs)?),
+            Some(_) => Some(tls::tcp_server_config(
+                &config.cert,
+                &knobs,
+                key_log.clone(),
+            )?),
             None => None,
         };
         let quic_server = match bound.udp {
             Some(_) => {
-                let crypto = tls::quic_server_config(&config.cert)?;
+                let crypto = tls::quic_server_config(&config.cert, key_log.clone())?;
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
                 sc.transport_config(Arc::new(quic::transport_config(&knobs)?));
                 Some(sc)
@@ -160,9 +170,10 @@ impl EmbeddedServer {
             knobs: knobs.clone(),
         };
         let tls_h1_only = match &tcp_tls {
-            Some(_) if knobs.offers(Protocol::H1) => {
-                Some(tls::tcp_server_config_h1_only(&config.cert)?)
-            }
+            Some(_) if knobs.offers(Protocol::H1) => Some(tls::tcp_server_config_h1_only(
+                &config.cert,
+                key_log.clone(),
+            )?),
             _ => None,
         };
         let ctx = Arc::new(Ctx {
@@ -175,6 +186,8 @@ impl EmbeddedServer {
             },
             log: log.clone(),
             registry: registry.clone(),
+            capture: capture.clone(),
+            quic_base: quic_server.clone(),
             knobs,
         });
         let ctx_run = ctx.clone();
@@ -270,6 +283,11 @@ impl EmbeddedServer {
 
     pub fn requests_since(&self, mark: u64) -> Vec<RequestRecord> {
         self.log.since(mark)
+    }
+
+    /// TLS secrets and qlogs for a run's capture.
+    pub fn capture(&self) -> &capture::ServerCapture {
+        &self.ctx.capture
     }
 
     /// The id the next connection will get; see [`transport_stats_since`](Self::transport_stats_since).

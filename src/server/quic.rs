@@ -161,7 +161,11 @@ async fn serve_connection(
 ) {
     let peer = incoming.remote_address();
     let t0 = Instant::now();
-    let conn = match incoming.await {
+    let accepted = match qlog_config(&ctx, peer) {
+        Some(cfg) => incoming.accept_with(cfg),
+        None => incoming.accept(),
+    };
+    let conn = match async { accepted?.await }.await {
         Ok(c) => c,
         Err(e) => {
             // Kept in the statistics: a browser refusing the certificate over QUIC shows here.
@@ -184,6 +188,23 @@ async fn serve_connection(
         t0.elapsed().as_secs_f64() * 1000.0,
     );
     guard.error = serve_h3(conn, peer, &ctx, guard.id, shutdown).await.err();
+}
+
+/// The server configuration of a connection whose qlog is kept (None: qlog off, or the
+/// transport cannot be built again, which start-up already checked).
+fn qlog_config(ctx: &Ctx, peer: SocketAddr) -> Option<Arc<quinn::ServerConfig>> {
+    let writer = ctx
+        .capture
+        .qlog_writer(format!("server-{}-{}", peer.ip(), peer.port()))?;
+    let mut sc = ctx.quic_base.clone()?;
+    let mut transport = transport_config(&ctx.knobs).ok()?;
+    let mut q = quinn::QlogConfig::default();
+    q.writer(Box::new(writer)).title(Some(format!(
+        "pagebench embedded server, connection from {peer}"
+    )));
+    transport.qlog_stream(q.into_stream());
+    sc.transport_config(Arc::new(transport));
+    Some(Arc::new(sc))
 }
 
 async fn serve_h3(

@@ -26,6 +26,7 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub(crate) fn tcp_server_config(
     cert: &Certificate,
     knobs: &EffectiveKnobs,
+    key_log: Arc<dyn rustls::KeyLog>,
 ) -> Result<Arc<rustls::ServerConfig>> {
     let mut alpn = Vec::new();
     if knobs.offers(Protocol::H2) {
@@ -34,28 +35,37 @@ pub(crate) fn tcp_server_config(
     if knobs.offers(Protocol::H1) {
         alpn.push(ALPN_H1.to_vec());
     }
-    tcp_config(cert, alpn)
+    tcp_config(cert, alpn, key_log)
 }
 
 /// The same with HTTP/1.1 only: for an origin a replayed site used over HTTP/1.1 when
 /// recorded (its `as-recorded` arm), chosen by the client's SNI.
-pub(crate) fn tcp_server_config_h1_only(cert: &Certificate) -> Result<Arc<rustls::ServerConfig>> {
-    tcp_config(cert, vec![ALPN_H1.to_vec()])
+pub(crate) fn tcp_server_config_h1_only(
+    cert: &Certificate,
+    key_log: Arc<dyn rustls::KeyLog>,
+) -> Result<Arc<rustls::ServerConfig>> {
+    tcp_config(cert, vec![ALPN_H1.to_vec()], key_log)
 }
 
-fn tcp_config(cert: &Certificate, alpn: Vec<Vec<u8>>) -> Result<Arc<rustls::ServerConfig>> {
+fn tcp_config(
+    cert: &Certificate,
+    alpn: Vec<Vec<u8>>,
+    key_log: Arc<dyn rustls::KeyLog>,
+) -> Result<Arc<rustls::ServerConfig>> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .context("TLS versions")?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(cert.certified_key())));
     cfg.alpn_protocols = alpn;
+    cfg.key_log = key_log;
     Ok(Arc::new(cfg))
 }
 
 /// TLS 1.3 inside QUIC, ALPN h3.
 pub(crate) fn quic_server_config(
     cert: &Certificate,
+    key_log: Arc<dyn rustls::KeyLog>,
 ) -> Result<quinn::crypto::rustls::QuicServerConfig> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -63,6 +73,7 @@ pub(crate) fn quic_server_config(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(cert.certified_key())));
     cfg.alpn_protocols = vec![ALPN_H3.to_vec()];
+    cfg.key_log = key_log;
     quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
         .context("the TLS configuration is not usable for QUIC")
 }

@@ -80,6 +80,18 @@ impl ServerUnderTest for Embedded {
     fn mark(&mut self) {
         self.requests_mark = self.server.request_log_mark();
         self.connections_mark = self.server.connection_mark();
+        // Keys and qlogs of before the mark (the warm-up's, a settle wait's) are not the run's.
+        // Connections still open keep their qlog sink, so their later events are lost: runs
+        // open fresh connections.
+        let _ = self.server.capture().take_keys();
+        let _ = self.server.capture().take_qlogs();
+    }
+
+    fn set_qlog(&mut self, on: bool) -> bool {
+        if self.server.capture().qlog_on() != on {
+            self.server.capture().set_qlog(on);
+        }
+        true
     }
 
     /// Waits (briefly) until the browser's connections are closed so their final transport
@@ -110,6 +122,8 @@ impl ServerUnderTest for Embedded {
             log: serde_json::to_value(&requests).unwrap_or_default(),
             summary: Some(transport_summary(&conns)),
             transport: Some(conns),
+            key_log: s.capture().take_keys(),
+            qlogs: s.capture().take_qlogs(),
         }
     }
 

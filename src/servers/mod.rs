@@ -48,6 +48,11 @@ pub trait ServerUnderTest {
     fn process_group(&self) -> Option<i32>;
     /// What it runs and what it applied, for the metadata.
     fn describe(&self) -> ServerDescription;
+    /// Keeps a qlog of each QUIC connection from now on (`on`), or stops. Returns whether this
+    /// server can: only the embedded one does.
+    fn set_qlog(&mut self, _on: bool) -> bool {
+        false
+    }
     /// Answers every request from `site` from now on (`None`: the workload tree again). Only
     /// a server that can replay a site archive takes one.
     fn replay(&mut self, replay: Option<Replay>) -> Result<()> {
@@ -73,6 +78,10 @@ pub struct ServerEvidence {
     /// Per-connection transport statistics (None: the server gives none, as reference servers).
     pub transport: Option<Vec<ConnectionStats>>,
     pub summary: Option<TransportSummary>,
+    /// The server's TLS secrets of the run (NSS key log; empty: it gives none).
+    pub key_log: String,
+    /// The server's qlog per QUIC connection of the run (name, JSON-SEQ).
+    pub qlogs: Vec<(String, Vec<u8>)>,
 }
 
 /// What the metadata records about one server (`meta.json` `servers_applied.<name>`). Fields
@@ -126,8 +135,28 @@ fn keys_sorted<T: Serialize, S: serde::Serializer>(v: &Option<T>, s: S) -> Resul
         .as_ref()
         .map(serde_json::to_value)
         .transpose()
-        .map_err(serde::ser::Error::custom)?;
+        .map_err(serde::ser::Error::custom)?
+        .map(sort_keys);
     sorted.serialize(s)
+}
+
+/// `v` with every object's keys in alphabetical order. (serde_json keeps insertion order in
+/// this build: a dependency, qlog, turns on its `preserve_order`.)
+pub fn sort_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, x)| (k, sort_keys(x)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
 }
 
 /// The servers' descriptions by name (`meta.json` `servers_applied`).

@@ -329,6 +329,7 @@ impl ServerUnderTest for ReferenceServer {
             log,
             transport: None,
             summary: None,
+            ..ServerEvidence::default()
         }
     }
 
