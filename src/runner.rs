@@ -374,6 +374,23 @@ pub fn describe(rec: &RunRecord) -> String {
         ));
     }
     s.push('\n');
+    if let Some(h) = &rec.hol {
+        for (name, side) in [("TCP", &h.tcp), ("QUIC", &h.quic)] {
+            let Some(side) = side else { continue };
+            s.push_str(&format!(
+                "  head-of-line ({name}): {} B blocked behind {} hole(s) for {:.1} ms in all{} · {} of their packets dropped\n",
+                side.blocked_bytes,
+                side.episodes_total,
+                side.blocked_ms,
+                if name == "QUIC" {
+                    format!(", {} B of other streams passed them", side.unblocked_bytes)
+                } else {
+                    String::new()
+                },
+                side.drops.total()
+            ));
+        }
+    }
     let proto_ok = rec.reasons.iter().all(|r| {
         !matches!(
             r.kind,
