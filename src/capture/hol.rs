@@ -45,8 +45,12 @@ pub struct HolSide {
     /// QUIC: bytes of other streams delivered while a stream waited — bytes TCP would have
     /// blocked. Always 0 for TCP.
     pub unblocked_bytes: u64,
-    /// Data packets of these connections the link dropped, by cause.
+    /// Packets of these connections the link dropped, by cause (QUIC: every datagram, MTU
+    /// probes and ACKs included).
     pub drops: DropCounts,
+    /// Of those, the ones that carried data (TCP payload, QUIC STREAM frames).
+    #[serde(default)]
+    pub dropped_data_packets: u64,
     pub episodes_total: usize,
     /// The first [`EPISODES_KEPT`] episodes, in time order.
     pub episodes: Vec<HolEpisode>,
@@ -275,6 +279,7 @@ fn tcp(trace: &PacketTrace, end_ns: u64) -> Option<HolSide> {
         if let Some(cause) = p.dropped {
             if cause != DropCause::NotForPeer {
                 tally.side.drops.add(cause);
+                tally.side.dropped_data_packets += u64::from(!payload.is_empty());
                 conn.s.lost.push(Lost {
                     start,
                     end,
@@ -383,6 +388,7 @@ fn quic_streams(trace: &PacketTrace, frames: &[Vec<(u64, u64, u64)>], end_ns: u6
         if let Some(cause) = p.dropped {
             // Every dropped datagram of the connection counts, data or not.
             tally.side.drops.add(cause);
+            tally.side.dropped_data_packets += u64::from(!frames[i].is_empty());
             for &(id, start, end) in &frames[i] {
                 let s = streams.entry((parsed.src, parsed.dst, id)).or_default();
                 s.lost.push(Lost {
@@ -578,7 +584,7 @@ mod tests {
         assert!((q.blocked_ms - 35.0).abs() < 1e-9, "{q:?}");
         // Streams 0 and 8 delivered everything sent after the loss (6 packets) past it.
         assert_eq!(q.unblocked_bytes, 6_000);
-        assert_eq!(q.drops.loss, 1);
+        assert_eq!((q.drops.loss, q.dropped_data_packets), (1, 1));
     }
 
     #[test]
