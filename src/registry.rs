@@ -388,6 +388,10 @@ pub static HOL_BLOCKED_BYTES: Metric = Metric {
 pub static HOL_BLOCKED_MS: Metric = hol("hol_blocked_ms", "HOL stall (ms)", Unit::Ms, |r| {
     r.hol.as_ref().map(|h| h.blocked_ms())
 });
+/// The wall time during which any byte waited (parallel waits once).
+pub static HOL_WALL_MS: Metric = hol("hol_wall_ms", "HOL wall time (ms)", Unit::Ms, |r| {
+    r.hol.as_ref().map(|h| h.blocked_wall_ms())
+});
 /// QUIC: bytes of other streams that passed a waiting stream (TCP would have held them).
 pub static HOL_UNBLOCKED_BYTES: Metric = Metric {
     csv: CsvFormat::Int,
@@ -517,6 +521,7 @@ pub static ALL: &[&Metric] = &[
     &TUN_TX_DROPPED,
     &HOL_BLOCKED_BYTES,
     &HOL_BLOCKED_MS,
+    &HOL_WALL_MS,
     &HOL_UNBLOCKED_BYTES,
     &TCP_RETRANSMITS,
     &QUIC_LOST_PACKETS,
@@ -617,8 +622,13 @@ mod tests {
         let hol: Vec<&str> = breakdown_for(Scope::HeadOfLine).map(|m| m.name).collect();
         assert_eq!(
             hol,
-            ["hol_blocked_bytes", "hol_blocked_ms", "hol_unblocked_bytes"]
+            [
+                "hol_blocked_bytes",
+                "hol_blocked_ms",
+                "hol_wall_ms",
+                "hol_unblocked_bytes"
+            ]
         );
-        assert_eq!(breakdown().count(), 18);
+        assert_eq!(breakdown().count(), 19);
     }
 }

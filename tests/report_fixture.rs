@@ -882,6 +882,7 @@ fn synthetic_hol(
         delivered_bytes: bytes,
         blocked_bytes: blocked,
         blocked_ms: ms,
+        blocked_wall_ms: ms * 0.8,
         unblocked_bytes: passed,
         ..HolSide::default()
     };

@@ -42,6 +42,10 @@ pub struct HolSide {
     pub blocked_bytes: u64,
     /// Sum of the episodes' waits: first byte behind the hole → hole filled.
     pub blocked_ms: f64,
+    /// Wall time during which any byte waited (the union of the episodes: parallel QUIC
+    /// streams or TCP connections waiting at once count once).
+    #[serde(default)]
+    pub blocked_wall_ms: f64,
     /// QUIC: bytes of other streams delivered while a stream waited — bytes TCP would have
     /// blocked. Always 0 for TCP.
     pub unblocked_bytes: u64,
@@ -112,6 +116,11 @@ impl HolReport {
         self.sides().map(|s| s.blocked_ms).sum()
     }
 
+    /// The union of both transports' waits (a run has one, normally).
+    pub fn blocked_wall_ms(&self) -> f64 {
+        self.sides().map(|s| s.blocked_wall_ms).sum()
+    }
+
     pub fn unblocked_bytes(&self) -> u64 {
         self.sides().map(|s| s.unblocked_bytes).sum()
     }
@@ -178,10 +187,13 @@ struct Stream {
 #[derive(Default)]
 struct Tally {
     side: HolSide,
+    /// Every episode's (start, end), for the union.
+    spans: Vec<(u64, u64)>,
 }
 
 impl Tally {
     fn closed(&mut self, flow: String, stream: Option<u64>, ep: Episode, s: &mut Stream) {
+        self.spans.push((ep.start_ns, ep.end_ns));
         let side = &mut self.side;
         side.blocked_bytes += ep.blocked_bytes;
         side.blocked_ms += ep.duration_ns() as f64 / 1e6;
@@ -203,6 +215,23 @@ impl Tally {
     }
 
     fn finish(mut self) -> HolSide {
+        self.spans.sort_unstable();
+        let mut wall = 0u64;
+        let mut current: Option<(u64, u64)> = None;
+        for &(a, b) in &self.spans {
+            current = match current {
+                Some((s, e)) if a <= e => Some((s, e.max(b))),
+                Some((s, e)) => {
+                    wall += e - s;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        if let Some((s, e)) = current {
+            wall += e - s;
+        }
+        self.side.blocked_wall_ms = wall as f64 / 1e6;
         self.side
             .episodes
             .sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
@@ -582,9 +611,30 @@ mod tests {
         assert_eq!(q.episodes[0].causes.loss, 1);
         // …from its arrival (packet 5 left at 5 + 25 ms) to the retransmission's (40 + 25).
         assert!((q.blocked_ms - 35.0).abs() < 1e-9, "{q:?}");
+        assert!((q.blocked_wall_ms - 35.0).abs() < 1e-9, "{q:?}");
         // Streams 0 and 8 delivered everything sent after the loss (6 packets) past it.
         assert_eq!(q.unblocked_bytes, 6_000);
         assert_eq!((q.drops.loss, q.dropped_data_packets), (1, 1));
+    }
+
+    #[test]
+    fn the_wall_time_counts_overlapping_waits_once() {
+        let mut t = Tally::default();
+        let mut s = Stream::default();
+        for (a, b) in [(0, 10), (5, 20), (30, 40)] {
+            let ep = Episode {
+                hole_at: 0,
+                start_ns: a * MS,
+                end_ns: b * MS,
+                filled: true,
+                blocked_bytes: 1,
+            };
+            t.closed("f".into(), Some(a), ep, &mut s);
+        }
+        let side = t.finish();
+        assert!((side.blocked_ms - 35.0).abs() < 1e-9);
+        assert!((side.blocked_wall_ms - 30.0).abs() < 1e-9);
+        assert_eq!(side.episodes_total, 3);
     }
 
     #[test]

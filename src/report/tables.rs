@@ -565,7 +565,7 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
 }
 
 /// What the head-of-line tables' columns mean (the section's paragraph).
-pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of what the link's packets show (every run is analysed; `--capture pcap,keys` keeps the files). HOL-blocked bytes: bytes that reached the receiver beyond a hole left by a dropped packet and waited for it — over TCP every later byte of the connection, whichever HTTP/2 stream it belonged to; over QUIC (packets decrypted with the run's TLS keys) only the later bytes of the stream whose data was lost. HOL stall: the sum of those waits (first byte behind the hole → hole filled), over every connection or stream. Bytes past a hole (QUIC): other streams' bytes delivered while a stream waited for a retransmission — bytes TCP would have held. Stall ÷ headline compares the median stall with the median headline time; stalls of parallel streams or connections add up, so it can exceed 100 %.";
+pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of what the link's packets show (every run is analysed; `--capture pcap,keys` keeps the files). HOL-blocked bytes: bytes that reached the receiver beyond a hole left by a dropped packet and waited for it — over TCP every later byte of the connection, whichever HTTP/2 stream it belonged to; over QUIC (packets decrypted with the run's TLS keys) only the later bytes of the stream whose data was lost. HOL stall: the sum of those waits (first byte behind the hole → hole filled), over every connection or stream; HOL wall time: the time during which any byte waited (parallel waits counted once). Bytes past a hole (QUIC): other streams' bytes delivered while a stream waited for a retransmission — bytes TCP would have held. Wall time ÷ headline: the median wall time against the median headline time.";
 
 /// Head-of-line blocking on one workload, for the profiles that drop packets (random loss, or
 /// a queue that overflowed): per protocol the bytes that waited behind a hole, the stall, and
@@ -609,7 +609,7 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
                 .series(&p, workload, server, *v)
                 .and_then(|s| s.completion.median)
                 .and_then(|c| c.ms());
-            let share = match (measured(&p, *v, &registry::HOL_BLOCKED_MS), headline) {
+            let share = match (measured(&p, *v, &registry::HOL_WALL_MS), headline) {
                 (Some(stall), Some(h)) if h > 0.0 => {
                     Cell::text(format!("{:.0} %", 100.0 * stall / h))
                 }
@@ -628,7 +628,7 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
         headline_label(&data.summary.metric, workload).into(),
     ];
     header.extend(metrics.iter().map(|m| m.label.to_string()));
-    header.push("stall ÷ headline".into());
+    header.push("wall time ÷ headline".into());
     Some(Table {
         id: table_id(data, &format!("hol-{workload}"), server),
         title: format!(
