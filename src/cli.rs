@@ -459,6 +459,9 @@ pub enum BenchTarget {
     /// What `--capture` costs (default `--capture pcap,keys`): loadEventEnd with and without
     /// keeping the files, interleaved as `bench visual`, and the bytes kept per run.
     Capture(BenchVisualArgs),
+    /// What tapping the link's packets (the head-of-line analysis, on in every run) costs:
+    /// loadEventEnd with and without the tap, interleaved as `bench visual`.
+    Tap(BenchVisualArgs),
 }
 
 #[derive(Args, Debug)]
@@ -731,6 +734,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
                 .unwrap_or_else(|| "pcap,keys".parse().expect("a valid capture set"));
             bench_visual(v, crate::matrix::visual_bench::Treatment::Capture(kinds))
         }
+        BenchTarget::Tap(v) => bench_visual(v, crate::matrix::visual_bench::Treatment::Tap),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -1203,6 +1207,10 @@ fn bench_visual(
             r.without_ms.len(),
             med(&r.with_ms),
             r.with_ms.len(),
+        );
+        println!(
+            "attempts run again after failing as a measurement: {} with, {} without",
+            r.retried_with, r.retried_without
         );
         if !r.kept_bytes.is_empty() {
             let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();

@@ -46,6 +46,9 @@ pub struct RunSpec {
     pub visual: bool,
     /// What the run keeps beside its record (`--capture`).
     pub capture: crate::capture::CaptureSet,
+    /// Tap the link's packets for the head-of-line analysis (always, but in `bench tap`'s
+    /// control arm).
+    pub packet_tap: bool,
 }
 
 impl RunSpec {
@@ -75,6 +78,7 @@ impl RunSpec {
             keep_bodies: false,
             visual: false,
             capture: crate::capture::CaptureSet::none(),
+            packet_tap: true,
         }
     }
 }
@@ -125,6 +129,7 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
             keep_bodies: spec.keep_bodies,
             visual: spec.visual,
             capture: &spec.capture,
+            packet_tap: spec.packet_tap,
         },
     )?;
     Ok(assemble(spec, parts))

@@ -289,6 +289,8 @@ pub struct LoadRequest<'a> {
     /// What the run keeps beside its record (`--capture`); the packets are always tapped for
     /// the head-of-line analysis.
     pub capture: &'a CaptureSet,
+    /// Tap the link's packets (off only in `bench tap`'s control arm).
+    pub packet_tap: bool,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -479,7 +481,11 @@ pub fn measure(
     let _ = link.take_stats();
     let counters_before = link.namespace_counters();
     let cpu0 = cpu_times();
-    let tap = link.start_tap();
+    let tap = if req.packet_tap {
+        link.start_tap()
+    } else {
+        None
+    };
     let mut armed = req
         .fault
         .and_then(|f| link.arm_fault(f, server.process_group()));
@@ -703,6 +709,7 @@ mod tests {
             keep_bodies: false,
             visual: false,
             capture: &CaptureSet::none(),
+            packet_tap: true,
         };
         let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
         if !launch_fails {

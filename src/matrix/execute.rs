@@ -611,6 +611,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         keep_bodies: ctx.keep_bodies,
         visual: ctx.visual,
         capture: ctx.capture.clone(),
+        packet_tap: true,
     }
 }
 

@@ -27,6 +27,8 @@ pub enum Treatment {
     Visual,
     /// `--capture KINDS`.
     Capture(crate::capture::CaptureSet),
+    /// The packet tap itself (the head-of-line analysis): the control arm runs without it.
+    Tap,
 }
 
 impl Treatment {
@@ -35,6 +37,7 @@ impl Treatment {
         match self {
             Treatment::Visual => "--visual".into(),
             Treatment::Capture(c) => format!("--capture {c}"),
+            Treatment::Tap => "the packet tap".into(),
         }
     }
 
@@ -43,13 +46,23 @@ impl Treatment {
         match self {
             Treatment::Visual => "visual",
             Treatment::Capture(_) => "capture",
+            Treatment::Tap => "tap",
         }
     }
 
+    /// Sets the option on a treated run's spec.
     fn apply(&self, spec: &mut RunSpec) {
         match self {
             Treatment::Visual => spec.visual = true,
             Treatment::Capture(c) => spec.capture = c.clone(),
+            Treatment::Tap => {}
+        }
+    }
+
+    /// Sets the control arm's spec.
+    fn control(&self, spec: &mut RunSpec) {
+        if *self == Treatment::Tap {
+            spec.packet_tap = false;
         }
     }
 }
@@ -75,6 +88,10 @@ pub struct VisualOverhead {
     pub kept_bytes: Vec<u64>,
     /// Runs of either arm that did not count (invalid after retries, or DNF).
     pub not_counted: usize,
+    /// Attempts that failed as a measurement (the link gate: late releases…) and were run
+    /// again, per arm: what the option does to the emulator's precision.
+    pub retried_with: usize,
+    pub retried_without: usize,
     /// median(with) ÷ median(without), its CI and the test.
     pub comparison: Comparison,
 }
@@ -137,6 +154,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
     let server = ServerChoice::embedded().name();
     let (mut with, mut without, mut not_counted) = (Vec::new(), Vec::new(), 0);
     let mut kept_bytes = Vec::new();
+    let (mut retried_with, mut retried_without) = (0, 0);
     // One warm-up of each arm: the first load after a testbed starts is slower.
     for i in 0..(2 * req.runs + 2) {
         if stop() {
@@ -166,10 +184,21 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         );
         if treated {
             req.treatment.apply(&mut spec);
+        } else {
+            req.treatment.control(&mut spec);
         }
-        let rec: RunRecord = run_counted(&mut tb, &spec, 2)?
+        let mut attempts = run_counted(&mut tb, &spec, 2)?;
+        let rec: RunRecord = attempts
             .pop()
             .expect("run_counted makes at least one attempt");
+        if !warm {
+            let failed = attempts.len();
+            if treated {
+                retried_with += failed;
+            } else {
+                retried_without += failed;
+            }
+        }
         crate::atomic::write_file(
             &runs_dir.join(format!("{id}.json")),
             &serde_json::to_vec(&rec)?,
@@ -208,6 +237,8 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         without_ms,
         kept_bytes,
         not_counted,
+        retried_with,
+        retried_without,
         comparison,
     })
 }
