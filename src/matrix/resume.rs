@@ -569,6 +569,40 @@ mod tests {
     }
 
     #[test]
+    fn capture_is_resumed_as_started_and_cannot_change() {
+        let with = MatrixRequest {
+            capture: "pcap,keys".parse().unwrap(),
+            ..started()
+        };
+        let r = resumed_request(
+            Path::new("/r"),
+            &meta_of(&with),
+            &defaults(),
+            &Typed::default(),
+        )
+        .unwrap();
+        assert_eq!(r.capture.to_string(), "pcap,keys");
+        let e = resumed_request(
+            Path::new("/r"),
+            &meta_of(&with),
+            &MatrixRequest {
+                capture: "qlog".parse().unwrap(),
+                ..defaults()
+            },
+            &Typed {
+                capture: true,
+                ..Typed::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--capture qlog given, the results were made with --capture pcap,keys"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_differing_option_is_refused_with_the_difference() {
         let runs = MatrixRequest {
             runs: 10,
