@@ -2,7 +2,7 @@
 //! link against the embedded server:
 //! - Debian's tshark decrypts the run's pcap with its key log and finds the requests the
 //!   server logged (HTTP/2 over TLS/TCP, and HTTP/3 over QUIC — whose QPACK headers this test
-//!   decodes itself, Wireshark 4.0 having no HTTP/3 dissector);
+//!   decodes itself, Wireshark 4.0 having no QPACK decoder);
 //! - the server's qlog is JSON-SEQ and counts the packets quinn declared lost;
 //! - one chosen data packet dropped during page10's parallel responses: over h2 the bytes
 //!   behind the hole wait (blocked), over h3 the other streams' bytes pass it.
