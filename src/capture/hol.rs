@@ -516,7 +516,7 @@ mod tests {
     /// is dropped and retransmitted at `retransmit_ms`.
     fn tcp_trace(lost: Option<u32>, retransmit_ms: u64) -> PacketTrace {
         let (c, s) = addrs();
-        let isn = 4_000_000_000u32; // wraps around 2^32 within the stream
+        let isn = u32::MAX - 3_000; // the stream wraps around 2^32 at its fourth segment
         let mut packets = vec![down(build::tcp(s, c, isn, 0x12, 0), 0, Some(25 * MS))];
         for k in 0..10u32 {
             let seq = isn.wrapping_add(1 + k * 1000);

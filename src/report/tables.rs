@@ -447,14 +447,19 @@ fn num_format(m: &Metric) -> NumFormat {
     }
 }
 
+/// A workload as a title names it: "the 50-file page", or a site's own name.
+fn workload_phrase(workload: &str) -> String {
+    match workload_kind(workload) {
+        Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
+        _ => format!("the {}", workload_title(workload)),
+    }
+}
+
 /// Table 5: why — the breakdown of the 50-file page per protocol.
 pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
     let title = format!(
         "Breakdown of {}{}",
-        match workload_kind(workload) {
-            Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
-            _ => format!("the {}", workload_title(workload)),
-        },
+        workload_phrase(workload),
         title_suffix(data, server)
     );
     let vs = data.variants_in(workload, server);
@@ -548,10 +553,7 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
         id: table_id(data, &format!("paint-{workload}"), server),
         title: format!(
             "What the user saw: {}{}",
-            match workload_kind(workload) {
-                Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
-                _ => format!("the {}", workload_title(workload)),
-            },
+            workload_phrase(workload),
             title_suffix(data, server)
         ),
         intro: vec![
@@ -633,10 +635,7 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
         id: table_id(data, &format!("hol-{workload}"), server),
         title: format!(
             "Head-of-line blocking: {}{}",
-            match workload_kind(workload) {
-                Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
-                _ => format!("the {}", workload_title(workload)),
-            },
+            workload_phrase(workload),
             title_suffix(data, server)
         ),
         // The section's paragraph explains the columns once (`HEAD_OF_LINE_INTRO`).
