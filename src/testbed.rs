@@ -481,7 +481,7 @@ pub fn measure(
     let _ = link.take_stats();
     let counters_before = link.namespace_counters();
     let cpu0 = cpu_times();
-    let tap = if req.packet_tap {
+    let mut tap = if req.packet_tap {
         link.start_tap()
     } else {
         None
@@ -490,7 +490,6 @@ pub fn measure(
         .fault
         .and_then(|f| link.arm_fault(f, server.process_group()));
     let mut link_stats = None;
-    let mut tap = tap;
     let mut trace = None;
     let mut overhead = BrowserOverhead::default();
     let (observation, end) = match launched {
