@@ -499,6 +499,17 @@ middle of the load window, and the most at any instant."
     })
 }
 
+/// The header of [`series_rows`]: profile, protocol, the headline, then `metrics`.
+fn series_header(data: &ReportData, workload: &str, metrics: &[&Metric]) -> Vec<String> {
+    let mut header: Vec<String> = vec![
+        "profile".into(),
+        "protocol".into(),
+        headline_label(&data.summary.metric, workload).into(),
+    ];
+    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    header
+}
+
 /// One row per profile and series of a page: profile, protocol, the headline, then `metrics`.
 fn series_rows(
     data: &ReportData,
@@ -542,12 +553,7 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
     if vs.is_empty() || metrics.is_empty() {
         return None;
     }
-    let mut header: Vec<String> = vec![
-        "profile".into(),
-        "protocol".into(),
-        headline_label(&data.summary.metric, workload).into(),
-    ];
-    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    let header = series_header(data, workload, &metrics);
     let rows = series_rows(data, workload, server, &vs, &metrics);
     Some(Table {
         id: table_id(data, &format!("paint-{workload}"), server),
@@ -624,12 +630,7 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
     if rows.is_empty() {
         return None;
     }
-    let mut header: Vec<String> = vec![
-        "profile".into(),
-        "protocol".into(),
-        headline_label(&data.summary.metric, workload).into(),
-    ];
-    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    let mut header = series_header(data, workload, &metrics);
     header.push("wall time ÷ headline".into());
     Some(Table {
         id: table_id(data, &format!("hol-{workload}"), server),
