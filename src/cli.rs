@@ -291,7 +291,17 @@ pub struct CommonArgs {
     pub pages_seed: u64,
     #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
     pub profiles_dir: Option<PathBuf>,
-    /// Upper bound of the wait for Chromium's start-up CPU burst to end before navigating.
+    /// Browsers, comma-separated: chromium (Debian's, over CDP), firefox (Debian's Firefox ESR,
+    /// over WebDriver BiDi). Several are interleaved in one plan, like servers; every table
+    /// and comparison is per browser, and engines are compared per protocol.
+    #[arg(
+        long,
+        alias = "browser",
+        default_value = "chromium",
+        value_name = "LIST"
+    )]
+    pub browsers: String,
+    /// Upper bound of the wait for the browser's start-up CPU burst to end before navigating.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub settle_max: Duration,
     /// Site replay (site:DIR workloads): which server address each recorded origin gets —
@@ -323,6 +333,10 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
+    pub fn browsers(&self) -> Result<Vec<crate::identity::BrowserId>> {
+        crate::identity::parse_browsers(&self.browsers)
+    }
+
     pub fn capture(&self) -> crate::capture::CaptureSet {
         self.capture.clone().unwrap_or_default()
     }
@@ -772,6 +786,7 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
         servers: ["servers", "server_cmd", "server_log_format", "server_log"]
             .iter()
             .any(|id| t(id)),
+        browsers: t("browsers"),
         knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
         runs: t("runs"),
         warmup: t("warmup"),
@@ -795,6 +810,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         protocols: a.protocols,
         h3_mode: a.h3_mode,
         servers: a.server.servers()?,
+        browsers: a.common.browsers()?,
         knobs: a.server.knobs()?,
         runs: a.runs,
         warmup: a.warmup,
@@ -901,6 +917,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         workload,
         variant,
         server: servers[0].clone(),
+        browsers: a.common.browsers()?,
         knobs: a.server.knobs()?,
         runs: a.runs,
         timeout: a.timeout,
@@ -916,6 +933,17 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
+    }
+    for b in &req.browsers {
+        crate::browser::check_request(
+            *b,
+            &crate::browser::Asked {
+                visual: req.visual,
+                capture: &req.capture,
+                as_recorded: variant.as_recorded,
+                bodies: req.keep_bodies,
+            },
+        )?;
     }
     let chromium = crate::sysinfo::chromium_version();
     crate::matrix::series::run_series(&req, |rec| {
@@ -1114,6 +1142,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 protocols: a.protocols.clone(),
                 h3_mode: crate::protocol::H3Mode::Forced,
                 servers: vec![crate::testbed::ServerChoice::embedded()],
+                browsers: vec![crate::identity::BrowserId::Chromium],
                 knobs: ServerKnobs::default().with_default_tcp_congestion(),
                 runs: a.runs,
                 warmup: 1,

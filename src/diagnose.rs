@@ -15,11 +15,11 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::identity::ServerId;
+use crate::identity::{BrowserId, ServerId};
 use crate::protocol::{Protocol, Variant};
 use crate::record::RunRecord;
 use crate::results::store::{read_meta, read_record, Meta};
-use crate::results::summary::{read_runs, RunRow};
+use crate::results::summary::{read_runs, RunRow, SeriesKey};
 use crate::snmp::NamespaceDeltas;
 use crate::validate::Outcome;
 
@@ -55,6 +55,8 @@ pub struct TransferRow {
     pub profile: String,
     pub workload: String,
     pub server: ServerId,
+    #[serde(default)]
+    pub browser: BrowserId,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
     pub runs: usize,
@@ -176,41 +178,50 @@ fn snmp(rec: &RunRecord) -> NamespaceDeltas {
 pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let meta = read_meta(dir)?;
     let rows = read_runs(dir)?;
-    let mut by_series: BTreeMap<(String, String, ServerId, Variant), Vec<&RunRow>> =
-        BTreeMap::new();
+    let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.phase == crate::identity::Phase::Measure && r.outcome == Outcome::Valid)
     {
         by_series
-            .entry((
-                r.profile.clone(),
-                r.workload.clone(),
-                r.server.clone(),
-                r.variant,
-            ))
+            .entry(SeriesKey {
+                profile: r.profile.clone(),
+                workload: r.workload.clone(),
+                server: r.server.clone(),
+                browser: r.browser,
+                variant: r.variant,
+            })
             .or_default()
             .push(r);
     }
     let mut out = Diagnosis::default();
     // Best goodput per (profile, workload): what the path demonstrably carried.
     let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
-    for ((p, w, _, _), runs) in &by_series {
+    for (key, runs) in &by_series {
         for r in runs {
             if let Some(g) = r.value(&crate::registry::GOODPUT_MBIT) {
-                let e = best.entry((p.clone(), w.clone())).or_insert(0.0);
+                let e = best
+                    .entry((key.profile.clone(), key.workload.clone()))
+                    .or_insert(0.0);
                 *e = e.max(g);
             }
         }
     }
-    for ((profile, workload, server, variant), runs) in &by_series {
+    for (key, runs) in &by_series {
+        let SeriesKey {
+            profile,
+            workload,
+            server,
+            browser,
+            variant,
+        } = key;
         if runs
             .iter()
             .all(|r| r.value(&crate::registry::GOODPUT_MBIT).is_none())
         {
             continue;
         }
-        let series = format!("{profile}/{workload}/{server}/{variant}");
+        let series = key.label();
         let prof = meta.profiles.iter().find(|p| &p.name == profile);
         let rtt_ms = prof.map(|p| p.rtt_ms).unwrap_or(0.0);
         let owned: Vec<RunRecord> = runs
@@ -253,6 +264,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             profile: profile.clone(),
             workload: workload.clone(),
             server: server.clone(),
+            browser: *browser,
             variant: *variant,
             runs: runs.len(),
             goodput_mbit: goodput,

@@ -78,6 +78,33 @@ impl PartialEq<&str> for ServerId {
     }
 }
 
+/// Who served a series and who loaded it: the server under test and the browser engine. The
+/// statistics compare protocols within one setup; the report groups its tables by setup.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Setup {
+    pub server: ServerId,
+    #[serde(default)]
+    pub browser: BrowserId,
+}
+
+impl Setup {
+    pub fn new(server: impl Into<ServerId>, browser: BrowserId) -> Setup {
+        Setup {
+            server: server.into(),
+            browser,
+        }
+    }
+
+    /// A name safe in ids and file names: the server, with the engine when it is not Chromium
+    /// (`embedded`, `embedded-firefox`), so single-engine matrices keep their names.
+    pub fn slug(&self) -> String {
+        match self.browser {
+            BrowserId::Chromium => self.server.to_string(),
+            b => format!("{}-{b}", self.server),
+        }
+    }
+}
+
 /// The browser engine that ran a run. Records written before there was a choice were all
 /// Chromium's, so a record without the field reads as Chromium.
 #[derive(
@@ -87,16 +114,51 @@ impl PartialEq<&str> for ServerId {
 pub enum BrowserId {
     #[default]
     Chromium,
+    Firefox,
 }
 
 impl BrowserId {
-    pub const ALL: [BrowserId; 1] = [BrowserId::Chromium];
+    pub const ALL: [BrowserId; 2] = [BrowserId::Chromium, BrowserId::Firefox];
 
     pub fn name(self) -> &'static str {
         match self {
             BrowserId::Chromium => "chromium",
+            BrowserId::Firefox => "firefox",
         }
     }
+
+    /// The engine's name for people (tables, titles).
+    pub fn label(self) -> &'static str {
+        match self {
+            BrowserId::Chromium => "Chromium",
+            BrowserId::Firefox => "Firefox",
+        }
+    }
+
+    /// What the browser-side network view (the second viewpoint) is called for this engine.
+    pub fn devtools(self) -> &'static str {
+        match self {
+            BrowserId::Chromium => "CDP",
+            BrowserId::Firefox => "BiDi",
+        }
+    }
+}
+
+/// `chromium,firefox` → the engines, in the order given, each once.
+pub fn parse_browsers(list: &str) -> anyhow::Result<Vec<BrowserId>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let b: BrowserId = name
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--browsers: {e}"))?;
+        anyhow::ensure!(!out.contains(&b), "--browsers: {name} is listed twice");
+        out.push(b);
+    }
+    anyhow::ensure!(
+        !out.is_empty(),
+        "--browsers: give at least one of chromium, firefox"
+    );
+    Ok(out)
 }
 
 impl std::fmt::Display for BrowserId {
@@ -111,7 +173,7 @@ impl std::str::FromStr for BrowserId {
         BrowserId::ALL
             .into_iter()
             .find(|b| b.name() == s)
-            .ok_or_else(|| anyhow::anyhow!("unknown browser {s:?}: chromium"))
+            .ok_or_else(|| anyhow::anyhow!("unknown browser {s:?}: chromium or firefox"))
     }
 }
 
@@ -146,6 +208,22 @@ mod tests {
             assert_eq!(serde_json::from_str::<BrowserId>(&json).unwrap(), b);
         }
         let e = "lynx".parse::<BrowserId>().unwrap_err().to_string();
-        assert_eq!(e, "unknown browser \"lynx\": chromium");
+        assert_eq!(e, "unknown browser \"lynx\": chromium or firefox");
+    }
+
+    #[test]
+    fn a_browser_list_parses_in_order_once_each() {
+        assert_eq!(
+            parse_browsers("firefox, chromium").unwrap(),
+            [BrowserId::Firefox, BrowserId::Chromium]
+        );
+        let e = parse_browsers("chromium,chromium").unwrap_err().to_string();
+        assert_eq!(e, "--browsers: chromium is listed twice");
+        let e = parse_browsers("chromium,safari").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--browsers: unknown browser \"safari\": chromium or firefox"
+        );
+        assert!(parse_browsers(" , ").is_err());
     }
 }

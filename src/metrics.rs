@@ -16,6 +16,13 @@ pub struct CdpEvent {
     pub params: Value,
 }
 
+/// One WebDriver BiDi event as recorded in a Firefox run (method and params only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BidiEvent {
+    pub method: String,
+    pub params: Value,
+}
+
 /// What the browser reported for one load; the raw material of every metric.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
@@ -27,8 +34,11 @@ pub struct Observation {
     pub resources: Vec<Value>,
     /// `window.__pagebench` of the download/upload pages.
     pub page_result: Option<Value>,
-    /// CDP Network.* and Page.* events of the load.
+    /// CDP Network.* and Page.* events of the load (Chromium).
     pub cdp_events: Vec<CdpEvent>,
+    /// BiDi network.* events of the load (Firefox).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bidi_events: Vec<BidiEvent>,
     /// What the page painted: the buffered Paint, LCP, Layout Instability and Element Timing
     /// entries, read after the load.
     #[serde(default)]
@@ -46,6 +56,18 @@ pub struct Observation {
     pub frames: Vec<ScreencastFrame>,
 }
 
+impl Observation {
+    /// What the browser-side network view of this load was: `BiDi` for Firefox's events,
+    /// `CDP` otherwise.
+    pub fn devtools_name(&self) -> &'static str {
+        if self.bidi_events.is_empty() {
+            "CDP"
+        } else {
+            "BiDi"
+        }
+    }
+}
+
 /// One screencast frame: a JPEG and when the browser showed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScreencastFrame {
@@ -58,6 +80,10 @@ pub struct ScreencastFrame {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PaintEntries {
+    /// The entry types the engine has (`PerformanceObserver.supportedEntryTypes`); None in
+    /// records from before it was read (Chromium's: all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supported: Option<Vec<String>>,
     pub first_paint: Option<f64>,
     pub first_contentful_paint: Option<f64>,
     /// Every LCP candidate in the order the browser reported them (the last one is the LCP).
@@ -65,6 +91,16 @@ pub struct PaintEntries {
     pub layout_shifts: Vec<LayoutShift>,
     /// Element Timing entries (elements with an `elementtiming` attribute).
     pub elements: Vec<ElementPaint>,
+}
+
+impl PaintEntries {
+    /// Whether the engine reports entries of `entry_type` (Firefox has no `layout-shift` and
+    /// no `element`: their metrics are then unknown, not zero).
+    pub fn supports(&self, entry_type: &str) -> bool {
+        self.supported
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|t| t == entry_type))
+    }
 }
 
 /// One `largest-contentful-paint` entry.
@@ -199,9 +235,11 @@ impl EntryTiming {
 
 pub use crate::workload::url_path;
 
-/// The CDP view of one request: what `Network.responseReceived` and `loadingFinished` said.
+/// The browser's DevTools view of one request (the second viewpoint beside Resource Timing):
+/// what CDP's `Network.responseReceived` and `loadingFinished` said (Chromium), or BiDi's
+/// `network.responseCompleted` (Firefox: no connection ids, priorities or CDP timing).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CdpRequest {
+pub struct NetworkRequest {
     pub request_id: String,
     pub url: String,
     pub method: String,
@@ -223,10 +261,58 @@ pub struct CdpRequest {
     pub priority_changes: Vec<(f64, String)>,
 }
 
-/// Joins CDP events by request id, in the order requests were sent.
-pub fn cdp_requests(events: &[CdpEvent]) -> Vec<CdpRequest> {
+/// The DevTools view of every request of a load, whichever engine made it.
+pub fn network_requests(obs: &Observation) -> Vec<NetworkRequest> {
+    let mut out = cdp_requests(&obs.cdp_events);
+    out.extend(bidi_requests(&obs.bidi_events));
+    out
+}
+
+/// Joins BiDi network events by request id, in the order requests were sent (Firefox).
+pub fn bidi_requests(events: &[BidiEvent]) -> Vec<NetworkRequest> {
     let mut order: Vec<String> = Vec::new();
-    let mut map: BTreeMap<String, CdpRequest> = BTreeMap::new();
+    let mut map: BTreeMap<String, NetworkRequest> = BTreeMap::new();
+    for e in events {
+        let p = &e.params;
+        let Some(id) = p.pointer("/request/request").and_then(Value::as_str) else {
+            continue;
+        };
+        let entry = map.entry(id.to_string()).or_insert_with(|| {
+            order.push(id.to_string());
+            NetworkRequest {
+                request_id: id.to_string(),
+                ..Default::default()
+            }
+        });
+        let text = |ptr: &str| p.pointer(ptr).and_then(Value::as_str).map(String::from);
+        if entry.url.is_empty() {
+            entry.url = text("/request/url").unwrap_or_default();
+            entry.method = text("/request/method").unwrap_or_default();
+        }
+        match e.method.as_str() {
+            "network.responseCompleted" => {
+                entry.url = text("/response/url").unwrap_or(std::mem::take(&mut entry.url));
+                entry.protocol = text("/response/protocol");
+                entry.status = p
+                    .pointer("/response/status")
+                    .and_then(Value::as_f64)
+                    .map(|s| s as u16);
+                entry.encoded_data_length =
+                    p.pointer("/response/bytesReceived").and_then(Value::as_f64);
+            }
+            "network.fetchError" => {
+                entry.failed = Some(text("/errorText").unwrap_or_else(|| "failed".into()));
+            }
+            _ => {}
+        }
+    }
+    order.into_iter().filter_map(|id| map.remove(&id)).collect()
+}
+
+/// Joins CDP events by request id, in the order requests were sent.
+pub fn cdp_requests(events: &[CdpEvent]) -> Vec<NetworkRequest> {
+    let mut order: Vec<String> = Vec::new();
+    let mut map: BTreeMap<String, NetworkRequest> = BTreeMap::new();
     for e in events {
         let p = &e.params;
         let Some(id) = p.get("requestId").and_then(Value::as_str) else {
@@ -234,7 +320,7 @@ pub fn cdp_requests(events: &[CdpEvent]) -> Vec<CdpRequest> {
         };
         let entry = map.entry(id.to_string()).or_insert_with(|| {
             order.push(id.to_string());
-            CdpRequest {
+            NetworkRequest {
                 request_id: id.to_string(),
                 ..Default::default()
             }
@@ -492,7 +578,7 @@ pub fn paint_order_problems(m: &RunMetrics, generated: bool) -> Vec<String> {
 /// each resource seen by both gives the offset; the median is immune to one odd pairing.
 fn cdp_navigation_start(
     timings: &[EntryTiming],
-    cdp_by_path: &BTreeMap<String, Vec<&CdpRequest>>,
+    cdp_by_path: &BTreeMap<String, Vec<&NetworkRequest>>,
 ) -> Option<f64> {
     let offsets: Vec<f64> = timings
         .iter()
@@ -512,8 +598,8 @@ pub fn derive(
     kind: &WorkloadKind,
     rtt_ms: f64,
 ) -> (RunMetrics, Vec<ResourceMetrics>) {
-    let cdp = cdp_requests(&obs.cdp_events);
-    let mut cdp_by_path: BTreeMap<String, Vec<&CdpRequest>> = BTreeMap::new();
+    let cdp = network_requests(obs);
+    let mut cdp_by_path: BTreeMap<String, Vec<&NetworkRequest>> = BTreeMap::new();
     for c in &cdp {
         cdp_by_path.entry(url_path(&c.url)).or_default().push(c);
     }
@@ -616,7 +702,9 @@ pub fn derive(
             m.lcp_element = Some(lcp.selector.clone()).filter(|s| !s.is_empty());
             m.lcp_url = Some(lcp.url.clone()).filter(|u| !u.is_empty());
         }
-        m.cls = Some(cumulative_layout_shift(&p.layout_shifts));
+        m.cls = p
+            .supports("layout-shift")
+            .then(|| cumulative_layout_shift(&p.layout_shifts));
         m.hero_ms = p
             .elements
             .iter()
@@ -827,6 +915,7 @@ pub(crate) mod tests {
     fn paint_metrics_come_from_the_last_lcp_and_the_hero() {
         let mut obs = fixture("h2-page10");
         obs.paint = Some(PaintEntries {
+            supported: None,
             first_paint: Some(80.0),
             first_contentful_paint: Some(96.0),
             largest_contentful_paint: vec![
@@ -865,6 +954,11 @@ pub(crate) mod tests {
         // Without paint entries there are no paint metrics (not zeros).
         let (none, _) = derive(&fixture("h2-page10"), &kind, 0.0);
         assert_eq!((none.fcp_ms, none.lcp_ms, none.cls), (None, None, None));
+        // An engine without Layout Instability (Firefox) has no CLS, not a CLS of 0.
+        obs.paint.as_mut().unwrap().supported =
+            Some(vec!["paint".into(), "largest-contentful-paint".into()]);
+        let (ff, _) = derive(&obs, &kind, 0.0);
+        assert_eq!((ff.lcp_ms, ff.cls), (Some(120.0), None));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! request and the seed — so a resumed matrix finishes exactly the missing runs of the same plan.
 //!
 //! Cells are (profile, workload) pairs, profile-major so the link is reconfigured once per
-//! profile. Within a cell, rounds: in each round every (server, protocol variant) runs once, in a
-//! seeded random order — interleaved, never a block of one protocol (the study's H2 → H3 → H2
+//! profile. Within a cell, rounds: in each round every (server, browser, protocol variant) runs
+//! once, in a seeded random order — interleaved, never a block of one protocol (the study's H2 → H3 → H2
 //! lesson: a drifting machine must not masquerade as a protocol difference). Warm-up rounds come
 //! first and are kept on disk but left out of the statistics.
 
@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::identity::{Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId};
 use crate::protocol::Variant;
 
 /// What the user asked for; together with the seed it fixes the plan.
@@ -22,6 +22,9 @@ pub struct PlanSpec {
     pub profiles: Vec<String>,
     pub workloads: Vec<String>,
     pub servers: Vec<ServerId>,
+    /// The engines (plans written before there was a choice: Chromium alone).
+    #[serde(default = "chromium_only")]
+    pub browsers: Vec<BrowserId>,
     pub variants: Vec<Variant>,
     pub runs: u32,
     pub warmup: u32,
@@ -38,12 +41,18 @@ pub struct PlannedRun {
     pub profile: String,
     pub workload: String,
     pub server: ServerId,
+    #[serde(default)]
+    pub browser: BrowserId,
     pub variant: Variant,
     pub phase: Phase,
     /// 1-based within its phase.
     pub round: u32,
     /// 1-based position within its round.
     pub position: u32,
+}
+
+fn chromium_only() -> Vec<BrowserId> {
+    vec![BrowserId::Chromium]
 }
 
 /// A seed for one cell, so that adding a profile does not reshuffle the others.
@@ -63,12 +72,17 @@ fn cell_seed(seed: u64, profile: &str, workload: &str) -> [u8; 32] {
 /// The whole plan, in run order.
 pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let mut out = Vec::new();
-    let combos: Vec<(ServerId, Variant)> = spec
+    let combos: Vec<(ServerId, BrowserId, Variant)> = spec
         .servers
         .iter()
-        .flat_map(|s| spec.variants.iter().map(move |v| (s.clone(), *v)))
+        .flat_map(|s| {
+            spec.browsers
+                .iter()
+                .flat_map(move |b| spec.variants.iter().map(move |v| (s.clone(), *b, *v)))
+        })
         .collect();
     let multi_server = spec.servers.len() > 1;
+    let multi_browser = spec.browsers.len() > 1;
     for profile in &spec.profiles {
         for workload in &spec.workloads {
             let mut rng = ChaCha8Rng::from_seed(cell_seed(spec.seed, profile, workload));
@@ -78,7 +92,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
             for (phase, round) in phases {
                 let mut order = combos.clone();
                 order.shuffle(&mut rng);
-                for (pos, (server, variant)) in order.into_iter().enumerate() {
+                for (pos, (server, browser, variant)) in order.into_iter().enumerate() {
                     let tag = match phase {
                         Phase::Warmup => format!("w{round}"),
                         Phase::Measure => format!("r{round:02}"),
@@ -88,12 +102,20 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                     } else {
                         String::new()
                     };
+                    let browser_part = if multi_browser {
+                        format!("-{browser}")
+                    } else {
+                        String::new()
+                    };
                     out.push(PlannedRun {
                         index: out.len(),
-                        id: format!("{profile}-{workload}-{tag}{server_part}-{variant}"),
+                        id: format!(
+                            "{profile}-{workload}-{tag}{server_part}{browser_part}-{variant}"
+                        ),
                         profile: profile.clone(),
                         workload: workload.clone(),
                         server,
+                        browser,
                         variant,
                         phase,
                         round,
@@ -116,6 +138,7 @@ mod tests {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into(), "download".into()],
             servers: vec!["embedded".into()],
+            browsers: vec![BrowserId::Chromium],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 5,
             warmup: 1,
@@ -157,5 +180,41 @@ mod tests {
             .map(|c| c[0].variant.name())
             .collect();
         assert!(firsts.len() > 1);
+    }
+
+    #[test]
+    fn browsers_interleave_within_rounds_and_name_their_runs() {
+        let mut two = spec(3);
+        two.browsers = vec![BrowserId::Chromium, BrowserId::Firefox];
+        two.variants = parse_variants("h2,h3", H3Mode::Forced).unwrap();
+        let p = plan(&two);
+        assert_eq!(p.len(), 2 * 2 * (5 + 1) * 4);
+        for chunk in p.chunks(4) {
+            let mut combos: Vec<(BrowserId, String)> = chunk
+                .iter()
+                .map(|r| (r.browser, r.variant.name()))
+                .collect();
+            combos.sort();
+            assert_eq!(
+                combos,
+                [
+                    (BrowserId::Chromium, "h2".to_string()),
+                    (BrowserId::Chromium, "h3".to_string()),
+                    (BrowserId::Firefox, "h2".to_string()),
+                    (BrowserId::Firefox, "h3".to_string()),
+                ]
+            );
+        }
+        // Both engines lead some rounds: no engine always runs first.
+        let leaders: std::collections::BTreeSet<BrowserId> =
+            p.chunks(4).map(|c| c[0].browser).collect();
+        assert_eq!(leaders.len(), 2);
+        assert!(p.iter().any(|r| r.id == "wired-page10-r01-firefox-h3"));
+        // One engine: ids as they always were.
+        assert!(plan(&spec(3)).iter().any(|r| r.id == "wired-page10-r01-h3"));
+        // A plan from before the choice reads as Chromium's.
+        let old = r#"{"profiles":[],"workloads":[],"servers":[],"variants":[],"runs":1,"warmup":0,"seed":1}"#;
+        let s: PlanSpec = serde_json::from_str(old).unwrap();
+        assert_eq!(s.browsers, [BrowserId::Chromium]);
     }
 }

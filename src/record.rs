@@ -17,7 +17,7 @@ pub use crate::visual::{FrameRef, VisualEvidence};
 
 /// Version of the record and column layout below; a results directory written with another one
 /// is not resumed (its rows would not line up).
-pub const RECORD_FORMAT: u32 = 3;
+pub const RECORD_FORMAT: u32 = 4;
 
 /// The id of attempt `attempt` (1-based) of planned run `plan_id`: the plan id itself for the
 /// first, `<plan_id>.a<N>` for retries.
@@ -105,6 +105,9 @@ pub struct RunRecord {
     /// The engine that loaded the page (records from before there was a choice: Chromium).
     #[serde(default)]
     pub browser: BrowserId,
+    /// The engine's version as it reported it (`Chromium 156.0.…`, `Firefox 153.8.0esr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_version: Option<String>,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -191,6 +194,7 @@ impl RunRecord {
             profile: "wired".into(),
             server: "embedded".into(),
             browser: BrowserId::Chromium,
+            browser_version: None,
             phase: Phase::Measure,
             round: 1,
             position: 1,

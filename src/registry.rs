@@ -263,8 +263,9 @@ pub static RESOURCES: Metric = Metric {
 pub static CONNECTIONS: Metric = Metric {
     better: Better::Neither,
     csv: CsvFormat::Int,
+    // Connection ids come from CDP: Firefox's BiDi events have none.
     ..metric("connections", "connections", Unit::Count, |r| {
-        count(r.metrics.connections)
+        (r.browser == crate::identity::BrowserId::Chromium).then_some(r.metrics.connections as f64)
     })
 };
 pub static GOODPUT_MBIT: Metric = Metric {

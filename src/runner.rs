@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::browser::{Browser, Chromium};
+use crate::browser::{self, Browser};
 use crate::fault::FaultInjection;
-use crate::identity::{Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId};
 use crate::metrics;
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
@@ -33,6 +33,8 @@ pub struct RunSpec {
     pub manifest: Manifest,
     pub variant: Variant,
     pub server: ServerId,
+    /// The engine that loads the page (a fresh one per run).
+    pub browser: BrowserId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -69,6 +71,7 @@ impl RunSpec {
             manifest: manifest.clone(),
             variant,
             server: server.clone(),
+            browser: BrowserId::Chromium,
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -109,9 +112,9 @@ fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
 }
 
 /// Performs one run on the testbed (whose link must already have `spec.profile`) in a fresh
-/// Chromium.
+/// browser of `spec.browser`.
 pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
-    run_with(tb, &mut Chromium::default(), spec)
+    run_with(tb, browser::make(spec.browser).as_mut(), spec)
 }
 
 /// Performs one run with `browser`: the testbed's run protocol, then the record assembled
@@ -167,6 +170,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         observation: obs,
         end,
         browser,
+        browser_version,
         overhead,
         server,
         server_exit,
@@ -277,6 +281,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         profile: spec.profile.name.clone(),
         server: spec.server.clone(),
         browser,
+        browser_version,
         phase: spec.phase,
         round: spec.round,
         position: spec.position,
@@ -337,12 +342,15 @@ pub fn describe(rec: &RunRecord) -> String {
     let m = &rec.metrics;
     let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into());
     let mut s = format!(
-        "{} · {} {} on {} ({}) · {}\n",
+        "{} · {} {} on {} ({}, {}) · {}\n",
         rec.id,
         rec.variant,
         rec.workload,
         rec.profile,
         rec.server,
+        rec.browser_version
+            .as_deref()
+            .unwrap_or(rec.browser.label()),
         rec.outcome.name().to_uppercase()
     );
     for r in &rec.reasons {
@@ -361,10 +369,13 @@ pub fn describe(rec: &RunRecord) -> String {
         f(m.queueing_p95_ms),
         f(m.ttfb_median_ms)
     ));
+    let connections = (crate::registry::CONNECTIONS.derive)(rec).map_or_else(
+        || "connections unknown".into(),
+        |n| format!("over {n} connection(s)"),
+    );
     s.push_str(&format!(
-        "  {} resources over {} connection(s) · on-wire mid {} / peak {}",
+        "  {} resources {connections} · on-wire mid {} / peak {}",
         m.resources,
-        m.connections,
         m.onwire_mid
             .map(|x| x.to_string())
             .unwrap_or_else(|| "—".into()),
@@ -404,16 +415,17 @@ pub fn describe(rec: &RunRecord) -> String {
                 | ReasonKind::ServerProtocolMismatch
         )
     });
+    let devtools = rec.browser.devtools();
     if rec.viewpoints >= 3 {
         s.push_str(&format!(
-            "  protocol {}: Resource Timing, CDP and the server log ({} requests) {}\n",
+            "  protocol {}: Resource Timing, {devtools} and the server log ({} requests) {}\n",
             rec.protocol,
             rec.server_requests.len(),
             if proto_ok { "agree" } else { "DISAGREE" }
         ));
     } else {
         s.push_str(&format!(
-            "  protocol {}: {} viewpoints only (Resource Timing and CDP) {}\n",
+            "  protocol {}: {} viewpoints only (Resource Timing and {devtools}) {}\n",
             rec.protocol,
             rec.viewpoints,
             if proto_ok { "agree" } else { "DISAGREE" }
@@ -512,6 +524,7 @@ mod tests {
             observation: obs,
             end: LoadEnd::Completed,
             browser: BrowserId::Chromium,
+            browser_version: Some("Chromium 156".into()),
             overhead: BrowserOverhead {
                 launch_ms: 300.0,
                 ..BrowserOverhead::default()

@@ -53,6 +53,9 @@ pub struct MachineInfo {
     pub cpus: usize,
     pub memory_gib: f64,
     pub chromium: String,
+    /// Firefox's version when it is installed (`153.8.0esr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firefox: Option<String>,
 }
 
 impl MachineInfo {
@@ -68,6 +71,7 @@ impl MachineInfo {
                 .unwrap_or(1),
             memory_gib: (mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0,
             chromium: chromium_version(),
+            firefox: crate::browser::firefox::installed_version().ok(),
         }
     }
 }

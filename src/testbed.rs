@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::browser::{Browser, BrowserOverhead, LaunchOptions, HOST};
+use crate::browser::{Browser, BrowserOverhead, ClientSide, LaunchOptions, HOST};
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::fault::{self, FaultInjection};
 use crate::identity::{BrowserId, ServerId};
@@ -232,7 +232,6 @@ impl Testbed {
 
     /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
     pub fn run(&mut self, browser: &mut dyn Browser, req: &LoadRequest) -> Result<RunParts> {
-        let spki = self.cert.spki_sha256_base64().to_string();
         let replay = match &req.manifest.site {
             Some(plan) => Some(Replay {
                 site: self.replay_site(plan)?,
@@ -253,7 +252,7 @@ impl Testbed {
             .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
         server.replay(replay)?;
-        measure(&self.link, server.as_mut(), browser, &spki, req)
+        measure(&self.link, server.as_mut(), browser, &self.cert, req)
     }
 }
 
@@ -301,8 +300,9 @@ pub struct RunParts {
     pub url: String,
     pub observation: Observation,
     pub end: LoadEnd,
-    /// The engine that loaded the page.
+    /// The engine that loaded the page, and its version (None: it never started).
     pub browser: BrowserId,
+    pub browser_version: Option<String>,
     pub overhead: BrowserOverhead,
     pub server: ServerEvidence,
     /// Why the server stopped during the run, if it did.
@@ -327,8 +327,8 @@ pub trait LinkSide {
     fn server_ips(&self) -> Vec<IpAddr> {
         vec![self.server_ip()]
     }
-    /// A command that runs `program` inside the client namespace.
-    fn client_command(&self, program: &str) -> Command;
+    /// Programs and sockets inside the client namespace (where the browser runs).
+    fn client(&self) -> &dyn ClientSide;
     /// The counters since the last take (and resets them).
     fn take_stats(&self) -> Result<LinkStats>;
     /// UDP/TCP counters of the client and the server namespace (empty where a namespace
@@ -346,6 +346,23 @@ pub trait LinkSide {
     }
 }
 
+impl ClientSide for Link {
+    fn command(&self, program: &str) -> Command {
+        Link::client(self).command(program)
+    }
+
+    fn connect(
+        &self,
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> std::io::Result<std::net::TcpStream> {
+        // The socket belongs for life to the namespace of the thread that made it.
+        Link::client(self)
+            .run(|| std::net::TcpStream::connect_timeout(&addr, timeout))
+            .map_err(std::io::Error::other)?
+    }
+}
+
 impl LinkSide for Link {
     fn server_ip(&self) -> IpAddr {
         IpAddr::V4(Link::server_ip(self))
@@ -358,8 +375,8 @@ impl LinkSide for Link {
             .collect()
     }
 
-    fn client_command(&self, program: &str) -> Command {
-        self.client().command(program)
+    fn client(&self) -> &dyn ClientSide {
+        self
     }
 
     fn take_stats(&self) -> Result<LinkStats> {
@@ -409,7 +426,7 @@ pub fn measure(
     link: &dyn LinkSide,
     server: &mut dyn ServerUnderTest,
     browser: &mut dyn Browser,
-    spki: &str,
+    cert: &Certificate,
     req: &LoadRequest,
 ) -> Result<RunParts> {
     let wall = Instant::now();
@@ -438,16 +455,11 @@ pub fn measure(
         }
         None => (page_url(port, req.manifest), Vec::new(), None),
     };
-    // Chromium writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
-    // them) and, if asked, its NetLog here; the files are read after it closed.
+    // The browser writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
+    // them) and, if asked, Chromium its NetLog here; the files are read after it closed.
     let capture_dir = tempdir::create("capture")?;
     let key_log_path = capture_dir.path().join("keys.log");
     let net_log_path = capture_dir.path().join("netlog.json");
-    let mut extra_args = vec![format!("--ssl-key-log-file={}", key_log_path.display())];
-    if let Some(mode) = req.capture.netlog() {
-        extra_args.push(format!("--log-net-log={}", net_log_path.display()));
-        extra_args.push(format!("--net-log-capture-mode={}", mode.chromium_flag()));
-    }
     let qlog_asked = req.capture.has(CaptureKind::Qlog);
     let mut problems = Vec::new();
     if !server.set_qlog(qlog_asked) && qlog_asked {
@@ -461,9 +473,15 @@ pub fn measure(
         h3_mode: req.variant.h3_mode.unwrap_or(H3Mode::Forced),
         server_ip: link.server_ip(),
         port,
-        spki: spki.to_string(),
+        spki: cert.spki_sha256_base64().to_string(),
+        cert_pem: cert.cert_pem().to_string(),
+        key_log: Some(key_log_path.clone()),
+        net_log: req
+            .capture
+            .netlog()
+            .map(|mode| (net_log_path.clone(), mode)),
         settle_max: req.settle_max,
-        extra_args,
+        extra_args: Vec::new(),
         keep_bodies: req.keep_bodies,
         visual: req.visual,
         hosts,
@@ -475,7 +493,7 @@ pub fn measure(
     };
     let kind = &req.manifest.workload.kind;
 
-    let launched = browser.launch(&|program| link.client_command(program), &opts);
+    let launched = browser.launch(link.client(), &opts);
     // Measure only the load: counters start after the browser settled.
     server.mark();
     let _ = link.take_stats();
@@ -553,6 +571,7 @@ pub fn measure(
         observation,
         end,
         browser: browser.id(),
+        browser_version: browser.version(),
         overhead,
         server: evidence,
         server_exit,
@@ -568,7 +587,6 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::browser::Spawn;
     use crate::protocol::Protocol;
     use crate::validate::ServerView;
     use crate::workload::WorkloadKind;
@@ -590,9 +608,8 @@ mod tests {
         fn server_ip(&self) -> IpAddr {
             "10.9.0.2".parse().unwrap()
         }
-        fn client_command(&self, program: &str) -> Command {
-            self.0.borrow_mut().push(format!("command {program}"));
-            Command::new(program)
+        fn client(&self) -> &dyn ClientSide {
+            self
         }
         fn take_stats(&self) -> Result<LinkStats> {
             self.0.borrow_mut().push("link take".into());
@@ -608,6 +625,20 @@ mod tests {
         fn arm_fault(&self, _: &FaultInjection, group: Option<i32>) -> Option<fault::Armed> {
             self.0.borrow_mut().push(format!("arm {group:?}"));
             None
+        }
+    }
+
+    impl ClientSide for FakeLink {
+        fn command(&self, program: &str) -> Command {
+            self.0.borrow_mut().push(format!("command {program}"));
+            Command::new(program)
+        }
+        fn connect(
+            &self,
+            _: std::net::SocketAddr,
+            _: Duration,
+        ) -> std::io::Result<std::net::TcpStream> {
+            Err(std::io::ErrorKind::Unsupported.into())
         }
     }
 
@@ -656,8 +687,8 @@ mod tests {
         fn id(&self) -> BrowserId {
             BrowserId::Chromium
         }
-        fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
-            let _ = spawn("fake-browser");
+        fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
+            let _ = client.command("fake-browser");
             self.log.borrow_mut().push(format!(
                 "launch {} {} port {}",
                 opts.protocol, opts.server_ip, opts.port
@@ -666,6 +697,9 @@ mod tests {
                 anyhow::bail!("FakeBrowser did not start: no display")
             }
             Ok(())
+        }
+        fn version(&self) -> Option<String> {
+            Some("Fake 1".into())
         }
         fn load(
             &mut self,
@@ -710,7 +744,8 @@ mod tests {
             capture: &CaptureSet::none(),
             packet_tap: true,
         };
-        let parts = measure(&link, &mut server, &mut browser, "spki", &req).unwrap();
+        let cert = Certificate::generate().unwrap();
+        let parts = measure(&link, &mut server, &mut browser, &cert, &req).unwrap();
         if !launch_fails {
             assert_eq!(
                 browser.seen_url.as_deref(),
@@ -746,6 +781,7 @@ mod tests {
         );
         assert_eq!(parts.end, LoadEnd::Completed);
         assert_eq!(parts.browser, BrowserId::Chromium);
+        assert_eq!(parts.browser_version.as_deref(), Some("Fake 1"));
         assert_eq!(parts.overhead.teardown_ms, 7.0);
         assert_eq!(parts.url, "https://pagebench.test:8443/page10/index.html");
         assert_eq!(parts.link_stats.unwrap().profile, "wired");

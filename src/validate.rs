@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::metrics::{cdp_requests, EntryTiming, Observation};
+use crate::metrics::{network_requests, EntryTiming, Observation};
 use crate::textfmt::few;
 use crate::workload::{Manifest, WorkloadKind};
 
@@ -334,8 +334,9 @@ pub fn validate<'a>(
         );
     }
 
-    // 2. CDP's view of the same responses.
-    let cdp = cdp_requests(&obs.cdp_events);
+    // 2. The DevTools view of the same responses (CDP for Chromium, BiDi for Firefox).
+    let cdp = network_requests(obs);
+    let devtools = obs.devtools_name();
     let cdp_wrong: Vec<String> = cdp
         .iter()
         .filter(|c| !c.url.starts_with("data:"))
@@ -348,7 +349,7 @@ pub fn validate<'a>(
         add(
             ReasonKind::CdpProtocolMismatch,
             format!(
-                "CDP saw {} response(s) not over {described}: {}",
+                "{devtools} saw {} response(s) not over {described}: {}",
                 cdp_wrong.len(),
                 few(&cdp_wrong)
             ),
@@ -378,7 +379,7 @@ pub fn validate<'a>(
     // Chromium leaves some cross-origin loads out of Resource Timing (a font a cross-origin
     // stylesheet asked for): on a site, CDP's finished response then stands in for it, and the
     // server's byte count below checks it arrived whole.
-    let cdp_finished: BTreeMap<String, &crate::metrics::CdpRequest> = cdp
+    let cdp_finished: BTreeMap<String, &crate::metrics::NetworkRequest> = cdp
         .iter()
         .filter(|c| c.failed.is_none() && c.encoded_data_length.is_some())
         .map(|c| (key(&c.url), c))
@@ -420,7 +421,7 @@ pub fn validate<'a>(
     }
     if !cdp_only.is_empty() {
         warnings.push(format!(
-            "{} file(s) not in Resource Timing, checked by CDP and the server log: {}",
+            "{} file(s) not in Resource Timing, checked by {devtools} and the server log: {}",
             cdp_only.len(),
             few(&cdp_only)
         ));

@@ -144,6 +144,7 @@ fn planned_ids(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: vec!["embedded".into()],
+        browsers: vec![pagebench::identity::BrowserId::Chromium],
         variants: pagebench::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
         runs,
         warmup,
@@ -407,6 +408,7 @@ fn matrix_with_fault(
             .position(|a| *a == "--servers")
             .map_or("embedded", |i| extra[i + 1])
             .into()],
+        browsers: vec![pagebench::identity::BrowserId::Chromium],
         variants: pagebench::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
         warmup: 0,

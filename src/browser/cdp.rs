@@ -3,77 +3,41 @@
 //! its fd 4. A pipe needs no port, so it works the same inside a network namespace, and it has no
 //! schema to drift from Chromium's (events stay `serde_json::Value`).
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-/// One CDP event as received: method, params, the session it belongs to (if any) and when it
-/// was read (monotonic, for ordering with our own clock).
-#[derive(Debug, Clone)]
-pub struct Event {
-    pub method: String,
-    pub params: Value,
-    pub session_id: Option<String>,
-    pub received: Instant,
-}
-
-type Pending = Arc<Mutex<HashMap<u64, Sender<Result<Value>>>>>;
+use super::rpc::{Calls, RpcError};
+pub use super::rpc::{Event, RpcError as CdpError};
 
 /// The connection to one browser process.
 pub struct Cdp {
     writer: Arc<Mutex<File>>,
-    pending: Pending,
-    events: Mutex<Receiver<Event>>,
-    next_id: AtomicU64,
-    closed: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// Why a CDP call failed: the browser said no, or the pipe is gone.
-#[derive(Debug, thiserror::Error)]
-pub enum CdpError {
-    #[error("CDP {method} failed: {message}")]
-    Command { method: String, message: String },
-    #[error("CDP {method}: no answer within {timeout:?}")]
-    Timeout { method: String, timeout: Duration },
-    #[error("the browser closed the DevTools pipe (it exited or crashed)")]
-    Closed,
+    calls: Arc<Calls>,
 }
 
 impl Cdp {
     /// Wraps the parent's ends of the two pipes: `to_browser` (the browser reads it as fd 3) and
     /// `from_browser` (the browser writes it as fd 4). Starts the reader thread.
     pub fn new(to_browser: OwnedFd, from_browser: OwnedFd) -> Result<Cdp> {
-        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
-        let (tx, rx) = mpsc::channel();
-        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let calls = Arc::new(Calls::default());
         let reader = BufReader::with_capacity(1 << 20, File::from(from_browser));
-        let p = pending.clone();
-        let c = closed.clone();
         let writer = Arc::new(Mutex::new(File::from(to_browser)));
-        let w = writer.clone();
+        let (c, w) = (calls.clone(), writer.clone());
         std::thread::Builder::new()
             .name("cdp-reader".into())
-            .spawn(move || read_loop(reader, p, tx, c, w))
+            .spawn(move || read_loop(reader, &c, &w))
             .context("cannot start the CDP reader thread")?;
-        Ok(Cdp {
-            writer,
-            pending,
-            events: Mutex::new(rx),
-            next_id: AtomicU64::new(1),
-            closed,
-        })
+        Ok(Cdp { writer, calls })
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.calls.is_closed()
     }
 
     /// Sends a command and waits for its result.
@@ -84,52 +48,31 @@ impl Cdp {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, CdpError> {
-        if self.is_closed() {
-            return Err(CdpError::Closed);
-        }
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let mut msg = json!({ "id": id, "method": method, "params": params });
+        let waiting = self.calls.begin()?;
+        let mut msg = json!({ "id": waiting.id, "method": method, "params": params });
         if let Some(s) = session {
             msg["sessionId"] = Value::String(s.to_string());
         }
-        let (tx, rx) = mpsc::channel();
-        self.pending.lock().expect("pending lock").insert(id, tx);
         let mut bytes = serde_json::to_vec(&msg).expect("a Value always serialises");
         bytes.push(0);
         {
             let mut w = self.writer.lock().expect("writer lock");
             if w.write_all(&bytes).and_then(|_| w.flush()).is_err() {
-                self.pending.lock().expect("pending lock").remove(&id);
-                return Err(CdpError::Closed);
+                self.calls.abandon(waiting);
+                return Err(RpcError::Closed);
             }
         }
-        match rx.recv_timeout(timeout) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(CdpError::Command {
-                method: method.to_string(),
-                message: e.to_string(),
-            }),
-            Err(RecvTimeoutError::Timeout) => {
-                self.pending.lock().expect("pending lock").remove(&id);
-                Err(CdpError::Timeout {
-                    method: method.to_string(),
-                    timeout,
-                })
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(CdpError::Closed),
-        }
+        self.calls.wait(waiting, method, timeout)
     }
 
     /// All events received so far (non-blocking).
     pub fn drain_events(&self) -> Vec<Event> {
-        let rx = self.events.lock().expect("events lock");
-        rx.try_iter().collect()
+        self.calls.drain_events()
     }
 
     /// Waits up to `timeout` for the next event.
     pub fn next_event(&self, timeout: Duration) -> Option<Event> {
-        let rx = self.events.lock().expect("events lock");
-        rx.recv_timeout(timeout).ok()
+        self.calls.next_event(timeout)
     }
 }
 
@@ -137,13 +80,7 @@ impl Cdp {
 /// reads a command id as a 32-bit int and ignores a command with a larger one.
 const ACK_IDS: u64 = 1 << 30;
 
-fn read_loop(
-    mut reader: BufReader<File>,
-    pending: Pending,
-    events: Sender<Event>,
-    closed: Arc<std::sync::atomic::AtomicBool>,
-    writer: Arc<Mutex<File>>,
-) {
+fn read_loop(mut reader: BufReader<File>, calls: &Calls, writer: &Mutex<File>) {
     let mut acks = ACK_IDS;
     let mut buf = Vec::with_capacity(1 << 16);
     loop {
@@ -166,25 +103,25 @@ fn read_loop(
                 }
                 continue;
             }
-            let tx = pending.lock().expect("pending lock").remove(&id);
-            if let Some(tx) = tx {
-                let result = match msg.get("error") {
-                    Some(e) => Err(anyhow!(
-                        "{}",
-                        e.get("message").and_then(Value::as_str).unwrap_or("error")
-                    )),
+            calls.resolve(
+                id,
+                match msg.get("error") {
+                    Some(e) => Err(e
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("error")
+                        .to_string()),
                     None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
-                };
-                let _ = tx.send(result);
-            }
+                },
+            );
         } else if let Some(method) = msg.get("method").and_then(Value::as_str) {
             if method == "Page.screencastFrame" {
                 // Chromium sends the next frame only after an ack: acking here, as each frame
                 // arrives, keeps frames coming while the caller waits on something else.
                 acks += 1;
-                ack_frame(&writer, &msg, acks);
+                ack_frame(writer, &msg, acks);
             }
-            let _ = events.send(Event {
+            calls.event(Event {
                 method: method.to_string(),
                 params: msg.get("params").cloned().unwrap_or(Value::Null),
                 session_id: msg
@@ -195,9 +132,7 @@ fn read_loop(
             });
         }
     }
-    closed.store(true, Ordering::SeqCst);
-    // Wake every waiting caller: their senders are dropped with the map entries.
-    pending.lock().expect("pending lock").clear();
+    calls.close();
 }
 
 fn ack_frame(writer: &Mutex<File>, frame: &Value, id: u64) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 
 use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
-use super::{load, Browser, Spawn};
+use super::{load, Browser, ClientSide};
 use crate::identity::BrowserId;
 use crate::metrics::Observation;
 use crate::validate::LoadEnd;
@@ -22,6 +22,8 @@ pub struct Chromium {
     init_script: Option<String>,
     /// Record a screencast of each load (the launch options say).
     visual: bool,
+    /// The version the last launch reported (kept after close).
+    version: Option<String>,
 }
 
 impl Browser for Chromium {
@@ -29,15 +31,20 @@ impl Browser for Chromium {
         BrowserId::Chromium
     }
 
-    fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()> {
+    fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
         self.close();
-        let process =
-            ChromiumProcess::launch(spawn(CHROMIUM), opts).context("Chromium did not start")?;
+        let process = ChromiumProcess::launch(client.command(CHROMIUM), opts)
+            .context("Chromium did not start")?;
+        self.version = process.version.clone();
         self.running = Some(process);
         self.keep_bodies = opts.keep_bodies;
         self.init_script = opts.init_script.clone();
         self.visual = opts.visual;
         Ok(())
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.clone()
     }
 
     fn load(

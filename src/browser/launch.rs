@@ -3,7 +3,6 @@
 //! negotiation: [`NaturalOptions`]), a DevTools pipe, its own process group (so the
 //! whole tree can be ended by the group we created), and a settle wait after start-up.
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -15,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::cdp::Cdp;
-use crate::procfs;
+use super::process;
 use crate::signals;
 use crate::tempdir::{self, TempDir};
 
@@ -34,11 +33,17 @@ pub struct LaunchOptions {
     /// Address Chromium maps `pagebench.test` to.
     pub server_ip: std::net::IpAddr,
     pub port: u16,
-    /// base64 SHA-256 of the server certificate's SPKI.
+    /// base64 SHA-256 of the server certificate's SPKI (Chromium pins it).
     pub spki: String,
+    /// The server certificate, PEM (Firefox trusts it in its profile's NSS database).
+    pub cert_pem: String,
+    /// Where the browser writes its TLS secrets (NSS key log format); None: nowhere.
+    pub key_log: Option<std::path::PathBuf>,
+    /// Chromium's NetLog: the file and the capture mode (`--capture netlog`).
+    pub net_log: Option<(std::path::PathBuf, crate::capture::NetLogMode)>,
     /// Upper bound of the settle wait.
     pub settle_max: Duration,
-    /// Extra flags (without leading dashes handled: give them with `--`).
+    /// Extra Chromium flags (given with their leading `--`).
     pub extra_args: Vec<String>,
     /// Keep every response body after the load (for a HAR with content; outside the measured
     /// load).
@@ -124,6 +129,13 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         rules.join(", ")
     ));
     a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
+    if let Some(path) = &o.key_log {
+        a.push(format!("--ssl-key-log-file={}", path.display()));
+    }
+    if let Some((path, mode)) = &o.net_log {
+        a.push(format!("--log-net-log={}", path.display()));
+        a.push(format!("--net-log-capture-mode={}", mode.chromium_flag()));
+    }
     if !o.as_recorded.is_empty() {
         let quic: Vec<String> = o
             .as_recorded
@@ -294,6 +306,8 @@ pub struct ChromiumProcess {
     tmp: TempDir,
     stderr_path: PathBuf,
     pub overhead: BrowserOverhead,
+    /// `Chromium 156.0.…`, from `Browser.getVersion`.
+    pub version: Option<String>,
     _cleanup: signals::CleanupGuard,
     closed: bool,
 }
@@ -408,6 +422,7 @@ impl ChromiumProcess {
             tmp,
             stderr_path,
             overhead: BrowserOverhead::default(),
+            version: None,
             _cleanup: guard,
             closed: false,
         };
@@ -417,13 +432,21 @@ impl ChromiumProcess {
             json!({}),
             Duration::from_secs(30),
         );
-        if let Err(e) = version {
-            let tail = browser.stderr_tail();
-            browser.close();
-            bail!("Chromium did not answer on its DevTools pipe: {e}; stderr: {tail}");
+        match version {
+            Ok(v) => {
+                browser.version = v["product"].as_str().map(|p| {
+                    p.replace("HeadlessChrome/", "Chromium ")
+                        .replace("Chrome/", "Chromium ")
+                })
+            }
+            Err(e) => {
+                let tail = browser.stderr_tail();
+                browser.close();
+                bail!("Chromium did not answer on its DevTools pipe: {e}; stderr: {tail}");
+            }
         }
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
-        let settle = settle(pgid, settle_max);
+        let settle = process::settle(pgid, settle_max);
         browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
         browser.overhead.settled = settle.settled;
         browser.overhead.settle_cpu = settle.last_cpu;
@@ -441,12 +464,7 @@ impl ChromiumProcess {
 
     /// The last lines Chromium wrote to stderr (for crash reports).
     pub fn stderr_tail(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.stderr_path) {
-            let _ = f.read_to_string(&mut s);
-        }
-        let lines: Vec<&str> = s.lines().rev().take(8).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        process::stderr_tail(&self.stderr_path)
     }
 
     /// True when the browser process has exited (crashed, or was closed).
@@ -465,16 +483,7 @@ impl ChromiumProcess {
         let _ = self
             .cdp
             .call(None, "Browser.close", json!({}), Duration::from_secs(3));
-        if !wait_exit(&mut self.child, Duration::from_secs(5)) {
-            // SAFETY: signalling the process group we created.
-            unsafe { libc::kill(-self.pgid, libc::SIGTERM) };
-            if !wait_exit(&mut self.child, Duration::from_secs(2)) {
-                unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
-                let _ = self.child.wait();
-            }
-        }
-        // Helpers (zygote, utility processes) leave with the browser; make sure.
-        wait_group_gone(self.pgid, Duration::from_secs(3));
+        process::end_group(&mut self.child, self.pgid, Duration::from_secs(5));
         let _ = std::fs::remove_dir_all(self.tmp.path());
         self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
     }
@@ -483,93 +492,6 @@ impl ChromiumProcess {
 impl Drop for ChromiumProcess {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if let Ok(Some(_)) = child.try_wait() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
-/// Waits until no process of the group is left, killing stragglers at the end.
-fn wait_group_gone(pgid: i32, timeout: Duration) {
-    let end = Instant::now() + timeout;
-    loop {
-        if group_members(pgid).is_empty() {
-            return;
-        }
-        if Instant::now() >= end {
-            // SAFETY: signalling the process group we created.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            std::thread::sleep(Duration::from_millis(50));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Live (non-zombie) processes whose process group is `pgid`, with their CPU ticks.
-fn group_members(pgid: i32) -> Vec<(i32, u64)> {
-    let Ok(pids) = procfs::pids() else {
-        return Vec::new();
-    };
-    pids.into_iter()
-        .filter_map(|pid| {
-            // Gone since listed, or unreadable: not a member to wait for.
-            let s = procfs::pid_stat(pid).ok()?;
-            (!s.is_zombie() && s.pgrp == pgid).then_some((pid, s.cpu_ticks()))
-        })
-        .collect()
-}
-
-fn group_cpu_ticks(pgid: i32) -> u64 {
-    group_members(pgid).iter().map(|(_, t)| t).sum()
-}
-
-struct Settle {
-    waited: Duration,
-    settled: bool,
-    last_cpu: f64,
-}
-
-/// Waits until the browser's processes use less than 15 % of a core over two consecutive
-/// 100 ms windows (the start-up burst is over), at most `max`.
-fn settle(pgid: i32, max: Duration) -> Settle {
-    const WINDOW: Duration = Duration::from_millis(100);
-    const QUIET_CORES: f64 = 0.15;
-    let hz = procfs::clock_ticks_per_second();
-    let start = Instant::now();
-    let mut quiet = 0;
-    let mut last_cpu = f64::NAN;
-    let mut prev = group_cpu_ticks(pgid);
-    while start.elapsed() < max {
-        std::thread::sleep(WINDOW);
-        let now = group_cpu_ticks(pgid);
-        last_cpu = (now.saturating_sub(prev)) as f64 / hz / WINDOW.as_secs_f64();
-        prev = now;
-        if last_cpu < QUIET_CORES {
-            quiet += 1;
-            if quiet >= 2 {
-                return Settle {
-                    waited: start.elapsed(),
-                    settled: true,
-                    last_cpu,
-                };
-            }
-        } else {
-            quiet = 0;
-        }
-    }
-    Settle {
-        waited: start.elapsed(),
-        settled: false,
-        last_cpu,
     }
 }
 
@@ -584,6 +506,9 @@ mod tests {
             server_ip: "10.1.2.2".parse().unwrap(),
             port: 443,
             spki: "abc=".into(),
+            cert_pem: String::new(),
+            key_log: None,
+            net_log: None,
             settle_max: Duration::from_secs(1),
             extra_args: vec![],
             keep_bodies: false,

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::cdp::{self, CdpError};
 use super::launch::ChromiumProcess;
+use super::scripts;
 use crate::metrics::{CdpEvent, DataChunk, Observation, PaintEntries, ScreencastFrame};
 use crate::signals;
 use crate::validate::LoadEnd;
@@ -25,10 +26,6 @@ const KEPT_EVENTS: [&str; 7] = [
     "Page.loadEventFired",
     "Page.domContentEventFired",
 ];
-
-/// How long a page may keep loading subresources after its load event before we stop waiting
-/// for the ones still missing (they are then reported missing by validation).
-const AFTER_LOAD_GRACE_MS: u32 = 1000;
 
 /// When a load is over (after which the timings, events and bodies are collected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,20 +230,7 @@ pub fn load_until(
     };
 
     // loadEventEnd is filled after the event; transfer pages finish after it.
-    let wait = format!(
-        "new Promise(function (resolve) {{\n\
-           var want = {expected_resources}, transfer = {transfer};\n\
-           (function check() {{\n\
-             var nav = performance.getEntriesByType('navigation')[0];\n\
-             var loaded = nav && nav.loadEventEnd > 0;\n\
-             var pb = window.__pagebench;\n\
-             var done = !transfer || (pb && pb.done);\n\
-             var n = performance.getEntriesByType('resource').length;\n\
-             var grace = loaded && performance.now() - nav.loadEventEnd > {AFTER_LOAD_GRACE_MS};\n\
-             if (loaded && done && (n >= want || grace)) resolve(true); else setTimeout(check, 10);\n\
-           }})();\n\
-         }})"
-    );
+    let wait = scripts::load_finished(expected_resources, transfer);
     let left = remaining(deadline);
     match cdp::evaluate(
         &browser.cdp,
@@ -426,7 +410,7 @@ fn attach(browser: &ChromiumProcess, t: Duration, init_script: Option<&str>) -> 
     // Keep every Resource Timing entry, also on pages with more than 250 files.
     call(
         "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": "performance.setResourceTimingBufferSize(100000);" }),
+        json!({ "source": scripts::KEEP_RESOURCE_ENTRIES }),
     )?;
     if let Some(source) = init_script {
         call(
@@ -519,19 +503,13 @@ fn collect_events(browser: &ChromiumProcess, session: &str, obs: &mut Observatio
 
 /// Reads the timing entries and the page result (whatever exists, also after a timeout).
 fn collect(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
-    let expr = "JSON.stringify({ timeOrigin: performance.timeOrigin, \
-                nav: performance.getEntriesByType('navigation')[0] || null, \
-                res: performance.getEntriesByType('resource'), \
-                pb: window.__pagebench || null })";
-    if let Ok(Value::String(s)) =
-        cdp::evaluate(&browser.cdp, session, expr, Duration::from_secs(10))
-    {
-        if let Ok(v) = serde_json::from_str::<Value>(&s) {
-            obs.time_origin = v["timeOrigin"].as_f64();
-            obs.navigation = Some(v["nav"].clone()).filter(|n| !n.is_null());
-            obs.resources = v["res"].as_array().cloned().unwrap_or_default();
-            obs.page_result = Some(v["pb"].clone()).filter(|p| !p.is_null());
-        }
+    if let Ok(v) = cdp::evaluate(
+        &browser.cdp,
+        session,
+        scripts::TIMING_ENTRIES,
+        Duration::from_secs(10),
+    ) {
+        scripts::read_timing_entries(&v, obs);
     }
     obs.paint = paint_entries(browser, session);
     // Let the last loadingFinished events arrive.
@@ -539,88 +517,11 @@ fn collect(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
     collect_events(browser, session, obs);
 }
 
-/// Reads the buffered paint entries after a frame (so the last paints are reported). A buffered
-/// observer hands over what the browser kept; `takeRecords` makes it synchronous.
-const PAINT_ENTRIES: &str = r#"new Promise(function (resolve) {
-  function take(type) {
-    try {
-      var po = new PerformanceObserver(function () {});
-      po.observe({ type: type, buffered: true });
-      var r = po.takeRecords();
-      po.disconnect();
-      return r;
-    } catch (e) { return []; }
-  }
-  function selector(el) {
-    var parts = [];
-    while (el && el.nodeType === 1 && el !== document.documentElement) {
-      var s = el.tagName.toLowerCase();
-      if (el.id) { parts.unshift(s + '#' + el.id); break; }
-      var p = el.parentElement;
-      if (p && p.tagName !== 'HTML') {
-        var same = Array.prototype.filter.call(p.children, function (c) { return c.tagName === el.tagName; });
-        if (same.length > 1) s += ':nth-of-type(' + (same.indexOf(el) + 1) + ')';
-      }
-      parts.unshift(s);
-      el = p;
-    }
-    return parts.join(' > ');
-  }
-  function read() {
-    var paint = {};
-    take('paint').forEach(function (e) { paint[e.name] = e.startTime; });
-    resolve(JSON.stringify({
-      firstPaint: paint['first-paint'] || null,
-      firstContentfulPaint: paint['first-contentful-paint'] || null,
-      largestContentfulPaint: take('largest-contentful-paint').map(function (e) {
-        return { startTime: e.startTime, size: e.size, url: e.url || '', selector: selector(e.element) };
-      }),
-      layoutShifts: take('layout-shift').map(function (e) {
-        return { startTime: e.startTime, value: e.value, hadRecentInput: e.hadRecentInput };
-      }),
-      elements: take('element').map(function (e) {
-        return { identifier: e.identifier, renderTime: e.renderTime, loadTime: e.loadTime, url: e.url || '' };
-      })
-    }));
-  }
-  // Paint entries arrive with the frame's presentation, after the load on a fast link: wait
-  // (at most a second) for the first contentful and largest paints, then a frame more.
-  var t0 = performance.now();
-  function has(type) {
-    try { return PerformanceObserver.supportedEntryTypes.indexOf(type) < 0 || take(type).length > 0; }
-    catch (e) { return true; }
-  }
-  // …and for every element Element Timing follows (a late image paints after the load).
-  var tracked = document.querySelectorAll('[elementtiming]').length;
-  var painted = function () {
-    return performance.getEntriesByName('first-contentful-paint').length > 0 &&
-      has('largest-contentful-paint') && take('element').length >= tracked;
-  };
-  (function wait() {
-    if (painted() || performance.now() - t0 > 1000) {
-      var done = false;
-      var once = function () { if (!done) { done = true; read(); } };
-      requestAnimationFrame(function () { setTimeout(once, 0); });
-      setTimeout(once, 200);
-    } else {
-      setTimeout(wait, 20);
-    }
-  })();
-})"#;
-
 fn paint_entries(browser: &ChromiumProcess, session: &str) -> Option<PaintEntries> {
-    match cdp::evaluate(&browser.cdp, session, PAINT_ENTRIES, Duration::from_secs(5)) {
-        Ok(Value::String(s)) => match serde_json::from_str(&s) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!("unreadable paint entries: {e}");
-                None
-            }
-        },
-        Ok(_) => None,
-        Err(e) => {
-            tracing::debug!("no paint entries: {e:#}");
-            None
-        }
-    }
+    scripts::read_paint_entries(cdp::evaluate(
+        &browser.cdp,
+        session,
+        scripts::PAINT_ENTRIES,
+        Duration::from_secs(5),
+    ))
 }

@@ -1,12 +1,20 @@
 //! The measuring hand: one page load in a real browser, forced onto a protocol, observed
-//! through its DevTools protocol. [`Browser`] is the extension point (Chromium now); the run
-//! protocol (`testbed::measure`) drives it.
+//! through its DevTools protocol. [`Browser`] is the extension point: Chromium (CDP over a
+//! pipe) and Firefox (WebDriver BiDi over a WebSocket); the run protocol (`testbed::measure`)
+//! drives it, [`make`] builds the one a run names.
 
+pub mod bidi;
 pub mod cdp;
 pub mod chromium;
+pub mod firefox;
 pub mod launch;
 pub mod load;
+pub mod process;
+pub mod rpc;
+pub mod scripts;
 
+use std::io;
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
@@ -18,19 +26,41 @@ use crate::validate::LoadEnd;
 use crate::workload::WorkloadKind;
 
 pub use chromium::Chromium;
+pub use firefox::Firefox;
 pub use launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM, HOST};
 
-/// How a browser starts a program inside the client namespace.
-pub type Spawn<'a> = &'a dyn Fn(&str) -> Command;
+/// The client's side of the link as a browser needs it: programs and sockets inside the
+/// client namespace (where the browser runs, and where its DevTools port is visible).
+pub trait ClientSide {
+    /// A command that runs `program` inside the client namespace.
+    fn command(&self, program: &str) -> Command;
+    /// A TCP connection to `addr`, made from inside the client namespace.
+    fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream>;
+}
+
+/// The machine's own namespaces (`pagebench record`, tests on loopback).
+pub struct HostSide;
+
+impl ClientSide for HostSide {
+    fn command(&self, program: &str) -> Command {
+        Command::new(program)
+    }
+
+    fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        TcpStream::connect_timeout(&addr, timeout)
+    }
+}
 
 /// A browser that loads one page per launch: launched fresh (its own profile) for each run,
 /// closed after it.
 pub trait Browser {
     /// Which engine this is (what the run record names).
     fn id(&self) -> BrowserId;
-    /// Starts the browser with `spawn` (which enters the client namespace) for one load with
-    /// `opts`, and waits until it is ready and settled.
-    fn launch(&mut self, spawn: Spawn, opts: &LaunchOptions) -> Result<()>;
+    /// Starts the browser inside `client` for one load with `opts`, and waits until it is
+    /// ready and settled.
+    fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()>;
+    /// The engine's version (`Chromium 156.0.…`, `Firefox 153.8.0esr`), once launched.
+    fn version(&self) -> Option<String>;
     /// Loads `url` (a page of `kind` with `expected_resources` subresources) and returns what
     /// the browser observed and how the load ended. Errors only on a signal: every failure of
     /// the load itself is a [`LoadEnd`].
@@ -43,4 +73,62 @@ pub trait Browser {
     ) -> Result<(Observation, LoadEnd)>;
     /// Ends the browser (nothing of it left running) and returns the timings of its life.
     fn close(&mut self) -> BrowserOverhead;
+}
+
+/// A fresh browser of engine `id`.
+pub fn make(id: BrowserId) -> Box<dyn Browser> {
+    match id {
+        BrowserId::Chromium => Box::new(Chromium::default()),
+        BrowserId::Firefox => Box::new(Firefox::default()),
+    }
+}
+
+/// What a run or matrix asks of its browsers beyond a load.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// A screencast of every load (`--visual`).
+    pub visual: bool,
+    pub capture: &'a crate::capture::CaptureSet,
+    /// The `as-recorded` arm of a replayed site.
+    pub as_recorded: bool,
+    /// The response bodies (`run --har`).
+    pub bodies: bool,
+}
+
+/// Refuses, before any run, an engine that is not installed or cannot do what is asked; the
+/// error names the fix.
+pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
+    check_installed(id)?;
+    if id == BrowserId::Firefox {
+        let refuse = |what: &str| -> Result<()> {
+            anyhow::bail!("--browsers firefox: {what}; run it with --browsers chromium")
+        };
+        if asked.visual {
+            refuse("--visual needs Chromium's screencast (Firefox has none over WebDriver BiDi)")?;
+        }
+        if asked.capture.netlog().is_some() {
+            refuse("--capture netlog is Chromium's NetLog (Firefox keeps none)")?;
+        }
+        if asked.as_recorded {
+            refuse("the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can")?;
+        }
+        if asked.bodies {
+            refuse("--har keeps response bodies through CDP (Chromium only)")?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether engine `id` is installed and recent enough; the error names the fix.
+pub fn check_installed(id: BrowserId) -> Result<String> {
+    match id {
+        BrowserId::Chromium => {
+            anyhow::ensure!(
+                std::path::Path::new(CHROMIUM).exists(),
+                "{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)"
+            );
+            Ok("chromium".into())
+        }
+        BrowserId::Firefox => firefox::installed_version(),
+    }
 }

@@ -372,7 +372,13 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
         };
         let flow = decoders.entry((client, server)).or_default();
         for q in flow.feed(from, payload, keys) {
-            if q.undecryptable.is_some() {
+            if let Some(why) = &q.undecryptable {
+                tracing::debug!(
+                    "QUIC packet {i} ({:?}, entered {} ns, {} B) not decrypted: {why}",
+                    p.dir,
+                    p.entered_ns,
+                    p.data.len()
+                );
                 undecrypted += 1;
                 continue;
             }

@@ -156,6 +156,9 @@ pub enum PacketKind {
     UnknownVersion(u32),
     /// Bytes that are not a QUIC packet (a long header cut short or with impossible fields).
     NotQuic,
+    /// Zero bytes after the last packet of a datagram: padding outside any packet, as Firefox's
+    /// neqo pads the datagrams of its Initials (RFC 9000 §14.1 lets a receiver ignore it).
+    Padding,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -540,6 +543,17 @@ impl QuicFlow {
         let mut packets = Vec::new();
         let mut rest = udp_payload;
         while !rest.is_empty() {
+            // No packet starts with a zero byte after another (the fixed bit is set).
+            if !packets.is_empty() && rest.iter().all(|b| *b == 0) {
+                packets.push(QuicPacket {
+                    kind: PacketKind::Padding,
+                    packet_number: None,
+                    frames: Vec::new(),
+                    undecryptable: None,
+                    len: rest.len(),
+                });
+                break;
+            }
             let packet = self.decode_packet(from, rest, keys);
             // Every packet consumes at least one byte, so this loop ends.
             rest = &rest[packet.len.clamp(1, rest.len())..];
@@ -1846,6 +1860,44 @@ mod tests {
             *per_datagram.entry(d.index).or_default() += 1;
         }
         assert!(per_datagram.values().any(|n| *n > 1));
+    }
+
+    #[test]
+    fn zero_bytes_after_the_packets_of_a_datagram_are_padding() {
+        // Firefox pads the datagrams of its Initials with zero bytes outside any packet.
+        let mut harness = Harness::new(Options::default());
+        harness.run();
+        // Pad the datagrams whose last packet has a long header (its length is explicit).
+        let (_, plain) = decode(&harness.record, &harness.key_log.text(), false);
+        let mut last_kind: BTreeMap<usize, PacketKind> = BTreeMap::new();
+        for d in &plain {
+            last_kind.insert(d.index, d.packet.kind);
+        }
+        let mut padded = 0;
+        for (i, d) in harness.record.iter_mut().enumerate() {
+            if !d.dropped
+                && matches!(
+                    last_kind.get(&i),
+                    Some(PacketKind::Initial | PacketKind::Handshake)
+                )
+            {
+                d.bytes.extend([0u8; 37]);
+                padded += 1;
+            }
+        }
+        assert!(padded > 0, "no long-header datagram from the client to pad");
+        let (_, decoded) = decode(&harness.record, &harness.key_log.text(), false);
+        let (pads, packets): (Vec<Decoded>, Vec<Decoded>) = decoded
+            .into_iter()
+            .partition(|d| d.packet.kind == PacketKind::Padding);
+        assert_all_decrypted(&packets);
+        assert_eq!(pads.len(), padded);
+        assert!(pads.iter().all(|d| d.packet.len == 37));
+        // A datagram of zeros alone is not padding of anything: it is not QUIC.
+        let mut flow = QuicFlow::new();
+        let keys = KeyLog::parse(&harness.key_log.text()).unwrap();
+        let lone = flow.feed(Sender::Client, &[0u8; 20], &keys);
+        assert_ne!(lone[0].kind, PacketKind::Padding);
     }
 
     #[test]

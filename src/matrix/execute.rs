@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::fault::FaultInjection;
-use crate::identity::Phase;
+use crate::identity::{BrowserId, Phase};
 use crate::plan::{self, PlanSpec, PlannedRun};
 use crate::profile::{self, Profile, ProfileSource};
 use crate::protocol::H3Mode;
@@ -40,6 +40,8 @@ pub struct MatrixRequest {
     pub protocols: String,
     pub h3_mode: H3Mode,
     pub servers: Vec<ServerChoice>,
+    /// The engines, interleaved like servers (`--browsers`).
+    pub browsers: Vec<BrowserId>,
     pub knobs: ServerKnobs,
     pub runs: u32,
     pub warmup: u32,
@@ -108,6 +110,17 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
         for s in &req.servers {
             s.check_replay(&w.name)?;
         }
+    }
+    for b in &req.browsers {
+        crate::browser::check_request(
+            *b,
+            &crate::browser::Asked {
+                visual: req.visual,
+                capture: &req.capture,
+                as_recorded: variants.iter().any(|v| v.as_recorded),
+                bodies: false,
+            },
+        )?;
     }
     if variants.iter().any(|v| v.as_recorded) {
         if let Some(w) = workloads
@@ -202,6 +215,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         profiles: r.profiles.iter().map(|p| p.name.clone()).collect(),
         workloads: r.workloads.iter().map(|w| w.name.clone()).collect(),
         servers: req.servers.iter().map(ServerChoice::name).collect(),
+        browsers: req.browsers.clone(),
         variants: r.variants.clone(),
         runs: req.runs,
         warmup: req.warmup,
@@ -225,18 +239,19 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             (dir, store, requested)
         }
     };
-    if !std::path::Path::new(crate::browser::CHROMIUM).exists() {
-        bail!(
-            "{} not found: run ./setup.sh (installs Debian's chromium)",
-            crate::browser::CHROMIUM
-        );
-    }
     let mut manifests: BTreeMap<String, Manifest> = BTreeMap::new();
     for w in &r.workloads {
         manifests.insert(
             w.name.clone(),
             workload::ensure(&req.pages_root, w, req.pages_seed, req.sites)?,
         );
+    }
+    if req.browsers.contains(&BrowserId::Firefox) {
+        for (w, m) in &manifests {
+            if let Some(site) = &m.site {
+                crate::browser::firefox::check_site(w, site)?;
+            }
+        }
     }
     if r.variants.iter().any(|v| v.as_recorded) {
         for (w, m) in &manifests {
@@ -603,6 +618,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         manifest: ctx.manifests[&p.workload].clone(),
         variant: p.variant,
         server: p.server.clone(),
+        browser: p.browser,
         phase: p.phase,
         round: p.round,
         position: p.position,
@@ -853,6 +869,7 @@ mod tests {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into()],
             servers: vec!["embedded".into()],
+            browsers: vec![crate::identity::BrowserId::Chromium],
             variants: crate::protocol::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
             runs: 2,
             warmup: 0,
@@ -888,6 +905,7 @@ mod tests {
                 profiles: vec![],
                 workloads: vec![],
                 servers: vec![],
+                browsers: vec![crate::identity::BrowserId::Chromium],
                 variants: vec![],
                 runs: 0,
                 warmup: 0,

@@ -101,6 +101,7 @@ pub struct Typed {
     pub h3_mode: bool,
     /// `--servers`, `--server-cmd`, `--server-log-format` or `--server-log`.
     pub servers: bool,
+    pub browsers: bool,
     /// `--server-config` or any knob flag.
     pub knobs: bool,
     pub runs: bool,
@@ -223,6 +224,16 @@ pub fn resumed_request(
             ));
         }
     }
+    if typed.browsers && given.browsers != plan.browsers {
+        let list = |b: &[crate::identity::BrowserId]| {
+            b.iter().map(|b| b.name()).collect::<Vec<_>>().join(",")
+        };
+        diffs.push(differs(
+            "--browsers",
+            list(&given.browsers),
+            list(&plan.browsers),
+        ));
+    }
     if typed.knobs && given.knobs != options.knobs {
         let as_map = |k: &ServerKnobs| match serde_json::to_value(k) {
             Ok(serde_json::Value::Object(m)) => m,
@@ -327,6 +338,7 @@ pub fn resumed_request(
         protocols: protocols_spec(&plan.variants),
         h3_mode: given.h3_mode,
         servers: options.servers.parse()?,
+        browsers: plan.browsers.clone(),
         knobs: options.knobs.clone(),
         runs: plan.runs,
         warmup: plan.warmup,
@@ -377,6 +389,7 @@ mod tests {
             protocols: "h1,h2,h3".into(),
             h3_mode: H3Mode::Forced,
             servers: vec![ServerChoice::embedded()],
+            browsers: vec![crate::identity::BrowserId::Chromium],
             knobs: ServerKnobs::default().with_default_tcp_congestion(),
             runs: 10,
             warmup: 1,
@@ -438,6 +451,7 @@ mod tests {
                     .map(|w| w.name)
                     .collect(),
                 servers: req.servers.iter().map(ServerChoice::name).collect(),
+                browsers: req.browsers.clone(),
                 variants,
                 runs: req.runs,
                 warmup: req.warmup,

@@ -19,6 +19,8 @@ pub struct SeriesRequest {
     pub workload: crate::workload::Workload,
     pub variant: Variant,
     pub server: crate::testbed::ServerChoice,
+    /// The engines, interleaved in each round (`--browsers`).
+    pub browsers: Vec<crate::identity::BrowserId>,
     pub knobs: crate::server::ServerKnobs,
     pub runs: u32,
     pub timeout: Duration,
@@ -48,6 +50,12 @@ pub fn run_series(
     signals::install();
     let manifest =
         crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
+    if let (Some(site), true) = (
+        &manifest.site,
+        req.browsers.contains(&crate::identity::BrowserId::Firefox),
+    ) {
+        crate::browser::firefox::check_site(&req.workload.name, site)?;
+    }
     if req.variant.as_recorded {
         match &manifest.site {
             Some(site) => site.check_as_recorded(&req.workload.name)?,
@@ -61,6 +69,7 @@ pub fn run_series(
         profiles: vec![req.profile.name.clone()],
         workloads: vec![req.workload.name.clone()],
         servers: vec![req.server.name()],
+        browsers: req.browsers.clone(),
         variants: vec![req.variant],
         runs: req.runs,
         warmup: 0,

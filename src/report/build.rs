@@ -51,6 +51,24 @@ pub fn flatten_knobs(v: &Value) -> Vec<String> {
     out
 }
 
+/// What the browsers' DevTools view was called: CDP (Chromium), BiDi (Firefox).
+fn devtools(data: &ReportData) -> String {
+    data.browsers
+        .iter()
+        .map(|b| b.devtools())
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// Why engines are compared, and what differs between them here.
+const ENGINES_INTRO: &str = "The same page, link, server and protocol, loaded by another engine: \
+ratio = the other browser / Chromium. Chromium throttles low-priority requests of an origin it \
+only knows by `--origin-to-force-quic-on` (forced `h3`) as for HTTP/1.1; Firefox dispatches forced \
+HTTP/3 requests straight onto the connection. Where the two engines' h3 differ but their h2 \
+agree, the difference is the browser's (scheduler or QUIC stack: Chromium's own vs Firefox's \
+neqo), not the protocol's. Firefox has no Layout Instability or Element Timing (no CLS, no hero \
+time) and no request priorities or connection ids over BiDi.";
+
 fn setup(data: &ReportData) -> Vec<(String, String)> {
     let m = &data.meta;
     let mc = &m.machine;
@@ -62,7 +80,16 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
             mc.hostname, mc.cpu_model, mc.cpus, mc.memory_gib, mc.kernel
         ),
     ));
-    kv.push(("browser".into(), mc.chromium.clone()));
+    for b in &data.browsers {
+        let version = match b {
+            crate::identity::BrowserId::Chromium => mc.chromium.clone(),
+            crate::identity::BrowserId::Firefox => mc
+                .firefox
+                .as_ref()
+                .map_or_else(|| "Firefox".to_string(), |v| format!("Firefox {v}")),
+        };
+        kv.push(("browser".into(), version));
+    }
     kv.push((
         "pagebench".into(),
         format!("{} (git {})", m.pagebench_version, m.git_revision),
@@ -99,9 +126,13 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         .iter()
         .filter_map(|s| {
             data.summary.viewpoints.get(s).map(|v| match v {
-                3 => format!("{s}: 3 (Resource Timing, CDP and the server's own log)"),
+                3 => format!(
+                    "{s}: 3 (Resource Timing, the browser's DevTools view ({}) and the server's own log)",
+                    devtools(data)
+                ),
                 n => format!(
-                    "{s}: {n} (Resource Timing and CDP only: the server keeps no log pagebench can read; --server-log-format gives a third)"
+                    "{s}: {n} (Resource Timing and {} only: the server keeps no log pagebench can read; --server-log-format gives a third)",
+                    devtools(data)
                 ),
             })
         })
@@ -309,10 +340,15 @@ these networks — and why?",
         data.profiles.len(),
         data.workloads.len(),
         data.variants.len(),
-        if data.servers.len() > 1 {
-            format!(" × {} servers", data.servers.len())
-        } else {
-            String::new()
+        {
+            let mut more = String::new();
+            if data.servers.len() > 1 {
+                more.push_str(&format!(" × {} servers", data.servers.len()));
+            }
+            if data.browsers.len() > 1 {
+                more.push_str(&format!(" × {} browsers", data.browsers.len()));
+            }
+            more
         },
         valid + invalid + dnf
     ));
@@ -340,29 +376,29 @@ these networks — and why?",
     });
 
     doc.heading(2, "The study's tables, from our data", "study");
-    for (i, server) in data.servers.iter().enumerate() {
+    for (i, setup) in data.setups.iter().enumerate() {
         let first = i == 0;
-        push_table(&mut doc, tables::h2_vs_h1(data, server), &mut tables, first);
+        push_table(&mut doc, tables::h2_vs_h1(data, setup), &mut tables, first);
         push_table(
             &mut doc,
-            tables::h3_vs_h2(data, "page10", server),
+            tables::h3_vs_h2(data, "page10", setup),
             &mut tables,
             first,
         );
         push_table(
             &mut doc,
-            tables::h3_vs_h2(data, "page50", server),
+            tables::h3_vs_h2(data, "page50", setup),
             &mut tables,
             first,
         );
-        push_table(&mut doc, tables::download(data, server), &mut tables, first);
+        push_table(&mut doc, tables::download(data, setup), &mut tables, first);
     }
 
     doc.heading(2, "Why: the 50-file page taken apart", "breakdown");
-    for (i, server) in data.servers.iter().enumerate() {
+    for (i, setup) in data.setups.iter().enumerate() {
         push_table(
             &mut doc,
-            tables::breakdown(data, "page50", server),
+            tables::breakdown(data, "page50", setup),
             &mut tables,
             i == 0,
         );
@@ -374,11 +410,7 @@ these networks — and why?",
 
     let paint: Vec<Table> = super::chart_data::key_pages(data)
         .iter()
-        .flat_map(|w| {
-            data.servers
-                .iter()
-                .filter_map(|s| tables::paint(data, w, s))
-        })
+        .flat_map(|w| data.setups.iter().filter_map(|s| tables::paint(data, w, s)))
         .collect();
     if !paint.is_empty() {
         doc.heading(2, "What the user saw", "paint");
@@ -393,7 +425,7 @@ these networks — and why?",
         .workloads
         .iter()
         .flat_map(|w| {
-            data.servers
+            data.setups
                 .iter()
                 .filter_map(|s| tables::head_of_line(data, w, s))
         })
@@ -409,9 +441,9 @@ these networks — and why?",
 
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
-        for server in &data.servers {
+        for setup in &data.setups {
             for metric in [Some(&crate::registry::QUEUEING_MEDIAN_MS), None] {
-                if let Some(t) = tables::sweep(data, server, metric) {
+                if let Some(t) = tables::sweep(data, setup, metric) {
                     tables.push(t.clone());
                     doc.blocks.push(Block::Table(t));
                 }
@@ -434,10 +466,10 @@ rules and, for HTTP/3, forced or primed like the page's own origin.",
             doc.blocks.push(Block::Table(t));
         }
         for w in super::sites::recorded_sites(data) {
-            for (i, server) in data.servers.iter().enumerate() {
+            for (i, setup) in data.setups.iter().enumerate() {
                 push_table(
                     &mut doc,
-                    tables::breakdown(data, &w, server),
+                    tables::breakdown(data, &w, setup),
                     &mut tables,
                     i == 0,
                 );
@@ -470,7 +502,7 @@ each extra host costs a handshake and splits one multiplexed connection.",
     }
 
     let uploads: Vec<Table> = data
-        .servers
+        .setups
         .iter()
         .flat_map(|s| tables::uploads(data, s))
         .collect();
@@ -486,6 +518,16 @@ each extra host costs a handshake and splits one multiplexed connection.",
     if !servers.is_empty() {
         doc.heading(2, "Server against server", "servers");
         for t in servers {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
+    let engines = tables::engines(data);
+    if !engines.is_empty() {
+        doc.heading(2, "Browser against browser", "engines");
+        doc.para(ENGINES_INTRO);
+        for t in engines {
             tables.push(t.clone());
             doc.blocks.push(Block::Table(t));
         }
@@ -519,12 +561,12 @@ the server's TCP_INFO and quinn's statistics, drops from the emulator.",
 
     doc.heading(2, "Every series", "all-series");
     doc.para(
-        "Every workload on every server, with every protocol comparison made (ratios a/b, \
-verdicts after Holm).",
+        "Every workload on every server (and in every browser), with every protocol comparison \
+made (ratios a/b, verdicts after Holm).",
     );
     for w in &data.workloads {
-        for server in &data.servers {
-            if let Some(t) = tables::all_series(data, w, server) {
+        for setup in &data.setups {
+            if let Some(t) = tables::all_series(data, w, setup) {
                 tables.push(t.clone());
                 doc.blocks.push(Block::Table(t));
             }

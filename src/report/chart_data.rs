@@ -1,7 +1,7 @@
 //! What each chart shows (pure): the numbers handed to the renderer, kept apart from drawing so
 //! tests can check a chart's data points against the results directory.
 
-use crate::identity::ServerId;
+use crate::identity::Setup;
 use crate::protocol::Variant;
 use std::collections::BTreeMap;
 
@@ -202,20 +202,18 @@ pub fn grid_height(panels: usize) -> u32 {
     110 + rows * 330
 }
 
-pub fn server_suffix(data: &ReportData, server: &ServerId) -> String {
-    if data.servers.len() > 1 {
-        format!("-{server}")
+pub fn server_suffix(data: &ReportData, setup: &Setup) -> String {
+    if data.several_setups() {
+        format!("-{}", setup.slug())
     } else {
         String::new()
     }
 }
 
-pub fn on_server(data: &ReportData, server: &ServerId) -> String {
-    if data.servers.len() > 1 {
-        format!(" (server {server})")
-    } else {
-        String::new()
-    }
+pub fn on_server(data: &ReportData, setup: &Setup) -> String {
+    data.setup_name(setup)
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default()
 }
 
 /// File-name-safe form of a name.
@@ -244,30 +242,26 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
         })
         .cloned()
         .collect();
-    let mut combos: Vec<(ServerId, Variant)> = Vec::new();
-    for server in &data.servers {
-        for v in data.variants_in(workload, server) {
-            combos.push((server.clone(), v));
+    let mut combos: Vec<(Setup, Variant)> = Vec::new();
+    for setup in &data.setups {
+        for v in data.variants_in(workload, setup) {
+            combos.push((setup.clone(), v));
         }
     }
     if groups.is_empty() || combos.is_empty() {
         return None;
     }
-    let multi = data.servers.len() > 1;
     let series: Vec<String> = combos
         .iter()
-        .map(|(s, v)| {
-            if multi {
-                format!("{v} @ {s}")
-            } else {
-                v.name()
-            }
+        .map(|(s, v)| match data.setup_name(s) {
+            Some(n) => format!("{v} @ {}", n.trim_start_matches("server ")),
+            None => v.name(),
         })
         .collect();
     let mut out = Vec::new();
     for (gi, p) in groups.iter().enumerate() {
-        for (si, (server, v)) in combos.iter().enumerate() {
-            let Some(s) = data.series(p, workload, server, *v) else {
+        for (si, (setup, v)) in combos.iter().enumerate() {
+            let Some(s) = data.series(p, workload, setup, *v) else {
                 continue;
             };
             let c = &s.completion;
@@ -308,7 +302,7 @@ pub fn bars(data: &ReportData, workload: &str) -> Option<Chart> {
 }
 
 /// Ratio heatmap for one server: h2/h1, h3/h2 (and h3-primed/h2) over profile × workload.
-pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
+pub fn heatmap(data: &ReportData, setup: &Setup) -> Option<Chart> {
     let pairs: Vec<(Variant, Variant)> = [
         (Variant::H2, Variant::H1),
         (Variant::H3, Variant::H2),
@@ -319,7 +313,7 @@ pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
         data.summary
             .comparisons
             .iter()
-            .any(|c| c.server_a == *server && c.server_b == *server && c.a == *a && c.b == *b)
+            .any(|c| c.within(setup) && c.a == *a && c.b == *b)
     })
     .collect();
     if pairs.is_empty() {
@@ -328,7 +322,7 @@ pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
     let has = |p: &str, w: &str| {
         pairs
             .iter()
-            .any(|(a, b)| data.comparison(p, w, server, *a, *b).is_some())
+            .any(|(a, b)| data.comparison(p, w, setup, *a, *b).is_some())
     };
     let cols: Vec<String> = data
         .workloads
@@ -350,7 +344,7 @@ pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
             let mut cells = Vec::new();
             for (ri, p) in rows.iter().enumerate() {
                 for (ci, w) in cols.iter().enumerate() {
-                    let Some(c) = data.comparison(p, w, server, *a, *b) else {
+                    let Some(c) = data.comparison(p, w, setup, *a, *b) else {
                         continue;
                     };
                     let x = &c.comparison;
@@ -376,10 +370,10 @@ pub fn heatmap(data: &ReportData, server: &ServerId) -> Option<Chart> {
         })
         .collect();
     Some(Chart {
-        file: format!("charts/heatmap{}.png", server_suffix(data, server)),
+        file: format!("charts/heatmap{}.png", server_suffix(data, setup)),
         title: format!(
             "Ratios of medians by profile and workload{}",
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: "Each cell: median(a) ÷ median(b) of the headline time; colour = verdict after \
 Holm's correction over the whole matrix (green: a significantly faster, red: significantly \
@@ -401,17 +395,17 @@ slower, grey: no significant difference, yellow: undetermined)."
 }
 
 /// Empirical CDFs of one workload's headline time on one server.
-pub fn cdf(data: &ReportData, workload: &str, server: &ServerId) -> Option<Chart> {
+pub fn cdf(data: &ReportData, workload: &str, setup: &Setup) -> Option<Chart> {
     let panels: Vec<CdfPanel> = data
-        .profiles_in(workload, server)
+        .profiles_in(workload, setup)
         .iter()
         .map(|p| CdfPanel {
             title: p.clone(),
             lines: data
-                .variants_in(workload, server)
+                .variants_in(workload, setup)
                 .iter()
                 .filter_map(|v| {
-                    let s = data.series(p, workload, server, *v)?;
+                    let s = data.series(p, workload, setup, *v)?;
                     let c = &s.completion;
                     let mut vals = s.values.clone();
                     vals.sort_by(f64::total_cmp);
@@ -438,13 +432,13 @@ pub fn cdf(data: &ReportData, workload: &str, server: &ServerId) -> Option<Chart
         file: format!(
             "charts/cdf-{}{}.png",
             slug(workload),
-            server_suffix(data, server)
+            server_suffix(data, setup)
         ),
         title: format!(
             "{} — distribution of {} per profile{}",
             workload_title(workload),
             headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)"),
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: format!(
             "Empirical CDF of {} over the runs of each series: the fraction of valid + DNF runs \
@@ -483,12 +477,12 @@ fn median_runs<'a>(
     records: &'a BTreeMap<String, Vec<ResourceMetrics>>,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
 ) -> Vec<(String, String, Option<f64>, &'a [ResourceMetrics])> {
-    data.variants_in(workload, server)
+    data.variants_in(workload, setup)
         .iter()
         .filter_map(|v| {
-            let s = data.series(profile, workload, server, *v)?;
+            let s = data.series(profile, workload, setup, *v)?;
             let id = s.median_run.as_ref()?;
             let res = records.get(id)?;
             Some((
@@ -507,9 +501,9 @@ pub fn waterfall(
     records: &BTreeMap<String, Vec<ResourceMetrics>>,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
 ) -> Option<Chart> {
-    let runs = median_runs(data, records, profile, workload, server);
+    let runs = median_runs(data, records, profile, workload, setup);
     let panels: Vec<WaterfallPanel> = runs
         .into_iter()
         .filter(|(_, _, _, res)| !res.is_empty())
@@ -549,12 +543,12 @@ pub fn waterfall(
             "charts/waterfall-{}-{}{}.png",
             slug(workload),
             slug(profile),
-            server_suffix(data, server)
+            server_suffix(data, setup)
         ),
         title: format!(
             "{} on {profile} — the median run of each protocol{}",
             workload_title(workload),
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: format!(
             "Waterfall (the DevTools view) of the run closest to each series' median, {} on \
@@ -584,13 +578,13 @@ pub fn onwire(
     data: &ReportData,
     records: &BTreeMap<String, Vec<ResourceMetrics>>,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
 ) -> Option<Chart> {
     let panels: Vec<OnwirePanel> = data
-        .profiles_in(workload, server)
+        .profiles_in(workload, setup)
         .iter()
         .filter_map(|p| {
-            let lines: Vec<OnwireLine> = median_runs(data, records, p, workload, server)
+            let lines: Vec<OnwireLine> = median_runs(data, records, p, workload, setup)
                 .into_iter()
                 .filter(|(_, _, _, res)| !res.is_empty())
                 .map(|(v, id, _, res)| OnwireLine {
@@ -612,12 +606,12 @@ pub fn onwire(
         file: format!(
             "charts/onwire-{}{}.png",
             slug(workload),
-            server_suffix(data, server)
+            server_suffix(data, setup)
         ),
         title: format!(
             "{} — requests on the wire over time (median runs){}",
             workload_title(workload),
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: format!(
             "Requests between requestStart and responseEnd at each instant of the median run of \
@@ -632,8 +626,8 @@ forced HTTP/3) keeps fewer in flight and the rest wait in the browser.",
 }
 
 /// Queueing median against the file count (the sweep), one panel per profile.
-pub fn sweep(data: &ReportData, server: &ServerId) -> Option<Chart> {
-    if !super::tables::has_sweep(data) || !super::tables::server_has_sweep(data, server) {
+pub fn sweep(data: &ReportData, setup: &Setup) -> Option<Chart> {
+    if !super::tables::has_sweep(data) || !super::tables::setup_has_sweep(data, setup) {
         return None;
     }
     let pages = sweep_workloads(data);
@@ -648,7 +642,7 @@ pub fn sweep(data: &ReportData, server: &ServerId) -> Option<Chart> {
                     let points: Vec<SweepPoint> = pages
                         .iter()
                         .filter_map(|(files, w)| {
-                            let s = data.series(p, w, server, *v)?;
+                            let s = data.series(p, w, setup, *v)?;
                             if s.completion.median_is_dnf() {
                                 return None;
                             }
@@ -680,10 +674,10 @@ pub fn sweep(data: &ReportData, server: &ServerId) -> Option<Chart> {
         return None;
     }
     Some(Chart {
-        file: format!("charts/sweep-queueing{}.png", server_suffix(data, server)),
+        file: format!("charts/sweep-queueing{}.png", server_suffix(data, setup)),
         title: format!(
             "Queueing in the browser against the file count{}",
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: "Median per-run queueing median (requestStart − startTime) for pages of 10, 20, \
 30, 50… files; whiskers = 95 % CI. A line that climbs with the file count means requests wait for \
@@ -701,27 +695,27 @@ a free slot (a stream or connection limit, or Chromium's throttling)."
 /// Every chart of the report, in presentation order.
 pub fn all(data: &ReportData, records: &BTreeMap<String, Vec<ResourceMetrics>>) -> Vec<Chart> {
     let mut out = Vec::new();
-    for server in &data.servers {
-        out.extend(heatmap(data, server));
+    for setup in &data.setups {
+        out.extend(heatmap(data, setup));
     }
     for w in &data.workloads {
         out.extend(bars(data, w));
     }
     for w in &data.workloads {
-        for server in &data.servers {
-            out.extend(cdf(data, w, server));
+        for setup in &data.setups {
+            out.extend(cdf(data, w, setup));
         }
     }
     for w in key_pages(data) {
-        for server in &data.servers {
-            out.extend(onwire(data, records, &w, server));
-            for p in data.profiles_in(&w, server) {
-                out.extend(waterfall(data, records, &p, &w, server));
+        for setup in &data.setups {
+            out.extend(onwire(data, records, &w, setup));
+            for p in data.profiles_in(&w, setup) {
+                out.extend(waterfall(data, records, &p, &w, setup));
             }
         }
     }
-    for server in &data.servers {
-        out.extend(sweep(data, server));
+    for setup in &data.setups {
+        out.extend(sweep(data, setup));
     }
     out
 }

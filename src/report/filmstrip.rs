@@ -27,17 +27,17 @@ pub fn progress_chart(
     data: &ReportData,
     frames: &BTreeMap<String, RunFrames>,
     workload: &str,
-    server: &crate::identity::ServerId,
+    setup: &crate::identity::Setup,
 ) -> Option<Chart> {
     let panels: Vec<CdfPanel> = data
-        .profiles_in(workload, server)
+        .profiles_in(workload, setup)
         .into_iter()
         .filter_map(|p| {
             let lines: Vec<CdfLine> = data
-                .variants_in(workload, server)
+                .variants_in(workload, setup)
                 .iter()
                 .filter_map(|v| {
-                    let id = data.series(&p, workload, server, *v)?.median_run.as_ref()?;
+                    let id = data.series(&p, workload, setup, *v)?.median_run.as_ref()?;
                     let m = frames.get(id)?.evidence.metrics.as_ref()?;
                     Some(CdfLine {
                         series: v.name(),
@@ -61,12 +61,12 @@ pub fn progress_chart(
         file: format!(
             "charts/progress-{}{}.png",
             slug(workload),
-            server_suffix(data, server)
+            server_suffix(data, setup)
         ),
         title: format!(
             "{} — visual progress of the median runs{}",
             workload_title(workload),
-            on_server(data, server)
+            on_server(data, setup)
         ),
         caption: format!(
             "Visual progress (WebPageTest's: how much of the final screen's colours had arrived) of the run closest to each series' median, {}, per profile; Speed Index is the area above the curve up to 1.",
@@ -87,14 +87,14 @@ pub fn progress_chart(
 pub fn charts(data: &ReportData, frames: &BTreeMap<String, RunFrames>) -> Result<Vec<Chart>> {
     let mut out = Vec::new();
     for w in key_pages(data) {
-        for server in &data.servers {
-            out.extend(progress_chart(data, frames, &w, server));
-            for p in data.profiles_in(&w, server) {
+        for setup in &data.setups {
+            out.extend(progress_chart(data, frames, &w, setup));
+            for p in data.profiles_in(&w, setup) {
                 let inputs: Vec<FilmInput> = data
-                    .variants_in(&w, server)
+                    .variants_in(&w, setup)
                     .iter()
                     .filter_map(|v| {
-                        let id = data.series(&p, &w, server, *v)?.median_run.as_ref()?;
+                        let id = data.series(&p, &w, setup, *v)?.median_run.as_ref()?;
                         let f = frames.get(id)?;
                         Some(FilmInput {
                             series: v.name(),
@@ -113,8 +113,8 @@ pub fn charts(data: &ReportData, frames: &BTreeMap<String, RunFrames>) -> Result
                     strip,
                     &p,
                     &w,
-                    &server_suffix(data, server),
-                    &on_server(data, server),
+                    &server_suffix(data, setup),
+                    &on_server(data, setup),
                 ));
             }
         }

@@ -2,7 +2,7 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
-use crate::identity::ServerId;
+use crate::identity::{BrowserId, ServerId, Setup};
 use crate::protocol::Variant;
 use crate::results::store::Meta;
 use crate::results::summary::{CellComparison, SeriesStats, Summary};
@@ -18,6 +18,10 @@ pub struct ReportData {
     pub profiles: Vec<String>,
     pub workloads: Vec<String>,
     pub servers: Vec<ServerId>,
+    /// The engines, Chromium first.
+    pub browsers: Vec<BrowserId>,
+    /// Every (server, browser) with series, browser-major: the unit the tables are made for.
+    pub setups: Vec<Setup>,
     /// In presentation order (h1, h2, h3, h3-primed).
     pub variants: Vec<Variant>,
 }
@@ -61,75 +65,106 @@ impl ReportData {
             }
         }
         variants.sort();
+        let browsers: Vec<BrowserId> = BrowserId::ALL
+            .into_iter()
+            .filter(|b| summary.series.iter().any(|s| s.key.browser == *b))
+            .collect();
+        let setups: Vec<Setup> = browsers
+            .iter()
+            .flat_map(|b| servers.iter().map(move |s| Setup::new(s.clone(), *b)))
+            .filter(|setup| summary.series.iter().any(|s| s.key.is(setup)))
+            .collect();
         ReportData {
             meta,
             summary,
             profiles,
             workloads,
             servers,
+            browsers,
+            setups,
             variants,
         }
+    }
+
+    /// The parts of `setup` that vary in this matrix, for titles: `caddy`, `Firefox`,
+    /// `caddy, Firefox`, or nothing when there is one server and one engine.
+    pub fn setup_name(&self, setup: &Setup) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.servers.len() > 1 {
+            parts.push(format!("server {}", setup.server));
+        }
+        if self.browsers.len() > 1 {
+            parts.push(setup.browser.label().to_string());
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Whether the tables are made for more than one setup (ids and titles then name it).
+    pub fn several_setups(&self) -> bool {
+        self.setups.len() > 1
     }
 
     pub fn series(
         &self,
         profile: &str,
         workload: &str,
-        server: &ServerId,
+        setup: &Setup,
         variant: Variant,
     ) -> Option<&SeriesStats> {
         self.summary.series.iter().find(|s| {
             s.key.profile == profile
                 && s.key.workload == workload
-                && s.key.server == *server
+                && s.key.is(setup)
                 && s.key.variant == variant
         })
     }
 
-    /// The protocol comparison `a` vs `b` within one server's cell.
+    /// The protocol comparison `a` vs `b` within one setup's cell.
     pub fn comparison(
         &self,
         profile: &str,
         workload: &str,
-        server: &ServerId,
+        setup: &Setup,
         a: Variant,
         b: Variant,
     ) -> Option<&CellComparison> {
-        self.server_comparison(profile, workload, server, a, server, b)
+        self.setup_comparison(profile, workload, setup, a, setup, b)
     }
 
-    /// `server_a`'s `a` against `server_b`'s `b`, whichever way round the statistics made it.
-    pub fn server_comparison_either(
+    /// `setup_a`'s `a` against `setup_b`'s `b`, whichever way round the statistics made it.
+    pub fn setup_comparison_either(
         &self,
         profile: &str,
         workload: &str,
-        server_a: &ServerId,
+        setup_a: &Setup,
         a: Variant,
-        server_b: &ServerId,
+        setup_b: &Setup,
         b: Variant,
     ) -> Option<CellComparison> {
-        self.server_comparison(profile, workload, server_a, a, server_b, b)
+        self.setup_comparison(profile, workload, setup_a, a, setup_b, b)
             .cloned()
             .or_else(|| {
-                self.server_comparison(profile, workload, server_b, b, server_a, a)
+                self.setup_comparison(profile, workload, setup_b, b, setup_a, a)
                     .map(invert)
             })
     }
 
-    pub fn server_comparison(
+    pub fn setup_comparison(
         &self,
         profile: &str,
         workload: &str,
-        server_a: &ServerId,
+        setup_a: &Setup,
         a: Variant,
-        server_b: &ServerId,
+        setup_b: &Setup,
         b: Variant,
     ) -> Option<&CellComparison> {
         self.summary.comparisons.iter().find(|c| {
             c.profile == profile
                 && c.workload == workload
-                && c.server_a == *server_a
-                && c.server_b == *server_b
+                && c.server_a == setup_a.server
+                && c.browser_a == setup_a.browser
+                && c.server_b == setup_b.server
+                && c.browser_b == setup_b.browser
                 && c.a == a
                 && c.b == b
         })
@@ -143,38 +178,40 @@ impl ReportData {
         self.variants.contains(&v)
     }
 
-    /// Variants that have at least one series for this workload and server.
-    pub fn variants_in(&self, workload: &str, server: &ServerId) -> Vec<Variant> {
+    /// Variants that have at least one series for this workload and setup.
+    pub fn variants_in(&self, workload: &str, setup: &Setup) -> Vec<Variant> {
         self.variants
             .iter()
             .copied()
             .filter(|v| {
-                self.summary.series.iter().any(|s| {
-                    s.key.workload == workload && s.key.server == *server && s.key.variant == *v
-                })
+                self.summary
+                    .series
+                    .iter()
+                    .any(|s| s.key.workload == workload && s.key.is(setup) && s.key.variant == *v)
             })
             .collect()
     }
 
-    /// Profiles that have at least one series for this workload and server.
-    pub fn profiles_in(&self, workload: &str, server: &ServerId) -> Vec<String> {
+    /// Profiles that have at least one series for this workload and setup.
+    pub fn profiles_in(&self, workload: &str, setup: &Setup) -> Vec<String> {
         self.profiles
             .iter()
             .filter(|p| {
-                self.summary.series.iter().any(|s| {
-                    s.key.workload == workload && s.key.server == *server && &s.key.profile == *p
-                })
+                self.summary
+                    .series
+                    .iter()
+                    .any(|s| s.key.workload == workload && s.key.is(setup) && &s.key.profile == *p)
             })
             .cloned()
             .collect()
     }
 
-    /// Whether the server has any series of this workload.
-    pub fn server_has(&self, workload: &str, server: &ServerId) -> bool {
+    /// Whether the setup has any series of this workload.
+    pub fn setup_has(&self, workload: &str, setup: &Setup) -> bool {
         self.summary
             .series
             .iter()
-            .any(|s| s.key.workload == workload && s.key.server == *server)
+            .any(|s| s.key.workload == workload && s.key.is(setup))
     }
 }
 
@@ -436,6 +473,8 @@ pub fn invert(c: &CellComparison) -> CellComparison {
         workload: c.workload.clone(),
         server_a: c.server_b.clone(),
         server_b: c.server_a.clone(),
+        browser_a: c.browser_b,
+        browser_b: c.browser_a,
         a: c.b,
         b: c.a,
         comparison: x,

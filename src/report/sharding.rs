@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::doc::{Cell, CellClass, Table};
 use super::model::{fmt_p, ratio_text, ReportData, VerdictClass};
 use super::tables::series_cell;
-use crate::identity::ServerId;
+use crate::identity::Setup;
 use crate::protocol::Variant;
 use crate::results::summary::SeriesStats;
 use crate::stats::{
@@ -59,7 +59,7 @@ pub fn families(data: &ReportData) -> Vec<ShardFamily> {
 #[derive(Debug, Clone)]
 pub struct ShardComparison {
     pub profile: String,
-    pub server: ServerId,
+    pub setup: Setup,
     pub variant: Variant,
     pub base: String,
     pub workload: String,
@@ -93,14 +93,14 @@ pub fn compare_all(data: &ReportData, fams: &[ShardFamily]) -> Result<Vec<ShardC
     let timeout_ms = data.meta.timeout_s * 1e3;
     let mut out = Vec::new();
     for fam in fams {
-        for server in &data.servers {
+        for setup in &data.setups {
             for profile in &data.profiles {
                 for variant in &data.variants {
-                    let Some(base) = data.series(profile, &fam.base, server, *variant) else {
+                    let Some(base) = data.series(profile, &fam.base, setup, *variant) else {
                         continue;
                     };
                     for (k, w) in &fam.sharded {
-                        let Some(sharded) = data.series(profile, w, server, *variant) else {
+                        let Some(sharded) = data.series(profile, w, setup, *variant) else {
                             continue;
                         };
                         let label =
@@ -118,7 +118,7 @@ pub fn compare_all(data: &ReportData, fams: &[ShardFamily]) -> Result<Vec<ShardC
                                 .with_context(|| label.clone())?;
                         out.push(ShardComparison {
                             profile: profile.clone(),
-                            server: server.clone(),
+                            setup: setup.clone(),
                             variant: *variant,
                             base: fam.base.clone(),
                             workload: w.clone(),
@@ -340,24 +340,22 @@ pub fn section(data: &ReportData) -> Result<Option<Sharding>> {
         return Ok(None);
     }
     let comparisons = compare_all(data, &fams)?;
-    let multi = data.servers.len() > 1;
     let mut tables = Vec::new();
     let mut advice = Vec::new();
     for fam in &fams {
-        for server in &data.servers {
+        for setup in &data.setups {
             for profile in &data.profiles {
                 let mine: Vec<&ShardComparison> = comparisons
                     .iter()
-                    .filter(|c| &c.profile == profile && &c.server == server && c.base == fam.base)
+                    .filter(|c| &c.profile == profile && &c.setup == setup && c.base == fam.base)
                     .collect();
                 if mine.is_empty() {
                     continue;
                 }
-                let suffix = if multi {
-                    format!(" — server {server}")
-                } else {
-                    String::new()
-                };
+                let suffix = data
+                    .setup_name(setup)
+                    .map(|n| format!(" — {n}"))
+                    .unwrap_or_default();
                 let mut header = vec![
                     "protocol".to_string(),
                     format!("{} ({})", hosts(1), fam.base),
@@ -377,10 +375,10 @@ pub fn section(data: &ReportData) -> Result<Option<Sharding>> {
                     .map(|v| {
                         let mut r = vec![
                             Cell::label(v.name()),
-                            series_cell(data, profile, &fam.base, server, *v),
+                            series_cell(data, profile, &fam.base, setup, *v),
                         ];
                         for (_, w) in &fam.sharded {
-                            r.push(series_cell(data, profile, w, server, *v));
+                            r.push(series_cell(data, profile, w, setup, *v));
                             r.push(
                                 mine.iter()
                                     .find(|c| c.variant == *v && &c.workload == w)
@@ -393,8 +391,8 @@ pub fn section(data: &ReportData) -> Result<Option<Sharding>> {
                     .collect();
                 let notes = mine.iter().map(|c| verdict_sentence(c)).collect();
                 let mut id = format!("sharding-{}-{profile}", fam.base);
-                if multi {
-                    id.push_str(&format!("-{server}"));
+                if data.several_setups() {
+                    id.push_str(&format!("-{}", setup.slug()));
                 }
                 tables.push(Table {
                     id,
@@ -448,7 +446,8 @@ pub(crate) mod tests {
             PlanSpec {
                 profiles: vec!["wired".into(), "lossy".into()],
                 workloads: workloads.iter().map(|w| w.to_string()).collect(),
-                servers: vec![ServerId::new("embedded")],
+                servers: vec![crate::identity::ServerId::new("embedded")],
+                browsers: vec![crate::identity::BrowserId::Chromium],
                 variants: ["h1", "h2"].iter().map(|v| v.parse().unwrap()).collect(),
                 runs: 12,
                 warmup: 0,
@@ -578,12 +577,12 @@ pub(crate) mod tests {
             .comparison(
                 "wired",
                 "page50",
-                &ServerId::new("embedded"),
+                &Setup::new("embedded", crate::identity::BrowserId::Chromium),
                 Variant::H2,
                 Variant::H1,
             )
             .unwrap();
-        let server = ServerId::new("embedded");
+        let server = Setup::new("embedded", crate::identity::BrowserId::Chromium);
         let a = d.series("wired", "page50", &server, Variant::H2).unwrap();
         let b = d.series("wired", "page50", &server, Variant::H1).unwrap();
         assert_eq!(b.completion.n_dnf, 1);

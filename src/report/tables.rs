@@ -8,7 +8,7 @@ use super::model::{
     NumFormat, ReportData, VerdictClass,
 };
 use super::study::{study_ratio, study_value, StudyValue};
-use crate::identity::ServerId;
+use crate::identity::Setup;
 use crate::protocol::Variant;
 use crate::registry::{self, Metric, Precision, Scope};
 use crate::workload::WorkloadKind;
@@ -35,31 +35,30 @@ fn main_pairs(vs: &[Variant]) -> Vec<(Variant, Variant)> {
     .collect()
 }
 
-/// A table id, with the server appended when the matrix has several.
-fn table_id(data: &ReportData, base: &str, server: &ServerId) -> String {
-    if data.servers.len() > 1 {
-        format!("{base}-{server}")
+/// A table id, with the setup appended when the matrix has several.
+fn table_id(data: &ReportData, base: &str, setup: &Setup) -> String {
+    if data.several_setups() {
+        format!("{base}-{}", setup.slug())
     } else {
         base.to_string()
     }
 }
 
-fn title_suffix(data: &ReportData, server: &ServerId) -> String {
-    if data.servers.len() > 1 {
-        format!(" — server {server}")
-    } else {
-        String::new()
-    }
+/// ` — server caddy, Firefox`: what varies of the setup, when something does.
+fn title_suffix(data: &ReportData, setup: &Setup) -> String {
+    data.setup_name(setup)
+        .map(|n| format!(" — {n}"))
+        .unwrap_or_default()
 }
 
 pub fn series_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     variant: Variant,
 ) -> Cell {
-    match data.series(profile, workload, server, variant) {
+    match data.series(profile, workload, setup, variant) {
         None => Cell::missing(),
         Some(s) => {
             let class = if s.completion.median_is_dnf() {
@@ -76,11 +75,11 @@ fn metric_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     variant: Variant,
     metric: &Metric,
 ) -> Cell {
-    let Some(s) = data.series(profile, workload, server, variant) else {
+    let Some(s) = data.series(profile, workload, setup, variant) else {
         return Cell::missing();
     };
     if s.completion.median_is_dnf() {
@@ -102,11 +101,11 @@ pub fn comparison_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     a: Variant,
     b: Variant,
 ) -> Cell {
-    match data.comparison(profile, workload, server, a, b) {
+    match data.comparison(profile, workload, setup, a, b) {
         None => Cell::missing(),
         Some(c) => Cell::new(
             comparison_text(c),
@@ -179,13 +178,13 @@ pub fn agreement(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     a: Variant,
     b: Variant,
 ) -> Option<Agreement> {
     let ours = VerdictClass::of(
         &data
-            .comparison(profile, workload, server, a, b)?
+            .comparison(profile, workload, setup, a, b)?
             .comparison
             .verdict,
     );
@@ -222,11 +221,11 @@ fn agreement_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     a: Variant,
     b: Variant,
 ) -> Cell {
-    match agreement(data, profile, workload, server, a, b) {
+    match agreement(data, profile, workload, setup, a, b) {
         Some(x) => Cell::text(x.text()),
         None => Cell::missing(),
     }
@@ -239,10 +238,10 @@ pub struct Skipped {
 }
 
 /// Table 1: h1 → h2 on the 50-file page.
-pub fn h2_vs_h1(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> {
+pub fn h2_vs_h1(data: &ReportData, setup: &Setup) -> Result<Table, Skipped> {
     let w = "page50";
-    let title = format!("h1 → h2 on the 50-file page{}", title_suffix(data, server));
-    let vs = data.variants_in(w, server);
+    let title = format!("h1 → h2 on the 50-file page{}", title_suffix(data, setup));
+    let vs = data.variants_in(w, setup);
     if !(vs.contains(&Variant::H1) && vs.contains(&Variant::H2)) {
         return Err(Skipped {
             title,
@@ -260,23 +259,23 @@ pub fn h2_vs_h1(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
         "vs study",
     ];
     let rows = data
-        .profiles_in(w, server)
+        .profiles_in(w, setup)
         .iter()
         .map(|p| {
             vec![
                 Cell::label(p),
-                series_cell(data, p, w, server, Variant::H1),
-                series_cell(data, p, w, server, Variant::H2),
-                comparison_cell(data, p, w, server, Variant::H2, Variant::H1),
+                series_cell(data, p, w, setup, Variant::H1),
+                series_cell(data, p, w, setup, Variant::H2),
+                comparison_cell(data, p, w, setup, Variant::H2, Variant::H1),
                 study_cell(w, p, "h1"),
                 study_cell(w, p, "h2"),
                 study_ratio_cell(w, p, "h2", "h1"),
-                agreement_cell(data, p, w, server, Variant::H2, Variant::H1),
+                agreement_cell(data, p, w, setup, Variant::H2, Variant::H1),
             ]
         })
         .collect();
     Ok(Table {
-        id: table_id(data, "h2-vs-h1-page50", server),
+        id: table_id(data, "h2-vs-h1-page50", setup),
         title,
         intro: vec![format!(
             "Median {} [95 % CI]; h2/h1 below 1 means h2 is faster (the study's \"gain\").",
@@ -289,13 +288,13 @@ pub fn h2_vs_h1(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
 }
 
 /// Tables 2 and 3: h2 vs h3 on the 10- and 50-file pages (and primed h3 when measured).
-pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
+pub fn h3_vs_h2(data: &ReportData, workload: &str, setup: &Setup) -> Result<Table, Skipped> {
     let title = format!(
         "h2 vs h3 on the {}{}",
         workload_title(workload),
-        title_suffix(data, server)
+        title_suffix(data, setup)
     );
-    let vs = data.variants_in(workload, server);
+    let vs = data.variants_in(workload, setup);
     let h3s: Vec<Variant> = [Variant::H3, Variant::H3_PRIMED]
         .into_iter()
         .filter(|h| vs.contains(h))
@@ -319,18 +318,18 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &ServerId) -> Result<
             .map(|s| s.to_string()),
     );
     let rows = data
-        .profiles_in(workload, server)
+        .profiles_in(workload, setup)
         .iter()
         .map(|p| {
             let mut r = vec![
                 Cell::label(p),
-                series_cell(data, p, workload, server, Variant::H2),
+                series_cell(data, p, workload, setup, Variant::H2),
             ];
             for h in &h3s {
-                r.push(series_cell(data, p, workload, server, *h));
+                r.push(series_cell(data, p, workload, setup, *h));
             }
             for h in &h3s {
-                r.push(comparison_cell(data, p, workload, server, *h, Variant::H2));
+                r.push(comparison_cell(data, p, workload, setup, *h, Variant::H2));
             }
             r.push(study_cell(workload, p, "h2"));
             r.push(study_cell(workload, p, "h3"));
@@ -339,7 +338,7 @@ pub fn h3_vs_h2(data: &ReportData, workload: &str, server: &ServerId) -> Result<
                 data,
                 p,
                 workload,
-                server,
+                setup,
                 Variant::H3,
                 Variant::H2,
             ));
@@ -359,7 +358,7 @@ The study measured forced h3 only."
         );
     }
     Ok(Table {
-        id: table_id(data, &format!("h3-vs-h2-{workload}"), server),
+        id: table_id(data, &format!("h3-vs-h2-{workload}"), setup),
         title,
         intro,
         header,
@@ -369,10 +368,10 @@ The study measured forced h3 only."
 }
 
 /// Table 4: the 3 MB download.
-pub fn download(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> {
+pub fn download(data: &ReportData, setup: &Setup) -> Result<Table, Skipped> {
     let w = "download";
-    let title = format!("The 3 MB download{}", title_suffix(data, server));
-    let vs = data.variants_in(w, server);
+    let title = format!("The 3 MB download{}", title_suffix(data, setup));
+    let vs = data.variants_in(w, setup);
     if vs.is_empty() {
         return Err(Skipped {
             title,
@@ -387,19 +386,19 @@ pub fn download(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
             .map(|s| s.to_string()),
     );
     let rows = data
-        .profiles_in(w, server)
+        .profiles_in(w, setup)
         .iter()
         .map(|p| {
-            let mut r = transfer_row(data, p, w, server, &vs, &pairs);
+            let mut r = transfer_row(data, p, w, setup, &vs, &pairs);
             for v in ["h1", "h2", "h3"] {
                 r.push(study_cell(w, p, v));
             }
-            r.push(agreement_cell(data, p, w, server, Variant::H3, Variant::H2));
+            r.push(agreement_cell(data, p, w, setup, Variant::H3, Variant::H2));
             r
         })
         .collect();
     Ok(Table {
-        id: table_id(data, "download", server),
+        id: table_id(data, "download", setup),
         title,
         intro: vec![format!(
             "Median {} [95 % CI] of a page that `fetch()`es one 3 MB file; goodput = bytes ÷ \
@@ -412,11 +411,11 @@ pub fn download(data: &ReportData, server: &ServerId) -> Result<Table, Skipped> 
     })
 }
 
-fn goodput_cell(data: &ReportData, p: &str, w: &str, server: &ServerId, vs: &[Variant]) -> Cell {
+fn goodput_cell(data: &ReportData, p: &str, w: &str, setup: &Setup, vs: &[Variant]) -> Cell {
     let parts: Vec<String> = vs
         .iter()
         .filter_map(|v| {
-            let s = data.series(p, w, server, *v)?;
+            let s = data.series(p, w, setup, *v)?;
             if s.completion.median_is_dnf() {
                 return Some(format!("{v} DNF"));
             }
@@ -456,13 +455,13 @@ fn workload_phrase(workload: &str) -> String {
 }
 
 /// Table 5: why — the breakdown of the 50-file page per protocol.
-pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result<Table, Skipped> {
+pub fn breakdown(data: &ReportData, workload: &str, setup: &Setup) -> Result<Table, Skipped> {
     let title = format!(
         "Breakdown of {}{}",
         workload_phrase(workload),
-        title_suffix(data, server)
+        title_suffix(data, setup)
     );
-    let vs = data.variants_in(workload, server);
+    let vs = data.variants_in(workload, setup);
     if vs.is_empty() {
         return Err(Skipped {
             title,
@@ -476,9 +475,9 @@ pub fn breakdown(data: &ReportData, workload: &str, server: &ServerId) -> Result
     ];
     let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Pages).collect();
     header.extend(metrics.iter().map(|m| m.label.to_string()));
-    let rows = series_rows(data, workload, server, &vs, &metrics);
+    let rows = series_rows(data, workload, setup, &vs, &metrics);
     Ok(Table {
-        id: table_id(data, &format!("breakdown-{workload}"), server),
+        id: table_id(data, &format!("breakdown-{workload}"), setup),
         title,
         intro: vec![
             "Medians over the valid runs [95 % CI] of per-run figures: connect = the navigation's \
@@ -514,23 +513,23 @@ fn series_header(data: &ReportData, workload: &str, metrics: &[&Metric]) -> Vec<
 fn series_rows(
     data: &ReportData,
     workload: &str,
-    server: &ServerId,
+    setup: &Setup,
     variants: &[Variant],
     metrics: &[&Metric],
 ) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
-    for p in data.profiles_in(workload, server) {
+    for p in data.profiles_in(workload, setup) {
         for v in variants {
-            if data.series(&p, workload, server, *v).is_none() {
+            if data.series(&p, workload, setup, *v).is_none() {
                 continue;
             }
             let mut r = vec![
                 Cell::label(&p),
                 Cell::label(v.name()),
-                series_cell(data, &p, workload, server, *v),
+                series_cell(data, &p, workload, setup, *v),
             ];
             for m in metrics {
-                r.push(metric_cell(data, &p, workload, server, *v, m));
+                r.push(metric_cell(data, &p, workload, setup, *v, m));
             }
             rows.push(r);
         }
@@ -540,8 +539,8 @@ fn series_rows(
 
 /// What the user saw on one page: loadEventEnd beside the paint metrics (and, for `--visual`
 /// runs, Speed Index and Visually Complete) per profile and protocol.
-pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
-    let vs = data.variants_in(workload, server);
+pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
+    let vs = data.variants_in(workload, setup);
     let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Paint)
         .filter(|m| {
             data.summary
@@ -554,13 +553,13 @@ pub fn paint(data: &ReportData, workload: &str, server: &ServerId) -> Option<Tab
         return None;
     }
     let header = series_header(data, workload, &metrics);
-    let rows = series_rows(data, workload, server, &vs, &metrics);
+    let rows = series_rows(data, workload, setup, &vs, &metrics);
     Some(Table {
-        id: table_id(data, &format!("paint-{workload}"), server),
+        id: table_id(data, &format!("paint-{workload}"), setup),
         title: format!(
             "What the user saw: {}{}",
             workload_phrase(workload),
-            title_suffix(data, server)
+            title_suffix(data, setup)
         ),
         intro: vec![
             "Medians over the valid runs [95 % CI], ms from navigation start: FCP = First Contentful Paint; LCP = Largest Contentful Paint (on the generated pages, the hero image); hero = the Element Timing of the page's `elementtiming=\"hero\"` image; with `--visual`, Speed Index (∫ (1 − visual progress) dt, WebPageTest's), Visually Complete and First Visual Change from the screencast; CLS = Cumulative Layout Shift (unitless). `pagebench report --metric lcp|fcp|speed-index` makes one of them the headline of every comparison."
@@ -578,17 +577,17 @@ pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of w
 /// Head-of-line blocking on one workload, for the profiles that drop packets (random loss, or
 /// a queue that overflowed): per protocol the bytes that waited behind a hole, the stall, and
 /// for QUIC the bytes of other streams that went past it.
-pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
-    let vs = data.variants_in(workload, server);
+pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
+    let vs = data.variants_in(workload, setup);
     let metrics: Vec<&Metric> = registry::breakdown_for(Scope::HeadOfLine).collect();
     let measured = |p: &str, v: Variant, m: &Metric| {
-        data.series(p, workload, server, v)
+        data.series(p, workload, setup, v)
             .and_then(|s| s.breakdown.get(m.name))
             .and_then(|b| b.median)
             .and_then(|c| c.ms())
     };
     let mut rows = Vec::new();
-    for p in data.profiles_in(workload, server) {
+    for p in data.profiles_in(workload, setup) {
         let loss = data
             .meta
             .profiles
@@ -602,19 +601,19 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
             continue;
         }
         for v in &vs {
-            if data.series(&p, workload, server, *v).is_none() {
+            if data.series(&p, workload, setup, *v).is_none() {
                 continue;
             }
             let mut r = vec![
                 Cell::label(format!("{p} (loss {loss} %)")),
                 Cell::label(v.name()),
-                series_cell(data, &p, workload, server, *v),
+                series_cell(data, &p, workload, setup, *v),
             ];
             for m in &metrics {
-                r.push(metric_cell(data, &p, workload, server, *v, m));
+                r.push(metric_cell(data, &p, workload, setup, *v, m));
             }
             let headline = data
-                .series(&p, workload, server, *v)
+                .series(&p, workload, setup, *v)
                 .and_then(|s| s.completion.median)
                 .and_then(|c| c.ms());
             let share = match (measured(&p, *v, &registry::HOL_WALL_MS), headline) {
@@ -633,11 +632,11 @@ pub fn head_of_line(data: &ReportData, workload: &str, server: &ServerId) -> Opt
     let mut header = series_header(data, workload, &metrics);
     header.push("wall time ÷ headline".into());
     Some(Table {
-        id: table_id(data, &format!("hol-{workload}"), server),
+        id: table_id(data, &format!("hol-{workload}"), setup),
         title: format!(
             "Head-of-line blocking: {}{}",
             workload_phrase(workload),
-            title_suffix(data, server)
+            title_suffix(data, setup)
         ),
         // The section's paragraph explains the columns once (`HEAD_OF_LINE_INTRO`).
         intro: vec![],
@@ -672,10 +671,10 @@ pub fn has_sweep(data: &ReportData) -> bool {
 }
 
 /// Whether a server measured at least three file counts (a line, not two points).
-pub fn server_has_sweep(data: &ReportData, server: &ServerId) -> bool {
+pub fn setup_has_sweep(data: &ReportData, setup: &Setup) -> bool {
     sweep_workloads(data)
         .iter()
-        .filter(|(_, w)| data.server_has(w, server))
+        .filter(|(_, w)| data.setup_has(w, setup))
         .count()
         >= 3
 }
@@ -698,29 +697,29 @@ fn fixed_size_pages(data: &ReportData) -> Vec<String> {
 }
 
 /// Table 6: the file-count sweep, for one metric (`None`: the headline time).
-pub fn sweep(data: &ReportData, server: &ServerId, metric: Option<&Metric>) -> Option<Table> {
+pub fn sweep(data: &ReportData, setup: &Setup, metric: Option<&Metric>) -> Option<Table> {
     if !has_sweep(data) {
         return None;
     }
-    if !server_has_sweep(data, server) {
+    if !setup_has_sweep(data, setup) {
         return None;
     }
     let mut cols: Vec<String> = sweep_workloads(data).into_iter().map(|(_, w)| w).collect();
     cols.extend(fixed_size_pages(data));
-    cols.retain(|w| data.server_has(w, server));
+    cols.retain(|w| data.setup_has(w, setup));
     let mut header: Vec<String> = vec!["profile".into(), "protocol".into()];
     header.extend(cols.iter().map(|w| workload_title(w)));
     let mut rows = Vec::new();
     for p in &data.profiles {
         for v in &data.variants {
-            if !cols.iter().any(|w| data.series(p, w, server, *v).is_some()) {
+            if !cols.iter().any(|w| data.series(p, w, setup, *v).is_some()) {
                 continue;
             }
             let mut r = vec![Cell::label(p), Cell::label(v)];
             for w in &cols {
                 r.push(match metric {
-                    Some(m) => metric_cell(data, p, w, server, *v, m),
-                    None => series_cell(data, p, w, server, *v),
+                    Some(m) => metric_cell(data, p, w, setup, *v, m),
+                    None => series_cell(data, p, w, setup, *v),
                 });
             }
             rows.push(r);
@@ -737,8 +736,8 @@ pub fn sweep(data: &ReportData, server: &ServerId, metric: Option<&Metric>) -> O
         ),
     };
     Some(Table {
-        id: table_id(data, &id, server),
-        title: format!("{what}{}", title_suffix(data, server)),
+        id: table_id(data, &id, setup),
+        title: format!("{what}{}", title_suffix(data, setup)),
         intro: vec![
             "Medians [95 % CI]. Pages of N files keep the study's byte budget per file; pages of \
 N × SIZE have equal small files (many streams, few bytes)."
@@ -818,23 +817,23 @@ releases were late (p99 > 1 ms) or whose packets the kernel dropped is invalid a
 }
 
 /// Upload workloads, one table each.
-pub fn uploads(data: &ReportData, server: &ServerId) -> Vec<Table> {
+pub fn uploads(data: &ReportData, setup: &Setup) -> Vec<Table> {
     data.workloads
         .iter()
         .filter(|w| matches!(workload_kind(w), Some(WorkloadKind::Upload { .. })))
-        .filter(|w| data.server_has(w, server))
+        .filter(|w| data.setup_has(w, setup))
         .map(|w| {
-            let vs = data.variants_in(w, server);
+            let vs = data.variants_in(w, setup);
             let pairs = main_pairs(&vs);
             let header = transfer_header(&vs, &pairs);
             let rows = data
-                .profiles_in(w, server)
+                .profiles_in(w, setup)
                 .iter()
-                .map(|p| transfer_row(data, p, w, server, &vs, &pairs))
+                .map(|p| transfer_row(data, p, w, setup, &vs, &pairs))
                 .collect();
             Table {
-                id: table_id(data, &format!("upload-{w}"), server),
-                title: format!("The {}{}", workload_title(w), title_suffix(data, server)),
+                id: table_id(data, &format!("upload-{w}"), setup),
+                title: format!("The {}{}", workload_title(w), title_suffix(data, setup)),
                 intro: vec![format!(
                     "Median {} [95 % CI]: the page POSTs a generated body and waits for the \
 server's answer. HTTP/2 uploads suffer from small flow-control windows, HTTP/3 uploads from UDP \
@@ -849,65 +848,119 @@ receive-buffer overflow (see `RcvbufErrors` in the run records).",
         .collect()
 }
 
-/// Server against server: each other server vs the first, per protocol.
+/// Server against server: each other server vs the first, per protocol (within each engine).
 pub fn servers(data: &ReportData) -> Vec<Table> {
-    let Some(base) = data.servers.first() else {
+    let Some(first) = data.servers.first() else {
         return vec![];
     };
-    data.servers
-        .iter()
-        .skip(1)
-        .filter_map(|other| {
-            let mut rows = Vec::new();
-            for w in &data.workloads {
-                for p in &data.profiles {
-                    for v in &data.variants {
-                        let Some(c) = data.server_comparison_either(p, w, other, *v, base, *v)
-                        else {
-                            continue;
-                        };
-                        rows.push(vec![
-                            Cell::label(p),
-                            Cell::label(w),
-                            Cell::label(v),
-                            series_cell(data, p, w, base, *v),
-                            series_cell(data, p, w, other, *v),
-                            Cell::new(
-                                comparison_text(&c),
-                                verdict_cell_class(&c.comparison.verdict),
-                            ),
-                        ]);
-                    }
-                }
-            }
-            if rows.is_empty() {
-                return None;
-            }
-            Some(Table {
-                id: format!("server-{other}-vs-{base}"),
-                title: format!("Server {other} against server {base}"),
-                intro: vec![format!(
-                    "Same protocol, same profile and workload; ratio = {other} / {base}, below 1 \
-means {other} is faster."
-                )],
-                header: vec![
-                    "profile".into(),
-                    "workload".into(),
-                    "protocol".into(),
-                    format!("{base} (ms)"),
-                    format!("{other} (ms)"),
-                    format!("{other}/{base}"),
-                ],
-                rows,
-                notes: vec![],
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for browser in &data.browsers {
+        let base = Setup::new(first.clone(), *browser);
+        let (engine, engine_id) = if data.browsers.len() > 1 {
+            (format!(" ({})", browser.label()), format!("-{browser}"))
+        } else {
+            (String::new(), String::new())
+        };
+        for other in data.servers.iter().skip(1) {
+            let other = Setup::new(other.clone(), *browser);
+            let (o, b) = (&other.server, &base.server);
+            out.extend(against(
+                data,
+                (&other, &base),
+                format!("server-{o}-vs-{b}{engine_id}"),
+                format!("Server {o} against server {b}{engine}"),
+                (o.to_string(), b.to_string()),
+            ));
+        }
+    }
+    out
 }
 
-/// Every series of one workload on one server, with every protocol comparison.
-pub fn all_series(data: &ReportData, workload: &str, server: &ServerId) -> Option<Table> {
-    let vs = data.variants_in(workload, server);
+/// Engine against engine: each other browser vs Chromium, per protocol (within each server):
+/// the same page, link and server, only the browser differs.
+pub fn engines(data: &ReportData) -> Vec<Table> {
+    let Some(first) = data.browsers.first() else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for server in &data.servers {
+        let base = Setup::new(server.clone(), *first);
+        let (on, on_id) = if data.servers.len() > 1 {
+            (format!(" (server {server})"), format!("-{server}"))
+        } else {
+            (String::new(), String::new())
+        };
+        for other in data.browsers.iter().skip(1) {
+            let other = Setup::new(server.clone(), *other);
+            let (o, b) = (other.browser, base.browser);
+            out.extend(against(
+                data,
+                (&other, &base),
+                format!("browser-{o}-vs-{b}{on_id}"),
+                format!("{} against {}{on}", o.label(), b.label()),
+                (o.label().to_string(), b.label().to_string()),
+            ));
+        }
+    }
+    out
+}
+
+/// `other` against `base` for every profile, workload and protocol both have; `names` are
+/// what the header calls them.
+fn against(
+    data: &ReportData,
+    (other, base): (&Setup, &Setup),
+    id: String,
+    title: String,
+    (o, b): (String, String),
+) -> Option<Table> {
+    let mut rows = Vec::new();
+    for w in &data.workloads {
+        for p in &data.profiles {
+            for v in &data.variants {
+                let Some(c) = data.setup_comparison_either(p, w, other, *v, base, *v) else {
+                    continue;
+                };
+                rows.push(vec![
+                    Cell::label(p),
+                    Cell::label(w),
+                    Cell::label(v),
+                    series_cell(data, p, w, base, *v),
+                    series_cell(data, p, w, other, *v),
+                    Cell::new(
+                        comparison_text(&c),
+                        verdict_cell_class(&c.comparison.verdict),
+                    ),
+                ]);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Table {
+        id,
+        title,
+        intro: vec![format!(
+            "Same protocol, same profile and workload; ratio = {o} / {b}, below 1 means {o} is \
+faster."
+        )],
+        header: vec![
+            "profile".into(),
+            "workload".into(),
+            "protocol".into(),
+            format!("{b} (ms)"),
+            format!("{o} (ms)"),
+            format!("{o}/{b}"),
+        ],
+        rows,
+        notes: vec![],
+    })
+}
+
+/// Every series of one workload in one setup, with every protocol comparison.
+pub fn all_series(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
+    let vs = data.variants_in(workload, setup);
     if vs.is_empty() {
         return None;
     }
@@ -917,32 +970,34 @@ pub fn all_series(data: &ReportData, workload: &str, server: &ServerId) -> Optio
         .filter(|(a, b)| {
             data.profiles
                 .iter()
-                .any(|p| data.comparison(p, workload, server, *a, *b).is_some())
+                .any(|p| data.comparison(p, workload, setup, *a, *b).is_some())
         })
         .collect();
     let mut header: Vec<String> = vec!["profile".into()];
     header.extend(vs.iter().map(|v| format!("{v} (ms)")));
     header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
     let rows = data
-        .profiles_in(workload, server)
+        .profiles_in(workload, setup)
         .iter()
         .map(|p| {
             let mut r = vec![Cell::label(p)];
-            r.extend(
-                vs.iter()
-                    .map(|v| series_cell(data, p, workload, server, *v)),
-            );
+            r.extend(vs.iter().map(|v| series_cell(data, p, workload, setup, *v)));
             r.extend(
                 pairs
                     .iter()
-                    .map(|(a, b)| comparison_cell(data, p, workload, server, *a, *b)),
+                    .map(|(a, b)| comparison_cell(data, p, workload, setup, *a, *b)),
             );
             r
         })
         .collect();
     Some(Table {
-        id: format!("all-{workload}-{server}"),
-        title: format!("{} on {server}", workload_title(workload)),
+        id: format!("all-{workload}-{}", setup.slug()),
+        title: format!(
+            "{} on {}",
+            workload_title(workload),
+            data.setup_name(setup)
+                .unwrap_or_else(|| setup.server.to_string())
+        ),
         intro: vec![format!(
             "Median {} [95 % CI].",
             headline_label(&data.summary.metric, workload)
@@ -1005,18 +1060,18 @@ fn transfer_row(
     data: &ReportData,
     p: &str,
     w: &str,
-    server: &ServerId,
+    setup: &Setup,
     vs: &[Variant],
     pairs: &[(Variant, Variant)],
 ) -> Vec<Cell> {
     let mut r = vec![Cell::label(p)];
-    r.extend(vs.iter().map(|v| series_cell(data, p, w, server, *v)));
+    r.extend(vs.iter().map(|v| series_cell(data, p, w, setup, *v)));
     r.extend(
         pairs
             .iter()
-            .map(|(a, b)| comparison_cell(data, p, w, server, *a, *b)),
+            .map(|(a, b)| comparison_cell(data, p, w, setup, *a, *b)),
     );
-    r.push(goodput_cell(data, p, w, server, vs));
+    r.push(goodput_cell(data, p, w, setup, vs));
     r
 }
 
@@ -1055,7 +1110,11 @@ mod tests {
             PlanSpec {
                 profiles: vec!["wired".into()],
                 workloads: vec!["upload".into()],
-                servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
+                servers: servers
+                    .iter()
+                    .map(|s| crate::identity::ServerId::new(*s))
+                    .collect(),
+                browsers: vec![crate::identity::BrowserId::Chromium],
                 variants: ["h2", "h3"]
                     .iter()
                     .map(|v| v.parse::<Variant>().unwrap())
@@ -1078,7 +1137,7 @@ mod tests {
             rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
         }
         let d = data(&rows, &["embedded"]);
-        let embedded = ServerId::new("embedded");
+        let embedded = Setup::new("embedded", crate::identity::BrowserId::Chromium);
         let t = uploads(&d, &embedded);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].id, "upload-upload");

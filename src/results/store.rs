@@ -543,6 +543,7 @@ mod tests {
                 profiles: vec!["wired".into()],
                 workloads: vec!["page10".into()],
                 servers: vec!["embedded".into()],
+                browsers: vec![crate::identity::BrowserId::Chromium],
                 variants: vec![],
                 runs: 1,
                 warmup: 0,

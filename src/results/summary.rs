@@ -1,7 +1,9 @@
-//! The matrix's statistics: per series (profile, workload, server, protocol variant) the
+//! The matrix's statistics: per series (profile, workload, server, browser, protocol variant) the
 //! distribution of the headline time — DNF runs included as censored observations at the
 //! timeout — and of the breakdown metrics, per cell the protocol comparisons (h2 vs h1, h3 vs
-//! h2, h3 vs h1, …), Holm-corrected across the whole matrix, and per profile what the link
+//! h2, h3 vs h1, …) within each server and browser, servers against the first server and
+//! engines against Chromium per protocol, Holm-corrected across the whole matrix, and per
+//! profile what the link
 //! delivered. Reads `runs.csv` (only `measure` runs count; warm-ups are discarded; of a planned
 //! run retried after a measurement failure only its last attempt counts), writes
 //! `summary.json`, `summary.csv` and `comparisons.csv`.
@@ -14,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::RUNS_CSV;
 use crate::atomic;
-use crate::identity::{Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId, Setup};
 use crate::protocol::Variant;
 use crate::registry::{self, Metric};
 use crate::stats::{
@@ -32,6 +34,9 @@ struct RowIdentity {
     profile: String,
     workload: String,
     server: ServerId,
+    /// Absent in results from before there was a choice: Chromium.
+    #[serde(default)]
+    browser: BrowserId,
     phase: Phase,
     round: u32,
     position: u32,
@@ -54,6 +59,7 @@ pub struct RunRow {
     pub profile: String,
     pub workload: String,
     pub server: ServerId,
+    pub browser: BrowserId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -111,6 +117,7 @@ impl RunRow {
             profile: profile.into(),
             workload: workload.into(),
             server: server.into(),
+            browser: BrowserId::Chromium,
             phase: Phase::Measure,
             round,
             position: 1,
@@ -183,6 +190,7 @@ pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
             profile: id.profile,
             workload: id.workload,
             server: id.server,
+            browser: id.browser,
             phase: id.phase,
             round: id.round,
             position: id.position,
@@ -222,16 +230,37 @@ pub struct SeriesKey {
     pub profile: String,
     pub workload: String,
     pub server: ServerId,
+    /// Absent in summaries from before there was a choice: Chromium.
+    #[serde(default)]
+    pub browser: BrowserId,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
 }
 
 impl SeriesKey {
+    /// `profile/workload/server/variant`, the engine after the server when it is not Chromium
+    /// (the bootstrap's seeds derive from it: Chromium's series keep theirs).
     pub fn label(&self) -> String {
-        format!(
-            "{}/{}/{}/{}",
-            self.profile, self.workload, self.server, self.variant
-        )
+        match self.browser {
+            BrowserId::Chromium => format!(
+                "{}/{}/{}/{}",
+                self.profile, self.workload, self.server, self.variant
+            ),
+            b => format!(
+                "{}/{}/{}/{b}/{}",
+                self.profile, self.workload, self.server, self.variant
+            ),
+        }
+    }
+
+    /// Who served and who loaded this series.
+    pub fn setup(&self) -> Setup {
+        Setup::new(self.server.clone(), self.browser)
+    }
+
+    /// Whether this series is `setup`'s.
+    pub fn is(&self, setup: &Setup) -> bool {
+        self.server == setup.server && self.browser == setup.browser
     }
 }
 
@@ -262,6 +291,12 @@ pub struct CellComparison {
     /// Servers of the two sides (equal for protocol comparisons).
     pub server_a: ServerId,
     pub server_b: ServerId,
+    /// Engines of the two sides (equal but for engine comparisons; absent in summaries from
+    /// before there was a choice: Chromium).
+    #[serde(default)]
+    pub browser_a: BrowserId,
+    #[serde(default)]
+    pub browser_b: BrowserId,
     /// Series: ratio = median(a) / median(b).
     #[serde(with = "crate::protocol::variant_name")]
     pub a: Variant,
@@ -271,9 +306,15 @@ pub struct CellComparison {
 }
 
 impl CellComparison {
-    /// `h3 vs h2`, or `caddy h3 vs embedded h3` across servers.
+    /// `h3 vs h2`, `caddy h3 vs embedded h3` across servers, `firefox h3 vs chromium h3`
+    /// across engines.
     pub fn label(&self) -> String {
-        if self.server_a == self.server_b {
+        if self.browser_a != self.browser_b {
+            format!(
+                "{} {} vs {} {}",
+                self.browser_a, self.a, self.browser_b, self.b
+            )
+        } else if self.server_a == self.server_b {
             format!("{} vs {}", self.a, self.b)
         } else {
             format!(
@@ -281,6 +322,22 @@ impl CellComparison {
                 self.server_a, self.a, self.server_b, self.b
             )
         }
+    }
+
+    pub fn setup_a(&self) -> Setup {
+        Setup::new(self.server_a.clone(), self.browser_a)
+    }
+
+    pub fn setup_b(&self) -> Setup {
+        Setup::new(self.server_b.clone(), self.browser_b)
+    }
+
+    /// Whether this compares two protocols of `setup`.
+    pub fn within(&self, setup: &Setup) -> bool {
+        self.server_a == setup.server
+            && self.server_b == setup.server
+            && self.browser_a == setup.browser
+            && self.browser_b == setup.browser
     }
 }
 
@@ -499,6 +556,7 @@ pub fn summarize_runs_on(
             profile: r.profile.clone(),
             workload: r.workload.clone(),
             server: r.server.clone(),
+            browser: r.browser,
             variant: r.variant,
         };
         *retried.entry(key).or_default() += 1;
@@ -512,6 +570,7 @@ pub fn summarize_runs_on(
             profile: r.profile.clone(),
             workload: r.workload.clone(),
             server: r.server.clone(),
+            browser: r.browser,
             variant: r.variant,
         };
         if !by_series.contains_key(&key) {
@@ -567,7 +626,9 @@ pub fn summarize_runs_on(
         inputs.insert(key.clone(), input);
     }
 
-    // Comparisons per cell: protocols within each server, then servers per protocol.
+    // Comparisons per cell: protocols within each setup (server × browser), then servers per
+    // protocol (against the first server, within each browser), then engines per protocol
+    // (against Chromium, within each server).
     let mut cells: Vec<(String, String)> = Vec::new();
     for k in &order {
         let c = (k.profile.clone(), k.workload.clone());
@@ -596,13 +657,18 @@ pub fn summarize_runs_on(
                 variants.push(k.variant);
             }
         }
-        let key = |server: &ServerId, variant: Variant| SeriesKey {
+        let browsers: Vec<BrowserId> = BrowserId::ALL
+            .into_iter()
+            .filter(|b| in_cell.iter().any(|k| k.browser == *b))
+            .collect();
+        let key = |setup: &Setup, variant: Variant| SeriesKey {
             profile: profile.clone(),
             workload: workload.clone(),
-            server: server.clone(),
+            server: setup.server.clone(),
+            browser: setup.browser,
             variant,
         };
-        let mut push = |sa: &ServerId, a: Variant, sb: &ServerId, b: Variant| -> Result<()> {
+        let mut push = |sa: &Setup, a: Variant, sb: &Setup, b: Variant| -> Result<()> {
             let (ka, kb) = (key(sa, a), key(sb, b));
             let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
                 return Ok(());
@@ -619,22 +685,38 @@ pub fn summarize_runs_on(
             comparisons.push(CellComparison {
                 profile: profile.clone(),
                 workload: workload.clone(),
-                server_a: sa.clone(),
-                server_b: sb.clone(),
+                server_a: sa.server.clone(),
+                server_b: sb.server.clone(),
+                browser_a: sa.browser,
+                browser_b: sb.browser,
                 a,
                 b,
                 comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
             });
             Ok(())
         };
-        for server in &servers {
-            for (a, b) in protocol_pairs(&variants) {
-                push(server, a, server, b)?;
+        for browser in &browsers {
+            for server in &servers {
+                let setup = Setup::new(server.clone(), *browser);
+                for (a, b) in protocol_pairs(&variants) {
+                    push(&setup, a, &setup, b)?;
+                }
             }
         }
-        for i in 1..servers.len() {
-            for v in &variants {
-                push(&servers[i], *v, &servers[0], *v)?;
+        for browser in &browsers {
+            let base = Setup::new(servers[0].clone(), *browser);
+            for server in servers.iter().skip(1) {
+                for v in &variants {
+                    push(&Setup::new(server.clone(), *browser), *v, &base, *v)?;
+                }
+            }
+        }
+        for server in &servers {
+            let base = Setup::new(server.clone(), browsers[0]);
+            for browser in browsers.iter().skip(1) {
+                for v in &variants {
+                    push(&Setup::new(server.clone(), *browser), *v, &base, *v)?;
+                }
             }
         }
     }
@@ -723,6 +805,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "profile",
         "workload",
         "server",
+        "browser",
         "variant",
         "n_valid",
         "n_invalid",
@@ -749,6 +832,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             st.key.profile.clone(),
             st.key.workload.clone(),
             st.key.server.to_string(),
+            st.key.browser.name().to_string(),
             st.key.variant.name(),
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
@@ -784,8 +868,10 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "profile",
         "workload",
         "server_a",
+        "browser_a",
         "a",
         "server_b",
+        "browser_b",
         "b",
         "n_valid_a",
         "n_dnf_a",
@@ -806,8 +892,10 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.profile.clone(),
             c.workload.clone(),
             c.server_a.to_string(),
+            c.browser_a.name().to_string(),
             c.a.name(),
             c.server_b.to_string(),
+            c.browser_b.name().to_string(),
             c.b.name(),
             x.n_valid_a.to_string(),
             x.n_dnf_a.to_string(),
@@ -878,22 +966,26 @@ pub fn fmt_series(s: &SeriesSummary) -> String {
     }
 }
 
-/// The terminal summary: one table per (workload, server), profiles × variants, then the
-/// comparisons with their verdicts.
+/// The terminal summary: one table per (workload, server, browser), profiles × variants, then
+/// the comparisons with their verdicts.
 pub fn terminal(s: &Summary) -> String {
     let mut out = String::new();
-    let mut groups: Vec<(String, ServerId)> = Vec::new();
+    let mut groups: Vec<(String, Setup)> = Vec::new();
     for st in &s.series {
-        let g = (st.key.workload.clone(), st.key.server.clone());
+        let g = (st.key.workload.clone(), st.key.setup());
         if !groups.contains(&g) {
             groups.push(g);
         }
     }
-    for (workload, server) in &groups {
+    let several_browsers = s
+        .series
+        .iter()
+        .any(|x| x.key.browser != s.series[0].key.browser);
+    for (workload, setup) in &groups {
         let in_group: Vec<&SeriesStats> = s
             .series
             .iter()
-            .filter(|x| &x.key.workload == workload && &x.key.server == server)
+            .filter(|x| &x.key.workload == workload && x.key.is(setup))
             .collect();
         let mut variants: Vec<Variant> = Vec::new();
         let mut profiles: Vec<String> = Vec::new();
@@ -907,8 +999,14 @@ pub fn terminal(s: &Summary) -> String {
         }
         variants.sort();
         let pairs: Vec<(Variant, Variant)> = protocol_pairs(&variants);
+        let engine = if several_browsers {
+            format!(" in {}", setup.browser.label())
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "\n{workload} on {server}: median ms [95 % CI] (valid/invalid/DNF)\n"
+            "\n{workload} on {}{engine}: median ms [95 % CI] (valid/invalid/DNF)\n",
+            setup.server
         ));
         let mut header = vec!["profile".to_string()];
         header.extend(variants.iter().map(Variant::name));
@@ -940,8 +1038,7 @@ pub fn terminal(s: &Summary) -> String {
                     .find(|c| {
                         &c.profile == p
                             && &c.workload == workload
-                            && &c.server_a == server
-                            && &c.server_b == server
+                            && c.within(setup)
                             && c.a == *a
                             && c.b == *b
                     })
@@ -1176,6 +1273,7 @@ mod tests {
             ("round", "1"),
             ("position", "1"),
             ("phase", "measure"),
+            ("browser", "chromium"),
             ("variant", "h2"),
             ("outcome", "invalid"),
             ("invalid_kinds", "link"),
