@@ -8,8 +8,10 @@ fi
 need=()
 # gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3, util-linux and
 # mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
-# mount); iproute2: ip and ss; tshark: the capture tests decrypt the runs' pcaps with it.
-for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount tshark; do
+# mount); iproute2: ip and ss; tshark: the capture tests decrypt the runs' pcaps with it;
+# firefox-esr and libnss3-tools: the second engine and the tool that trusts the server's
+# certificate in its profile.
+for pkg in chromium firefox-esr libnss3-tools curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount tshark; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -941,9 +941,14 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
                 visual: req.visual,
                 capture: &req.capture,
                 as_recorded: variant.as_recorded,
-                bodies: req.keep_bodies,
             },
         )?;
+    }
+    if a.har.is_some() && req.browsers.contains(&crate::identity::BrowserId::Firefox) {
+        eprintln!(
+            "pagebench run: Firefox's HAR files have no response bodies (WebDriver BiDi hands \
+none over); Chromium's have them"
+        );
     }
     let chromium = crate::sysinfo::chromium_version();
     crate::matrix::series::run_series(&req, |rec| {
@@ -961,7 +966,8 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         }
         if let Some(base) = &a.har {
             let path = har_path(base, rec.round, rec.attempt, req.runs);
-            let har = crate::har::build(&rec.observation, &rec.url, &chromium);
+            let browser = rec.browser_version.as_deref().unwrap_or(&chromium);
+            let har = crate::har::build(&rec.observation, &rec.url, browser);
             crate::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
             if !a.json {
                 println!("  HAR: {}", path.display());

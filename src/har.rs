@@ -1,12 +1,12 @@
-//! HAR 1.2 export (pure): a run's CDP Network events as the archive format DevTools and
-//! WebPageTest read.
+//! HAR 1.2 export (pure): a run's CDP Network events (Chromium) or BiDi network events
+//! (Firefox) as the archive format DevTools and WebPageTest read.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::metrics::{CdpEvent, EntryTiming, Observation};
+use crate::metrics::{BidiEvent, CdpEvent, EntryTiming, Observation};
 
 fn iso(wall_seconds: f64) -> String {
     let ms = (wall_seconds * 1000.0).round() as i64;
@@ -78,13 +78,156 @@ struct Hop<'a> {
     redirected_at: Option<f64>,
 }
 
-/// Builds the HAR document of one run.
-pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value {
+/// Builds the HAR document of one run, from the events of whichever engine made it;
+/// `browser` names the engine and its version (`Chromium 156…`, `Firefox 153.8.0`).
+pub fn build(obs: &Observation, page_url: &str, browser: &str) -> Value {
+    let entries = if obs.bidi_events.is_empty() {
+        cdp_entries(obs)
+    } else {
+        bidi_entries(&obs.bidi_events)
+    };
+    let (name, version) = match browser.split_once(' ') {
+        Some((name @ ("Chromium" | "Firefox"), version)) => (name, version),
+        _ => ("Chromium", browser),
+    };
+    let nav = obs.navigation.as_ref().map(EntryTiming::parse);
+    let on_load = nav.as_ref().map(|n| n.load_event_end).filter(|t| *t > 0.0);
+    let on_content = nav
+        .as_ref()
+        .map(|n| n.dom_content_loaded_event_end)
+        .filter(|t| *t > 0.0);
+    let started = obs
+        .time_origin
+        .map(|t| iso(t / 1000.0))
+        .unwrap_or_else(|| iso(0.0));
+    json!({
+        "log": {
+            "version": "1.2",
+            "creator": { "name": "pagebench", "version": env!("CARGO_PKG_VERSION") },
+            "browser": { "name": name, "version": version },
+            "pages": [{
+                "startedDateTime": started,
+                "id": "page_1",
+                "title": page_url,
+                "pageTimings": {
+                    "onContentLoad": on_content.unwrap_or(-1.0),
+                    "onLoad": on_load.unwrap_or(-1.0),
+                },
+            }],
+            "entries": entries,
+        }
+    })
+}
+
+/// BiDi's header list (`[{name, value: {type: "string", value}}]`) as HAR headers.
+fn bidi_headers(v: &Value) -> Vec<Value> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|h| json!({ "name": h["name"], "value": h.pointer("/value/value").cloned().unwrap_or(json!("")) }))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One HAR entry per response (each hop of a redirect is one) or failed request, from
+/// Firefox's `network.responseCompleted` and `network.fetchError`: BiDi's timings are wall
+/// clock ms, 0 where a phase did not happen (a request on an open connection has no connect).
+/// Without the body, content.size is the body's wire size.
+fn bidi_entries(events: &[BidiEvent]) -> Vec<Value> {
+    let mut entries = Vec::new();
+    for BidiEvent { method, params } in events {
+        let failed = method == "network.fetchError";
+        if method != "network.responseCompleted" && !failed {
+            continue;
+        }
+        let request = &params["request"];
+        let url = request["url"].as_str().unwrap_or_default();
+        if url.starts_with("data:") {
+            continue;
+        }
+        let t = &request["timings"];
+        let at = |k: &str| t[k].as_f64().filter(|v| *v > 0.0);
+        let span = |a: &str, b: &str| match (at(a), at(b)) {
+            (Some(a), Some(b)) if b >= a => b - a,
+            _ => -1.0,
+        };
+        let start = at("requestTime").or(at("fetchStart")).unwrap_or(0.0);
+        let first = ["dnsStart", "connectStart", "requestStart"]
+            .into_iter()
+            .find_map(at);
+        let resp = (!failed).then(|| &params["response"]);
+        let protocol = resp
+            .and_then(|r| r["protocol"].as_str())
+            .unwrap_or("http/1.1");
+        let location = resp
+            .and_then(|r| r["headers"].as_array())
+            .and_then(|h| {
+                h.iter().find(|h| {
+                    h["name"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case("location"))
+                })
+            })
+            .and_then(|h| h.pointer("/value/value").and_then(Value::as_str))
+            .unwrap_or("");
+        let body_size = resp.and_then(|r| r["bodySize"].as_f64()).unwrap_or(-1.0);
+        let mut entry = json!({
+            "pageref": "page_1",
+            "startedDateTime": iso(start / 1000.0),
+            "time": at("responseEnd").map_or(0.0, |e| (e - start).max(0.0)),
+            "request": {
+                "method": request["method"].as_str().unwrap_or("GET"),
+                "url": url,
+                "httpVersion": http_version(protocol),
+                "cookies": [],
+                "headers": bidi_headers(&request["headers"]),
+                "queryString": query_string(url),
+                "headersSize": request["headersSize"].as_f64().unwrap_or(-1.0),
+                "bodySize": request["bodySize"].as_f64().unwrap_or(0.0),
+            },
+            "response": {
+                "status": resp.and_then(|r| r["status"].as_u64()).unwrap_or(0),
+                "statusText": resp.and_then(|r| r["statusText"].as_str()).unwrap_or(""),
+                "httpVersion": http_version(protocol),
+                "cookies": [],
+                "headers": resp.map(|r| bidi_headers(&r["headers"])).unwrap_or_default(),
+                "content": {
+                    "size": body_size.max(0.0),
+                    "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
+                },
+                "redirectURL": location,
+                "headersSize": resp.and_then(|r| r["headersSize"].as_f64()).unwrap_or(-1.0),
+                "bodySize": body_size,
+            },
+            "cache": {},
+            "timings": {
+                "blocked": first.map_or(-1.0, |f| (f - start).max(0.0)),
+                "dns": span("dnsStart", "dnsEnd"),
+                "connect": span("connectStart", "connectEnd"),
+                "ssl": span("tlsStart", "connectEnd"),
+                "send": 0.0,
+                "wait": span("requestStart", "responseStart").max(0.0),
+                "receive": span("responseStart", "responseEnd").max(0.0),
+            },
+        });
+        if let Some(n) = resp.and_then(|r| r["bytesReceived"].as_f64()) {
+            entry["_transferSize"] = json!(n);
+        }
+        if failed {
+            entry["_error"] = params["errorText"].clone();
+        }
+        entries.push(entry);
+    }
+    entries
+}
+
+/// One HAR entry per request hop, from Chromium's CDP Network events (with the body when the
+/// run kept it).
+fn cdp_entries(obs: &Observation) -> Vec<Value> {
     let mut hops: Vec<Hop> = Vec::new();
     // Request id → its latest hop.
     let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut on_load: Option<f64> = None;
-    let mut on_content: Option<f64> = None;
     for CdpEvent { method, params } in &obs.cdp_events {
         let Some(id) = params.get("requestId").and_then(Value::as_str) else {
             continue;
@@ -114,16 +257,6 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
             _ => {}
         }
     }
-    if let Some(n) = obs.navigation.as_ref().map(EntryTiming::parse) {
-        on_load = (n.load_event_end > 0.0).then_some(n.load_event_end);
-        on_content =
-            (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
-    }
-    let started = obs
-        .time_origin
-        .map(|t| iso(t / 1000.0))
-        .unwrap_or_else(|| iso(0.0));
-
     let mut entries = Vec::new();
     for (i, r) in hops.iter().enumerate() {
         let sent = r.sent;
@@ -281,28 +414,64 @@ pub fn build(obs: &Observation, page_url: &str, browser_version: &str) -> Value 
         }
         entries.push(entry);
     }
-    json!({
-        "log": {
-            "version": "1.2",
-            "creator": { "name": "pagebench", "version": env!("CARGO_PKG_VERSION") },
-            "browser": { "name": "Chromium", "version": browser_version },
-            "pages": [{
-                "startedDateTime": started,
-                "id": "page_1",
-                "title": page_url,
-                "pageTimings": {
-                    "onContentLoad": on_content.unwrap_or(-1.0),
-                    "onLoad": on_load.unwrap_or(-1.0),
-                },
-            }],
-            "entries": entries,
-        }
-    })
+    entries
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn har_of_a_recorded_firefox_h3_load_from_bidi_events() {
+        let path = format!(
+            "{}/tests/fixtures/browser/firefox-h3-page10.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let obs = Observation {
+            time_origin: v["perf"]["timeOrigin"].as_f64(),
+            navigation: Some(v["perf"]["nav"].clone()),
+            bidi_events: serde_json::from_value(v["bidi_events"].clone()).unwrap(),
+            ..Default::default()
+        };
+        let har = build(
+            &obs,
+            "https://pagebench.test/page10/index.html",
+            "Firefox 153.8.0",
+        );
+        let log = &har["log"];
+        assert_eq!(
+            log["browser"],
+            json!({"name": "Firefox", "version": "153.8.0"})
+        );
+        let entries = log["entries"].as_array().unwrap();
+        // The page and its 10 files; the favicon's `data:,` is left out.
+        assert_eq!(entries.len(), 11);
+        assert!(entries[0]["request"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/page10/index.html"));
+        for e in entries {
+            assert_eq!(e["response"]["httpVersion"], "HTTP/3");
+            assert_eq!(e["response"]["status"], 200);
+            assert!(e["response"]["bodySize"].as_f64().unwrap() > 0.0);
+            assert!(e["request"]["headers"].as_array().unwrap().len() > 5);
+            let t = &e["timings"];
+            assert!(t["wait"].as_f64().unwrap() > 0.0, "{t}");
+            // HAR's total is the sum of its phases (those that apply).
+            let sum: f64 = ["blocked", "dns", "connect", "send", "wait", "receive"]
+                .iter()
+                .map(|k| t[k].as_f64().unwrap().max(0.0))
+                .sum();
+            assert!((sum - e["time"].as_f64().unwrap()).abs() < 1.0, "{e}");
+        }
+        // Only the page opened the connection: DNS, connect and TLS are on its entry alone.
+        assert!(entries[0]["timings"]["connect"].as_f64().unwrap() > 20.0);
+        assert!(entries[1..]
+            .iter()
+            .all(|e| e["timings"]["connect"].as_f64() == Some(-1.0)));
+        assert!(log["pages"][0]["pageTimings"]["onLoad"].as_f64().unwrap() > 0.0);
+    }
 
     #[test]
     fn har_of_a_recorded_h2_load() {

@@ -165,8 +165,7 @@ pub fn write_archive(
     chromium: &str,
     out: &Path,
 ) -> Result<(SiteArchive, ImportSummary)> {
-    let version = chromium.trim_start_matches("Chromium").trim();
-    let har = crate::har::build(obs, url, version);
+    let har = crate::har::build(obs, url, chromium);
     let creator = format!("pagebench {} / {chromium}", env!("CARGO_PKG_VERSION"));
     har_import::import_as(&har.to_string(), Path::new(url), out, false, |s| Source {
         kind: "record".into(),

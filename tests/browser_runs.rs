@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use pagebench::identity::BrowserId;
 use pagebench::profile::{self, Profile};
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
@@ -97,9 +98,18 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
         "{}",
         rec.id
     );
-    let cdp = pagebench::metrics::cdp_requests(&rec.observation.cdp_events);
+    // CDP's events for Chromium, BiDi's for Firefox: every response the browser reported.
+    let devtools = pagebench::metrics::network_requests(&rec.observation);
     assert!(
-        cdp.iter().all(|c| c.protocol.as_deref() == Some(alpn)),
+        devtools.len() > rec.metrics.resources,
+        "{}: the page and every file in the DevTools view",
+        rec.id
+    );
+    assert!(
+        devtools
+            .iter()
+            .filter(|c| !c.url.starts_with("data:"))
+            .all(|c| c.protocol.as_deref() == Some(alpn)),
         "{}",
         rec.id
     );
@@ -413,4 +423,90 @@ fn intercontinental_floors_hold() {
         );
     }
     drop(tb);
+}
+
+fn firefox(spec: RunSpec) -> RunSpec {
+    RunSpec {
+        browser: BrowserId::Firefox,
+        ..spec
+    }
+}
+
+/// What Firefox shows of a generated page: its engine and version, FCP and LCP (Firefox has
+/// Paint Timing and LCP), and no CLS or hero time — it has no Layout Instability and no
+/// Element Timing, so those are unknown, not zero.
+fn assert_firefox(rec: &RunRecord) {
+    assert_eq!(rec.browser, BrowserId::Firefox);
+    assert!(
+        rec.browser_version
+            .as_deref()
+            .is_some_and(|v| v.starts_with("Firefox 1")),
+        "{:?}",
+        rec.browser_version
+    );
+    assert!(rec.observation.cdp_events.is_empty() && !rec.observation.bidi_events.is_empty());
+    let m = &rec.metrics;
+    let (fcp, lcp) = (m.fcp_ms.unwrap(), m.lcp_ms.unwrap());
+    assert!(0.0 < fcp && fcp <= lcp, "{}: FCP {fcp} LCP {lcp}", rec.id);
+    assert_eq!((m.cls, m.hero_ms), (None, None), "{}", rec.id);
+}
+
+#[test]
+fn firefox_loads_page10_and_page50_over_each_forced_protocol_through_the_link() {
+    let guard = temp_root("ff");
+    let root = guard.path().to_path_buf();
+    let manifests = pages(&root, &["page10", "page50"]);
+    let wired = profile("wired");
+    let mut tb = testbed(&wired, &root, ServerKnobs::default());
+    for m in &manifests {
+        for proto in Protocol::ALL {
+            let v = Variant::new(proto, H3Mode::Forced);
+            let id = format!("ff-{}-{proto}", m.workload.name);
+            let rec = counted(&mut tb, &firefox(spec(&id, &wired, m, v)));
+            assert_valid(&rec, proto.alpn());
+            assert_firefox(&rec);
+            assert_eq!(rec.viewpoints, 3, "the server's log cross-checked");
+            assert_eq!(rec.metrics.resources, m.files.len());
+            assert_eq!(rec.server_requests.len(), m.files.len() + 1);
+            assert!(rec.metrics.completion_ms.unwrap() > 2.0 * wired.min_rtt_ms());
+        }
+    }
+    // Primed: the alt-svc mapping without force-use is taken up at once, and no TCP connection
+    // is opened (the validation's primed check, as for Chromium).
+    let v = Variant::new(Protocol::H3, H3Mode::Primed);
+    let rec = counted(
+        &mut tb,
+        &firefox(spec("ff-primed", &wired, &manifests[1], v)),
+    );
+    assert_valid(&rec, "h3");
+    assert_firefox(&rec);
+    drop(tb);
+}
+
+#[test]
+fn firefox_forced_onto_h3_against_a_server_without_h3_is_caught() {
+    let guard = temp_root("ffnoh3");
+    let root = guard.path().to_path_buf();
+    let m = pages(&root, &["page10"]).remove(0);
+    let dc = profile("datacenter");
+    let knobs = ServerKnobs::from_toml_str("[server]\nprotocols = [\"h1\", \"h2\"]\n").unwrap();
+    let mut tb = testbed(&dc, &root, knobs);
+    let mut s = firefox(spec(
+        "ff-noh3",
+        &dc,
+        &m,
+        Variant::new(Protocol::H3, H3Mode::Forced),
+    ));
+    s.timeout = Duration::from_secs(10);
+    let rec = run_once(&mut tb, &s).unwrap();
+    // Firefox falls back to TCP on its own: the run shows it and never counts as h3.
+    assert_ne!(rec.outcome, Outcome::Valid, "{:?}", rec.end);
+    assert!(
+        rec.reasons.iter().any(|r| matches!(
+            r.kind,
+            ReasonKind::NavigationError | ReasonKind::ProtocolMismatch | ReasonKind::Timeout
+        )),
+        "{:?}",
+        rec.reasons
+    );
 }

@@ -597,3 +597,75 @@ fn run_prints_counted_runs_with_what_the_link_delivered_on_the_pages_seed_asked_
             .unwrap();
     assert_eq!(manifest["seed"], 7, "--pages-seed reaches the generator");
 }
+
+#[test]
+fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
+    let guard = temp("browsers");
+    let tmp = guard.path().to_path_buf();
+    let out = tmp.join("results");
+    let mut args = matrix_args(
+        &tmp,
+        &out,
+        &[
+            "--browsers",
+            "chromium,firefox",
+            "--profiles",
+            "wired",
+            "--workloads",
+            "page10",
+            "--protocols",
+            "h2,h3",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--seed",
+            "4",
+        ],
+    );
+    args.retain(|a| a != "--no-report");
+    let status = bin().args(&args).status().unwrap();
+    assert!(status.success());
+    let rows = final_rows(&runs_csv(&out));
+    assert_eq!(rows.len(), 2 * 2 * 2);
+    // Each round runs every (browser, protocol) once, in a seeded order.
+    for round in rows.chunks(4) {
+        let mut combos: Vec<String> = round
+            .iter()
+            .map(|r| format!("{}/{}", r["browser"], r["variant"]))
+            .collect();
+        combos.sort();
+        assert_eq!(
+            combos,
+            ["chromium/h2", "chromium/h3", "firefox/h2", "firefox/h3"]
+        );
+    }
+    for r in rows.iter().filter(|r| r["browser"] == "firefox") {
+        assert!(r["plan_id"].contains("-firefox-"), "{}", r["plan_id"]);
+    }
+    let s = summary::read(&out).unwrap();
+    assert_eq!(s.series.len(), 4);
+    let engines: Vec<String> = s
+        .comparisons
+        .iter()
+        .filter(|c| c.browser_a != c.browser_b)
+        .map(|c| format!("{} {} vs {} {}", c.browser_a, c.a, c.browser_b, c.b))
+        .collect();
+    assert_eq!(
+        engines,
+        ["firefox h2 vs chromium h2", "firefox h3 vs chromium h3"]
+    );
+    // Protocols are compared within each engine.
+    assert_eq!(s.comparisons.len(), 4);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for title in [
+        "**Firefox against Chromium**",
+        "**h2 vs h3 on the 10-file page — Chromium**",
+        "**h2 vs h3 on the 10-file page — Firefox**",
+    ] {
+        assert!(report.contains(title), "{title} missing from the report");
+    }
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
+    assert!(meta.machine.firefox.is_some());
+    assert!(namespaces_of(std::process::id()).is_empty());
+}

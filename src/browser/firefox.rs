@@ -531,9 +531,6 @@ impl Browser for Firefox {
         if opts.visual {
             bail!("--visual needs Chromium's screencast: Firefox has none over WebDriver BiDi");
         }
-        if opts.keep_bodies {
-            bail!("response bodies (a HAR with content) are kept for Chromium runs only");
-        }
         if opts.net_log.is_some() {
             bail!("--capture netlog is Chromium's NetLog: Firefox runs have none");
         }

@@ -91,8 +91,6 @@ pub struct Asked<'a> {
     pub capture: &'a crate::capture::CaptureSet,
     /// The `as-recorded` arm of a replayed site.
     pub as_recorded: bool,
-    /// The response bodies (`run --har`).
-    pub bodies: bool,
 }
 
 /// Refuses, before any run, an engine that is not installed or cannot do what is asked; the
@@ -111,9 +109,6 @@ pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
         }
         if asked.as_recorded {
             refuse("the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can")?;
-        }
-        if asked.bodies {
-            refuse("--har keeps response bodies through CDP (Chromium only)")?;
         }
     }
     Ok(())

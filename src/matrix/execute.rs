@@ -118,7 +118,6 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 visual: req.visual,
                 capture: &req.capture,
                 as_recorded: variants.iter().any(|v| v.as_recorded),
-                bodies: false,
             },
         )?;
     }

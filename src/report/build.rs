@@ -127,7 +127,7 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         .filter_map(|s| {
             data.summary.viewpoints.get(s).map(|v| match v {
                 3 => format!(
-                    "{s}: 3 (Resource Timing, the browser's DevTools view ({}) and the server's own log)",
+                    "{s}: 3 (Resource Timing, {} and the server's own log)",
                     devtools(data)
                 ),
                 n => format!(
@@ -143,18 +143,31 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
             viewpoints.join("; "),
         ));
     }
+    let firefox = data.browsers.contains(&crate::identity::BrowserId::Firefox);
     let mut h3 = Vec::new();
     if data.has_variant(Variant::H3) {
         h3.push(
             "forced (`h3`): cold, `--origin-to-force-quic-on`, the study's method; Chromium then \
 throttles low-priority requests as for HTTP/1.1",
         );
+        if firefox {
+            h3.push(
+                "Firefox forced: the alt-svc testing mapping with `force-use` (no throttle of \
+multiplexed requests)",
+            );
+        }
     }
     if data.has_variant(Variant::H3_PRIMED) {
         h3.push(
             "primed (`h3-primed`): the profile already knows the origin's QUIC alternative \
 service, as a returning visitor's browser does",
         );
+        if firefox {
+            h3.push(
+                "Firefox primed: the alt-svc testing mapping without `force-use`, which Firefox \
+takes as an Alt-Svc it learnt",
+            );
+        }
     }
     kv.push((
         "HTTP/3 mode".into(),

@@ -993,10 +993,14 @@ pub fn all_series(data: &ReportData, workload: &str, setup: &Setup) -> Option<Ta
     Some(Table {
         id: format!("all-{workload}-{}", setup.slug()),
         title: format!(
-            "{} on {}",
+            "{} on {}{}",
             workload_title(workload),
-            data.setup_name(setup)
-                .unwrap_or_else(|| setup.server.to_string())
+            setup.server,
+            if data.browsers.len() > 1 {
+                format!(", {}", setup.browser.label())
+            } else {
+                String::new()
+            }
         ),
         intro: vec![format!(
             "Median {} [95 % CI].",
