@@ -445,6 +445,14 @@ fn assert_firefox(rec: &RunRecord) {
         rec.browser_version
     );
     assert!(rec.observation.cdp_events.is_empty() && !rec.observation.bidi_events.is_empty());
+    // Nothing but the page's own traffic: no packet to any other address reached the link.
+    let link = rec.link_stats.as_ref().and_then(|l| l.stats.as_ref()).unwrap();
+    assert_eq!(
+        link.up.dropped_not_for_peer + link.down.dropped_not_for_peer,
+        0,
+        "{}: Firefox sent to another address",
+        rec.id
+    );
     let m = &rec.metrics;
     let (fcp, lcp) = (m.fcp_ms.unwrap(), m.lcp_ms.unwrap());
     assert!(0.0 < fcp && fcp <= lcp, "{}: FCP {fcp} LCP {lcp}", rec.id);

@@ -653,6 +653,24 @@ mod tests {
                 ),
             "{e}"
         );
+        let both = MatrixRequest {
+            browsers: vec![
+                crate::identity::BrowserId::Chromium,
+                crate::identity::BrowserId::Firefox,
+            ],
+            ..defaults()
+        };
+        let typed = Typed {
+            browsers: true,
+            ..Typed::default()
+        };
+        let e = refusal(&both, typed);
+        assert!(
+            e.contains(
+                "--browsers chromium,firefox given, the results were made with --browsers chromium"
+            ),
+            "{e}"
+        );
         let h3 = Typed {
             h3_mode: true,
             ..Typed::default()
