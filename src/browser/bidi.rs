@@ -53,6 +53,17 @@ impl Bidi {
 
     /// Sends a command and waits for its result.
     pub fn call(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, BidiError> {
+        self.call_until(method, params, timeout, &|| false)
+    }
+
+    /// [`Bidi::call`] that gives up when `stop` says so (a signal).
+    pub fn call_until(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, BidiError> {
         let waiting = self.calls.begin()?;
         let msg = json!({ "id": waiting.id, "method": method, "params": params });
         let sent = self
@@ -64,7 +75,7 @@ impl Bidi {
             self.calls.abandon(waiting);
             return Err(RpcError::Closed);
         }
-        self.calls.wait(waiting, method, timeout)
+        self.calls.wait_until(waiting, method, timeout, stop)
     }
 
     /// All events received so far (non-blocking).
@@ -158,9 +169,10 @@ fn read_loop(mut socket: WebSocket<TcpStream>, calls: &Calls) {
 
 /// Evaluates a JavaScript expression in a browsing context (promises awaited) and returns its
 /// value as JSON. The expression must produce a string, a number, a boolean or null (the
-/// callers `JSON.stringify` what they need). A thrown exception is an error with its text.
+/// callers `JSON.stringify` what they need). A thrown exception is an error with its text; a
+/// signal ends the wait ([`BidiError::Interrupted`]).
 pub fn evaluate(bidi: &Bidi, context: &str, expression: &str, timeout: Duration) -> Result<Value> {
-    let r = bidi.call(
+    let r = bidi.call_until(
         "script.evaluate",
         json!({
             "expression": expression,
@@ -169,6 +181,7 @@ pub fn evaluate(bidi: &Bidi, context: &str, expression: &str, timeout: Duration)
             "resultOwnership": "none",
         }),
         timeout,
+        &crate::signals::interrupted,
     )?;
     remote_value(&r)
 }

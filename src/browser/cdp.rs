@@ -48,6 +48,18 @@ impl Cdp {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, CdpError> {
+        self.call_until(session, method, params, timeout, &|| false)
+    }
+
+    /// [`Cdp::call`] that gives up when `stop` says so (a signal).
+    pub fn call_until(
+        &self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, CdpError> {
         let waiting = self.calls.begin()?;
         let mut msg = json!({ "id": waiting.id, "method": method, "params": params });
         if let Some(s) = session {
@@ -62,7 +74,7 @@ impl Cdp {
                 return Err(RpcError::Closed);
             }
         }
-        self.calls.wait(waiting, method, timeout)
+        self.calls.wait_until(waiting, method, timeout, stop)
     }
 
     /// All events received so far (non-blocking).
@@ -151,13 +163,15 @@ fn ack_frame(writer: &Mutex<File>, frame: &Value, id: u64) {
 }
 
 /// Evaluates a JavaScript expression in a page session and returns its JSON value
-/// (`returnByValue`, promises awaited). A thrown exception is an error with its text.
+/// (`returnByValue`, promises awaited). A thrown exception is an error with its text; a signal
+/// ends the wait ([`CdpError::Interrupted`]).
 pub fn evaluate(cdp: &Cdp, session: &str, expression: &str, timeout: Duration) -> Result<Value> {
-    let r = cdp.call(
+    let r = cdp.call_until(
         Some(session),
         "Runtime.evaluate",
         json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
         timeout,
+        &crate::signals::interrupted,
     )?;
     if let Some(ex) = r.get("exceptionDetails") {
         let text = ex

@@ -582,16 +582,15 @@ fn load(
     let deadline = Instant::now() + timeout;
     let mut obs = Observation::default();
     let _ = browser.bidi.drain_events();
-    let nav = browser.bidi.call(
+    let nav = browser.bidi.call_until(
         "browsingContext.navigate",
         json!({ "context": browser.context, "url": url, "wait": "complete" }),
         timeout,
+        &signals::interrupted,
     );
-    if signals::interrupted() {
-        return Err(signals::Interrupted.into());
-    }
     match nav {
         Ok(_) => {}
+        Err(BidiError::Interrupted { .. }) => return Err(signals::Interrupted.into()),
         Err(BidiError::Timeout { .. }) => {
             collect(browser, &mut obs);
             return Ok((obs, timed_out(timeout, "no load event")));
@@ -610,6 +609,9 @@ fn load(
         .max(Duration::from_millis(1));
     let wait = scripts::load_finished(expected, transfer);
     if let Err(e) = bidi::evaluate(&browser.bidi, &browser.context, &wait, left) {
+        if matches!(e.downcast_ref(), Some(BidiError::Interrupted { .. })) {
+            return Err(signals::Interrupted.into());
+        }
         if browser.bidi.is_closed() || browser.has_exited() {
             return Ok((obs, crashed(browser)));
         }

@@ -240,6 +240,12 @@ pub fn load_until(
     ) {
         Ok(_) => {}
         Err(e) => {
+            if matches!(
+                e.downcast_ref::<CdpError>(),
+                Some(CdpError::Interrupted { .. })
+            ) {
+                return Err(signals::Interrupted.into());
+            }
             let closed = matches!(e.downcast_ref::<CdpError>(), Some(CdpError::Closed));
             if closed || browser.has_exited() {
                 return Ok((obs, crashed(browser)));

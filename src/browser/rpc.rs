@@ -29,6 +29,9 @@ pub enum RpcError {
     Timeout { method: String, timeout: Duration },
     #[error("the browser closed its DevTools connection (it exited or crashed)")]
     Closed,
+    /// The caller's stop condition (a signal) came first.
+    #[error("{method}: interrupted")]
+    Interrupted { method: String },
 }
 
 /// The commands waiting for their replies, and the queue of events.
@@ -82,20 +85,50 @@ impl Calls {
 
     /// Waits for the reply to `w`.
     pub fn wait(&self, w: Waiting, method: &str, timeout: Duration) -> Result<Value, RpcError> {
-        match w.rx.recv_timeout(timeout) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(message)) => Err(RpcError::Command {
-                method: method.to_string(),
-                message,
-            }),
-            Err(RecvTimeoutError::Timeout) => {
-                self.pending.lock().expect("pending lock").remove(&w.id);
-                Err(RpcError::Timeout {
+        self.wait_until(w, method, timeout, &|| false)
+    }
+
+    /// Waits for the reply to `w`, giving up early when `stop` says so (checked every 100 ms:
+    /// a load that takes a minute still ends promptly on Ctrl-C).
+    pub fn wait_until(
+        &self,
+        w: Waiting,
+        method: &str,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, RpcError> {
+        let end = Instant::now() + timeout;
+        loop {
+            let slice = end
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            match w.rx.recv_timeout(slice) {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(message)) => {
+                    return Err(RpcError::Command {
+                        method: method.to_string(),
+                        message,
+                    })
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(RpcError::Closed),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let gave_up = if stop() {
+                Some(RpcError::Interrupted {
+                    method: method.to_string(),
+                })
+            } else if Instant::now() >= end {
+                Some(RpcError::Timeout {
                     method: method.to_string(),
                     timeout,
                 })
+            } else {
+                None
+            };
+            if let Some(e) = gave_up {
+                self.pending.lock().expect("pending lock").remove(&w.id);
+                return Err(e);
             }
-            Err(RecvTimeoutError::Disconnected) => Err(RpcError::Closed),
         }
     }
 
@@ -162,6 +195,16 @@ mod tests {
         let c = calls.begin().unwrap();
         let e = calls.wait(c, "x.c", Duration::from_millis(10)).unwrap_err();
         assert!(matches!(e, RpcError::Timeout { .. }));
+        // A stop condition ends a long wait within its 100 ms slice.
+        let s = calls.begin().unwrap();
+        let t = Instant::now();
+        let e = calls
+            .wait_until(s, "x.s", Duration::from_secs(60), &|| {
+                t.elapsed() > Duration::from_millis(150)
+            })
+            .unwrap_err();
+        assert!(matches!(e, RpcError::Interrupted { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(10));
         let d = calls.begin().unwrap();
         let closer = calls.clone();
         let t = std::thread::spawn(move || closer.close());
