@@ -301,6 +301,16 @@ pub struct CommonArgs {
         value_name = "LIST"
     )]
     pub browsers: String,
+    /// Visits, comma-separated: first (a fresh browser) and/or repeat (a returning visitor: the
+    /// same browser after a first navigation, its connections closed, its TLS sessions and
+    /// Alt-Svc knowledge kept). Several are interleaved in one plan, each its own series, and
+    /// compared per protocol. Repeat views run in Chromium.
+    #[arg(long, alias = "view", default_value = "first", value_name = "LIST")]
+    pub views: String,
+    /// A repeat view's HTTP cache between its two navigations: clear (the measured load fetches
+    /// every file again) or keep.
+    #[arg(long, value_enum, default_value = "clear")]
+    pub repeat_cache: crate::browser::RepeatCache,
     /// Upper bound of the wait for the browser's start-up CPU burst to end before navigating.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub settle_max: Duration,
@@ -335,6 +345,10 @@ pub struct CommonArgs {
 impl CommonArgs {
     pub fn browsers(&self) -> Result<Vec<crate::identity::BrowserId>> {
         crate::identity::parse_browsers(&self.browsers)
+    }
+
+    pub fn views(&self) -> Result<Vec<crate::identity::View>> {
+        crate::identity::parse_views(&self.views)
     }
 
     pub fn capture(&self) -> crate::capture::CaptureSet {
@@ -787,6 +801,8 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
             .iter()
             .any(|id| t(id)),
         browsers: t("browsers"),
+        views: t("views"),
+        repeat_cache: t("repeat_cache"),
         knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
         runs: t("runs"),
         warmup: t("warmup"),
@@ -811,6 +827,8 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         h3_mode: a.h3_mode,
         servers: a.server.servers()?,
         browsers: a.common.browsers()?,
+        views: a.common.views()?,
+        repeat_cache: a.common.repeat_cache,
         knobs: a.server.knobs()?,
         runs: a.runs,
         warmup: a.warmup,
@@ -918,6 +936,8 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         variant,
         server: servers[0].clone(),
         browsers: a.common.browsers()?,
+        views: a.common.views()?,
+        repeat_cache: a.common.repeat_cache,
         knobs: a.server.knobs()?,
         runs: a.runs,
         timeout: a.timeout,
@@ -941,9 +961,11 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
                 visual: req.visual,
                 capture: &req.capture,
                 as_recorded: variant.as_recorded,
+                repeat_view: req.views.contains(&crate::identity::View::Repeat),
             },
         )?;
     }
+    crate::plan::check_views(&[variant], &req.views)?;
     if a.har.is_some() && req.browsers.contains(&crate::identity::BrowserId::Firefox) {
         eprintln!(
             "pagebench run: Firefox's HAR files have no response bodies (WebDriver BiDi hands \
@@ -1149,6 +1171,8 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 h3_mode: crate::protocol::H3Mode::Forced,
                 servers: vec![crate::testbed::ServerChoice::embedded()],
                 browsers: vec![crate::identity::BrowserId::Chromium],
+                views: vec![crate::identity::View::First],
+                repeat_cache: Default::default(),
                 knobs: ServerKnobs::default().with_default_tcp_congestion(),
                 runs: a.runs,
                 warmup: 1,

@@ -57,6 +57,8 @@ pub struct TransferRow {
     pub server: ServerId,
     #[serde(default)]
     pub browser: BrowserId,
+    #[serde(default)]
+    pub view: crate::identity::View,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
     pub runs: usize,
@@ -189,6 +191,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
                 workload: r.workload.clone(),
                 server: r.server.clone(),
                 browser: r.browser,
+                view: r.view,
                 variant: r.variant,
             })
             .or_default()
@@ -213,6 +216,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             workload,
             server,
             browser,
+            view,
             variant,
         } = key;
         if runs
@@ -265,6 +269,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             workload: workload.clone(),
             server: server.clone(),
             browser: *browser,
+            view: *view,
             variant: *variant,
             runs: runs.len(),
             goodput_mbit: goodput,

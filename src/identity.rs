@@ -78,13 +78,69 @@ impl PartialEq<&str> for ServerId {
     }
 }
 
-/// Who served a series and who loaded it: the server under test and the browser engine. The
-/// statistics compare protocols within one setup; the report groups its tables by setup.
+/// Which visit a run measures: a first visit (a fresh browser, nothing known), or a returning
+/// visitor's repeat view (the same browser after a first navigation, its connections closed but
+/// its TLS sessions and Alt-Svc knowledge kept). Records from before there was a choice were
+/// first views.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum View {
+    #[default]
+    First,
+    Repeat,
+}
+
+impl View {
+    pub const ALL: [View; 2] = [View::First, View::Repeat];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::First => "first",
+            View::Repeat => "repeat",
+        }
+    }
+}
+
+impl std::fmt::Display for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for View {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<View> {
+        View::ALL
+            .into_iter()
+            .find(|v| v.name() == s.trim())
+            .ok_or_else(|| anyhow::anyhow!("unknown view {s:?}: first or repeat"))
+    }
+}
+
+/// `first,repeat` → the views, in the order given, each once.
+pub fn parse_views(list: &str) -> anyhow::Result<Vec<View>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let v: View = name.parse().map_err(|e| anyhow::anyhow!("--views: {e}"))?;
+        anyhow::ensure!(!out.contains(&v), "--views: {name} is listed twice");
+        out.push(v);
+    }
+    anyhow::ensure!(!out.is_empty(), "--views: give first, repeat or both");
+    Ok(out)
+}
+
+/// Who served a series, who loaded it and on which visit: the server under test, the browser
+/// engine and the view. The statistics compare protocols within one setup; the report groups
+/// its tables by setup.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Setup {
     pub server: ServerId,
     #[serde(default)]
     pub browser: BrowserId,
+    #[serde(default)]
+    pub view: View,
 }
 
 impl Setup {
@@ -92,16 +148,28 @@ impl Setup {
         Setup {
             server: server.into(),
             browser,
+            view: View::First,
         }
     }
 
+    /// The same setup on another visit.
+    pub fn on(mut self, view: View) -> Setup {
+        self.view = view;
+        self
+    }
+
     /// A name safe in ids and file names: the server, with the engine when it is not Chromium
-    /// (`embedded`, `embedded-firefox`), so single-engine matrices keep their names.
+    /// and `repeat` for a repeat view (`embedded`, `embedded-firefox`, `embedded-repeat`), so
+    /// single-engine first-view matrices keep their names.
     pub fn slug(&self) -> String {
-        match self.browser {
-            BrowserId::Chromium => self.server.to_string(),
-            b => format!("{}-{b}", self.server),
+        let mut s = self.server.to_string();
+        if self.browser != BrowserId::Chromium {
+            s.push_str(&format!("-{}", self.browser));
         }
+        if self.view != View::First {
+            s.push_str(&format!("-{}", self.view));
+        }
+        s
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Observation {
     /// BiDi network.* events of the load (Firefox).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bidi_events: Vec<BidiEvent>,
+    /// A repeat view's first navigation (None: a first visit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_view: Option<FirstView>,
     /// What the page painted: the buffered Paint, LCP, Layout Instability and Element Timing
     /// entries, read after the load.
     #[serde(default)]
@@ -64,6 +67,38 @@ impl Observation {
             "CDP"
         } else {
             "BiDi"
+        }
+    }
+}
+
+/// What a repeat view's first navigation (made during the launch, not measured) showed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FirstView {
+    pub load_event_end_ms: Option<f64>,
+    pub resources: usize,
+    /// `nextHopProtocol` → entries (the page and its resources) that used it.
+    pub protocols: BTreeMap<String, usize>,
+    /// The HTTP cache was kept for the measured navigation (else cleared).
+    pub cache_kept: bool,
+}
+
+impl FirstView {
+    /// What a first navigation's observation shows (pure).
+    pub fn of(obs: &Observation, cache_kept: bool) -> FirstView {
+        let nav = obs.navigation.as_ref().map(EntryTiming::parse);
+        let mut protocols = BTreeMap::new();
+        for e in nav
+            .iter()
+            .cloned()
+            .chain(obs.resources.iter().map(EntryTiming::parse))
+        {
+            *protocols.entry(e.next_hop_protocol).or_insert(0) += 1;
+        }
+        FirstView {
+            load_event_end_ms: nav.map(|n| n.load_event_end).filter(|t| *t > 0.0),
+            resources: obs.resources.len(),
+            protocols,
+            cache_kept,
         }
     }
 }

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::identity::{BrowserId, Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::protocol::Variant;
 
 /// What the user asked for; together with the seed it fixes the plan.
@@ -25,6 +25,9 @@ pub struct PlanSpec {
     /// The engines (plans written before there was a choice: Chromium alone).
     #[serde(default = "chromium_only")]
     pub browsers: Vec<BrowserId>,
+    /// First and/or repeat views (plans written before there was a choice: first views).
+    #[serde(default = "first_only")]
+    pub views: Vec<View>,
     pub variants: Vec<Variant>,
     pub runs: u32,
     pub warmup: u32,
@@ -43,6 +46,8 @@ pub struct PlannedRun {
     pub server: ServerId,
     #[serde(default)]
     pub browser: BrowserId,
+    #[serde(default)]
+    pub view: View,
     pub variant: Variant,
     pub phase: Phase,
     /// 1-based within its phase.
@@ -53,6 +58,27 @@ pub struct PlannedRun {
 
 fn chromium_only() -> Vec<BrowserId> {
     vec![BrowserId::Chromium]
+}
+
+fn first_only() -> Vec<View> {
+    vec![View::First]
+}
+
+/// Whether `variant` can be measured on `view`: `h3-discovered` learns HTTP/3 from a first
+/// navigation, so it exists only as a repeat view.
+pub fn measurable(variant: Variant, view: View) -> bool {
+    !(variant == Variant::H3_DISCOVERED && view == View::First)
+}
+
+/// Refuses a plan that would measure nothing of a variant: `h3-discovered` needs a repeat view.
+pub fn check_views(variants: &[Variant], views: &[View]) -> anyhow::Result<()> {
+    if variants.contains(&Variant::H3_DISCOVERED) && !views.contains(&View::Repeat) {
+        anyhow::bail!(
+            "h3-discovered learns HTTP/3 from a first visit's Alt-Svc, so it is measured on repeat \
+views only: add --views repeat (or first,repeat)"
+        );
+    }
+    Ok(())
 }
 
 /// A seed for one cell, so that adding a profile does not reshuffle the others.
@@ -72,17 +98,19 @@ fn cell_seed(seed: u64, profile: &str, workload: &str) -> [u8; 32] {
 /// The whole plan, in run order.
 pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let mut out = Vec::new();
-    let combos: Vec<(ServerId, BrowserId, Variant)> = spec
-        .servers
-        .iter()
-        .flat_map(|s| {
-            spec.browsers
-                .iter()
-                .flat_map(move |b| spec.variants.iter().map(move |v| (s.clone(), *b, *v)))
-        })
-        .collect();
+    let mut combos: Vec<(ServerId, BrowserId, View, Variant)> = Vec::new();
+    for s in &spec.servers {
+        for b in &spec.browsers {
+            for view in &spec.views {
+                for v in spec.variants.iter().filter(|v| measurable(**v, *view)) {
+                    combos.push((s.clone(), *b, *view, *v));
+                }
+            }
+        }
+    }
     let multi_server = spec.servers.len() > 1;
     let multi_browser = spec.browsers.len() > 1;
+    let multi_view = spec.views.len() > 1;
     for profile in &spec.profiles {
         for workload in &spec.workloads {
             let mut rng = ChaCha8Rng::from_seed(cell_seed(spec.seed, profile, workload));
@@ -92,7 +120,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
             for (phase, round) in phases {
                 let mut order = combos.clone();
                 order.shuffle(&mut rng);
-                for (pos, (server, browser, variant)) in order.into_iter().enumerate() {
+                for (pos, (server, browser, view, variant)) in order.into_iter().enumerate() {
                     let tag = match phase {
                         Phase::Warmup => format!("w{round}"),
                         Phase::Measure => format!("r{round:02}"),
@@ -107,15 +135,21 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                     } else {
                         String::new()
                     };
+                    let view_part = if multi_view {
+                        format!("-{view}")
+                    } else {
+                        String::new()
+                    };
                     out.push(PlannedRun {
                         index: out.len(),
                         id: format!(
-                            "{profile}-{workload}-{tag}{server_part}{browser_part}-{variant}"
+                            "{profile}-{workload}-{tag}{server_part}{browser_part}{view_part}-{variant}"
                         ),
                         profile: profile.clone(),
                         workload: workload.clone(),
                         server,
                         browser,
+                        view,
                         variant,
                         phase,
                         round,
@@ -139,6 +173,7 @@ mod tests {
             workloads: vec!["page10".into(), "download".into()],
             servers: vec!["embedded".into()],
             browsers: vec![BrowserId::Chromium],
+            views: vec![View::First],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 5,
             warmup: 1,
@@ -216,5 +251,29 @@ mod tests {
         let old = r#"{"profiles":[],"workloads":[],"servers":[],"variants":[],"runs":1,"warmup":0,"seed":1}"#;
         let s: PlanSpec = serde_json::from_str(old).unwrap();
         assert_eq!(s.browsers, [BrowserId::Chromium]);
+        assert_eq!(s.views, [View::First]);
+    }
+
+    #[test]
+    fn views_interleave_and_discovered_h3_is_a_repeat_view_only() {
+        let mut s = spec(9);
+        s.views = vec![View::First, View::Repeat];
+        s.variants = parse_variants("h2,h3-discovered", H3Mode::Forced).unwrap();
+        let p = plan(&s);
+        // h2 first, h2 repeat, h3-discovered repeat: 3 per round.
+        assert_eq!(p.len(), 2 * 2 * (5 + 1) * 3);
+        for chunk in p.chunks(3) {
+            let mut combos: Vec<String> = chunk
+                .iter()
+                .map(|r| format!("{}/{}", r.view, r.variant))
+                .collect();
+            combos.sort();
+            assert_eq!(combos, ["first/h2", "repeat/h2", "repeat/h3-discovered"]);
+        }
+        assert!(p
+            .iter()
+            .any(|r| r.id == "wired-page10-r01-repeat-h3-discovered"));
+        assert!(!measurable(Variant::H3_DISCOVERED, View::First));
+        assert!(measurable(Variant::H3, View::First));
     }
 }

@@ -77,7 +77,9 @@ impl FromStr for Protocol {
 /// How HTTP/3 is reached: `forced` is the study's cold `--origin-to-force-quic-on`; `primed`
 /// also pre-seeds the profile with the origin's QUIC alternative service, as a returning
 /// visitor's browser knows it (Chromium then treats the origin as supporting request priorities
-/// and stops throttling low-priority requests).
+/// and stops throttling low-priority requests); `discovered` forces nothing: a repeat view's
+/// first navigation goes over TCP and learns the server's Alt-Svc, and the measured one uses
+/// HTTP/3 as the browser decides.
 #[derive(
     Debug,
     Clone,
@@ -95,6 +97,7 @@ impl FromStr for Protocol {
 pub enum H3Mode {
     Forced,
     Primed,
+    Discovered,
 }
 
 impl H3Mode {
@@ -102,6 +105,7 @@ impl H3Mode {
         match self {
             H3Mode::Forced => "forced",
             H3Mode::Primed => "primed",
+            H3Mode::Discovered => "discovered",
         }
     }
 }
@@ -129,13 +133,14 @@ impl Variant {
         }
     }
 
-    /// `h1`, `h2`, `h3` (forced, the study's), `h3-primed` or `as-recorded`.
+    /// `h1`, `h2`, `h3` (forced, the study's), `h3-primed`, `h3-discovered` or `as-recorded`.
     pub fn name(&self) -> String {
         if self.as_recorded {
             return AS_RECORDED_NAME.into();
         }
         match self.h3_mode {
             Some(H3Mode::Primed) => "h3-primed".into(),
+            Some(H3Mode::Discovered) => "h3-discovered".into(),
             _ => self.protocol.name().into(),
         }
     }
@@ -169,9 +174,10 @@ impl FromStr for Variant {
             AS_RECORDED_NAME => Variant::AS_RECORDED,
             "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
             "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
+            "h3-discovered" => Variant::new(Protocol::H3, H3Mode::Discovered),
             other => Variant::new(
                 other.parse().map_err(|_| {
-                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced, h3-primed or (for site workloads) as-recorded")
+                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced, h3-primed, h3-discovered (repeat view) or (for site workloads) as-recorded")
                 })?,
                 H3Mode::Forced,
             ),
@@ -199,6 +205,12 @@ impl Variant {
     pub const H3_PRIMED: Variant = Variant {
         protocol: Protocol::H3,
         h3_mode: Some(H3Mode::Primed),
+        as_recorded: false,
+    };
+    /// Nothing forced: HTTP/3 as the browser finds it from a first visit's Alt-Svc.
+    pub const H3_DISCOVERED: Variant = Variant {
+        protocol: Protocol::H3,
+        h3_mode: Some(H3Mode::Discovered),
         as_recorded: false,
     };
     /// A replayed site's origins each on their recorded protocol.
@@ -276,6 +288,9 @@ mod tests {
         );
         let v = parse_variants("h3", H3Mode::Primed).unwrap();
         assert_eq!(v[0].name(), "h3-primed");
+        let v = parse_variants("h3-discovered,h2", H3Mode::Forced).unwrap();
+        assert_eq!(v[0], Variant::H3_DISCOVERED);
+        assert_eq!(v[0].name().parse::<Variant>().unwrap(), v[0]);
         assert!(parse_variants("h2,h2", H3Mode::Forced).is_err());
         assert!(parse_variants("h4", H3Mode::Forced)
             .unwrap_err()

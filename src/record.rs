@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::browser::launch::BrowserOverhead;
-use crate::identity::{BrowserId, Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::netem::{LinkStats, SelfCheck};
 use crate::protocol::{H3Mode, Protocol, Variant};
@@ -108,6 +108,9 @@ pub struct RunRecord {
     /// The engine's version as it reported it (`Chromium 156.0.…`, `Firefox 153.8.0esr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser_version: Option<String>,
+    /// A first visit, or a repeat view (records from before there was a choice: first).
+    #[serde(default)]
+    pub view: View,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -154,6 +157,10 @@ pub struct RunRecord {
     /// analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hol: Option<crate::capture::HolReport>,
+    /// Every connection's TLS handshake, from the link's packets: resumed, 0-RTT offered and
+    /// accepted, requests sent in 0-RTT (records from before the analysis: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes: Option<crate::capture::handshake::Handshakes>,
     /// The files `--capture` kept, in `captures/<run id>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub captures: Vec<crate::capture::CaptureFileRef>,
@@ -195,6 +202,7 @@ impl RunRecord {
             server: "embedded".into(),
             browser: BrowserId::Chromium,
             browser_version: None,
+            view: View::First,
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -220,6 +228,7 @@ impl RunRecord {
             visual: None,
             frame_images: vec![],
             hol: None,
+            handshakes: None,
             captures: vec![],
             capture_files: vec![],
         }

@@ -78,6 +78,9 @@ pub enum Scope {
     Transfers,
     /// Every workload: head-of-line blocking measured from the link's packets.
     HeadOfLine,
+    /// Every workload: the connections' TLS handshakes read from the link's packets (what a
+    /// repeat view saves).
+    Handshakes,
 }
 
 /// One per-run metric.
@@ -380,6 +383,36 @@ const fn hol(
     }
 }
 
+/// A handshake count from the link's packets: a description, summarised per series.
+const fn handshakes(
+    name: &'static str,
+    label: &'static str,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        source: Source::Link,
+        breakdown: Some(Scope::Handshakes),
+        better: Better::Neither,
+        csv: CsvFormat::Int,
+        ..metric(name, label, Unit::Count, derive)
+    }
+}
+
+/// Connections whose TLS handshake resumed a session (the ServerHello took the ticket).
+pub static RESUMED_CONNECTIONS: Metric =
+    handshakes("resumed_connections", "resumed connections", |r| {
+        r.handshakes.as_ref().map(|h| h.resumed() as f64)
+    });
+/// Connections whose 0-RTT data the server accepted.
+pub static ZERO_RTT_CONNECTIONS: Metric =
+    handshakes("zero_rtt_connections", "0-RTT connections", |r| {
+        r.handshakes.as_ref().map(|h| h.zero_rtt_accepted() as f64)
+    });
+/// Requests sent in 0-RTT, before the handshake completed.
+pub static EARLY_REQUESTS: Metric = handshakes("early_requests", "requests in 0-RTT", |r| {
+    r.handshakes.as_ref().map(|h| h.early_requests() as f64)
+});
+
 pub static HOL_BLOCKED_BYTES: Metric = Metric {
     csv: CsvFormat::Int,
     ..hol("hol_blocked_bytes", "HOL-blocked bytes", Unit::Bytes, |r| {
@@ -524,6 +557,9 @@ pub static ALL: &[&Metric] = &[
     &HOL_BLOCKED_MS,
     &HOL_WALL_MS,
     &HOL_UNBLOCKED_BYTES,
+    &RESUMED_CONNECTIONS,
+    &ZERO_RTT_CONNECTIONS,
+    &EARLY_REQUESTS,
     &TCP_RETRANSMITS,
     &QUIC_LOST_PACKETS,
     &QUIC_CONGESTION_EVENTS,
@@ -630,6 +666,15 @@ mod tests {
                 "hol_unblocked_bytes"
             ]
         );
-        assert_eq!(breakdown().count(), 19);
+        let handshakes: Vec<&str> = breakdown_for(Scope::Handshakes).map(|m| m.name).collect();
+        assert_eq!(
+            handshakes,
+            [
+                "resumed_connections",
+                "zero_rtt_connections",
+                "early_requests"
+            ]
+        );
+        assert_eq!(breakdown().count(), 22);
     }
 }

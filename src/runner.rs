@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::browser::{self, Browser};
 use crate::fault::FaultInjection;
-use crate::identity::{BrowserId, Phase, ServerId};
+use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::metrics;
 use crate::netem::{self, LinkStats, SelfCheck};
 use crate::profile::Profile;
@@ -35,6 +35,10 @@ pub struct RunSpec {
     pub server: ServerId,
     /// The engine that loads the page (a fresh one per run).
     pub browser: BrowserId,
+    /// A first visit, or a repeat view (a first navigation in the same browser beforehand).
+    pub view: View,
+    /// What a repeat view does with the HTTP cache between its navigations.
+    pub repeat_cache: crate::browser::RepeatCache,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -72,6 +76,8 @@ impl RunSpec {
             variant,
             server: server.clone(),
             browser: BrowserId::Chromium,
+            view: View::First,
+            repeat_cache: Default::default(),
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -133,6 +139,7 @@ pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> 
             visual: spec.visual,
             capture: &spec.capture,
             packet_tap: spec.packet_tap,
+            repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
         },
     )?;
     Ok(assemble(spec, parts))
@@ -233,6 +240,23 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         };
         verdict.invalidate(kind, "no completion time".into());
     }
+    if variant.h3_mode == Some(H3Mode::Discovered) {
+        let mismatches: Vec<&validate::Reason> = verdict
+            .reasons
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.kind,
+                    ReasonKind::ProtocolMismatch
+                        | ReasonKind::CdpProtocolMismatch
+                        | ReasonKind::ServerProtocolMismatch
+                )
+            })
+            .collect();
+        if let Some(r) = validate::check_discovered(&mismatches) {
+            verdict.invalidate(r.kind, r.detail);
+        }
+    }
     if variant.h3_mode == Some(H3Mode::Primed) {
         // What the browser's namespace opened, and what the server accepted where it counts.
         let server_tcp = server.summary.as_ref().map_or(0, |t| t.tcp_connections);
@@ -282,6 +306,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         server: spec.server.clone(),
         browser,
         browser_version,
+        view: spec.view,
         phase: spec.phase,
         round: spec.round,
         position: spec.position,
@@ -310,6 +335,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         visual,
         frame_images,
         hol: captured.hol,
+        handshakes: captured.handshakes,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
@@ -390,6 +416,32 @@ pub fn describe(rec: &RunRecord) -> String {
         ));
     }
     s.push('\n');
+    if let Some(fv) = &rec.observation.first_view {
+        let protocols: Vec<String> = fv
+            .protocols
+            .iter()
+            .map(|(p, n)| format!("{n} over {p}"))
+            .collect();
+        s.push_str(&format!(
+            "  repeat view: the first navigation (not measured) loaded in {} ms, {}; then every connection closed, the HTTP cache {}\n",
+            f(fv.load_event_end_ms),
+            protocols.join(", "),
+            if fv.cache_kept { "kept" } else { "cleared" }
+        ));
+    }
+    if let Some(h) = rec
+        .handshakes
+        .as_ref()
+        .filter(|h| !h.connections.is_empty())
+    {
+        s.push_str(&format!(
+            "  handshakes: {} connection(s), {} resumed, {} with 0-RTT accepted ({} request(s) sent in 0-RTT)\n",
+            h.connections.len(),
+            h.resumed(),
+            h.zero_rtt_accepted(),
+            h.early_requests()
+        ));
+    }
     if let Some(h) = &rec.hol {
         for (name, side) in [("TCP", &h.tcp), ("QUIC", &h.quic)] {
             let Some(side) = side else { continue };

@@ -290,6 +290,9 @@ pub struct LoadRequest<'a> {
     pub capture: &'a CaptureSet,
     /// Tap the link's packets (off only in `bench tap`'s control arm).
     pub packet_tap: bool,
+    /// A repeat view (with what it does to the HTTP cache): a first navigation of the same
+    /// page in the same browser during the launch; None: a first visit.
+    pub repeat: Option<crate::browser::RepeatCache>,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -486,6 +489,10 @@ pub fn measure(
         visual: req.visual,
         hosts,
         init_script,
+        repeat: req.repeat.map(|cache| crate::browser::RepeatView {
+            url: url.clone(),
+            cache,
+        }),
         as_recorded: match &req.manifest.site {
             Some(site) if req.variant.as_recorded => site.recorded_protocols(),
             _ => Vec::new(),
@@ -743,6 +750,7 @@ mod tests {
             visual: false,
             capture: &CaptureSet::none(),
             packet_tap: true,
+            repeat: None,
         };
         let cert = Certificate::generate().unwrap();
         let parts = measure(&link, &mut server, &mut browser, &cert, &req).unwrap();

@@ -60,6 +60,9 @@ pub enum ReasonKind {
     DuplicateRequest,
     /// An `h3-primed` browser opened a TCP connection (it did not go straight to QUIC).
     NotPrimed,
+    /// An `h3-discovered` repeat view did not use the HTTP/3 its first view advertised, on
+    /// every resource.
+    NotDiscovered,
     /// The emulated link did not deliver the profile (see `netem::LinkFault`).
     Link,
     /// A reference server exited during the run.
@@ -103,6 +106,7 @@ impl ReasonKind {
             ReasonKind::CorruptBody => "corrupt_body",
             ReasonKind::DuplicateRequest => "duplicate_request",
             ReasonKind::NotPrimed => "not_primed",
+            ReasonKind::NotDiscovered => "not_discovered",
             ReasonKind::Link => "link",
             ReasonKind::Server => "server",
             ReasonKind::ReplayMiss => "replay_miss",
@@ -110,7 +114,7 @@ impl ReasonKind {
     }
 
     /// Every kind, for parsing and documentation.
-    pub const ALL: [ReasonKind; 17] = [
+    pub const ALL: [ReasonKind; 18] = [
         ReasonKind::Timeout,
         ReasonKind::BrowserCrash,
         ReasonKind::NavigationError,
@@ -125,6 +129,7 @@ impl ReasonKind {
         ReasonKind::CorruptBody,
         ReasonKind::DuplicateRequest,
         ReasonKind::NotPrimed,
+        ReasonKind::NotDiscovered,
         ReasonKind::Link,
         ReasonKind::Server,
         ReasonKind::ReplayMiss,
@@ -655,6 +660,22 @@ pub fn validate<'a>(
 /// The URL a server view names (its path when the server does not say the authority).
 fn server_key_of(v: &ServerView) -> String {
     v.url.clone().unwrap_or_else(|| v.path.clone())
+}
+
+/// An `h3-discovered` repeat view counts only when the browser used HTTP/3 for everything:
+/// `mismatches` are the protocol mismatches validation found (any viewpoint).
+pub fn check_discovered(mismatches: &[&Reason]) -> Option<Reason> {
+    (!mismatches.is_empty()).then(|| Reason {
+        kind: ReasonKind::NotDiscovered,
+        detail: format!(
+            "the browser did not use the HTTP/3 its first view learnt on every request ({})",
+            mismatches
+                .iter()
+                .map(|r| r.kind.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 /// An `h3-primed` run must reach the server over QUIC only: `tcp_opened` is the number of TCP

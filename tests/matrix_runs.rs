@@ -145,6 +145,7 @@ fn planned_ids(
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: vec!["embedded".into()],
         browsers: vec![pagebench::identity::BrowserId::Chromium],
+        views: vec![pagebench::identity::View::First],
         variants: pagebench::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
         runs,
         warmup,
@@ -409,6 +410,7 @@ fn matrix_with_fault(
             .map_or("embedded", |i| extra[i + 1])
             .into()],
         browsers: vec![pagebench::identity::BrowserId::Chromium],
+        views: vec![pagebench::identity::View::First],
         variants: pagebench::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
         warmup: 0,

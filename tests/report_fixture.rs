@@ -614,6 +614,7 @@ fn generate(
                         server: spec.server.into(),
                         browser: BrowserId::Chromium,
                         browser_version: None,
+                        view: pagebench::identity::View::First,
                         phase: phase.parse().unwrap(),
                         round,
                         position: pos as u32 + 1,
@@ -631,6 +632,7 @@ fn generate(
                             settled: true,
                             settle_cpu: 0.08,
                             teardown_ms: 140.0,
+                            first_view_ms: 0.0,
                         },
                         wall_ms: wall.round(),
                         machine: MachineSample {
@@ -666,6 +668,7 @@ fn generate(
                             prof.loss_pct,
                             round,
                         )),
+                        handshakes: None,
                         captures: vec![],
                         capture_files: vec![],
                     };
@@ -702,6 +705,7 @@ fn generate(
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
         browsers: vec![pagebench::identity::BrowserId::Chromium],
+        views: vec![pagebench::identity::View::First],
         variants: variants.iter().map(|v| variant(v)).collect(),
         runs,
         warmup: WARMUP,

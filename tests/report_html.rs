@@ -101,6 +101,7 @@ fn report_html_renders_offline_in_chromium() {
         visual: false,
         hosts: vec![],
         init_script: None,
+        repeat: None,
         as_recorded: vec![],
     };
     let mut browser =

@@ -58,7 +58,8 @@ impl Browser for Chromium {
             .running
             .as_mut()
             .ok_or_else(|| anyhow!("Chromium is not running: launch it first"))?;
-        load::load(
+        let first_view = process.first_view.clone();
+        let (mut obs, end) = load::load(
             process,
             url,
             kind,
@@ -69,7 +70,9 @@ impl Browser for Chromium {
                 init_script: self.init_script.as_deref(),
                 visual: self.visual,
             },
-        )
+        )?;
+        obs.first_view = first_view;
+        Ok((obs, end))
     }
 
     fn close(&mut self) -> BrowserOverhead {

@@ -198,6 +198,9 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
             p.push(("network.http.http3.enable", Bool(false)));
         }
         Protocol::H2 => p.push(("network.http.http3.enable", Bool(false))),
+        Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
+            bail!("h3-discovered needs a repeat view, which runs in Chromium only")
+        }
         Protocol::H3 => {
             let mapping: Vec<String> = hosts
                 .iter()
@@ -699,6 +702,7 @@ mod tests {
             visual: false,
             hosts: vec![],
             init_script: None,
+            repeat: None,
             as_recorded: vec![],
         }
     }

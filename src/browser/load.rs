@@ -76,7 +76,9 @@ pub fn load(
     load_until(browser, url, wait, timeout, extras)
 }
 
-/// Loads `url` until `wait` says the load is over.
+/// Loads `url` until `wait` says the load is over, in a DevTools session of its own that is
+/// detached afterwards (so a later load in the same browser — a repeat view's — starts clean:
+/// its scripts and events are its own).
 pub fn load_until(
     browser: &mut ChromiumProcess,
     url: &str,
@@ -84,19 +86,38 @@ pub fn load_until(
     timeout: Duration,
     extras: LoadExtras,
 ) -> Result<(Observation, LoadEnd)> {
+    let short = Duration::from_secs(10);
+    let session = match attach(browser, short, extras.init_script) {
+        Ok(s) => s,
+        Err(e) => return Ok((Observation::default(), crashed_or(browser, e))),
+    };
+    let loaded = load_in_session(browser, &session, url, wait, timeout, extras);
+    let _ = browser.cdp.call(
+        None,
+        "Target.detachFromTarget",
+        json!({ "sessionId": session }),
+        short,
+    );
+    loaded
+}
+
+fn load_in_session(
+    browser: &mut ChromiumProcess,
+    session: &str,
+    url: &str,
+    wait: WaitFor,
+    timeout: Duration,
+    extras: LoadExtras,
+) -> Result<(Observation, LoadEnd)> {
     let LoadExtras {
         keep_bodies,
-        init_script,
+        init_script: _,
         visual,
     } = extras;
     let deadline = Instant::now() + timeout;
     let short = Duration::from_secs(10);
     let mut obs = Observation::default();
-
-    let session = match attach(browser, short, init_script) {
-        Ok(s) => s,
-        Err(e) => return Ok((obs, crashed_or(browser, e))),
-    };
+    let session = session.to_string();
     let _ = browser.cdp.drain_events();
     if visual {
         let (w, h, quality) = SCREENCAST;

@@ -10,6 +10,7 @@ pub mod firefox;
 pub mod launch;
 pub mod load;
 pub mod process;
+pub mod repeat;
 pub mod rpc;
 pub mod scripts;
 
@@ -36,6 +37,35 @@ pub trait ClientSide {
     fn command(&self, program: &str) -> Command;
     /// A TCP connection to `addr`, made from inside the client namespace.
     fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream>;
+}
+
+/// What a repeat view does with the HTTP cache between its two navigations.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RepeatCache {
+    /// Cleared: the measured navigation fetches every file again (connections and TLS state
+    /// are what it saves).
+    #[default]
+    Clear,
+    /// Kept: what the first navigation cached is served from the cache.
+    Keep,
+}
+
+/// A repeat view's first navigation, made during the launch (outside the measured window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatView {
+    pub url: String,
+    pub cache: RepeatCache,
 }
 
 /// The machine's own namespaces (`pagebench record`, tests on loopback).
@@ -91,6 +121,8 @@ pub struct Asked<'a> {
     pub capture: &'a crate::capture::CaptureSet,
     /// The `as-recorded` arm of a replayed site.
     pub as_recorded: bool,
+    /// Repeat views (`--views repeat`).
+    pub repeat_view: bool,
 }
 
 /// Refuses, before any run, an engine that is not installed or cannot do what is asked; the
@@ -109,6 +141,9 @@ pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
         }
         if asked.as_recorded {
             refuse("the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can")?;
+        }
+        if asked.repeat_view {
+            refuse("a repeat view closes the browser's connections but keeps its TLS sessions, which only Chromium's --enable-net-benchmarking can (Firefox has no such call over BiDi)")?;
         }
     }
     Ok(())

@@ -6,11 +6,13 @@
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
 //! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure).
 
+pub mod handshake;
 pub mod hol;
 pub mod packet;
 pub mod pcapng;
 pub mod quic;
 pub mod reassembly;
+pub mod tls;
 
 use std::fmt;
 use std::str::FromStr;
@@ -183,6 +185,7 @@ pub struct CaptureParts {
 #[derive(Debug, Default)]
 pub struct CaptureOutcome {
     pub hol: Option<HolReport>,
+    pub handshakes: Option<handshake::Handshakes>,
     pub files: Vec<CaptureFile>,
     pub warnings: Vec<String>,
 }
@@ -204,6 +207,8 @@ pub fn finish(parts: CaptureParts, asked: &CaptureSet, description: &str) -> Cap
         }
     };
     if let Some(trace) = &parts.trace {
+        let server_keys = quic::KeyLog::parse(&parts.server_keys).unwrap_or_default();
+        out.handshakes = Some(handshake::analyse(trace, &keys, &server_keys));
         let report = hol::analyse(trace, &keys);
         if let Some(q) = &report.quic {
             if q.undecrypted_packets > 0 {

@@ -22,7 +22,7 @@ const MAX_CID_LEN: usize = 20;
 const SAMPLE_LEN: usize = 16;
 const TAG_LEN: usize = 16;
 /// Handshake type (1), 3 length bytes, legacy_version (2), random (32): RFC 8446 §4.1.2.
-const CLIENT_HELLO_PREFIX: usize = 38;
+use super::reassembly::Prefix as CryptoPrefix;
 
 // ---------------------------------------------------------------------------------------------
 // Key log
@@ -107,6 +107,11 @@ impl KeyLog {
         if !entry.contains(&secret) {
             entry.push(secret);
         }
+    }
+
+    /// Whether the log has a `label` line for the connection of `random`.
+    pub fn has(&self, random: &[u8; 32], label: &str) -> bool {
+        !self.get(random, label).is_empty()
     }
 
     fn get(&self, random: &[u8; 32], label: &str) -> &[Vec<u8>] {
@@ -501,7 +506,8 @@ pub struct QuicFlow {
     /// DCID of the client's first Initial (or of a Retry's SCID): seeds the Initial keys.
     initial_dcid: Option<Vec<u8>>,
     initial: Option<[DirectionKeys; 2]>,
-    client_hello: ClientHelloPrefix,
+    /// Each sender's CRYPTO stream in the Initial and the Handshake space.
+    crypto: [[CryptoPrefix; 2]; 2],
     client_random: Option<[u8; 32]>,
     /// Connection IDs each sender chose for itself (so its peer's short headers carry them).
     cids: [Vec<Vec<u8>>; 2],
@@ -524,7 +530,7 @@ impl QuicFlow {
         QuicFlow {
             initial_dcid: None,
             initial: None,
-            client_hello: ClientHelloPrefix::default(),
+            crypto: Default::default(),
             client_random: None,
             cids: [Vec::new(), Vec::new()],
             largest_pn: [[None; 3]; 2],
@@ -536,6 +542,17 @@ impl QuicFlow {
     /// The ClientHello random, once the client's Initial CRYPTO frames revealed it.
     pub fn client_random(&self) -> Option<[u8; 32]> {
         self.client_random
+    }
+
+    /// What the handshake showed so far: resumption and early data, from the ClientHello, the
+    /// ServerHello and the server's EncryptedExtensions (decrypted with the key log).
+    pub fn handshake(&self) -> super::tls::HandshakeFacts {
+        let [client, server] = [Sender::Client, Sender::Server].map(|s| &self.crypto[s.index()]);
+        super::tls::facts(
+            client[0].contiguous(),
+            server[0].contiguous(),
+            server[1].contiguous(),
+        )
     }
 
     /// Decodes every (coalesced) packet of one UDP payload.
@@ -659,11 +676,14 @@ impl QuicFlow {
         for cid in &parsed.new_cids {
             remember_cid(&mut self.cids[from.index()], cid);
         }
-        if kind == PacketKind::Initial && from == Sender::Client && self.client_random.is_none() {
+        if space < 2 {
+            let stream = &mut self.crypto[from.index()][space];
             for (offset, bytes) in &parsed.crypto {
-                self.client_hello.insert(*offset, bytes);
+                stream.insert(*offset, bytes);
             }
-            self.client_random = self.client_hello.random();
+        }
+        if kind == PacketKind::Initial && from == Sender::Client && self.client_random.is_none() {
+            self.client_random = client_random(self.crypto[from.index()][0].contiguous());
         }
         QuicPacket {
             kind,
@@ -904,42 +924,14 @@ impl<'a> LongHeader<'a> {
     }
 }
 
-/// The first bytes of the client's Initial crypto stream, gathered from CRYPTO frames in any
-/// order (Chromium splits and shuffles the ClientHello across frames and packets).
-struct ClientHelloPrefix {
-    bytes: [u8; CLIENT_HELLO_PREFIX],
-    have: [bool; CLIENT_HELLO_PREFIX],
-}
-
-impl Default for ClientHelloPrefix {
-    fn default() -> Self {
-        ClientHelloPrefix {
-            bytes: [0; CLIENT_HELLO_PREFIX],
-            have: [false; CLIENT_HELLO_PREFIX],
-        }
+/// The ClientHello's random, once its first 38 bytes are in and it is a ClientHello (the
+/// client's Initial CRYPTO stream, gathered from frames in any order: Chromium splits and
+/// shuffles its ClientHello across frames and packets).
+fn client_random(hello: &[u8]) -> Option<[u8; 32]> {
+    if hello.len() < 38 || hello[0] != 1 {
+        return None;
     }
-}
-
-impl ClientHelloPrefix {
-    fn insert(&mut self, offset: u64, data: &[u8]) {
-        for (i, byte) in data.iter().enumerate() {
-            match usize::try_from(offset).ok().and_then(|o| o.checked_add(i)) {
-                Some(at) if at < CLIENT_HELLO_PREFIX => {
-                    self.bytes[at] = *byte;
-                    self.have[at] = true;
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// The random, once the prefix is complete and is a ClientHello.
-    fn random(&self) -> Option<[u8; 32]> {
-        if !self.have.iter().all(|h| *h) || self.bytes[0] != 1 {
-            return None;
-        }
-        self.bytes[6..38].try_into().ok()
-    }
+    hello[6..38].try_into().ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1154,7 +1146,7 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::{BTreeMap, VecDeque};
     use std::net::{Ipv6Addr, SocketAddr};
@@ -1175,7 +1167,7 @@ mod tests {
 
     /// rustls KeyLog writing NSS key log lines in memory.
     #[derive(Debug, Default)]
-    struct MemoryKeyLog(Mutex<String>);
+    pub(crate) struct MemoryKeyLog(Mutex<String>);
 
     impl rustls::KeyLog for MemoryKeyLog {
         fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
@@ -1189,12 +1181,12 @@ mod tests {
     }
 
     impl MemoryKeyLog {
-        fn text(&self) -> String {
+        pub(crate) fn text(&self) -> String {
             self.0.lock().unwrap().clone()
         }
     }
 
-    struct Options {
+    pub(crate) struct Options {
         suite: SupportedCipherSuite,
         client_cid_len: usize,
         streams: usize,
@@ -1218,10 +1210,10 @@ mod tests {
         }
     }
 
-    struct Datagram {
-        from: Sender,
-        bytes: Vec<u8>,
-        dropped: bool,
+    pub(crate) struct Datagram {
+        pub(crate) from: Sender,
+        pub(crate) bytes: Vec<u8>,
+        pub(crate) dropped: bool,
     }
 
     struct Side {
@@ -1234,14 +1226,14 @@ mod tests {
 
     type DropRule = Box<dyn FnMut(Sender, &[u8], &str) -> bool>;
 
-    struct Harness {
+    pub(crate) struct Harness {
         opts: Options,
         client: Side,
         server: Side,
         now: Instant,
         latency: Duration,
-        record: Vec<Datagram>,
-        key_log: Arc<MemoryKeyLog>,
+        pub(crate) record: Vec<Datagram>,
+        pub(crate) key_log: Arc<MemoryKeyLog>,
         drop_rule: DropRule,
         // Client application: requests per round, responses received.
         round: usize,
@@ -1285,7 +1277,7 @@ mod tests {
     }
 
     impl Harness {
-        fn new(opts: Options) -> Harness {
+        pub(crate) fn new(opts: Options) -> Harness {
             let key_log = Arc::new(MemoryKeyLog::default());
             let (cert, key) = self_signed();
 
@@ -1380,7 +1372,7 @@ mod tests {
 
         /// Closes the connection, then opens a new one from another client port resuming the
         /// TLS session (so with 0-RTT). `record` and the applications start afresh.
-        fn reconnect(&mut self) {
+        pub(crate) fn reconnect(&mut self) {
             self.closing = true;
             let now = self.now;
             let conn = &mut self.client.conn.as_mut().unwrap().1;
@@ -1428,7 +1420,7 @@ mod tests {
         }
 
         /// Runs until every response arrived and the link went quiet.
-        fn run(&mut self) {
+        pub(crate) fn run(&mut self) {
             for _ in 0..100_000 {
                 self.step();
                 if self.done() && self.client.inbox.is_empty() && self.server.inbox.is_empty() {
@@ -1904,11 +1896,32 @@ mod tests {
     fn decodes_zero_rtt_of_a_resumed_connection() {
         let mut harness = Harness::new(Options::default());
         harness.run();
-        let (_, first) = check(&harness);
+        let (first_flow, first) = check(&harness);
         harness.reconnect();
         harness.run();
         let (flow, decoded) = check(&harness);
         assert_ne!(flow.client_random(), None);
+        // The handshakes say so on the wire: a full one first, then a resumed one whose early
+        // data the server accepted.
+        let full = first_flow.handshake();
+        assert_eq!(
+            (
+                full.resumed,
+                full.certificate_sent,
+                full.early_data_accepted
+            ),
+            (Some(false), Some(true), Some(false))
+        );
+        let resumed = flow.handshake();
+        assert!(resumed.client_offered_resumption && resumed.client_offered_early_data);
+        assert_eq!(
+            (
+                resumed.resumed,
+                resumed.certificate_sent,
+                resumed.early_data_accepted
+            ),
+            (Some(true), Some(false), Some(true))
+        );
         let zero_rtt: Vec<&Decoded> = decoded
             .iter()
             .filter(|d| d.packet.kind == PacketKind::ZeroRtt)
@@ -2461,17 +2474,17 @@ mod tests {
         let random: Vec<u8> = (100..132).collect();
         hello.extend(&random);
         hello.extend([0xaa; 300]);
-        let mut prefix = ClientHelloPrefix::default();
+        let mut prefix = CryptoPrefix::default();
         // Out of order, overlapping, one frame far past the prefix.
         for (offset, end) in [(200, 338), (20, 60), (3, 25), (30, 31)] {
             prefix.insert(offset as u64, &hello[offset..end]);
-            assert_eq!(prefix.random(), None);
+            assert_eq!(client_random(prefix.contiguous()), None);
         }
         prefix.insert(0, &hello[..3]);
-        assert_eq!(prefix.random().unwrap().to_vec(), random);
-        let mut not_hello = ClientHelloPrefix::default();
-        not_hello.insert(0, &[2; 40]);
-        assert_eq!(not_hello.random(), None);
+        assert_eq!(client_random(prefix.contiguous()).unwrap().to_vec(), random);
+        // Up to the first gap (60..200 never came).
+        assert_eq!(prefix.contiguous(), &hello[..60]);
+        assert_eq!(client_random(&[2; 40]), None);
     }
 
     #[test]

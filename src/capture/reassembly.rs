@@ -2,6 +2,44 @@
 //! it: bytes that arrive beyond a hole wait until the hole is filled. An *episode* is a time
 //! during which some bytes waited; its blocked bytes are the bytes that waited in it (pure).
 
+/// How much of a stream's beginning a [`Prefix`] keeps: enough for the handshake messages
+/// pagebench reads (ClientHello, ServerHello, EncryptedExtensions, whether a Certificate
+/// follows).
+pub const PREFIX_BYTES: usize = 16 * 1024;
+
+/// The first bytes of a byte stream (a QUIC CRYPTO stream, a TCP direction), gathered from
+/// pieces in any order, overlapping or repeated.
+#[derive(Debug, Default)]
+pub struct Prefix {
+    bytes: Vec<u8>,
+    have: Vec<bool>,
+}
+
+impl Prefix {
+    /// Takes `data` at stream offset `offset` (what lies beyond [`PREFIX_BYTES`] is dropped).
+    pub fn insert(&mut self, offset: u64, data: &[u8]) {
+        let Ok(start) = usize::try_from(offset) else {
+            return;
+        };
+        if start >= PREFIX_BYTES {
+            return;
+        }
+        let end = start.saturating_add(data.len()).min(PREFIX_BYTES);
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+            self.have.resize(end, false);
+        }
+        self.bytes[start..end].copy_from_slice(&data[..end - start]);
+        self.have[start..end].fill(true);
+    }
+
+    /// The bytes from the start up to the first gap.
+    pub fn contiguous(&self) -> &[u8] {
+        let n = self.have.iter().position(|h| !h).unwrap_or(self.have.len());
+        &self.bytes[..n]
+    }
+}
+
 /// One time some bytes waited behind a hole.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Episode {
@@ -147,6 +185,23 @@ fn insert(set: &mut Vec<(u64, u64)>, start: u64, end: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_is_gathered_in_any_order_up_to_its_first_gap_and_its_size() {
+        let data: Vec<u8> = (0..=255).cycle().take(400).collect();
+        let mut p = Prefix::default();
+        for (a, b) in [(200, 400), (20, 60), (3, 25), (30, 31)] {
+            p.insert(a as u64, &data[a..b]);
+            assert!(p.contiguous().is_empty());
+        }
+        p.insert(0, &data[..3]);
+        assert_eq!(p.contiguous(), &data[..60]);
+        p.insert(50, &data[50..200]);
+        assert_eq!(p.contiguous(), &data[..]);
+        p.insert(u64::MAX, &[1, 2]);
+        p.insert(PREFIX_BYTES as u64 - 1, &[9, 9, 9]);
+        assert_eq!(p.contiguous(), &data[..]);
+    }
 
     #[test]
     fn in_order_data_never_waits() {

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::fault::FaultInjection;
-use crate::identity::{BrowserId, Phase};
+use crate::identity::{BrowserId, Phase, View};
 use crate::plan::{self, PlanSpec, PlannedRun};
 use crate::profile::{self, Profile, ProfileSource};
 use crate::protocol::H3Mode;
@@ -42,6 +42,10 @@ pub struct MatrixRequest {
     pub servers: Vec<ServerChoice>,
     /// The engines, interleaved like servers (`--browsers`).
     pub browsers: Vec<BrowserId>,
+    /// First and/or repeat views, interleaved (`--views`).
+    pub views: Vec<View>,
+    /// What a repeat view does with the HTTP cache (`--repeat-cache`).
+    pub repeat_cache: crate::browser::RepeatCache,
     pub knobs: ServerKnobs,
     pub runs: u32,
     pub warmup: u32,
@@ -94,6 +98,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     let profiles = profile::select_from(&req.profiles, &req.profiles_dir)?;
     let workloads = workload::parse_list(&req.workloads)?;
     let variants = crate::protocol::parse_variants(&req.protocols, req.h3_mode)?;
+    plan::check_views(&variants, &req.views)?;
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     for s in &req.servers {
         for v in &variants {
@@ -118,6 +123,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 visual: req.visual,
                 capture: &req.capture,
                 as_recorded: variants.iter().any(|v| v.as_recorded),
+                repeat_view: req.views.contains(&View::Repeat),
             },
         )?;
     }
@@ -215,6 +221,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         workloads: r.workloads.iter().map(|w| w.name.clone()).collect(),
         servers: req.servers.iter().map(ServerChoice::name).collect(),
         browsers: req.browsers.clone(),
+        views: req.views.clone(),
         variants: r.variants.clone(),
         runs: req.runs,
         warmup: req.warmup,
@@ -550,6 +557,7 @@ fn start_and_run(
         keep_bodies: false,
         visual: req.visual,
         capture: &req.capture,
+        repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
@@ -581,6 +589,8 @@ pub struct PlanContext<'a> {
     pub visual: bool,
     /// What every run keeps beside its record (`--capture`).
     pub capture: &'a crate::capture::CaptureSet,
+    /// What a repeat view does with the HTTP cache (`--repeat-cache`).
+    pub repeat_cache: crate::browser::RepeatCache,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
@@ -618,6 +628,8 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         variant: p.variant,
         server: p.server.clone(),
         browser: p.browser,
+        view: p.view,
+        repeat_cache: ctx.repeat_cache,
         phase: p.phase,
         round: p.round,
         position: p.position,
@@ -855,6 +867,7 @@ mod tests {
                 keep_bodies: false,
                 visual: false,
                 capture: &crate::capture::NO_CAPTURE,
+                repeat_cache: Default::default(),
                 stop,
             }
         }
@@ -869,6 +882,7 @@ mod tests {
             workloads: vec!["page10".into()],
             servers: vec!["embedded".into()],
             browsers: vec![crate::identity::BrowserId::Chromium],
+            views: vec![crate::identity::View::First],
             variants: crate::protocol::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
             runs: 2,
             warmup: 0,
@@ -905,6 +919,7 @@ mod tests {
                 workloads: vec![],
                 servers: vec![],
                 browsers: vec![crate::identity::BrowserId::Chromium],
+                views: vec![crate::identity::View::First],
                 variants: vec![],
                 runs: 0,
                 warmup: 0,

@@ -26,6 +26,7 @@ impl StoredOptions {
             steer_receive: req.steer_receive,
             visual: req.visual,
             capture: req.capture.clone(),
+            repeat_cache: req.repeat_cache,
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
             sites: req.sites,
             site_dirs: crate::workload::parse_list(&req.workloads)
@@ -102,6 +103,8 @@ pub struct Typed {
     /// `--servers`, `--server-cmd`, `--server-log-format` or `--server-log`.
     pub servers: bool,
     pub browsers: bool,
+    pub views: bool,
+    pub repeat_cache: bool,
     /// `--server-config` or any knob flag.
     pub knobs: bool,
     pub runs: bool,
@@ -234,6 +237,18 @@ pub fn resumed_request(
             list(&plan.browsers),
         ));
     }
+    if typed.views && given.views != plan.views {
+        let list =
+            |v: &[crate::identity::View]| v.iter().map(|v| v.name()).collect::<Vec<_>>().join(",");
+        diffs.push(differs("--views", list(&given.views), list(&plan.views)));
+    }
+    if typed.repeat_cache && given.repeat_cache != options.repeat_cache {
+        diffs.push(differs(
+            "--repeat-cache",
+            format!("{:?}", given.repeat_cache).to_lowercase(),
+            format!("{:?}", options.repeat_cache).to_lowercase(),
+        ));
+    }
     if typed.knobs && given.knobs != options.knobs {
         let as_map = |k: &ServerKnobs| match serde_json::to_value(k) {
             Ok(serde_json::Value::Object(m)) => m,
@@ -339,6 +354,8 @@ pub fn resumed_request(
         h3_mode: given.h3_mode,
         servers: options.servers.parse()?,
         browsers: plan.browsers.clone(),
+        views: plan.views.clone(),
+        repeat_cache: options.repeat_cache,
         knobs: options.knobs.clone(),
         runs: plan.runs,
         warmup: plan.warmup,
@@ -390,6 +407,8 @@ mod tests {
             h3_mode: H3Mode::Forced,
             servers: vec![ServerChoice::embedded()],
             browsers: vec![crate::identity::BrowserId::Chromium],
+            views: vec![crate::identity::View::First],
+            repeat_cache: Default::default(),
             knobs: ServerKnobs::default().with_default_tcp_congestion(),
             runs: 10,
             warmup: 1,
@@ -452,6 +471,7 @@ mod tests {
                     .collect(),
                 servers: req.servers.iter().map(ServerChoice::name).collect(),
                 browsers: req.browsers.clone(),
+                views: req.views.clone(),
                 variants,
                 runs: req.runs,
                 warmup: req.warmup,

@@ -21,6 +21,10 @@ pub struct SeriesRequest {
     pub server: crate::testbed::ServerChoice,
     /// The engines, interleaved in each round (`--browsers`).
     pub browsers: Vec<crate::identity::BrowserId>,
+    /// First and/or repeat views, interleaved in each round (`--views`).
+    pub views: Vec<crate::identity::View>,
+    /// What a repeat view does with the HTTP cache (`--repeat-cache`).
+    pub repeat_cache: crate::browser::RepeatCache,
     pub knobs: crate::server::ServerKnobs,
     pub runs: u32,
     pub timeout: Duration,
@@ -70,6 +74,7 @@ pub fn run_series(
         workloads: vec![req.workload.name.clone()],
         servers: vec![req.server.name()],
         browsers: req.browsers.clone(),
+        views: req.views.clone(),
         variants: vec![req.variant],
         runs: req.runs,
         warmup: 0,
@@ -102,6 +107,7 @@ pub fn run_series(
         keep_bodies: req.keep_bodies,
         visual: req.visual,
         capture: &req.capture,
+        repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
     };
     let mut attempts = 0usize;

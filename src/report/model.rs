@@ -2,7 +2,7 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
-use crate::identity::{BrowserId, ServerId, Setup};
+use crate::identity::{BrowserId, ServerId, Setup, View};
 use crate::protocol::Variant;
 use crate::results::store::Meta;
 use crate::results::summary::{CellComparison, SeriesStats, Summary};
@@ -20,6 +20,8 @@ pub struct ReportData {
     pub servers: Vec<ServerId>,
     /// The engines, Chromium first.
     pub browsers: Vec<BrowserId>,
+    /// The visits measured, first before repeat.
+    pub views: Vec<View>,
     /// Every (server, browser) with series, browser-major: the unit the tables are made for.
     pub setups: Vec<Setup>,
     /// In presentation order (h1, h2, h3, h3-primed).
@@ -69,11 +71,21 @@ impl ReportData {
             .into_iter()
             .filter(|b| summary.series.iter().any(|s| s.key.browser == *b))
             .collect();
-        let setups: Vec<Setup> = browsers
-            .iter()
-            .flat_map(|b| servers.iter().map(move |s| Setup::new(s.clone(), *b)))
-            .filter(|setup| summary.series.iter().any(|s| s.key.is(setup)))
+        let views: Vec<View> = View::ALL
+            .into_iter()
+            .filter(|v| summary.series.iter().any(|s| s.key.view == *v))
             .collect();
+        let mut setups: Vec<Setup> = Vec::new();
+        for v in &views {
+            for b in &browsers {
+                for s in &servers {
+                    let setup = Setup::new(s.clone(), *b).on(*v);
+                    if summary.series.iter().any(|x| x.key.is(&setup)) {
+                        setups.push(setup);
+                    }
+                }
+            }
+        }
         ReportData {
             meta,
             summary,
@@ -81,6 +93,7 @@ impl ReportData {
             workloads,
             servers,
             browsers,
+            views,
             setups,
             variants,
         }
@@ -95,6 +108,9 @@ impl ReportData {
         }
         if self.browsers.len() > 1 {
             parts.push(setup.browser.label().to_string());
+        }
+        if self.views.len() > 1 || setup.view != View::First {
+            parts.push(format!("{} view", setup.view));
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
@@ -163,8 +179,10 @@ impl ReportData {
                 && c.workload == workload
                 && c.server_a == setup_a.server
                 && c.browser_a == setup_a.browser
+                && c.view_a == setup_a.view
                 && c.server_b == setup_b.server
                 && c.browser_b == setup_b.browser
+                && c.view_b == setup_b.view
                 && c.a == a
                 && c.b == b
         })
@@ -475,6 +493,8 @@ pub fn invert(c: &CellComparison) -> CellComparison {
         server_b: c.server_a.clone(),
         browser_a: c.browser_b,
         browser_b: c.browser_a,
+        view_a: c.view_b,
+        view_b: c.view_a,
         a: c.b,
         b: c.a,
         comparison: x,

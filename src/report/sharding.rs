@@ -448,6 +448,7 @@ pub(crate) mod tests {
                 workloads: workloads.iter().map(|w| w.to_string()).collect(),
                 servers: vec![crate::identity::ServerId::new("embedded")],
                 browsers: vec![crate::identity::BrowserId::Chromium],
+                views: vec![crate::identity::View::First],
                 variants: ["h1", "h2"].iter().map(|v| v.parse().unwrap()).collect(),
                 runs: 12,
                 warmup: 0,

@@ -854,15 +854,25 @@ pub fn servers(data: &ReportData) -> Vec<Table> {
         return vec![];
     };
     let mut out = Vec::new();
-    for browser in &data.browsers {
-        let base = Setup::new(first.clone(), *browser);
-        let (engine, engine_id) = if data.browsers.len() > 1 {
-            (format!(" ({})", browser.label()), format!("-{browser}"))
-        } else {
+    for (view, browser) in views_and_browsers(data) {
+        let base = Setup::new(first.clone(), browser).on(view);
+        let mut what = Vec::new();
+        if data.browsers.len() > 1 {
+            what.push(browser.label().to_string());
+        }
+        if data.views.len() > 1 || view != crate::identity::View::First {
+            what.push(format!("{view} view"));
+        }
+        let (engine, engine_id) = if what.is_empty() {
             (String::new(), String::new())
+        } else {
+            (
+                format!(" ({})", what.join(", ")),
+                format!("-{}", base.slug().trim_start_matches(first.as_str())),
+            )
         };
         for other in data.servers.iter().skip(1) {
-            let other = Setup::new(other.clone(), *browser);
+            let other = Setup::new(other.clone(), browser).on(view);
             let (o, b) = (&other.server, &base.server);
             out.extend(against(
                 data,
@@ -883,26 +893,45 @@ pub fn engines(data: &ReportData) -> Vec<Table> {
         return vec![];
     };
     let mut out = Vec::new();
-    for server in &data.servers {
-        let base = Setup::new(server.clone(), *first);
-        let (on, on_id) = if data.servers.len() > 1 {
-            (format!(" (server {server})"), format!("-{server}"))
-        } else {
-            (String::new(), String::new())
-        };
-        for other in data.browsers.iter().skip(1) {
-            let other = Setup::new(server.clone(), *other);
-            let (o, b) = (other.browser, base.browser);
-            out.extend(against(
-                data,
-                (&other, &base),
-                format!("browser-{o}-vs-{b}{on_id}"),
-                format!("{} against {}{on}", o.label(), b.label()),
-                (o.label().to_string(), b.label().to_string()),
-            ));
+    for view in &data.views {
+        for server in &data.servers {
+            let base = Setup::new(server.clone(), *first).on(*view);
+            let mut on = Vec::new();
+            if data.servers.len() > 1 {
+                on.push(format!("server {server}"));
+            }
+            if data.views.len() > 1 || *view != crate::identity::View::First {
+                on.push(format!("{view} view"));
+            }
+            let (on, on_id) = if on.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (format!(" ({})", on.join(", ")), format!("-{}", base.slug()))
+            };
+            for other in data.browsers.iter().skip(1) {
+                let other = Setup::new(server.clone(), *other).on(*view);
+                let (o, b) = (other.browser, base.browser);
+                out.extend(against(
+                    data,
+                    (&other, &base),
+                    format!("browser-{o}-vs-{b}{on_id}"),
+                    format!("{} against {}{on}", o.label(), b.label()),
+                    (o.label().to_string(), b.label().to_string()),
+                ));
+            }
         }
     }
     out
+}
+
+/// Every (view, browser) of the matrix, views first.
+fn views_and_browsers(
+    data: &ReportData,
+) -> Vec<(crate::identity::View, crate::identity::BrowserId)> {
+    data.views
+        .iter()
+        .flat_map(|v| data.browsers.iter().map(move |b| (*v, *b)))
+        .collect()
 }
 
 /// `other` against `base` for every profile, workload and protocol both have; `names` are
@@ -1119,6 +1148,7 @@ mod tests {
                     .map(|s| crate::identity::ServerId::new(*s))
                     .collect(),
                 browsers: vec![crate::identity::BrowserId::Chromium],
+                views: vec![crate::identity::View::First],
                 variants: ["h2", "h3"]
                     .iter()
                     .map(|v| v.parse::<Variant>().unwrap())

@@ -21,6 +21,9 @@ pub struct StoredOptions {
     /// What every run kept beside its record (`--capture`).
     #[serde(default, skip_serializing_if = "crate::capture::CaptureSet::is_empty")]
     pub capture: crate::capture::CaptureSet,
+    /// What a repeat view did with the HTTP cache (`--repeat-cache`).
+    #[serde(default)]
+    pub repeat_cache: crate::browser::RepeatCache,
     /// The pages tree the matrix used (absolute); a resume reuses it unless given `--pages`.
     pub pages: PathBuf,
     /// How site workloads were replayed.

@@ -544,6 +544,7 @@ mod tests {
                 workloads: vec!["page10".into()],
                 servers: vec!["embedded".into()],
                 browsers: vec![crate::identity::BrowserId::Chromium],
+                views: vec![crate::identity::View::First],
                 variants: vec![],
                 runs: 1,
                 warmup: 0,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::RUNS_CSV;
 use crate::atomic;
-use crate::identity::{BrowserId, Phase, ServerId, Setup};
+use crate::identity::{BrowserId, Phase, ServerId, Setup, View};
 use crate::protocol::Variant;
 use crate::registry::{self, Metric};
 use crate::stats::{
@@ -37,6 +37,8 @@ struct RowIdentity {
     /// Absent in results from before there was a choice: Chromium.
     #[serde(default)]
     browser: BrowserId,
+    #[serde(default)]
+    view: View,
     phase: Phase,
     round: u32,
     position: u32,
@@ -60,6 +62,7 @@ pub struct RunRow {
     pub workload: String,
     pub server: ServerId,
     pub browser: BrowserId,
+    pub view: View,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -118,6 +121,7 @@ impl RunRow {
             workload: workload.into(),
             server: server.into(),
             browser: BrowserId::Chromium,
+            view: View::First,
             phase: Phase::Measure,
             round,
             position: 1,
@@ -191,6 +195,7 @@ pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
             workload: id.workload,
             server: id.server,
             browser: id.browser,
+            view: id.view,
             phase: id.phase,
             round: id.round,
             position: id.position,
@@ -233,34 +238,36 @@ pub struct SeriesKey {
     /// Absent in summaries from before there was a choice: Chromium.
     #[serde(default)]
     pub browser: BrowserId,
+    /// Absent in summaries from before there was a choice: first.
+    #[serde(default)]
+    pub view: View,
     #[serde(with = "crate::protocol::variant_name")]
     pub variant: Variant,
 }
 
 impl SeriesKey {
     /// `profile/workload/server/variant`, the engine after the server when it is not Chromium
-    /// (the bootstrap's seeds derive from it: Chromium's series keep theirs).
+    /// and `repeat` for a repeat view (the bootstrap's seeds derive from it: first-view
+    /// Chromium series keep theirs).
     pub fn label(&self) -> String {
-        match self.browser {
-            BrowserId::Chromium => format!(
-                "{}/{}/{}/{}",
-                self.profile, self.workload, self.server, self.variant
-            ),
-            b => format!(
-                "{}/{}/{}/{b}/{}",
-                self.profile, self.workload, self.server, self.variant
-            ),
+        let mut who = self.server.to_string();
+        if self.browser != BrowserId::Chromium {
+            who.push_str(&format!("/{}", self.browser));
         }
+        if self.view != View::First {
+            who.push_str(&format!("/{}", self.view));
+        }
+        format!("{}/{}/{who}/{}", self.profile, self.workload, self.variant)
     }
 
-    /// Who served and who loaded this series.
+    /// Who served and who loaded this series, on which visit.
     pub fn setup(&self) -> Setup {
-        Setup::new(self.server.clone(), self.browser)
+        Setup::new(self.server.clone(), self.browser).on(self.view)
     }
 
     /// Whether this series is `setup`'s.
     pub fn is(&self, setup: &Setup) -> bool {
-        self.server == setup.server && self.browser == setup.browser
+        self.server == setup.server && self.browser == setup.browser && self.view == setup.view
     }
 }
 
@@ -297,6 +304,11 @@ pub struct CellComparison {
     pub browser_a: BrowserId,
     #[serde(default)]
     pub browser_b: BrowserId,
+    /// Views of the two sides (equal but for first-vs-repeat comparisons).
+    #[serde(default)]
+    pub view_a: View,
+    #[serde(default)]
+    pub view_b: View,
     /// Series: ratio = median(a) / median(b).
     #[serde(with = "crate::protocol::variant_name")]
     pub a: Variant,
@@ -309,7 +321,9 @@ impl CellComparison {
     /// `h3 vs h2`, `caddy h3 vs embedded h3` across servers, `firefox h3 vs chromium h3`
     /// across engines.
     pub fn label(&self) -> String {
-        if self.browser_a != self.browser_b {
+        if self.view_a != self.view_b {
+            format!("{} {} vs {} {}", self.view_a, self.a, self.view_b, self.b)
+        } else if self.browser_a != self.browser_b {
             format!(
                 "{} {} vs {} {}",
                 self.browser_a, self.a, self.browser_b, self.b
@@ -325,19 +339,16 @@ impl CellComparison {
     }
 
     pub fn setup_a(&self) -> Setup {
-        Setup::new(self.server_a.clone(), self.browser_a)
+        Setup::new(self.server_a.clone(), self.browser_a).on(self.view_a)
     }
 
     pub fn setup_b(&self) -> Setup {
-        Setup::new(self.server_b.clone(), self.browser_b)
+        Setup::new(self.server_b.clone(), self.browser_b).on(self.view_b)
     }
 
     /// Whether this compares two protocols of `setup`.
     pub fn within(&self, setup: &Setup) -> bool {
-        self.server_a == setup.server
-            && self.server_b == setup.server
-            && self.browser_a == setup.browser
-            && self.browser_b == setup.browser
+        self.setup_a() == *setup && self.setup_b() == *setup
     }
 }
 
@@ -392,7 +403,7 @@ fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
     if has(Variant::H2) && has(Variant::H1) {
         pairs.push((Variant::H2, Variant::H1));
     }
-    for h3 in [Variant::H3, Variant::H3_PRIMED] {
+    for h3 in [Variant::H3, Variant::H3_PRIMED, Variant::H3_DISCOVERED] {
         if has(h3) {
             for base in [Variant::H2, Variant::H1] {
                 if has(base) {
@@ -401,8 +412,10 @@ fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
             }
         }
     }
-    if has(Variant::H3_PRIMED) && has(Variant::H3) {
-        pairs.push((Variant::H3_PRIMED, Variant::H3));
+    for h3 in [Variant::H3_PRIMED, Variant::H3_DISCOVERED] {
+        if has(h3) && has(Variant::H3) {
+            pairs.push((h3, Variant::H3));
+        }
     }
     pairs
 }
@@ -557,6 +570,7 @@ pub fn summarize_runs_on(
             workload: r.workload.clone(),
             server: r.server.clone(),
             browser: r.browser,
+            view: r.view,
             variant: r.variant,
         };
         *retried.entry(key).or_default() += 1;
@@ -571,6 +585,7 @@ pub fn summarize_runs_on(
             workload: r.workload.clone(),
             server: r.server.clone(),
             browser: r.browser,
+            view: r.view,
             variant: r.variant,
         };
         if !by_series.contains_key(&key) {
@@ -666,6 +681,7 @@ pub fn summarize_runs_on(
             workload: workload.clone(),
             server: setup.server.clone(),
             browser: setup.browser,
+            view: setup.view,
             variant,
         };
         let mut push = |sa: &Setup, a: Variant, sb: &Setup, b: Variant| -> Result<()> {
@@ -689,33 +705,58 @@ pub fn summarize_runs_on(
                 server_b: sb.server.clone(),
                 browser_a: sa.browser,
                 browser_b: sb.browser,
+                view_a: sa.view,
+                view_b: sb.view,
                 a,
                 b,
                 comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
             });
             Ok(())
         };
+        let views: Vec<View> = View::ALL
+            .into_iter()
+            .filter(|v| in_cell.iter().any(|k| k.view == *v))
+            .collect();
+        for view in &views {
+            for browser in &browsers {
+                for server in &servers {
+                    let setup = Setup::new(server.clone(), *browser).on(*view);
+                    for (a, b) in protocol_pairs(&variants) {
+                        push(&setup, a, &setup, b)?;
+                    }
+                }
+            }
+        }
+        for view in &views {
+            for browser in &browsers {
+                let base = Setup::new(servers[0].clone(), *browser).on(*view);
+                for server in servers.iter().skip(1) {
+                    for v in &variants {
+                        let other = Setup::new(server.clone(), *browser).on(*view);
+                        push(&other, *v, &base, *v)?;
+                    }
+                }
+            }
+        }
+        for view in &views {
+            for server in &servers {
+                let base = Setup::new(server.clone(), browsers[0]).on(*view);
+                for browser in browsers.iter().skip(1) {
+                    for v in &variants {
+                        let other = Setup::new(server.clone(), *browser).on(*view);
+                        push(&other, *v, &base, *v)?;
+                    }
+                }
+            }
+        }
+        // A returning visitor against a first visit, per protocol.
         for browser in &browsers {
             for server in &servers {
-                let setup = Setup::new(server.clone(), *browser);
-                for (a, b) in protocol_pairs(&variants) {
-                    push(&setup, a, &setup, b)?;
-                }
-            }
-        }
-        for browser in &browsers {
-            let base = Setup::new(servers[0].clone(), *browser);
-            for server in servers.iter().skip(1) {
-                for v in &variants {
-                    push(&Setup::new(server.clone(), *browser), *v, &base, *v)?;
-                }
-            }
-        }
-        for server in &servers {
-            let base = Setup::new(server.clone(), browsers[0]);
-            for browser in browsers.iter().skip(1) {
-                for v in &variants {
-                    push(&Setup::new(server.clone(), *browser), *v, &base, *v)?;
+                let first = Setup::new(server.clone(), *browser);
+                for view in views.iter().filter(|v| **v != View::First) {
+                    for v in &variants {
+                        push(&first.clone().on(*view), *v, &first, *v)?;
+                    }
                 }
             }
         }
@@ -806,6 +847,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "workload",
         "server",
         "browser",
+        "view",
         "variant",
         "n_valid",
         "n_invalid",
@@ -833,6 +875,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             st.key.workload.clone(),
             st.key.server.to_string(),
             st.key.browser.name().to_string(),
+            st.key.view.name().to_string(),
             st.key.variant.name(),
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
@@ -869,9 +912,11 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "workload",
         "server_a",
         "browser_a",
+        "view_a",
         "a",
         "server_b",
         "browser_b",
+        "view_b",
         "b",
         "n_valid_a",
         "n_dnf_a",
@@ -893,9 +938,11 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.workload.clone(),
             c.server_a.to_string(),
             c.browser_a.name().to_string(),
+            c.view_a.name().to_string(),
             c.a.name(),
             c.server_b.to_string(),
             c.browser_b.name().to_string(),
+            c.view_b.name().to_string(),
             c.b.name(),
             x.n_valid_a.to_string(),
             x.n_dnf_a.to_string(),
@@ -981,6 +1028,7 @@ pub fn terminal(s: &Summary) -> String {
         .series
         .iter()
         .any(|x| x.key.browser != s.series[0].key.browser);
+    let several_views = s.series.iter().any(|x| x.key.view != s.series[0].key.view);
     for (workload, setup) in &groups {
         let in_group: Vec<&SeriesStats> = s
             .series
@@ -999,11 +1047,14 @@ pub fn terminal(s: &Summary) -> String {
         }
         variants.sort();
         let pairs: Vec<(Variant, Variant)> = protocol_pairs(&variants);
-        let engine = if several_browsers {
+        let mut engine = if several_browsers {
             format!(" in {}", setup.browser.label())
         } else {
             String::new()
         };
+        if several_views {
+            engine.push_str(&format!(", {} view", setup.view));
+        }
         out.push_str(&format!(
             "\n{workload} on {}{engine}: median ms [95 % CI] (valid/invalid/DNF)\n",
             setup.server
@@ -1274,6 +1325,7 @@ mod tests {
             ("position", "1"),
             ("phase", "measure"),
             ("browser", "chromium"),
+            ("view", "first"),
             ("variant", "h2"),
             ("outcome", "invalid"),
             ("invalid_kinds", "link"),

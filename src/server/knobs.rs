@@ -230,6 +230,18 @@ pub struct ServerKnobs {
           value_parser = clap::builder::BoolishValueParser::new())]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alt_svc_over_h3: Option<bool>,
+    /// TLS session resumption: issue session tickets (TLS 1.3, TCP and QUIC) and take them back
+    /// on a returning client: true/false [default: true, as real servers].
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumption: Option<bool>,
+    /// QUIC 0-RTT: accept a resuming client's early data (its requests in its first flight):
+    /// true/false [default: true]. Needs `tls_resumption`.
+    #[arg(long = "quic-0rtt", value_name = "BOOL", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(default, rename = "quic_0rtt", skip_serializing_if = "Option::is_none")]
+    pub quic_0rtt: Option<bool>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -252,6 +264,15 @@ pub struct EffectiveKnobs {
     pub udp_send_buffer: Option<u64>,
     pub gso: bool,
     pub alt_svc_over_h3: bool,
+    /// Metadata from before the knob: rustls resumed by default, and accepted no 0-RTT.
+    #[serde(default = "resumed_before_the_knob")]
+    pub tls_resumption: bool,
+    #[serde(default, rename = "quic_0rtt")]
+    pub quic_0rtt: bool,
+}
+
+fn resumed_before_the_knob() -> bool {
+    true
 }
 
 impl EffectiveKnobs {
@@ -343,7 +364,9 @@ impl ServerKnobs {
             udp_recv_buffer,
             udp_send_buffer,
             gso,
-            alt_svc_over_h3
+            alt_svc_over_h3,
+            tls_resumption,
+            quic_0rtt
         )
     }
 
@@ -437,6 +460,16 @@ impl ServerKnobs {
                 }
             }
         }
+        if self.quic_0rtt == Some(true) && self.tls_resumption == Some(false) {
+            return Err(KnobError {
+                field: "quic_0rtt",
+                flag: "quic-0rtt".into(),
+                value: "true".into(),
+                why: "0-RTT needs TLS resumption: a client sends early data only with a ticket \
+(drop --tls-resumption false, or set --quic-0rtt false)"
+                    .into(),
+            });
+        }
         Ok(())
     }
 
@@ -475,6 +508,8 @@ impl ServerKnobs {
             udp_send_buffer: self.udp_send_buffer.map(|b| b.0),
             gso: self.gso.unwrap_or(true),
             alt_svc_over_h3: self.alt_svc_over_h3.unwrap_or(false),
+            tls_resumption: self.tls_resumption.unwrap_or(true),
+            quic_0rtt: self.quic_0rtt.unwrap_or(true) && self.tls_resumption.unwrap_or(true),
         }
     }
 }

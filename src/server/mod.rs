@@ -133,7 +133,7 @@ impl EmbeddedServer {
         };
         let quic_server = match bound.udp {
             Some(_) => {
-                let crypto = tls::quic_server_config(&config.cert, key_log.clone())?;
+                let crypto = tls::quic_server_config(&config.cert, &knobs, key_log.clone())?;
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
                 sc.transport_config(Arc::new(quic::transport_config(&knobs)?));
                 Some(sc)
@@ -172,6 +172,7 @@ impl EmbeddedServer {
         let tls_h1_only = match &tcp_tls {
             Some(_) if knobs.offers(Protocol::H1) => Some(tls::tcp_server_config_h1_only(
                 &config.cert,
+                &knobs,
                 key_log.clone(),
             )?),
             _ => None,

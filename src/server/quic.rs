@@ -165,7 +165,20 @@ async fn serve_connection(
         Some(cfg) => incoming.accept_with(cfg),
         None => incoming.accept(),
     };
-    let conn = match async { accepted?.await }.await {
+    // With 0-RTT the connection is served at once (0.5-RTT): a resuming client's requests in its
+    // first flight are answered before its handshake completes, not a round trip later.
+    let zero_rtt = ctx.knobs.quic_0rtt;
+    let handshaken = async {
+        let connecting = accepted?;
+        if zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, done)) => return Ok((conn, Some(done))),
+                Err(connecting) => return connecting.await.map(|c| (c, None)),
+            }
+        }
+        connecting.await.map(|c| (c, None))
+    };
+    let (conn, done) = match handshaken.await {
         Ok(c) => c,
         Err(e) => {
             // Kept in the statistics: a browser refusing the certificate over QUIC shows here.
@@ -182,11 +195,25 @@ async fn serve_connection(
         peer,
         Probe::Quic(conn.clone()),
     );
-    guard.registry().established(
-        guard.id,
-        super::Protocol::H3.alpn(),
-        t0.elapsed().as_secs_f64() * 1000.0,
-    );
+    match done {
+        // The handshake completes while the connection is already being served.
+        Some(done) => {
+            let (registry, id) = (ctx.registry.clone(), guard.id);
+            tokio::spawn(async move {
+                done.await;
+                registry.established(
+                    id,
+                    super::Protocol::H3.alpn(),
+                    t0.elapsed().as_secs_f64() * 1000.0,
+                );
+            });
+        }
+        None => guard.registry().established(
+            guard.id,
+            super::Protocol::H3.alpn(),
+            t0.elapsed().as_secs_f64() * 1000.0,
+        ),
+    }
     guard.error = serve_h3(conn, peer, &ctx, guard.id, shutdown).await.err();
 }
 

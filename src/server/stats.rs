@@ -34,6 +34,10 @@ pub struct ConnectionStats {
     pub closed_unix_ms: Option<u64>,
     /// TLS (TCP) or QUIC handshake time as the server measured it.
     pub handshake_ms: Option<f64>,
+    /// Whether the TLS handshake resumed a session (a ticket the server issued before); known
+    /// for TCP (rustls says so; a QUIC connection's is read from its packets instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed: Option<bool>,
     pub requests: u64,
     /// Why the connection ended, if not cleanly.
     pub error: Option<String>,
@@ -256,6 +260,7 @@ impl Registry {
             opened_unix_ms: unix_ms(SystemTime::now()),
             closed_unix_ms: None,
             handshake_ms: None,
+            tls_resumed: None,
             requests: 0,
             error: None,
             tcp: None,
@@ -269,6 +274,13 @@ impl Registry {
         if let Some(o) = self.open_map().get_mut(&id) {
             o.stats.protocol = Some(protocol.to_string());
             o.stats.handshake_ms = Some(handshake_ms);
+        }
+    }
+
+    /// Whether the connection's TLS handshake resumed a session.
+    pub fn resumed(&self, id: u64, resumed: bool) {
+        if let Some(o) = self.open_map().get_mut(&id) {
+            o.stats.tls_resumed = Some(resumed);
         }
     }
 

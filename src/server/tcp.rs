@@ -128,6 +128,8 @@ async fn serve_tls(
     guard
         .registry()
         .established(id, protocol.alpn(), t0.elapsed().as_secs_f64() * 1000.0);
+    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    guard.registry().resumed(id, resumed);
     let svc_ctx = ctx.clone();
     let svc =
         hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer, protocol));

@@ -35,22 +35,24 @@ pub(crate) fn tcp_server_config(
     if knobs.offers(Protocol::H1) {
         alpn.push(ALPN_H1.to_vec());
     }
-    tcp_config(cert, alpn, key_log)
+    tcp_config(cert, alpn, key_log, knobs.tls_resumption)
 }
 
 /// The same with HTTP/1.1 only: for an origin a replayed site used over HTTP/1.1 when
 /// recorded (its `as-recorded` arm), chosen by the client's SNI.
 pub(crate) fn tcp_server_config_h1_only(
     cert: &Certificate,
+    knobs: &EffectiveKnobs,
     key_log: Arc<dyn rustls::KeyLog>,
 ) -> Result<Arc<rustls::ServerConfig>> {
-    tcp_config(cert, vec![ALPN_H1.to_vec()], key_log)
+    tcp_config(cert, vec![ALPN_H1.to_vec()], key_log, knobs.tls_resumption)
 }
 
 fn tcp_config(
     cert: &Certificate,
     alpn: Vec<Vec<u8>>,
     key_log: Arc<dyn rustls::KeyLog>,
+    resumption: bool,
 ) -> Result<Arc<rustls::ServerConfig>> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -59,12 +61,24 @@ fn tcp_config(
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(cert.certified_key())));
     cfg.alpn_protocols = alpn;
     cfg.key_log = key_log;
+    set_resumption(&mut cfg, resumption);
     Ok(Arc::new(cfg))
 }
 
-/// TLS 1.3 inside QUIC, ALPN h3.
+/// rustls resumes by default (TLS 1.3 tickets naming sessions it keeps in memory); off: no
+/// ticket is sent and no session is kept, so every handshake is a full one.
+fn set_resumption(cfg: &mut rustls::ServerConfig, on: bool) {
+    if !on {
+        cfg.send_tls13_tickets = 0;
+        cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    }
+}
+
+/// TLS 1.3 inside QUIC, ALPN h3; with 0-RTT a resuming client's early data is accepted (quinn
+/// takes early data only with rustls's `max_early_data_size` at its QUIC value, u32::MAX).
 pub(crate) fn quic_server_config(
     cert: &Certificate,
+    knobs: &EffectiveKnobs,
     key_log: Arc<dyn rustls::KeyLog>,
 ) -> Result<quinn::crypto::rustls::QuicServerConfig> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
@@ -74,6 +88,10 @@ pub(crate) fn quic_server_config(
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(cert.certified_key())));
     cfg.alpn_protocols = vec![ALPN_H3.to_vec()];
     cfg.key_log = key_log;
+    set_resumption(&mut cfg, knobs.tls_resumption);
+    if knobs.quic_0rtt {
+        cfg.max_early_data_size = u32::MAX;
+    }
     quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
         .context("the TLS configuration is not usable for QUIC")
 }

@@ -1,0 +1,113 @@
+//! A returning visitor's repeat view, prepared during the launch (outside the measured window):
+//! the page is loaded once, then every connection is closed while the TLS session cache, the
+//! QUIC server configs (0-RTT) and the Alt-Svc knowledge stay, and the HTTP cache is cleared
+//! unless kept. Chromium's `--enable-net-benchmarking` gives the page `chrome.benchmarking`,
+//! whose `closeConnections()` closes every socket and QUIC session of the network service
+//! without touching those caches.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::cdp;
+use super::launch::ChromiumProcess;
+use super::load::{self, LoadExtras, WaitFor};
+use super::{RepeatCache, RepeatView};
+use crate::metrics::FirstView;
+use crate::validate::LoadEnd;
+
+/// The first navigation may take this long (a lossy profile's page).
+const FIRST_VIEW_TIMEOUT: Duration = Duration::from_secs(120);
+/// The first view is over when no request was in flight for this long after its load event.
+const FIRST_VIEW_QUIET: Duration = Duration::from_millis(500);
+/// Time for the closing packets (FIN, CONNECTION_CLOSE) to cross the link before the mark.
+const CLOSE_DRAIN: Duration = Duration::from_millis(300);
+
+/// The flag that exposes `chrome.benchmarking` to pages.
+pub const NET_BENCHMARKING: &str = "--enable-net-benchmarking";
+
+/// Loads the page once, closes every connection, clears the HTTP cache unless kept, and leaves
+/// the tab on `about:blank`. Errors when the first navigation did not complete: without it the
+/// measured navigation would not be a returning visitor's.
+pub fn prepare(
+    browser: &mut ChromiumProcess,
+    repeat: &RepeatView,
+    init_script: Option<&str>,
+) -> Result<FirstView> {
+    let (obs, end) = load::load_until(
+        browser,
+        &repeat.url,
+        WaitFor::NetworkIdle {
+            quiet: FIRST_VIEW_QUIET,
+        },
+        FIRST_VIEW_TIMEOUT,
+        LoadExtras {
+            init_script,
+            ..LoadExtras::default()
+        },
+    )?;
+    if end != LoadEnd::Completed {
+        bail!(
+            "the repeat view's first navigation to {} did not complete: {end:?}",
+            repeat.url
+        );
+    }
+    let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
+    in_page(browser, |b, session| {
+        let mut script = "chrome.benchmarking.closeConnections();".to_string();
+        if repeat.cache == RepeatCache::Clear {
+            script.push_str(" chrome.benchmarking.clearCache();");
+        }
+        let expr = format!(
+            "(function () {{ if (!window.chrome || !chrome.benchmarking) return 'no chrome.benchmarking'; {script} return 'ok'; }})()"
+        );
+        match cdp::evaluate(&b.cdp, session, &expr, Duration::from_secs(10))? {
+            Value::String(s) if s == "ok" => {}
+            other => bail!("closing the connections failed: {other} (Chromium lacks {NET_BENCHMARKING}?)"),
+        }
+        b.cdp.call(
+            Some(session),
+            "Page.navigate",
+            json!({ "url": "about:blank" }),
+            Duration::from_secs(10),
+        )?;
+        Ok(())
+    })
+    .context("preparing the repeat view")?;
+    std::thread::sleep(CLOSE_DRAIN);
+    Ok(first)
+}
+
+/// Runs `f` in a DevTools session on the browser's page, detached afterwards.
+fn in_page<T>(
+    browser: &ChromiumProcess,
+    f: impl FnOnce(&ChromiumProcess, &str) -> Result<T>,
+) -> Result<T> {
+    let t = Duration::from_secs(10);
+    let targets = browser.cdp.call(None, "Target.getTargets", json!({}), t)?;
+    let target = targets["targetInfos"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .ok_or_else(|| anyhow!("the browser has no page"))?
+        .to_string();
+    let attached = browser.cdp.call(
+        None,
+        "Target.attachToTarget",
+        json!({ "targetId": target, "flatten": true }),
+        t,
+    )?;
+    let session = attached["sessionId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("Target.attachToTarget returned no sessionId"))?
+        .to_string();
+    let result = f(browser, &session);
+    let _ = browser.cdp.call(
+        None,
+        "Target.detachFromTarget",
+        json!({ "sessionId": session }),
+        t,
+    );
+    result
+}
