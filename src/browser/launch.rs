@@ -20,6 +20,9 @@ use crate::tempdir::{self, TempDir};
 
 /// The real Chromium binary of Debian's package (`/usr/bin/chromium` is a wrapper script).
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+/// A port nothing is served or requested on (discard): see the h3-discovered flags.
+const UNUSED_PORT: u16 = 9;
+
 /// The host name every workload is served under (a sharded page's other hosts are its subdomains).
 pub const HOST: &str = crate::workload::PAGE_HOST;
 
@@ -164,8 +167,19 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
             a.push("--disable-quic".into());
         }
         Protocol::H2 => a.push("--disable-quic".into()),
-        // Discovered: nothing forced, QUIC as Chromium finds it from the server's Alt-Svc.
-        Protocol::H3 if o.h3_mode == H3Mode::Discovered => a.push("--enable-quic".into()),
+        // Discovered: nothing forced, QUIC as Chromium finds it from the server's Alt-Svc. But
+        // Chromium's QUIC refuses a certificate that is not under a built-in root unless its
+        // host is named in --origin-to-force-quic-on (ProofVerifierChromium's
+        // ShouldAllowUnknownRootForHost, which looks at the host only): naming each host on
+        // port 9, which nothing requests, lets the certificate through and forces nothing.
+        Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
+            a.push("--enable-quic".into());
+            let decoys: Vec<String> = hosts
+                .iter()
+                .map(|(h, _)| format!("{h}:{UNUSED_PORT}"))
+                .collect();
+            a.push(format!("--origin-to-force-quic-on={}", decoys.join(",")));
+        }
         Protocol::H3 => {
             a.push("--enable-quic".into());
             let origins: Vec<String> = hosts
@@ -566,6 +580,19 @@ mod tests {
         assert!(h3
             .iter()
             .any(|a| a == "--ignore-certificate-errors-spki-list=abc="));
+        // Discovered forces nothing on the served port; the decoy port lets QUIC take the
+        // certificate. A repeat view can call chrome.benchmarking.
+        let mut o = opts(Protocol::H3);
+        o.h3_mode = H3Mode::Discovered;
+        o.repeat = Some(crate::browser::RepeatView {
+            url: "https://pagebench.test/page10/index.html".into(),
+            cache: crate::browser::RepeatCache::Clear,
+        });
+        let d = chromium_args(&o);
+        assert!(d.contains(&"--origin-to-force-quic-on=pagebench.test:9".to_string()));
+        assert!(!d.iter().any(|a| a.contains("pagebench.test:443")), "{d:?}");
+        assert!(d.contains(&"--enable-net-benchmarking".to_string()));
+        assert!(!h3.contains(&"--enable-net-benchmarking".to_string()));
     }
 
     #[test]

@@ -527,6 +527,29 @@ each extra host costs a handshake and splits one multiplexed connection.",
         }
     }
 
+    let views: Vec<Table> = data
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            data.setups
+                .iter()
+                .filter_map(|s| tables::views(data, w, s))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if !views.is_empty() {
+        doc.heading(
+            2,
+            "Returning visitors: first visit and repeat view",
+            "views",
+        );
+        doc.para(tables::VIEWS_INTRO);
+        for t in views {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
     let servers = tables::servers(data);
     if !servers.is_empty() {
         doc.heading(2, "Server against server", "servers");

@@ -646,6 +646,105 @@ pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<
     })
 }
 
+pub const VIEWS_INTRO: &str = "A returning visitor against a first visit, the same page, link, server \
+and browser. A repeat view loads the page once during the browser's launch (not measured), closes \
+every connection (Chromium's `chrome.benchmarking.closeConnections()`: the TLS session cache, the \
+QUIC server configs and the Alt-Svc knowledge stay), clears the HTTP cache (unless \
+`--repeat-cache keep`), and measures a second navigation. Medians over the valid runs: the headline, \
+the navigation's connection set-up and its round trips (connect ÷ the profile's RTT), then from the \
+link's packets the connections whose handshake resumed a session, those whose 0-RTT data the server \
+accepted, and the requests sent in 0-RTT, before the handshake completed. Saved = first − repeat \
+handshake round trips.";
+
+/// First visit against repeat view on one workload, per profile and protocol (one table per
+/// server and browser that has both).
+pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> {
+    use crate::identity::View;
+    if first.view != View::First {
+        return None;
+    }
+    let repeat = first.clone().on(View::Repeat);
+    let median = |p: &str, s: &Setup, v: Variant, m: &Metric| {
+        data.series(p, workload, s, v)
+            .and_then(|x| x.breakdown.get(m.name))
+            .and_then(|b| b.median)
+            .and_then(|c| c.ms())
+    };
+    let num = |x: Option<f64>, digits: usize| {
+        x.map_or_else(Cell::missing, |x| Cell::text(format!("{x:.digits$}")))
+    };
+    let mut rows = Vec::new();
+    for p in &data.profiles {
+        for v in &data.variants {
+            let (a, b) = (
+                data.series(p, workload, first, *v),
+                data.series(p, workload, &repeat, *v),
+            );
+            if b.is_none() {
+                continue;
+            }
+            let rtts = |s: &Setup| median(p, s, *v, &registry::HANDSHAKE_RTTS);
+            let saved = match (rtts(first), rtts(&repeat)) {
+                (Some(x), Some(y)) => Cell::text(format!("{:.2}", x - y)),
+                _ => Cell::missing(),
+            };
+            let ratio = data
+                .setup_comparison_either(p, workload, &repeat, *v, first, *v)
+                .map_or_else(Cell::missing, |c| {
+                    Cell::new(
+                        comparison_text(&c),
+                        verdict_cell_class(&c.comparison.verdict),
+                    )
+                });
+            rows.push(vec![
+                Cell::label(p),
+                Cell::label(v.name()),
+                a.map_or_else(Cell::missing, |_| series_cell(data, p, workload, first, *v)),
+                series_cell(data, p, workload, &repeat, *v),
+                ratio,
+                num(median(p, first, *v, &registry::CONNECT_MS), 0),
+                num(median(p, &repeat, *v, &registry::CONNECT_MS), 0),
+                num(rtts(first), 2),
+                num(rtts(&repeat), 2),
+                saved,
+                num(median(p, &repeat, *v, &registry::RESUMED_CONNECTIONS), 0),
+                num(median(p, &repeat, *v, &registry::ZERO_RTT_CONNECTIONS), 0),
+                num(median(p, &repeat, *v, &registry::EARLY_REQUESTS), 0),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let unit = headline_label(&data.summary.metric, workload);
+    Some(Table {
+        id: table_id(data, &format!("views-{workload}"), first),
+        title: format!(
+            "First visit and repeat view: {}{}",
+            workload_phrase(workload),
+            title_suffix(data, first)
+        ),
+        intro: vec![],
+        header: vec![
+            "profile".into(),
+            "protocol".into(),
+            format!("first: {unit}"),
+            format!("repeat: {unit}"),
+            "repeat/first".into(),
+            "connect first (ms)".into(),
+            "connect repeat (ms)".into(),
+            "handshake RTTs first".into(),
+            "handshake RTTs repeat".into(),
+            "saved RTTs".into(),
+            "resumed connections".into(),
+            "0-RTT connections".into(),
+            "requests in 0-RTT".into(),
+        ],
+        rows,
+        notes: vec![],
+    })
+}
+
 /// The plain `pageN` workloads (file count, name), by file count.
 pub fn sweep_workloads(data: &ReportData) -> Vec<(u32, String)> {
     let mut v: Vec<(u32, String)> = data

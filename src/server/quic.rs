@@ -169,8 +169,12 @@ async fn serve_connection(
     // first flight are answered before its handshake completes, not a round trip later.
     let zero_rtt = ctx.knobs.quic_0rtt;
     let handshaken = async {
-        let connecting = accepted?;
+        let mut connecting = accepted?;
         if zero_rtt {
+            // Not before the whole ClientHello is in (Chromium's spans two packets): quinn learns
+            // the client's stream limits from it, and an h3 stream opened before that waits for
+            // credit nobody announces (the connection hangs).
+            connecting.handshake_data().await?;
             match connecting.into_0rtt() {
                 Ok((conn, done)) => return Ok((conn, Some(done))),
                 Err(connecting) => return connecting.await.map(|c| (c, None)),
