@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::identity::BrowserId;
+use pagebench::identity::{BrowserId, View};
 use pagebench::profile::{self, Profile};
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
@@ -521,4 +521,105 @@ fn firefox_forced_onto_h3_against_a_server_without_h3_is_caught() {
         "{:?}",
         rec.reasons
     );
+}
+
+fn repeat(spec: RunSpec) -> RunSpec {
+    RunSpec {
+        view: View::Repeat,
+        ..spec
+    }
+}
+
+/// The navigation's timing entry.
+fn nav(rec: &RunRecord) -> pagebench::metrics::EntryTiming {
+    pagebench::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
+}
+
+#[test]
+fn a_returning_visitor_resumes_and_sends_its_first_request_in_0rtt() {
+    let guard = temp_root("views");
+    let root = guard.path().to_path_buf();
+    let m = pages(&root, &["page10"]).remove(0);
+    // RTT ≥ 100 ms, no jitter: handshakes are whole round trips.
+    let rtt = Profile::simple("rtt100", 100.0, 0.0, 0.0);
+    let near = |x: f64, want: f64| (x - want).abs() < 0.35;
+    let mut tb = testbed(&rtt, &root, ServerKnobs::default());
+    let run = |tb: &mut Testbed, id: &str, v: Variant, view: View| {
+        let s = spec(id, &rtt, &m, v);
+        let s = if view == View::Repeat { repeat(s) } else { s };
+        let rec = counted(tb, &s);
+        assert_valid(&rec, v.protocol.alpn());
+        rec
+    };
+    // First visits: TCP + TLS is 2 round trips before the request, QUIC 1; nothing resumed.
+    let h2 = run(&mut tb, "first-h2", Variant::H2, View::First);
+    let h3 = run(&mut tb, "first-h3", Variant::H3, View::First);
+    assert!(
+        near(h2.metrics.handshake_rtts.unwrap(), 2.0),
+        "{:?}",
+        h2.metrics.handshake_rtts
+    );
+    assert!(
+        near(h3.metrics.handshake_rtts.unwrap(), 1.0),
+        "{:?}",
+        h3.metrics.handshake_rtts
+    );
+    for rec in [&h2, &h3] {
+        let hs = rec.handshakes.as_ref().unwrap();
+        assert!(!hs.connections.is_empty() && hs.resumed() == 0, "{hs:?}");
+        assert!(rec.observation.first_view.is_none());
+    }
+    // Repeat view over h2: the server resumed the session (its own TLS says so, and its
+    // ServerHello on the wire).
+    let h2r = run(&mut tb, "repeat-h2", Variant::H2, View::Repeat);
+    let fv = h2r.observation.first_view.as_ref().unwrap();
+    assert_eq!(fv.protocols.get("h2"), Some(&11), "{fv:?}");
+    let tcp = h2r.server_transport.as_ref().unwrap();
+    assert!(
+        !tcp.is_empty() && tcp.iter().all(|c| c.tls_resumed == Some(true)),
+        "{tcp:?}"
+    );
+    assert!(h2r.handshakes.as_ref().unwrap().resumed() >= 1);
+    // Repeat view over h3: 0-RTT accepted, the navigation's request in the first flight — sent
+    // before the handshake completed, answered one round trip later.
+    let h3r = run(&mut tb, "repeat-h3", Variant::H3, View::Repeat);
+    let hs = h3r.handshakes.as_ref().unwrap();
+    assert_eq!((hs.resumed(), hs.zero_rtt_accepted()), (1, 1), "{hs:?}");
+    assert!(hs.early_requests() >= 1);
+    assert_eq!(hs.connections[0].server_says_resumed, Some(true));
+    let n = nav(&h3r);
+    assert!(
+        n.request_start < n.connect_end,
+        "request before the handshake: {n:?}"
+    );
+    let ttfb = n.response_start - n.request_start;
+    assert!(
+        near(ttfb / 100.0, 1.0),
+        "TTFB {ttfb} ms: one round trip plus the server"
+    );
+    // Discovered: no forcing; the first view's Alt-Svc takes the measured load onto h3.
+    let disc = run(&mut tb, "repeat-disc", Variant::H3_DISCOVERED, View::Repeat);
+    assert!(disc
+        .observation
+        .first_view
+        .as_ref()
+        .unwrap()
+        .protocols
+        .contains_key("h2"));
+    assert_eq!(
+        disc.resources.iter().filter(|r| r.protocol == "h3").count(),
+        10
+    );
+    drop(tb);
+    // The server refusing 0-RTT: the session still resumes, no early data is offered.
+    let knobs = ServerKnobs::from_toml_str("[server]\nquic_0rtt = false\n").unwrap();
+    let mut tb = testbed(&rtt, &root, knobs);
+    let off = run(&mut tb, "repeat-h3-no0rtt", Variant::H3, View::Repeat);
+    let hs = off.handshakes.as_ref().unwrap();
+    assert_eq!(
+        (hs.resumed(), hs.zero_rtt_accepted(), hs.early_requests()),
+        (1, 0, 0)
+    );
+    let n = nav(&off);
+    assert!(n.request_start >= n.connect_end, "{n:?}");
 }

@@ -1164,6 +1164,59 @@ mod tests {
     const TIMEOUT_MS: f64 = 120_000.0;
 
     #[test]
+    fn engines_and_views_are_series_of_their_own_and_compared_per_protocol() {
+        let mut rows = Vec::new();
+        for r in 1..=10 {
+            for (browser, view, base) in [
+                (BrowserId::Chromium, View::First, 500.0),
+                (BrowserId::Firefox, View::First, 600.0),
+                (BrowserId::Chromium, View::Repeat, 400.0),
+            ] {
+                for (v, extra) in [("h2", 0.0), ("h3", 20.0)] {
+                    let mut row = row("wired", v, r, Outcome::Valid, base + extra + r as f64);
+                    row.browser = browser;
+                    row.view = view;
+                    row.run_id = format!("{}-{browser}-{view}", row.run_id);
+                    row.plan_id = row.run_id.clone();
+                    rows.push(row);
+                }
+            }
+        }
+        let s = summarize_runs(&rows, 1, 300, &[], TIMEOUT_MS).unwrap();
+        assert_eq!(s.series.len(), 6);
+        let labels: Vec<String> = s.comparisons.iter().map(|c| c.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "h3 vs h2",                  // Chromium, first view
+                "h3 vs h2",                  // Firefox, first view
+                "h3 vs h2",                  // Chromium, repeat view
+                "firefox h2 vs chromium h2", // engines, first view
+                "firefox h3 vs chromium h3",
+                "repeat h2 vs first h2", // a returning visitor against a first visit
+                "repeat h3 vs first h3",
+            ]
+        );
+        let repeat = s
+            .comparisons
+            .iter()
+            .find(|c| c.view_a == View::Repeat && c.view_b == View::First && c.a == Variant::H2)
+            .unwrap();
+        assert!(repeat.comparison.ratio.unwrap() < 0.85);
+        assert_eq!(repeat.comparison.verdict, Verdict::Faster);
+        // Only Chromium's first-view series keep the labels (and bootstrap seeds) they had.
+        let keys: Vec<String> = s.series.iter().map(|x| x.key.label()).collect();
+        assert!(keys.contains(&"wired/page10/embedded/h2".to_string()));
+        assert!(keys.contains(&"wired/page10/embedded/firefox/h2".to_string()));
+        assert!(keys.contains(&"wired/page10/embedded/repeat/h3".to_string()));
+        let text = terminal(&s);
+        assert!(
+            text.contains("page10 on embedded in Firefox, first view"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn comparisons_and_invalid_runs() {
         let mut rows = Vec::new();
         for r in 1..=12 {
