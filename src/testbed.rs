@@ -674,6 +674,7 @@ mod tests {
                     status: 200,
                     bytes_sent: 1,
                     bytes_received: 0,
+                    tls_resumed: None,
                 }]),
                 ..ServerEvidence::default()
             }

@@ -188,6 +188,10 @@ pub struct ServerView {
     pub status: u16,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Whether the request came on a resumed TLS session, where the server's log says (Caddy
+    /// over TCP); None: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -740,6 +744,7 @@ pub(crate) mod tests {
             status: 200,
             bytes_sent: 1,
             bytes_received: 0,
+            tls_resumed: None,
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
@@ -751,6 +756,7 @@ pub(crate) mod tests {
                 status: 200,
                 bytes_sent: e.encoded_body_size as u64,
                 bytes_received: 0,
+                tls_resumed: None,
             });
         }
         v
@@ -1010,6 +1016,7 @@ pub(crate) mod tests {
             status: 200,
             bytes_sent: bytes,
             bytes_received: 0,
+            tls_resumed: None,
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

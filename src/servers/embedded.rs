@@ -115,6 +115,7 @@ impl ServerUnderTest for Embedded {
                 status: r.status,
                 bytes_sent: r.bytes_sent,
                 bytes_received: r.bytes_received,
+                tls_resumed: None,
             })
             .collect();
         ServerEvidence {

@@ -82,6 +82,7 @@ fn parse_combined(line: &str) -> Option<ServerView> {
         status,
         bytes_sent,
         bytes_received: 0,
+        tls_resumed: None,
     })
 }
 
@@ -103,6 +104,12 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                 status: v.get("status")?.as_u64()? as u16,
                 bytes_sent: v.get("size").and_then(Value::as_u64).unwrap_or(0),
                 bytes_received: v.get("bytes_read").and_then(Value::as_u64).unwrap_or(0),
+                // Caddy 2.6 logs zeros for HTTP/3's TLS state: trusted only with a version.
+                tls_resumed: r
+                    .get("tls")
+                    .filter(|t| t.get("version").and_then(Value::as_u64).unwrap_or(0) != 0)
+                    .and_then(|t| t.get("resumed"))
+                    .and_then(Value::as_bool),
             })
         }
         LogFormat::Combined => None,
@@ -115,6 +122,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             status: v.get("status")?.as_u64()? as u16,
             bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
             bytes_received: 0,
+            tls_resumed: None,
         }),
     }
 }
@@ -149,6 +157,13 @@ mod tests {
         let h3 = r#"{"level":"info","ts":1796018172.826,"logger":"http.log.access.log0","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"39472","proto":"HTTP/3.0","method":"GET","host":"pagebench.test:8443","uri":"/page10/img/image006.png","headers":{},"tls":{"resumed":false,"version":0,"cipher_suite":0,"proto":"","server_name":""}},"user_id":"","duration":0.000156028,"size":11059,"status":200,"resp_headers":{}}"#;
         let v = parse_line(LogFormat::Caddy, h3).unwrap();
         assert_eq!(v.protocol, "h3");
+        // HTTP/3's TLS state is logged as zeros: unknown, not "not resumed".
+        assert_eq!(v.tls_resumed, None);
+        let h2 = r#"{"request":{"proto":"HTTP/2.0","method":"GET","uri":"/","tls":{"resumed":true,"version":772,"cipher_suite":4865,"proto":"h2","server_name":"pagebench.test"}},"size":5,"status":200}"#;
+        assert_eq!(
+            parse_line(LogFormat::Caddy, h2).unwrap().tls_resumed,
+            Some(true)
+        );
         assert_eq!(v.path, "/page10/img/image006.png");
         assert_eq!((v.status, v.bytes_sent), (200, 11059));
         let h1 = r#"{"request":{"proto":"HTTP/1.1","method":"GET","uri":"/a.css?x=1"},"size":5,"status":200}"#;
