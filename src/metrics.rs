@@ -303,13 +303,17 @@ pub fn network_requests(obs: &Observation) -> Vec<NetworkRequest> {
     out
 }
 
-/// Joins BiDi network events by request id, in the order requests were sent (Firefox).
-pub fn bidi_requests(events: &[BidiEvent]) -> Vec<NetworkRequest> {
+/// Joins events by request id into requests, in the order requests were first seen: `id_of`
+/// names an event's request, `apply` takes what the event says into it.
+fn join_by_request<'e, E>(
+    events: &'e [E],
+    id_of: impl Fn(&'e E) -> Option<&'e str>,
+    mut apply: impl FnMut(&mut NetworkRequest, &'e E),
+) -> Vec<NetworkRequest> {
     let mut order: Vec<String> = Vec::new();
     let mut map: BTreeMap<String, NetworkRequest> = BTreeMap::new();
     for e in events {
-        let p = &e.params;
-        let Some(id) = p.pointer("/request/request").and_then(Value::as_str) else {
+        let Some(id) = id_of(e) else {
             continue;
         };
         let entry = map.entry(id.to_string()).or_insert_with(|| {
@@ -319,98 +323,102 @@ pub fn bidi_requests(events: &[BidiEvent]) -> Vec<NetworkRequest> {
                 ..Default::default()
             }
         });
-        let text = |ptr: &str| p.pointer(ptr).and_then(Value::as_str).map(String::from);
-        if entry.url.is_empty() {
-            entry.url = text("/request/url").unwrap_or_default();
-            entry.method = text("/request/method").unwrap_or_default();
-        }
-        match e.method.as_str() {
-            "network.responseCompleted" => {
-                entry.url = text("/response/url").unwrap_or(std::mem::take(&mut entry.url));
-                entry.protocol = text("/response/protocol");
-                entry.status = p
-                    .pointer("/response/status")
-                    .and_then(Value::as_f64)
-                    .map(|s| s as u16);
-                entry.encoded_data_length =
-                    p.pointer("/response/bytesReceived").and_then(Value::as_f64);
-            }
-            "network.fetchError" => {
-                entry.failed = Some(text("/errorText").unwrap_or_else(|| "failed".into()));
-            }
-            _ => {}
-        }
+        apply(entry, e);
     }
     order.into_iter().filter_map(|id| map.remove(&id)).collect()
 }
 
+/// Joins BiDi network events by request id, in the order requests were sent (Firefox).
+pub fn bidi_requests(events: &[BidiEvent]) -> Vec<NetworkRequest> {
+    join_by_request(
+        events,
+        |e| e.params.pointer("/request/request").and_then(Value::as_str),
+        |entry, e| {
+            let p = &e.params;
+            let text = |ptr: &str| p.pointer(ptr).and_then(Value::as_str).map(String::from);
+            if entry.url.is_empty() {
+                entry.url = text("/request/url").unwrap_or_default();
+                entry.method = text("/request/method").unwrap_or_default();
+            }
+            match e.method.as_str() {
+                "network.responseCompleted" => {
+                    entry.url = text("/response/url").unwrap_or(std::mem::take(&mut entry.url));
+                    entry.protocol = text("/response/protocol");
+                    entry.status = p
+                        .pointer("/response/status")
+                        .and_then(Value::as_f64)
+                        .map(|s| s as u16);
+                    entry.encoded_data_length =
+                        p.pointer("/response/bytesReceived").and_then(Value::as_f64);
+                }
+                "network.fetchError" => {
+                    entry.failed = Some(text("/errorText").unwrap_or_else(|| "failed".into()));
+                }
+                _ => {}
+            }
+        },
+    )
+}
+
 /// Joins CDP events by request id, in the order requests were sent.
 pub fn cdp_requests(events: &[CdpEvent]) -> Vec<NetworkRequest> {
-    let mut order: Vec<String> = Vec::new();
-    let mut map: BTreeMap<String, NetworkRequest> = BTreeMap::new();
-    for e in events {
-        let p = &e.params;
-        let Some(id) = p.get("requestId").and_then(Value::as_str) else {
-            continue;
-        };
-        let entry = map.entry(id.to_string()).or_insert_with(|| {
-            order.push(id.to_string());
-            NetworkRequest {
-                request_id: id.to_string(),
-                ..Default::default()
-            }
-        });
-        match e.method.as_str() {
-            "Network.requestWillBeSent" => {
-                if let Some(r) = p.get("request") {
-                    entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
-                    entry.method = r.get("method").and_then(Value::as_str).unwrap_or("").into();
-                    entry.initial_priority = r
-                        .get("initialPriority")
-                        .and_then(Value::as_str)
-                        .map(String::from);
+    join_by_request(
+        events,
+        |e| e.params.get("requestId").and_then(Value::as_str),
+        |entry, e| {
+            let p = &e.params;
+            match e.method.as_str() {
+                "Network.requestWillBeSent" => {
+                    if let Some(r) = p.get("request") {
+                        entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
+                        entry.method = r.get("method").and_then(Value::as_str).unwrap_or("").into();
+                        entry.initial_priority = r
+                            .get("initialPriority")
+                            .and_then(Value::as_str)
+                            .map(String::from);
+                    }
                 }
-            }
-            "Network.responseReceived" => {
-                let r = &p["response"];
-                if entry.url.is_empty() {
-                    entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
+                "Network.responseReceived" => {
+                    let r = &p["response"];
+                    if entry.url.is_empty() {
+                        entry.url = r.get("url").and_then(Value::as_str).unwrap_or("").into();
+                    }
+                    entry.protocol = r.get("protocol").and_then(Value::as_str).map(String::from);
+                    entry.status = r.get("status").and_then(Value::as_f64).map(|s| s as u16);
+                    entry.connection_id = r
+                        .get("connectionId")
+                        .and_then(Value::as_f64)
+                        .map(|c| c as u64);
+                    entry.connection_reused = r.get("connectionReused").and_then(Value::as_bool);
+                    let t = &r["timing"];
+                    entry.send_start_ms = t.get("sendStart").and_then(Value::as_f64);
+                    entry.request_time = t.get("requestTime").and_then(Value::as_f64);
+                    entry.receive_headers_end_ms =
+                        t.get("receiveHeadersEnd").and_then(Value::as_f64);
                 }
-                entry.protocol = r.get("protocol").and_then(Value::as_str).map(String::from);
-                entry.status = r.get("status").and_then(Value::as_f64).map(|s| s as u16);
-                entry.connection_id = r
-                    .get("connectionId")
-                    .and_then(Value::as_f64)
-                    .map(|c| c as u64);
-                entry.connection_reused = r.get("connectionReused").and_then(Value::as_bool);
-                let t = &r["timing"];
-                entry.send_start_ms = t.get("sendStart").and_then(Value::as_f64);
-                entry.request_time = t.get("requestTime").and_then(Value::as_f64);
-                entry.receive_headers_end_ms = t.get("receiveHeadersEnd").and_then(Value::as_f64);
-            }
-            "Network.loadingFinished" => {
-                entry.encoded_data_length = p.get("encodedDataLength").and_then(Value::as_f64);
-            }
-            "Network.resourceChangedPriority" => {
-                if let (Some(t), Some(to)) = (
-                    p.get("timestamp").and_then(Value::as_f64),
-                    p.get("newPriority").and_then(Value::as_str),
-                ) {
-                    entry.priority_changes.push((t, to.to_string()));
+                "Network.loadingFinished" => {
+                    entry.encoded_data_length = p.get("encodedDataLength").and_then(Value::as_f64);
                 }
+                "Network.resourceChangedPriority" => {
+                    if let (Some(t), Some(to)) = (
+                        p.get("timestamp").and_then(Value::as_f64),
+                        p.get("newPriority").and_then(Value::as_str),
+                    ) {
+                        entry.priority_changes.push((t, to.to_string()));
+                    }
+                }
+                "Network.loadingFailed" => {
+                    entry.failed = Some(
+                        p.get("errorText")
+                            .and_then(Value::as_str)
+                            .unwrap_or("failed")
+                            .to_string(),
+                    );
+                }
+                _ => {}
             }
-            "Network.loadingFailed" => {
-                entry.failed = Some(
-                    p.get("errorText")
-                        .and_then(Value::as_str)
-                        .unwrap_or("failed")
-                        .to_string(),
-                );
-            }
-            _ => {}
-        }
-    }
-    order.into_iter().filter_map(|id| map.remove(&id)).collect()
+        },
+    )
 }
 
 /// Per-resource figures (ms from navigation start, or durations in ms).

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tungstenite::protocol::{Role, WebSocket};
 use tungstenite::Message;
 
-use super::rpc::{Calls, RpcError};
+use super::rpc::Calls;
 pub use super::rpc::{Event, RpcError as BidiError};
 
 /// A BiDi session's connection.
@@ -64,18 +64,14 @@ impl Bidi {
         timeout: Duration,
         stop: &dyn Fn() -> bool,
     ) -> Result<Value, BidiError> {
-        let waiting = self.calls.begin()?;
-        let msg = json!({ "id": waiting.id, "method": method, "params": params });
-        let sent = self
-            .writer
-            .lock()
-            .expect("writer lock")
-            .send(Message::text(msg.to_string()));
-        if sent.is_err() {
-            self.calls.abandon(waiting);
-            return Err(RpcError::Closed);
-        }
-        self.calls.wait_until(waiting, method, timeout, stop)
+        self.calls.call(method, timeout, stop, |id| {
+            let msg = json!({ "id": id, "method": method, "params": params });
+            self.writer
+                .lock()
+                .expect("writer lock")
+                .send(Message::text(msg.to_string()))
+                .is_ok()
+        })
     }
 
     /// All events received so far (non-blocking).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use super::rpc::{Calls, RpcError};
+use super::rpc::Calls;
 pub use super::rpc::{Event, RpcError as CdpError};
 
 /// The connection to one browser process.
@@ -60,21 +60,16 @@ impl Cdp {
         timeout: Duration,
         stop: &dyn Fn() -> bool,
     ) -> Result<Value, CdpError> {
-        let waiting = self.calls.begin()?;
-        let mut msg = json!({ "id": waiting.id, "method": method, "params": params });
-        if let Some(s) = session {
-            msg["sessionId"] = Value::String(s.to_string());
-        }
-        let mut bytes = serde_json::to_vec(&msg).expect("a Value always serialises");
-        bytes.push(0);
-        {
-            let mut w = self.writer.lock().expect("writer lock");
-            if w.write_all(&bytes).and_then(|_| w.flush()).is_err() {
-                self.calls.abandon(waiting);
-                return Err(RpcError::Closed);
+        self.calls.call(method, timeout, stop, |id| {
+            let mut msg = json!({ "id": id, "method": method, "params": params });
+            if let Some(s) = session {
+                msg["sessionId"] = Value::String(s.to_string());
             }
-        }
-        self.calls.wait_until(waiting, method, timeout, stop)
+            let mut bytes = serde_json::to_vec(&msg).expect("a Value always serialises");
+            bytes.push(0);
+            let mut w = self.writer.lock().expect("writer lock");
+            w.write_all(&bytes).and_then(|_| w.flush()).is_ok()
+        })
     }
 
     /// All events received so far (non-blocking).

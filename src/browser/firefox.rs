@@ -688,22 +688,8 @@ mod tests {
 
     fn opts(p: Protocol, mode: H3Mode) -> LaunchOptions {
         LaunchOptions {
-            protocol: p,
             h3_mode: mode,
-            server_ip: "10.1.2.2".parse().unwrap(),
-            port: 443,
-            spki: "abc=".into(),
-            cert_pem: String::new(),
-            key_log: None,
-            net_log: None,
-            settle_max: Duration::from_secs(1),
-            extra_args: vec![],
-            keep_bodies: false,
-            visual: false,
-            hosts: vec![],
-            init_script: None,
-            repeat: None,
-            as_recorded: vec![],
+            ..LaunchOptions::fixture(p)
         }
     }
 

@@ -78,6 +78,32 @@ impl LaunchOptions {
     }
 }
 
+#[cfg(test)]
+impl LaunchOptions {
+    /// Forced onto `protocol`, `pagebench.test` at 10.1.2.2:443, nothing else: the base of the
+    /// browsers' unit tests.
+    pub(crate) fn fixture(protocol: Protocol) -> LaunchOptions {
+        LaunchOptions {
+            protocol,
+            h3_mode: H3Mode::Forced,
+            server_ip: "10.1.2.2".parse().unwrap(),
+            port: 443,
+            spki: "abc=".into(),
+            cert_pem: String::new(),
+            key_log: None,
+            net_log: None,
+            settle_max: Duration::from_secs(1),
+            extra_args: vec![],
+            keep_bodies: false,
+            visual: false,
+            hosts: vec![],
+            init_script: None,
+            repeat: None,
+            as_recorded: vec![],
+        }
+    }
+}
+
 /// A normal browser's networking, for `pagebench record`: no protocol forced (Chromium
 /// negotiates h1/h2/h3 as it would for a user), the system resolver but for the given host
 /// mappings, and certificate errors ignored only when asked.
@@ -540,24 +566,7 @@ mod tests {
     use super::*;
 
     fn opts(p: Protocol) -> LaunchOptions {
-        LaunchOptions {
-            protocol: p,
-            h3_mode: H3Mode::Forced,
-            server_ip: "10.1.2.2".parse().unwrap(),
-            port: 443,
-            spki: "abc=".into(),
-            cert_pem: String::new(),
-            key_log: None,
-            net_log: None,
-            settle_max: Duration::from_secs(1),
-            extra_args: vec![],
-            keep_bodies: false,
-            visual: false,
-            hosts: vec![],
-            init_script: None,
-            repeat: None,
-            as_recorded: vec![],
-        }
+        LaunchOptions::fixture(p)
     }
 
     #[test]

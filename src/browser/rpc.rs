@@ -57,8 +57,8 @@ impl Default for Calls {
 }
 
 /// A command sent and not answered yet.
-pub struct Waiting {
-    pub id: u64,
+struct Waiting {
+    id: u64,
     rx: Receiver<Result<Value, String>>,
 }
 
@@ -68,7 +68,7 @@ impl Calls {
     }
 
     /// A new command id with the channel its reply will come on.
-    pub fn begin(&self) -> Result<Waiting, RpcError> {
+    fn begin(&self) -> Result<Waiting, RpcError> {
         if self.is_closed() {
             return Err(RpcError::Closed);
         }
@@ -78,19 +78,34 @@ impl Calls {
         Ok(Waiting { id, rx })
     }
 
-    /// Forgets a command whose message could not be sent.
-    pub fn abandon(&self, w: Waiting) {
-        self.pending.lock().expect("pending lock").remove(&w.id);
+    /// Sends a command with `send` (given its id; false: the connection is gone) and waits for
+    /// its reply, giving up when `stop` says so.
+    pub fn call(
+        &self,
+        method: &str,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+        send: impl FnOnce(u64) -> bool,
+    ) -> Result<Value, RpcError> {
+        let waiting = self.begin()?;
+        if !send(waiting.id) {
+            self.pending
+                .lock()
+                .expect("pending lock")
+                .remove(&waiting.id);
+            return Err(RpcError::Closed);
+        }
+        self.wait_until(waiting, method, timeout, stop)
     }
 
-    /// Waits for the reply to `w`.
-    pub fn wait(&self, w: Waiting, method: &str, timeout: Duration) -> Result<Value, RpcError> {
+    #[cfg(test)]
+    fn wait(&self, w: Waiting, method: &str, timeout: Duration) -> Result<Value, RpcError> {
         self.wait_until(w, method, timeout, &|| false)
     }
 
     /// Waits for the reply to `w`, giving up early when `stop` says so (checked every 100 ms:
     /// a load that takes a minute still ends promptly on Ctrl-C).
-    pub fn wait_until(
+    fn wait_until(
         &self,
         w: Waiting,
         method: &str,
