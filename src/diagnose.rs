@@ -185,17 +185,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         .iter()
         .filter(|r| r.phase == crate::identity::Phase::Measure && r.outcome == Outcome::Valid)
     {
-        by_series
-            .entry(SeriesKey {
-                profile: r.profile.clone(),
-                workload: r.workload.clone(),
-                server: r.server.clone(),
-                browser: r.browser,
-                view: r.view,
-                variant: r.variant,
-            })
-            .or_default()
-            .push(r);
+        by_series.entry(SeriesKey::of(r)).or_default().push(r);
     }
     let mut out = Diagnosis::default();
     // Best goodput per (profile, workload): what the path demonstrably carried.

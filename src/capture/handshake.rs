@@ -84,8 +84,7 @@ impl Handshakes {
 /// The handshakes in `trace`. `keys` decrypts QUIC (browser and server secrets together);
 /// `server_keys` is the server's own key log alone (empty: it keeps none).
 pub fn analyse(trace: &PacketTrace, keys: &KeyLog, server_keys: &KeyLog) -> Handshakes {
-    let mut sent: Vec<usize> = (0..trace.packets.len()).collect();
-    sent.sort_by_key(|&i| (trace.packets[i].entered_ns, i));
+    let sent = trace.sent_order();
     let mut tcp: BTreeMap<(SocketAddrV4, SocketAddrV4), TcpFlow> = BTreeMap::new();
     let mut quic: BTreeMap<(SocketAddrV4, SocketAddrV4), QuicConn> = BTreeMap::new();
     for &i in &sent {

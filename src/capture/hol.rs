@@ -256,8 +256,7 @@ fn tcp(trace: &PacketTrace, end_ns: u64) -> Option<HolSide> {
     // Each direction's first sequence number, from the first segment its sender sent (a
     // dropped segment is seen early, by the time it was dropped, before the SYN arrives).
     let mut bases: HashMap<(SocketAddrV4, SocketAddrV4), u32> = HashMap::new();
-    let mut sent: Vec<usize> = (0..trace.packets.len()).collect();
-    sent.sort_by_key(|&i| (trace.packets[i].entered_ns, i));
+    let sent = trace.sent_order();
     for &i in &sent {
         if let Some(parsed) = packet::parse(&trace.packets[i].data) {
             if let Transport::Tcp { seq, syn, .. } = parsed.transport {
@@ -353,8 +352,7 @@ fn quic(trace: &PacketTrace, keys: &KeyLog, end_ns: u64) -> Option<HolSide> {
     let mut decoders: BTreeMap<(SocketAddrV4, SocketAddrV4), QuicFlow> = BTreeMap::new();
     let mut frames: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); trace.packets.len()];
     let mut undecrypted = 0u64;
-    let mut sent: Vec<usize> = (0..trace.packets.len()).collect();
-    sent.sort_by_key(|&i| (trace.packets[i].entered_ns, i));
+    let sent = trace.sent_order();
     for &i in &sent {
         let p = &trace.packets[i];
         if p.dropped == Some(DropCause::NotForPeer) {

@@ -46,6 +46,13 @@ pub struct PacketTrace {
 }
 
 impl PacketTrace {
+    /// The packets' indices in the order they were sent (entered the link), ties by index.
+    pub fn sent_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.packets.len()).collect();
+        order.sort_by_key(|&i| (self.packets[i].entered_ns, i));
+        order
+    }
+
     /// Puts the IO shell's packets on a clock that starts at `start` (`start_wall` on the wall).
     pub fn from_tap(start: Instant, start_wall: SystemTime, tapped: Vec<TapPacket>) -> Self {
         let ns = |t: Instant| t.saturating_duration_since(start).as_nanos() as u64;

@@ -260,6 +260,18 @@ impl SeriesKey {
         format!("{}/{}/{who}/{}", self.profile, self.workload, self.variant)
     }
 
+    /// The series a run belongs to.
+    pub fn of(r: &RunRow) -> SeriesKey {
+        SeriesKey {
+            profile: r.profile.clone(),
+            workload: r.workload.clone(),
+            server: r.server.clone(),
+            browser: r.browser,
+            view: r.view,
+            variant: r.variant,
+        }
+    }
+
     /// Who served and who loaded this series, on which visit.
     pub fn setup(&self) -> Setup {
         Setup::new(self.server.clone(), self.browser).on(self.view)
@@ -565,14 +577,7 @@ pub fn summarize_runs_on(
         .iter()
         .filter(|r| r.phase == Phase::Measure && r.attempt > 1)
     {
-        let key = SeriesKey {
-            profile: r.profile.clone(),
-            workload: r.workload.clone(),
-            server: r.server.clone(),
-            browser: r.browser,
-            view: r.view,
-            variant: r.variant,
-        };
+        let key = SeriesKey::of(r);
         *retried.entry(key).or_default() += 1;
     }
     for r in counted
@@ -580,14 +585,7 @@ pub fn summarize_runs_on(
         .copied()
         .filter(|r| r.phase == Phase::Measure)
     {
-        let key = SeriesKey {
-            profile: r.profile.clone(),
-            workload: r.workload.clone(),
-            server: r.server.clone(),
-            browser: r.browser,
-            view: r.view,
-            variant: r.variant,
-        };
+        let key = SeriesKey::of(r);
         if !by_series.contains_key(&key) {
             order.push(key.clone());
         }
