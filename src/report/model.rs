@@ -106,13 +106,21 @@ impl ReportData {
         if self.servers.len() > 1 {
             parts.push(format!("server {}", setup.server));
         }
-        if self.browsers.len() > 1 {
+        parts.extend(self.engine_and_view(setup));
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// What tells `setup` apart beside its server: its engine (unless the matrix has Chromium
+    /// alone) and its view (unless it has first visits alone).
+    pub fn engine_and_view(&self, setup: &Setup) -> Vec<String> {
+        let mut parts = Vec::new();
+        if self.browsers.len() > 1 || setup.browser != BrowserId::Chromium {
             parts.push(setup.browser.label().to_string());
         }
         if self.views.len() > 1 || setup.view != View::First {
             parts.push(format!("{} view", setup.view));
         }
-        (!parts.is_empty()).then(|| parts.join(", "))
+        parts
     }
 
     /// Whether the tables are made for more than one setup (ids and titles then name it).

@@ -955,13 +955,7 @@ pub fn servers(data: &ReportData) -> Vec<Table> {
     let mut out = Vec::new();
     for (view, browser) in views_and_browsers(data) {
         let base = Setup::new(first.clone(), browser).on(view);
-        let mut what = Vec::new();
-        if data.browsers.len() > 1 {
-            what.push(browser.label().to_string());
-        }
-        if data.views.len() > 1 || view != crate::identity::View::First {
-            what.push(format!("{view} view"));
-        }
+        let what = data.engine_and_view(&base);
         let (engine, engine_id) = if what.is_empty() {
             (String::new(), String::new())
         } else {
@@ -1121,14 +1115,12 @@ pub fn all_series(data: &ReportData, workload: &str, setup: &Setup) -> Option<Ta
     Some(Table {
         id: format!("all-{workload}-{}", setup.slug()),
         title: format!(
-            "{} on {}{}",
+            "{} on {}",
             workload_title(workload),
-            setup.server,
-            if data.browsers.len() > 1 {
-                format!(", {}", setup.browser.label())
-            } else {
-                String::new()
-            }
+            std::iter::once(setup.server.to_string())
+                .chain(data.engine_and_view(setup))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         intro: vec![format!(
             "Median {} [95 % CI].",
