@@ -199,26 +199,54 @@ async fn serve_connection(
         peer,
         Probe::Quic(conn.clone()),
     );
-    match done {
+    let completion = match done {
         // The handshake completes while the connection is already being served.
         Some(done) => {
-            let (registry, id) = (ctx.registry.clone(), guard.id);
-            tokio::spawn(async move {
-                done.await;
-                registry.established(
-                    id,
-                    super::Protocol::H3.alpn(),
-                    t0.elapsed().as_secs_f64() * 1000.0,
-                );
-            });
+            let (registry, id, conn) = (ctx.registry.clone(), guard.id, conn.clone());
+            Some(tokio::spawn(async move {
+                // Resolves at completion (true only if the client's 0-RTT was accepted) or, with
+                // false, when the connection is lost first; quinn records the loss before it
+                // resolves, and a server that completed has sent HANDSHAKE_DONE.
+                let accepted_0rtt = done.await;
+                let completed = accepted_0rtt
+                    || conn.close_reason().is_none()
+                    || conn.stats().frame_tx.handshake_done > 0;
+                if completed {
+                    registry.established(
+                        id,
+                        super::Protocol::H3.alpn(),
+                        t0.elapsed().as_secs_f64() * 1000.0,
+                    );
+                }
+                completed
+            }))
         }
-        None => guard.registry().established(
-            guard.id,
-            super::Protocol::H3.alpn(),
-            t0.elapsed().as_secs_f64() * 1000.0,
-        ),
-    }
-    guard.error = serve_h3(conn, peer, &ctx, guard.id, shutdown).await.err();
+        None => {
+            guard.registry().established(
+                guard.id,
+                super::Protocol::H3.alpn(),
+                t0.elapsed().as_secs_f64() * 1000.0,
+            );
+            None
+        }
+    };
+    let served = serve_h3(conn, peer, &ctx, guard.id, shutdown).await;
+    guard.error = match (served, completion) {
+        (Ok(()), _) => None,
+        // A connection served at 0.5-RTT whose handshake never completed (a client refusing the
+        // certificate) failed its handshake, like one that was never served.
+        (Err(e), Some(completion)) => {
+            let completed = tokio::time::timeout(std::time::Duration::from_secs(1), completion)
+                .await
+                .map_or(true, |joined| joined.unwrap_or(true));
+            Some(if completed {
+                e
+            } else {
+                format!("QUIC handshake failed: {e}")
+            })
+        }
+        (Err(e), None) => Some(e),
+    };
 }
 
 /// The server configuration of a connection whose qlog is kept (None: qlog off, or the
