@@ -446,7 +446,11 @@ fn assert_firefox(rec: &RunRecord) {
     );
     assert!(rec.observation.cdp_events.is_empty() && !rec.observation.bidi_events.is_empty());
     // Nothing but the page's own traffic: no packet to any other address reached the link.
-    let link = rec.link_stats.as_ref().and_then(|l| l.stats.as_ref()).unwrap();
+    let link = rec
+        .link_stats
+        .as_ref()
+        .and_then(|l| l.stats.as_ref())
+        .unwrap();
     assert_eq!(
         link.up.dropped_not_for_peer + link.down.dropped_not_for_peer,
         0,

@@ -149,6 +149,7 @@ fn planned_ids(
         runs,
         warmup,
         seed,
+        adaptive: None,
     })
     .into_iter()
     .map(|p| p.id)
@@ -413,6 +414,7 @@ fn matrix_with_fault(
         runs: 2,
         warmup: 0,
         seed: 3,
+        adaptive: None,
     });
     let first = planned[0].id.clone();
     let spec = format!("{first}={fault}");

@@ -631,6 +631,7 @@ fn generate(
                             settled: true,
                             settle_cpu: 0.08,
                             teardown_ms: 140.0,
+                            ..BrowserOverhead::default()
                         },
                         wall_ms: wall.round(),
                         machine: MachineSample {
@@ -706,6 +707,7 @@ fn generate(
         runs,
         warmup: WARMUP,
         seed: SEED,
+        adaptive: None,
     };
     let mut server_cfg = serde_json::Map::new();
     for s in servers {
@@ -748,6 +750,9 @@ fn generate(
         resumed_at: vec![],
         options: None,
         sites: Default::default(),
+        plan_hash: String::new(),
+        shard: None,
+        merged_from: vec![],
     };
     Generated { meta, records }
 }

@@ -68,6 +68,12 @@ pub struct MatrixRequest {
     pub capture: crate::capture::CaptureSet,
     /// How site workloads are replayed.
     pub sites: workload::site::SiteOptions,
+    /// `--runs auto`: rounds per cell until precise (`runs` is then its maximum).
+    pub adaptive: Option<plan::Adaptive>,
+    /// `--shard K/N`: only this part of the plan's cells.
+    pub shard: Option<super::shard::ShardSpec>,
+    /// Runs of the reference series a shard calibrates its machine with (0: none).
+    pub calibration_runs: u32,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -76,6 +82,8 @@ pub struct MatrixOutcome {
     pub completed: bool,
     pub runs_done: usize,
     pub planned: usize,
+    /// `--runs auto`: `planned` is the most rounds could take.
+    pub adaptive: bool,
 }
 
 struct Resolved {
@@ -173,6 +181,9 @@ fn meta_for(
         resumed_at: vec![],
         options: Some(crate::results::options::StoredOptions::of(req)),
         sites: Default::default(),
+        plan_hash: String::new(),
+        shard: None,
+        merged_from: vec![],
     }
 }
 
@@ -216,17 +227,41 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         servers: req.servers.iter().map(ServerChoice::name).collect(),
         browsers: req.browsers.clone(),
         variants: r.variants.clone(),
-        runs: req.runs,
+        // `--runs auto`: the plan holds the most rounds a cell may take.
+        runs: req.adaptive.map_or(req.runs, |a| a.max_runs),
         warmup: req.warmup,
         seed: req.seed,
+        adaptive: req.adaptive,
     };
-    let planned = plan::plan(&spec);
+    let mut planned = plan::plan(&spec);
+    let shard = match req.shard {
+        Some(s) => {
+            let (cells, cost) = super::shard::cells_of(&spec, &r.profiles, &r.workloads, s)?;
+            planned.retain(|p| cells.contains(&p.cell()));
+            tracing::info!(
+                "shard {s}: {} of {} cells ({}), {} runs, roughly {:.0} min on this machine class",
+                cells.len(),
+                spec.cells().len(),
+                cells
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                planned.len(),
+                cost / 60.0
+            );
+            Some(super::shard::ShardInfo { spec: s, cells })
+        }
+        None => None,
+    };
     crate::fault::check_targets(
         &req.faults,
         planned.iter().map(|p| p.id.as_str()),
         req.retry_invalid,
     )?;
-    let requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
+    let mut requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
+    requested.shard = shard;
+    requested.plan_hash = requested.plan_hash();
     let (dir, mut store, mut meta) = match &req.resume {
         Some(dir) => {
             let (store, meta) = Store::resume(dir, &requested)?;
@@ -268,6 +303,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
         .collect();
     let outcome_dir = dir.clone();
+    let mut walked: Option<PlanEnd> = None;
     if todo.is_empty() {
         tracing::info!(
             "{}: all {} planned runs are already done",
@@ -275,7 +311,13 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             planned.len()
         );
     } else {
+        if meta.shard.is_some() {
+            describe_machine(req, &dir)?;
+        }
         let ran = start_and_run(req, &r, &todo, &manifests, &mut store, &planned, &mut meta);
+        if let Ok(end) = &ran {
+            walked = Some(*end);
+        }
         if let Err(e) = ran {
             // Every finished run is on disk; say in the metadata that the matrix stopped.
             meta.status = "failed".into();
@@ -288,7 +330,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         }
     }
     let done = store.finished(&planned, req.retry_invalid);
-    let completed = done >= planned.len();
+    // With `--runs auto` a cell may stop before its last planned round: the walk over what was
+    // left is what says the matrix is complete.
+    let completed = done >= planned.len()
+        || (req.adaptive.is_some() && matches!(walked, Some(PlanEnd::Done(_))));
     meta.status = if completed {
         "complete".into()
     } else if signals::interrupted() {
@@ -324,7 +369,50 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         completed,
         runs_done: done,
         planned: planned.len(),
+        adaptive: req.adaptive.is_some(),
     })
+}
+
+/// A shard's `machine.json`: the machine's fingerprint, and its calibration the first time (a
+/// resumed shard keeps the one it made; `--calibration-runs 0` makes none).
+fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
+    use crate::results::shards::{read_machine, write_machine, Fingerprint, MachineFile};
+    let meta = store::read_meta(dir)?;
+    let old = read_machine(dir)?;
+    let calibration = match old.and_then(|m| m.calibration) {
+        Some(c) => Some(c),
+        None if req.calibration_runs > 0 => {
+            if !req.quiet {
+                eprintln!(
+                    "calibrating this machine: emulator precision and rate, {} runs of page10 over h2 on wired …",
+                    req.calibration_runs
+                );
+            }
+            let c = super::calibration::calibrate(
+                req.calibration_runs,
+                &req.pages_root,
+                req.pages_seed,
+                req.settle_max,
+            );
+            for p in &c.problems {
+                tracing::warn!("calibration: {p}");
+            }
+            if signals::interrupted() {
+                // Half a calibration says nothing: the resumed shard makes it again.
+                return Ok(());
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    write_machine(
+        dir,
+        &MachineFile {
+            hostname: meta.machine.hostname.clone(),
+            fingerprint: Fingerprint::of(&meta),
+            calibration,
+        },
+    )
 }
 
 /// Writes the report (tables, charts, HTML); a failure here does not lose any run.
@@ -398,6 +486,9 @@ pub trait Executor {
     /// After a run: if it left the testbed broken (stopped emulator, exited server), builds a
     /// new one with `profile` and says why.
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>>;
+    /// The run expected after the next one `execute`s (None: none, or not known): its browser
+    /// may be started once that run's measured window is over.
+    fn expect_next(&mut self, _next: Option<&RunSpec>) {}
 }
 
 /// What the executor performs attempts on: the testbed (or a fake one in the tests).
@@ -408,6 +499,8 @@ pub trait RunTarget {
     fn run(&mut self, spec: &RunSpec) -> Result<RunRecord>;
     /// What makes it unusable for further runs, if anything.
     fn broken(&mut self) -> Option<String>;
+    /// See [`Executor::expect_next`].
+    fn expect_next(&mut self, _next: Option<&RunSpec>) {}
 }
 
 impl RunTarget for Testbed {
@@ -421,6 +514,10 @@ impl RunTarget for Testbed {
 
     fn broken(&mut self) -> Option<String> {
         Testbed::broken(self)
+    }
+
+    fn expect_next(&mut self, next: Option<&RunSpec>) {
+        Testbed::expect_next(self, next.map(runner::load_request).as_ref());
     }
 }
 
@@ -476,6 +573,12 @@ impl<T: RunTarget> Executor for TestbedExecutor<T> {
         self.testbed()?.run(spec)
     }
 
+    fn expect_next(&mut self, next: Option<&RunSpec>) {
+        if let Ok(t) = self.testbed() {
+            t.expect_next(next);
+        }
+    }
+
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>> {
         let Some(why) = self.testbed()?.broken() else {
             return Ok(None);
@@ -499,7 +602,7 @@ fn start_and_run(
     store: &mut Store,
     planned: &[PlannedRun],
     meta: &mut Meta,
-) -> Result<()> {
+) -> Result<PlanEnd> {
     let first = r
         .profiles
         .iter()
@@ -539,6 +642,22 @@ fn start_and_run(
         store.finished(planned, req.retry_invalid),
         req.quiet,
     );
+    let rule = req.adaptive.map(|adaptive| super::adaptive::RuleContext {
+        adaptive,
+        server_order: meta.plan.servers.clone(),
+        seed: req.seed,
+        resamples: crate::stats::DEFAULT_RESAMPLES,
+        timeout_ms: req.timeout.as_secs_f64() * 1e3,
+    });
+    let results_dir = store.dir().to_path_buf();
+    let judge = |cell: &plan::Cell, rounds: u32| {
+        let rule = rule.as_ref().expect("asked only with --runs auto");
+        super::adaptive::judge_dir(&results_dir, cell, rounds, rule)
+    };
+    let gate = rule.as_ref().map(|r| AdaptiveGate {
+        min_runs: r.adaptive.min_runs,
+        judge: &judge,
+    });
     let ctx = PlanContext {
         profiles: &r.profiles,
         manifests,
@@ -551,6 +670,7 @@ fn start_and_run(
         visual: req.visual,
         capture: &req.capture,
         stop: &signals::interrupted,
+        adaptive: gate,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
     match &result {
@@ -558,12 +678,23 @@ fn start_and_run(
             pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume")
         }
         Ok(PlanEnd::Done(t)) => pb.finish_with_message(format!(
-            "done · valid {} invalid {} DNF {} · retried {}",
-            t.valid, t.invalid, t.dnf, t.retries
+            "done · valid {} invalid {} DNF {} · retried {}{}",
+            t.valid,
+            t.invalid,
+            t.dnf,
+            t.retries,
+            if req.adaptive.is_some() {
+                format!(
+                    " · {} cells precise before their last round, {} runs not needed",
+                    t.cells_stopped, t.skipped
+                )
+            } else {
+                String::new()
+            }
         )),
         Err(_) => pb.abandon(),
     }
-    result.map(|_| ())
+    result
 }
 
 /// What the plan loop needs besides the executor and the store.
@@ -584,6 +715,17 @@ pub struct PlanContext<'a> {
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
+    /// `--runs auto`: whether a cell needs more rounds (None: every planned round runs).
+    pub adaptive: Option<AdaptiveGate<'a>>,
+}
+
+/// How the plan loop asks the stopping rule of `--runs auto` (`matrix::adaptive`).
+#[derive(Clone, Copy)]
+pub struct AdaptiveGate<'a> {
+    /// Rounds every cell runs before the rule is asked.
+    pub min_runs: u32,
+    /// The rule: the cell after this many measured rounds (all of them on disk).
+    pub judge: &'a dyn Fn(&plan::Cell, u32) -> Result<super::adaptive::Judgement>,
 }
 
 /// Outcomes of the attempts made by one [`run_plan`] call.
@@ -596,6 +738,10 @@ pub struct Tally {
     pub retries: usize,
     /// Testbeds rebuilt after a run broke one.
     pub rebuilds: usize,
+    /// Planned runs left out because their cell was already precise (`--runs auto`).
+    pub skipped: usize,
+    /// Cells that stopped before their last planned round (`--runs auto`).
+    pub cells_stopped: usize,
 }
 
 /// How the plan loop ended.
@@ -650,12 +796,53 @@ pub fn run_plan(
     };
     let mut current = current.to_string();
     let mut t = Tally::default();
-    for p in todo {
+    // `--runs auto`: cells that need no more rounds, and the rounds the rule was asked about.
+    let mut stopped: std::collections::BTreeSet<plan::Cell> = Default::default();
+    let mut asked: std::collections::BTreeSet<(plan::Cell, u32)> = Default::default();
+    let left_out = |p: &PlannedRun, stopped: &std::collections::BTreeSet<plan::Cell>| {
+        ctx.adaptive.is_some() && p.phase == Phase::Measure && stopped.contains(&p.cell())
+    };
+    for (i, p) in todo.iter().enumerate() {
+        if let Some(gate) = &ctx.adaptive {
+            if p.phase == Phase::Measure
+                && p.round > gate.min_runs
+                && !stopped.contains(&p.cell())
+                && asked.insert((p.cell(), p.round))
+            {
+                // Every earlier round of the cell is finished: the walk is in plan order.
+                let j = (gate.judge)(&p.cell(), p.round - 1)
+                    .with_context(|| format!("judging the precision of {}", p.cell()))?;
+                if j.precise {
+                    tracing::info!(
+                        "{}: after {} rounds every ratio's 95 % CI is within ±{:.1} %: no more rounds",
+                        p.cell(),
+                        j.rounds,
+                        j.widest_pct.unwrap_or(f64::NAN)
+                    );
+                    stopped.insert(p.cell());
+                    t.cells_stopped += 1;
+                }
+            }
+            if left_out(p, &stopped) {
+                t.skipped += 1;
+                pb.inc(1);
+                continue;
+            }
+        }
         let profile = profile_of(&p.profile);
         if p.profile != current {
             exec.set_profile(&profile)?;
             current = p.profile.clone();
         }
+        // The run after this one, as far as it is known now (a retry of this one, or a cell
+        // that turns out precise, makes it another): its browser may start early.
+        let next = todo[i + 1..]
+            .iter()
+            .find(|q| !left_out(q, &stopped))
+            .map(|q| {
+                let attempt = store.attempts(&q.id).next(ctx.retry_invalid).unwrap_or(1);
+                attempt_spec(ctx, q, &profile_of(&q.profile), attempt)
+            });
         while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
             if (ctx.stop)() {
                 return Ok(PlanEnd::Interrupted);
@@ -681,6 +868,7 @@ pub fn run_plan(
                 t.retries
             ));
             let spec = attempt_spec(ctx, p, &profile, attempt);
+            exec.expect_next(next.as_ref());
             let rec = match exec.execute(&spec) {
                 Ok(rec) => rec,
                 Err(e) if (ctx.stop)() => {
@@ -856,6 +1044,7 @@ mod tests {
                 visual: false,
                 capture: &crate::capture::NO_CAPTURE,
                 stop,
+                adaptive: None,
             }
         }
     }
@@ -873,6 +1062,7 @@ mod tests {
             runs: 2,
             warmup: 0,
             seed: 1,
+            adaptive: None,
         };
         Fixture {
             dir,
@@ -909,6 +1099,7 @@ mod tests {
                 runs: 0,
                 warmup: 0,
                 seed: 0,
+                adaptive: None,
             },
             profiles: f.profiles.clone(),
             servers: serde_json::Value::Null,
@@ -919,6 +1110,9 @@ mod tests {
             resumed_at: vec![],
             options: None,
             sites: Default::default(),
+            plan_hash: String::new(),
+            shard: None,
+            merged_from: vec![],
         }
     }
 

@@ -74,6 +74,7 @@ pub fn run_series(
         runs: req.runs,
         warmup: 0,
         seed: req.seed,
+        adaptive: None,
     });
     let mut exec = TestbedExecutor::start(crate::testbed::TestbedConfig {
         profile: req.profile.clone(),
@@ -103,6 +104,7 @@ pub fn run_series(
         visual: req.visual,
         capture: &req.capture,
         stop: &signals::interrupted,
+        adaptive: None,
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {

@@ -1126,6 +1126,7 @@ mod tests {
                 runs: 10,
                 warmup: 0,
                 seed: 3,
+                adaptive: None,
             },
             rows.len(),
             120.0,
