@@ -933,6 +933,10 @@ mod tests {
         check_store: Option<PathBuf>,
         /// An attempt that cannot be attempted at all (`execute` fails).
         fail: Option<String>,
+        /// The run announced as the next one (`expect_next`), and per attempt started:
+        /// `<attempt> then <announced next or ->`.
+        hint: Option<String>,
+        hints: Vec<String>,
     }
 
     impl FakeExecutor {
@@ -949,8 +953,17 @@ mod tests {
             Ok(())
         }
 
+        fn expect_next(&mut self, next: Option<&RunSpec>) {
+            self.hint = next.map(|s| s.id.clone());
+        }
+
         fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
             self.log.push(format!("run {}", spec.id));
+            self.hints.push(format!(
+                "{} then {}",
+                spec.id,
+                self.hint.take().unwrap_or_else(|| "-".into())
+            ));
             if let Some(dir) = &self.check_store {
                 let on_disk = ids_on_disk(dir);
                 let before: Vec<String> = self.log[..self.log.len() - 1]
@@ -1050,6 +1063,11 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
+        fixture_of(2, 0)
+    }
+
+    /// wired and mobile × page10 × h1, h2: `runs` rounds after `warmup` warm-ups.
+    fn fixture_of(runs: u32, warmup: u32) -> Fixture {
         let tmp = crate::tempdir::create("exec-test").unwrap();
         let dir = tmp.path().to_path_buf();
         let manifest = Manifest::empty_page10();
@@ -1059,8 +1077,8 @@ mod tests {
             servers: vec!["embedded".into()],
             browsers: vec![crate::identity::BrowserId::Chromium],
             variants: crate::protocol::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
-            runs: 2,
-            warmup: 0,
+            runs,
+            warmup,
             seed: 1,
             adaptive: None,
         };
@@ -1527,5 +1545,94 @@ mod tests {
         assert_eq!(ids_on_disk(&f.dir), [first]);
         let e = exec.set_profile(&f.profiles[1]).unwrap_err();
         assert!(e.to_string().contains("rebuilding it failed"), "{e}");
+    }
+
+    #[test]
+    fn each_run_announces_the_next_planned_one_for_its_browser() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        let mut exec =
+            FakeExecutor::default().then(&first, Outcome::Invalid, &[ReasonKind::BrowserCrash]);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        walk(&f, &mut exec, &mut store, 2);
+        let ids = plan_ids(&f);
+        let mut expected = vec![
+            format!("{} then {}", ids[0], ids[1]),
+            // The retry was not known in advance: the next planned run is still announced.
+            format!("{}.a2 then {}", ids[0], ids[1]),
+        ];
+        for i in 1..ids.len() {
+            let next = ids.get(i + 1).cloned().unwrap_or_else(|| "-".into());
+            expected.push(format!("{} then {next}", ids[i]));
+        }
+        assert_eq!(exec.hints, expected);
+    }
+
+    #[test]
+    fn adaptive_cells_stop_when_precise_and_a_resume_decides_the_same() {
+        // Up to 4 rounds, judged from round 2 on: wired is precise after 2, mobile never.
+        let f = fixture_of(4, 1);
+        let asked: RefCell<Vec<String>> = RefCell::default();
+        let judge = |cell: &plan::Cell, rounds: u32| {
+            asked.borrow_mut().push(format!("{cell} after {rounds}"));
+            let precise = cell.profile == "wired";
+            Ok(super::super::adaptive::Judgement {
+                rounds,
+                widest_pct: Some(if precise { 3.0 } else { 9.0 }),
+                precise,
+            })
+        };
+        let walk_adaptive = |exec: &mut FakeExecutor, store: &mut Store| {
+            let mut ctx = f.context(2, &[], &|| false);
+            ctx.adaptive = Some(AdaptiveGate {
+                min_runs: 2,
+                judge: &judge,
+            });
+            let todo: Vec<&PlannedRun> = f
+                .plan
+                .iter()
+                .filter(|p| store.attempts(&p.id).next(2).is_some())
+                .collect();
+            run_plan(exec, &ctx, "wired", &todo, store, &ProgressBar::hidden()).unwrap()
+        };
+        let mut exec = FakeExecutor::default();
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let PlanEnd::Done(t) = walk_adaptive(&mut exec, &mut store) else {
+            panic!("interrupted")
+        };
+        let ran = runs(&exec);
+        let count = |p: &str, phase: &str| ran.iter().filter(|r| r.starts_with(p) && r.contains(phase)).count();
+        // Warm-ups always; wired 2 rounds, mobile all 4, two protocols each.
+        assert_eq!((count("wired", "-w"), count("mobile", "-w")), (2, 2));
+        assert_eq!((count("wired", "-r"), count("mobile", "-r")), (4, 8));
+        assert_eq!((t.cells_stopped, t.skipped), (1, 4));
+        assert_eq!(
+            *asked.borrow(),
+            [
+                "wired/page10 after 2",
+                "mobile/page10 after 2",
+                "mobile/page10 after 3"
+            ]
+        );
+        // The run after a round is announced before the rule has seen the round: the stopped
+        // cell's third round was announced once (its browser is then ended unused), never after.
+        assert_eq!(
+            exec.hints
+                .iter()
+                .filter(|h| h.contains("then wired-page10-r03"))
+                .count(),
+            1
+        );
+        // Resumed: the rule says the same from the runs on disk; nothing more runs.
+        asked.borrow_mut().clear();
+        drop(store);
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        let mut exec = FakeExecutor::default();
+        let PlanEnd::Done(t) = walk_adaptive(&mut exec, &mut store) else {
+            panic!("interrupted")
+        };
+        assert!(runs(&exec).is_empty(), "{:?}", exec.log);
+        assert_eq!(*asked.borrow(), ["wired/page10 after 2"]);
+        assert_eq!(t.skipped, 4);
     }
 }
