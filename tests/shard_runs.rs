@@ -126,10 +126,20 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| format!("{}/{}", c["profile"].as_str().unwrap(), c["workload"].as_str().unwrap()))
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c["profile"].as_str().unwrap(),
+                    c["workload"].as_str().unwrap()
+                )
+            })
             .collect();
         assert_eq!(cells.len(), 1, "{cells:?}");
-        assert!(cells_seen.insert(cells[0].clone()), "{} in two shards", cells[0]);
+        assert!(
+            cells_seen.insert(cells[0].clone()),
+            "{} in two shards",
+            cells[0]
+        );
         let mine: BTreeSet<String> = planned
             .iter()
             .filter(|p| cells.contains(&format!("{}/{}", p.profile, p.workload)))
@@ -138,9 +148,15 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         let got: BTreeSet<String> = rows(dir).iter().map(|r| r["plan_id"].clone()).collect();
         assert_eq!(got, mine, "shard {k} ran exactly its cell, whole");
         let machine = json(&dir.join("machine.json"));
-        assert!(!machine["fingerprint"]["cpu_model"].as_str().unwrap().is_empty());
+        assert!(!machine["fingerprint"]["cpu_model"]
+            .as_str()
+            .unwrap()
+            .is_empty());
         let cal = &machine["calibration"];
-        assert!(cal["netem"]["udp_packets_per_s"].as_f64().unwrap() > 1000.0, "{cal}");
+        assert!(
+            cal["netem"]["udp_packets_per_s"].as_f64().unwrap() > 1000.0,
+            "{cal}"
+        );
         assert!(cal["reference"]["valid"].as_u64().unwrap() >= 1, "{cal}");
     }
     assert_eq!(
@@ -170,7 +186,10 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         .iter()
         .map(|r| planned.iter().position(|p| p.id == r["plan_id"]).unwrap())
         .collect();
-    assert!(order.windows(2).all(|w| w[0] <= w[1]), "plan order: {order:?}");
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "plan order: {order:?}"
+    );
     let attempts = rows(&s1).len() + rows(&s2).len();
     assert_eq!(rows(&merged).len(), attempts);
     let summary = json(&merged.join("summary.json"));
@@ -188,9 +207,15 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
     assert_eq!(meta["status"], "complete");
     assert!(merged.join("report.md").exists() && merged.join("diagnosis.md").exists());
     let report = std::fs::read_to_string(merged.join("report.md")).unwrap();
-    assert!(report.contains("Machines"), "the report lists the shards' machines");
+    assert!(
+        report.contains("Machines"),
+        "the report lists the shards' machines"
+    );
     for r in rows(&merged) {
-        assert!(merged.join("runs").join(format!("{}.json", r["run_id"])).exists());
+        assert!(merged
+            .join("runs")
+            .join(format!("{}.json", r["run_id"]))
+            .exists());
     }
 
     // Refused: the same shard twice, a shard of another plan, a missing shard.
@@ -205,7 +230,11 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         }
         assert!(!t.join(out).exists(), "a refused merge wrote {out}");
     };
-    refused(&[&s1, &s1], "twice", &["overlapping shards", "both shard 1/2"]);
+    refused(
+        &[&s1, &s1],
+        "twice",
+        &["overlapping shards", "both shard 1/2"],
+    );
     // Another plan: the second shard's directory as if run with another seed.
     let foreign = t.join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();
@@ -215,6 +244,10 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
     let mut m = json(&s2.join("meta.json"));
     m["plan"]["seed"] = 6.into();
     std::fs::write(foreign.join("meta.json"), m.to_string()).unwrap();
-    refused(&[&s1, &foreign], "foreign", &["not shards of one plan", "--seed 5 vs 6"]);
+    refused(
+        &[&s1, &foreign],
+        "foreign",
+        &["not shards of one plan", "--seed 5 vs 6"],
+    );
     refused(&[&s1], "alone", &["missing shard 2/2", "--shard 2/2"]);
 }

@@ -1601,7 +1601,11 @@ mod tests {
             panic!("interrupted")
         };
         let ran = runs(&exec);
-        let count = |p: &str, phase: &str| ran.iter().filter(|r| r.starts_with(p) && r.contains(phase)).count();
+        let count = |p: &str, phase: &str| {
+            ran.iter()
+                .filter(|r| r.starts_with(p) && r.contains(phase))
+                .count()
+        };
         // Warm-ups always; wired 2 rounds, mobile all 4, two protocols each.
         assert_eq!((count("wired", "-w"), count("mobile", "-w")), (2, 2));
         assert_eq!((count("wired", "-r"), count("mobile", "-r")), (4, 8));
