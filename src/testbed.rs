@@ -159,11 +159,15 @@ impl Testbed {
             .with_context(|| format!("pages root {}", cfg.pages_root.display()))?;
         let mut tb = Testbed {
             browsers: Launcher {
-                client: link
-                    .client()
-                    .handle()
-                    .map_err(|e| tracing::warn!("no browser will be launched ahead: {e:#}"))
-                    .ok(),
+                // PAGEBENCH_PRELAUNCH=0: every browser at its run's start, as before (to compare).
+                client: (std::env::var("PAGEBENCH_PRELAUNCH").as_deref() != Ok("0"))
+                    .then(|| {
+                        link.client()
+                            .handle()
+                            .map_err(|e| tracing::warn!("no browser will be launched ahead: {e:#}"))
+                            .ok()
+                    })
+                    .flatten(),
                 ..Launcher::default()
             },
             servers: Vec::new(),
