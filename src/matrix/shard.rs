@@ -254,8 +254,8 @@ mod tests {
             let lossy = s
                 .iter()
                 .filter(|c| {
-                    c.workload == "download" && c.profile.contains("mobile")
-                        || c.workload == "download" && c.profile == "cell-edge"
+                    c.workload == "download"
+                        && (c.profile.contains("mobile") || c.profile == "cell-edge")
                 })
                 .count();
             assert_eq!(lossy, 1, "{s:?}");
