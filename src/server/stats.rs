@@ -387,7 +387,10 @@ mod tests {
         assert_eq!(snap.len(), 1);
         assert!(snap[0].closed_unix_ms.is_none() && snap[0].tcp.is_some());
         // A run that started after it opened waits for its own connections only.
-        assert_eq!((reg.open_count_since(id), reg.open_count_since(id + 1)), (1, 0));
+        assert_eq!(
+            (reg.open_count_since(id), reg.open_count_since(id + 1)),
+            (1, 0)
+        );
         reg.close(id, None);
         assert_eq!(reg.open_count(), 0);
         let after = reg.since(id);
