@@ -681,6 +681,46 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_hash_names_the_plan_not_the_machine_or_the_shard() {
+        let a = meta();
+        let mut b = meta();
+        b.shard = Some(crate::results::shards::ShardInfo {
+            spec: "2/3".parse().unwrap(),
+            cells: vec![],
+        });
+        b.git_revision = "other".into();
+        b.machine.hostname = "elsewhere".into();
+        assert_eq!(a.plan_hash(), b.plan_hash());
+        assert_eq!(a.plan_hash().len(), 16);
+        let mut seed = meta();
+        seed.plan.seed = 2;
+        let mut timeout = meta();
+        timeout.timeout_s = 60.0;
+        let mut auto = meta();
+        auto.plan.adaptive = Some(crate::plan::Adaptive::new(5, 30, 5.0).unwrap());
+        for other in [seed, timeout, auto] {
+            assert_ne!(a.plan_hash(), other.plan_hash());
+        }
+        // A merged directory cannot be resumed: its shards can.
+        let tmp = crate::tempdir::create("store-test").unwrap();
+        let mut merged = meta();
+        merged.merged_from = vec![crate::results::shards::MergedShard {
+            dir: "s1".into(),
+            spec: "1/1".parse().unwrap(),
+            status: "complete".into(),
+            attempts: 0,
+            started_at: String::new(),
+            ended_at: None,
+            hostname: String::new(),
+            fingerprint: crate::results::shards::Fingerprint::of(&meta()),
+            calibration: None,
+        }];
+        Store::create(tmp.path(), &merged).unwrap();
+        let e = format!("{:#}", Store::resume(tmp.path(), &meta()).err().unwrap());
+        assert!(e.contains("merged from 1 shards"), "{e}");
+    }
+
+    #[test]
     fn partial_line_is_cut() {
         let tmp = crate::tempdir::create("store-test").unwrap();
         let dir = tmp.path();
