@@ -252,5 +252,5 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         "foreign",
         &["not shards of one plan", "--seed 5 vs 6"],
     );
-    refused(&[&s1], "alone", &["missing shard 2/2", "--shard 2/2"]);
+    refused(&[&s1], "out-alone", &["missing shard 2/2", "--shard 2/2"]);
 }
