@@ -235,7 +235,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
     };
     refused(
         &[&s1, &s1],
-        "twice",
+        "out-twice",
         &["overlapping shards", "both shard 1/2"],
     );
     // Another plan: the second shard's directory as if run with another seed.
@@ -249,7 +249,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
     std::fs::write(foreign.join("meta.json"), m.to_string()).unwrap();
     refused(
         &[&s1, &foreign],
-        "foreign",
+        "out-foreign",
         &["not shards of one plan", "--seed 5 vs 6"],
     );
     refused(&[&s1], "out-alone", &["missing shard 2/2", "--shard 2/2"]);
