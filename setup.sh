@@ -5,6 +5,12 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (pagebench creates network namespaces and TUN devices)" >&2
   exit 1
 fi
+# --runtime: only what a run needs (the container image, deploy/Containerfile): no build tools,
+# no test tools, no Rust checks.
+runtime_only=false
+if [ "${1:-}" = "--runtime" ]; then
+  runtime_only=true
+fi
 need=()
 # gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3, util-linux and
 # mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
@@ -14,6 +20,13 @@ need=()
 for pkg in chromium firefox-esr libnss3-tools curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount tshark; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
+if $runtime_only && [ ${#need[@]} -gt 0 ]; then
+  mapfile -t need < <(printf '%s\n' "${need[@]}" | grep -vxE 'gcc|libc6-dev|python3|python3-venv|tshark')
+fi
+# python3-venv: the venv of kubernetes-validate (below).
+if ! $runtime_only; then
+  dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "install ok installed" || need+=(python3-venv)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -31,6 +44,9 @@ fi
 for svc in caddy nginx; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
+if $runtime_only; then
+  exit 0
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup.sh: cargo is missing: install a Rust toolchain (rustup) first" >&2
   exit 1
@@ -53,3 +69,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-nextest
 fi
 [ -e /dev/net/tun ] || { echo "setup.sh: /dev/net/tun is missing (modprobe tun)" >&2; exit 1; }
+# kubernetes-validate (PyPI) in a venv under target/: the test that checks deploy/kubernetes/
+# against the Kubernetes schema, offline (the schemas ship in the package).
+venv="$(dirname "$0")/target/k8s-venv"
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  echo "setup.sh: installing kubernetes-validate into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0; }; then
+    echo "setup.sh: kubernetes-validate could not be installed: the manifest test will say it was skipped" >&2
+  fi
+fi

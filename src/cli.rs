@@ -56,6 +56,55 @@ pub enum Command {
     /// response as a site archive. Chromium runs where pagebench runs: the one command that
     /// reaches beyond the emulated link.
     Record(RecordArgs),
+    /// Join the shards of one matrix (`matrix --shard K/N`, run on N machines) into one results
+    /// directory, with the statistics, the diagnosis and the report as if run on one machine.
+    Merge(MergeArgs),
+    /// Compare two results directories of the same cells (e.g. before and after a server
+    /// change) series by series: ratio with CI, Mann-Whitney, Holm, a report page; exit code 3
+    /// with --fail-if-slower when a series got slower.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The merged results directory to write (new, or empty).
+    pub out: PathBuf,
+    /// The shard directories (`matrix --shard K/N --out DIR`), in any order.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Merge shards whose machines differ (CPU, cores, kernel, browser versions, pagebench
+    /// build); the report lists each shard's machine and calibration.
+    #[arg(long)]
+    pub allow_mixed_machines: bool,
+    /// Merge even when shards are missing or unfinished (the merged directory says it is
+    /// incomplete).
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// Skip the report (`pagebench report OUT` makes it later).
+    #[arg(long)]
+    pub no_report: bool,
+    /// No terminal summary.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline results directory.
+    pub base: PathBuf,
+    /// The results directory to compare with it.
+    pub new: PathBuf,
+    /// Exit with code 3 when a series is significantly slower (after Holm, CI above 1) by more
+    /// than PCT percent.
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub fail_if_slower: Option<f64>,
+    /// Where compare.md, compare.html, compare.csv and compare.json go [default:
+    /// NEW/compare-<name of BASE>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -233,9 +282,29 @@ pub struct MatrixArgs {
     /// Workloads: page10, page50, download, upload, pageN, pageNxSIZE, uploadSIZE…
     #[arg(long, default_value = "page10,page50,download")]
     pub workloads: String,
-    /// Measured runs per series.
-    #[arg(long, default_value_t = 10)]
-    pub runs: u32,
+    /// Measured runs per series, or `auto`: per cell, interleaved rounds are added until the
+    /// 95 % CI of every ratio in the cell is within ±--precision (from --min-runs to --max-runs).
+    #[arg(long, default_value = "10", value_name = "N|auto", value_parser = parse_runs)]
+    pub runs: RunsArg,
+    /// With --runs auto: rounds every cell runs before its precision is judged.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub min_runs: u32,
+    /// With --runs auto: the most rounds a cell runs, precise or not.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub max_runs: u32,
+    /// With --runs auto: the half-width, in percent of the ratio, that the 95 % CI of every
+    /// ratio in a cell must be within for the cell to stop.
+    #[arg(long, default_value = "5", value_name = "PCT", value_parser = parse_pct)]
+    pub precision: f64,
+    /// Run only part K of N of the plan's cells (profile × workload, never split), for one of N
+    /// machines; `pagebench merge` joins the N results directories. A shard also records the
+    /// machine's fingerprint and a short calibration (machine.json).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::results::shards::ShardSpec>,
+    /// Runs of the reference series (page10 over h2 on wired) a shard calibrates its machine
+    /// with, after a short emulator benchmark; 0: no calibration.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub calibration_runs: u32,
     /// Warm-up rounds per cell (run, saved, left out of the statistics).
     #[arg(long, default_value_t = 1)]
     pub warmup: u32,
@@ -278,6 +347,31 @@ pub struct MatrixArgs {
     pub no_receive_steering: bool,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// `--runs N` or `--runs auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsArg {
+    Fixed(u32),
+    Auto,
+}
+
+fn parse_runs(s: &str) -> Result<RunsArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(RunsArg::Auto);
+    }
+    s.parse::<u32>()
+        .map(RunsArg::Fixed)
+        .map_err(|_| format!("{s:?}: give a number of runs per series, or `auto`"))
+}
+
+/// `5`, `5%` or `5 %` → 5.
+fn parse_pct(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("{s:?}: give a percentage, e.g. 5"))
 }
 
 /// Paths and browser settings shared by `run` and `matrix`.
@@ -626,7 +720,75 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
         Command::Diagnose(a) => diagnose(a),
         Command::Import(a) => import(a),
         Command::Record(a) => record(a),
+        Command::Merge(a) => merge(a),
+        Command::Compare(a) => compare(a),
     }
+}
+
+fn merge(a: MergeArgs) -> Result<ExitCode> {
+    let out = crate::matrix::merge::merge(&crate::matrix::merge::MergeRequest {
+        out: a.out,
+        dirs: a.dirs,
+        allow_mixed_machines: a.allow_mixed_machines,
+        allow_incomplete: a.allow_incomplete,
+        report: !a.no_report,
+        quiet: a.quiet,
+    })?;
+    for n in &out.notes {
+        eprintln!("note: {n}");
+    }
+    eprintln!(
+        "pagebench merge: {} shards, {} attempts in {}{}",
+        out.shards,
+        out.attempts,
+        out.out.display(),
+        if out.complete { "" } else { " — incomplete" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare(a: CompareArgs) -> Result<ExitCode> {
+    if let Some(p) = a.fail_if_slower {
+        anyhow::ensure!(
+            p.is_finite() && p >= 0.0,
+            "--fail-if-slower {p}: give a percentage of 0 or more"
+        );
+    }
+    let b = crate::baseline::baseline(&a.base, &a.new, a.fail_if_slower)?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let name = a
+            .base
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+            .unwrap_or_else(|| "base".into());
+        a.new.join(format!("compare-{name}"))
+    });
+    let written = crate::baseline::write(&out, &b)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&b)?);
+    } else {
+        print!("{}", crate::baseline::terminal(&b));
+        for d in b.setup_differences.iter().chain(&b.machine_differences) {
+            println!("differs: {d}");
+        }
+        for p in &written {
+            println!("wrote {}", p.display());
+        }
+    }
+    if !b.failing.is_empty() {
+        eprintln!(
+            "pagebench compare: slower by more than {} %: {}",
+            a.fail_if_slower.unwrap_or_default(),
+            b.failing
+                .iter()
+                .map(|k| k.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(ExitCode::from(crate::baseline::SLOWER_EXIT));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn pages(a: PagesArgs) -> Result<ExitCode> {
@@ -805,6 +967,8 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
         repeat_cache: t("repeat_cache"),
         knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
         runs: t("runs"),
+        adaptive: ["min_runs", "max_runs", "precision"].iter().any(|id| t(id)),
+        shard: t("shard"),
         warmup: t("warmup"),
         seed: t("seed"),
         timeout: t("timeout"),
@@ -830,7 +994,20 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         views: a.common.views()?,
         repeat_cache: a.common.repeat_cache,
         knobs: a.server.knobs()?,
-        runs: a.runs,
+        runs: match a.runs {
+            RunsArg::Fixed(n) => n,
+            RunsArg::Auto => a.max_runs,
+        },
+        adaptive: match a.runs {
+            RunsArg::Fixed(_) => None,
+            RunsArg::Auto => Some(crate::plan::Adaptive::new(
+                a.min_runs,
+                a.max_runs,
+                a.precision,
+            )?),
+        },
+        shard: a.shard,
+        calibration_runs: a.calibration_runs,
         warmup: a.warmup,
         seed: a.seed,
         timeout: a.timeout,
@@ -860,12 +1037,22 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
     if req.pages_root.as_os_str().is_empty() {
         req.pages_root = locations::pages_root(None, req.pages_seed)?;
     }
+    if a.runs != RunsArg::Auto && typed.adaptive && req.adaptive.is_none() && req.resume.is_none() {
+        anyhow::bail!(
+            "--min-runs, --max-runs and --precision go with --runs auto; give --runs auto, or leave them out"
+        );
+    }
     let out = crate::matrix::execute::run(&req)?;
     let interrupted = signals::interrupted() && !out.completed;
     eprintln!(
-        "pagebench matrix: {} of {} planned runs in {}{}",
+        "pagebench matrix: {} of {} planned runs{} in {}{}",
         out.runs_done,
         out.planned,
+        if out.adaptive {
+            " (--runs auto: the most it could take)"
+        } else {
+            ""
+        },
         out.dir.display(),
         if out.completed {
             String::new()
@@ -1191,6 +1378,9 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 visual: a.common.visual,
                 capture: a.common.capture(),
                 sites: a.common.site_options(),
+                adaptive: None,
+                shard: None,
+                calibration_runs: 0,
             };
             crate::matrix::execute::run(&req)?.dir
         }

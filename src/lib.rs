@@ -5,6 +5,7 @@
 //! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
 
 pub mod atomic;
+pub mod baseline;
 pub mod browser;
 pub mod capture;
 pub mod cli;

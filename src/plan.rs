@@ -29,9 +29,83 @@ pub struct PlanSpec {
     #[serde(default = "first_only")]
     pub views: Vec<View>,
     pub variants: Vec<Variant>,
+    /// Measured rounds per cell (with `adaptive`: the most, `--max-runs`).
     pub runs: u32,
     pub warmup: u32,
     pub seed: u64,
+    /// `--runs auto`: each cell stops adding rounds once precise enough (absent: every round
+    /// runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<Adaptive>,
+}
+
+/// `--runs auto`: per cell, interleaved rounds are added until the 95 % CI of every ratio in
+/// the cell is within ±`precision_pct` % of the ratio, from `min_runs` to `max_runs` rounds (the
+/// plan holds `max_runs`; the rule is `matrix::adaptive`). It looks at precision only, never at
+/// p-values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Adaptive {
+    pub min_runs: u32,
+    pub max_runs: u32,
+    pub precision_pct: f64,
+}
+
+impl Adaptive {
+    /// `--min-runs`, `--max-runs` and `--precision` as typed; the error names the flag.
+    pub fn new(min_runs: u32, max_runs: u32, precision_pct: f64) -> anyhow::Result<Adaptive> {
+        anyhow::ensure!(
+            min_runs >= 3,
+            "--min-runs {min_runs}: a comparison needs at least 3 runs per series; give 3 or more"
+        );
+        anyhow::ensure!(
+            max_runs >= min_runs,
+            "--max-runs {max_runs} is below --min-runs {min_runs}: give a maximum at least the minimum"
+        );
+        anyhow::ensure!(
+            precision_pct.is_finite() && precision_pct > 0.0 && precision_pct < 100.0,
+            "--precision {precision_pct}: give the half-width of the ratios' 95 % CI in percent, above 0 and below 100 (e.g. 5)"
+        );
+        Ok(Adaptive {
+            min_runs,
+            max_runs,
+            precision_pct,
+        })
+    }
+}
+
+/// A cell of the plan: one (profile, workload) pair. Every server, browser and protocol of a
+/// cell is interleaved in its rounds, so a cell is the unit that is never split: of shards
+/// (`--shard`) and of adaptive stopping (`--runs auto`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Cell {
+    pub profile: String,
+    pub workload: String,
+}
+
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.profile, self.workload)
+    }
+}
+
+impl PlanSpec {
+    /// The cells in plan order (profile-major).
+    pub fn cells(&self) -> Vec<Cell> {
+        self.profiles
+            .iter()
+            .flat_map(|p| {
+                self.workloads.iter().map(move |w| Cell {
+                    profile: p.clone(),
+                    workload: w.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Runs per round of a cell: servers × browsers × protocol variants.
+    pub fn runs_per_round(&self) -> usize {
+        self.servers.len() * self.browsers.len() * self.variants.len()
+    }
 }
 
 /// One run of the plan.
@@ -54,6 +128,21 @@ pub struct PlannedRun {
     pub round: u32,
     /// 1-based position within its round.
     pub position: u32,
+}
+
+impl PlannedRun {
+    /// The cell this run belongs to.
+    pub fn cell(&self) -> Cell {
+        Cell {
+            profile: self.profile.clone(),
+            workload: self.workload.clone(),
+        }
+    }
+
+    /// Whether this run belongs to `cell`.
+    pub fn is_in(&self, cell: &Cell) -> bool {
+        self.profile == cell.profile && self.workload == cell.workload
+    }
 }
 
 fn chromium_only() -> Vec<BrowserId> {
@@ -178,6 +267,7 @@ mod tests {
             runs: 5,
             warmup: 1,
             seed,
+            adaptive: None,
         }
     }
 

@@ -516,6 +516,15 @@ pub static TEARDOWN_MS: Metric =
 pub static WALL_MS: Metric = machine("wall_ms", "run wall time (ms)", Unit::Ms, 1, |r| {
     Some(r.wall_ms)
 });
+/// How long the run waited for its browser: its whole launch and settle when it started at the
+/// run's start, what was left of them when it started during the previous run's teardown.
+pub static BROWSER_WAIT_MS: Metric = machine(
+    "browser_wait_ms",
+    "wait for the browser (ms)",
+    Unit::Ms,
+    1,
+    |r| Some(r.overhead.wait_ms),
+);
 
 /// Every metric, in `runs.csv` column order.
 pub static ALL: &[&Metric] = &[
@@ -571,6 +580,7 @@ pub static ALL: &[&Metric] = &[
     &LAUNCH_MS,
     &SETTLE_MS,
     &TEARDOWN_MS,
+    &BROWSER_WAIT_MS,
     &WALL_MS,
 ];
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::browser::{self, Browser};
 use crate::fault::FaultInjection;
 use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::metrics;
@@ -118,31 +117,29 @@ fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
 }
 
 /// Performs one run on the testbed (whose link must already have `spec.profile`) in a fresh
-/// browser of `spec.browser`.
+/// browser of `spec.browser`: the testbed's run protocol, then the record assembled from its
+/// parts.
 pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
-    run_with(tb, browser::make(spec.browser).as_mut(), spec)
+    let parts = tb.run(&load_request(spec))?;
+    Ok(assemble(spec, parts))
 }
 
-/// Performs one run with `browser`: the testbed's run protocol, then the record assembled
-/// from its parts.
-pub fn run_with(tb: &mut Testbed, browser: &mut dyn Browser, spec: &RunSpec) -> Result<RunRecord> {
-    let parts = tb.run(
-        browser,
-        &LoadRequest {
-            server: &spec.server,
-            variant: spec.variant,
-            manifest: &spec.manifest,
-            timeout: spec.timeout,
-            settle_max: spec.settle_max,
-            fault: spec.fault.as_ref(),
-            keep_bodies: spec.keep_bodies,
-            visual: spec.visual,
-            capture: &spec.capture,
-            packet_tap: spec.packet_tap,
-            repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
-        },
-    )?;
-    Ok(assemble(spec, parts))
+/// The load a run spec asks the testbed for.
+pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
+    LoadRequest {
+        server: &spec.server,
+        browser: spec.browser,
+        variant: spec.variant,
+        manifest: &spec.manifest,
+        timeout: spec.timeout,
+        settle_max: spec.settle_max,
+        fault: spec.fault.as_ref(),
+        keep_bodies: spec.keep_bodies,
+        visual: spec.visual,
+        capture: &spec.capture,
+        packet_tap: spec.packet_tap,
+        repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
+    }
 }
 
 /// The screencast's evidence (frame times made relative to navigation start) and the frames'

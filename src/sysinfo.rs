@@ -89,6 +89,12 @@ pub fn chromium_version() -> String {
 
 /// The git revision of the source tree the binary runs from, if it is a checkout.
 pub fn git_revision() -> String {
+    // A binary built away from its checkout (deploy/Containerfile) is told it at build time.
+    if let Some(r) =
+        option_env!("PAGEBENCH_GIT_REVISION").filter(|r| !r.is_empty() && *r != "unknown")
+    {
+        return r.to_string();
+    }
     let dir = env!("CARGO_MANIFEST_DIR");
     let rev = Command::new("git")
         .args(["-C", dir, "rev-parse", "--short=12", "HEAD"])

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::browser::{Browser, BrowserOverhead, ClientSide, LaunchOptions, HOST};
+use crate::browser::prelaunch::{self, Prelaunch, Ready};
+use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions, HOST};
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::fault::{self, FaultInjection};
 use crate::identity::{BrowserId, ServerId};
@@ -93,6 +94,8 @@ impl TestbedConfig {
 
 /// The link, the certificate and the running servers.
 pub struct Testbed {
+    /// The runs' browsers (one may be launching for the next run); ended first on drop.
+    browsers: Launcher,
     servers: Vec<Box<dyn ServerUnderTest>>,
     /// Site archives loaded for replay, by directory (loaded once, served by every run).
     sites: BTreeMap<PathBuf, Arc<ReplaySite>>,
@@ -155,6 +158,18 @@ impl Testbed {
         let root = std::fs::canonicalize(&cfg.pages_root)
             .with_context(|| format!("pages root {}", cfg.pages_root.display()))?;
         let mut tb = Testbed {
+            browsers: Launcher {
+                // PAGEBENCH_PRELAUNCH=0: every browser at its run's start, as before (to compare).
+                client: (std::env::var("PAGEBENCH_PRELAUNCH").as_deref() != Ok("0"))
+                    .then(|| {
+                        link.client()
+                            .handle()
+                            .map_err(|e| tracing::warn!("no browser will be launched ahead: {e:#}"))
+                            .ok()
+                    })
+                    .flatten(),
+                ..Launcher::default()
+            },
             servers: Vec::new(),
             sites: BTreeMap::new(),
             cert,
@@ -230,8 +245,26 @@ impl Testbed {
         Ok(site)
     }
 
-    /// Runs the protocol of one load on server `req.server` with `browser` (see [`measure`]).
-    pub fn run(&mut self, browser: &mut dyn Browser, req: &LoadRequest) -> Result<RunParts> {
+    /// The load expected after the next one [`Testbed::run`] makes (None: none, or not known):
+    /// its browser is launched once that run's measured window is over. A run that turns out
+    /// to need another browser launches its own (and ends the one launched ahead).
+    pub fn expect_next(&mut self, next: Option<&LoadRequest>) {
+        self.browsers.next = next.and_then(|req| {
+            // A repeat view's launch navigates to the server: never during another run's
+            // collection, whose server evidence it would join.
+            if req.repeat.is_some() {
+                return None;
+            }
+            let server = self.servers.iter().find(|s| s.name() == *req.server)?;
+            launch_options(&self.link, server.port(), &self.cert, req)
+                .ok()
+                .map(|(_, opts)| (req.browser, opts))
+        });
+    }
+
+    /// Runs the protocol of one load on server `req.server` in a fresh browser of
+    /// `req.browser` (see [`measure`]).
+    pub fn run(&mut self, req: &LoadRequest) -> Result<RunParts> {
         let replay = match &req.manifest.site {
             Some(plan) => Some(Replay {
                 site: self.replay_site(plan)?,
@@ -252,12 +285,20 @@ impl Testbed {
             .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
         server.replay(replay)?;
-        measure(&self.link, server.as_mut(), browser, &self.cert, req)
+        measure(
+            &self.link,
+            server.as_mut(),
+            &mut self.browsers,
+            &self.cert,
+            req,
+        )
     }
 }
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        // A browser launched ahead ends before anything it could use goes.
+        self.browsers.pending = None;
         // Servers stop before their files go (`work` drops after this) and before the link.
         self.servers.clear();
     }
@@ -275,6 +316,8 @@ pub fn page_url(port: u16, manifest: &Manifest) -> String {
 /// One load, as the testbed runs it.
 pub struct LoadRequest<'a> {
     pub server: &'a ServerId,
+    /// The engine that loads the page (a fresh browser).
+    pub browser: BrowserId,
     pub variant: Variant,
     pub manifest: &'a Manifest,
     pub timeout: Duration,
@@ -421,20 +464,108 @@ impl LinkSide for Link {
     }
 }
 
-/// The run protocol: launch the browser (a fresh one), then mark the server and the link so
-/// that only the load is measured, load, end the link's interval with the load, close the
-/// browser, collect the server's evidence. Errors only on a signal; every failure of the
-/// browser is a [`LoadEnd`].
-pub fn measure(
+/// Where a run's browser comes from: the testbed launches it at the run's start, or hands over
+/// the one it started during the previous run's teardown (a fake in the tests).
+pub trait BrowserSource {
+    /// A fresh browser of engine `id`, launched with `opts` inside `client` (its files' paths
+    /// are its own: see [`Ready`]). Errors only when none can be made at all.
+    fn acquire(
+        &mut self,
+        id: BrowserId,
+        client: &dyn ClientSide,
+        opts: &LaunchOptions,
+    ) -> Result<Ready>;
+    /// The run's measured window is over (the link's counters taken): from here on the next
+    /// run's browser may start.
+    fn window_closed(&mut self) {}
+}
+
+/// Launches every browser at its run's start.
+pub struct LaunchEach;
+
+impl BrowserSource for LaunchEach {
+    fn acquire(
+        &mut self,
+        id: BrowserId,
+        client: &dyn ClientSide,
+        opts: &LaunchOptions,
+    ) -> Result<Ready> {
+        prelaunch::launch_now(crate::browser::make(id), client, opts)
+    }
+}
+
+/// The testbed's browsers: each launched at its run's start, or — when the matrix said which
+/// run comes next ([`Testbed::expect_next`]) — launched right after the previous run's
+/// measured window, during its teardown, collection and disk writes.
+#[derive(Default)]
+struct Launcher {
+    /// The client namespace, for launches on another thread.
+    client: Option<crate::netem::netns::NamespaceHandle>,
+    /// The browser the next run will want, if known.
+    next: Option<(BrowserId, LaunchOptions)>,
+    pending: Option<Prelaunch>,
+}
+
+impl BrowserSource for Launcher {
+    fn acquire(
+        &mut self,
+        id: BrowserId,
+        client: &dyn ClientSide,
+        opts: &LaunchOptions,
+    ) -> Result<Ready> {
+        if let Some(p) = self.pending.take() {
+            if p.fits(id, opts) {
+                return Ok(p.join());
+            }
+            // Launched for a run that did not come (a retry came first, or a cell stopped):
+            // ended here, on this run's time.
+            drop(p);
+        }
+        prelaunch::launch_now(crate::browser::make(id), client, opts)
+    }
+
+    fn window_closed(&mut self) {
+        let Some((id, opts)) = self.next.take() else {
+            return;
+        };
+        let Some(client) = self.client.as_ref().and_then(|c| {
+            c.duplicate()
+                .map_err(|e| tracing::warn!("cannot launch the next browser ahead: {e:#}"))
+                .ok()
+        }) else {
+            return;
+        };
+        match Prelaunch::start(id, crate::browser::make(id), Box::new(client), &opts) {
+            Ok(p) => self.pending = Some(p),
+            Err(e) => tracing::warn!("cannot launch the next browser ahead: {e:#}"),
+        }
+    }
+}
+
+impl ClientSide for crate::netem::netns::NamespaceHandle {
+    fn command(&self, program: &str) -> Command {
+        crate::netem::netns::NamespaceHandle::command(self, program)
+    }
+
+    fn connect(
+        &self,
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> std::io::Result<std::net::TcpStream> {
+        // The socket belongs for life to the namespace of the thread that made it.
+        self.run(|| std::net::TcpStream::connect_timeout(&addr, timeout))
+            .map_err(std::io::Error::other)?
+    }
+}
+
+/// Where the page of `req` is and how its browser is launched (its files' paths left for
+/// [`BrowserSource::acquire`]).
+fn launch_options(
     link: &dyn LinkSide,
-    server: &mut dyn ServerUnderTest,
-    browser: &mut dyn Browser,
+    port: u16,
     cert: &Certificate,
     req: &LoadRequest,
-) -> Result<RunParts> {
-    let wall = Instant::now();
-    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let port = server.port();
+) -> Result<(String, LaunchOptions)> {
     let (url, hosts, init_script) = match &req.manifest.site {
         Some(site) => {
             let ips = link.server_ips();
@@ -458,19 +589,6 @@ pub fn measure(
         }
         None => (page_url(port, req.manifest), Vec::new(), None),
     };
-    // The browser writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
-    // them) and, if asked, Chromium its NetLog here; the files are read after it closed.
-    let capture_dir = tempdir::create("capture")?;
-    let key_log_path = capture_dir.path().join("keys.log");
-    let net_log_path = capture_dir.path().join("netlog.json");
-    let qlog_asked = req.capture.has(CaptureKind::Qlog);
-    let mut problems = Vec::new();
-    if !server.set_qlog(qlog_asked) && qlog_asked {
-        problems.push(format!(
-            "server {} keeps no qlog pagebench can collect: only the embedded server's QUIC connections have one",
-            server.name()
-        ));
-    }
     let opts = LaunchOptions {
         protocol: req.variant.protocol,
         h3_mode: req.variant.h3_mode.unwrap_or(H3Mode::Forced),
@@ -478,11 +596,11 @@ pub fn measure(
         port,
         spki: cert.spki_sha256_base64().to_string(),
         cert_pem: cert.cert_pem().to_string(),
-        key_log: Some(key_log_path.clone()),
+        key_log: None,
         net_log: req
             .capture
             .netlog()
-            .map(|mode| (net_log_path.clone(), mode)),
+            .map(|mode| (std::path::PathBuf::new(), mode)),
         settle_max: req.settle_max,
         extra_args: Vec::new(),
         keep_bodies: req.keep_bodies,
@@ -498,9 +616,40 @@ pub fn measure(
             _ => Vec::new(),
         },
     };
+    Ok((url, opts))
+}
+
+/// The run protocol: get the run's browser (a fresh one, launched and settled), then mark the
+/// server and the link so that only the load is measured, load, end the link's interval with
+/// the load (and read the kernel's counters and the machine's), let the next run's browser
+/// start, close this one, collect the server's evidence. Errors only on a signal; every
+/// failure of the browser is a [`LoadEnd`].
+pub fn measure(
+    link: &dyn LinkSide,
+    server: &mut dyn ServerUnderTest,
+    browsers: &mut dyn BrowserSource,
+    cert: &Certificate,
+    req: &LoadRequest,
+) -> Result<RunParts> {
+    let wall = Instant::now();
+    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let port = server.port();
+    let (url, opts) = launch_options(link, port, cert, req)?;
+    let qlog_asked = req.capture.has(CaptureKind::Qlog);
+    let mut problems = Vec::new();
+    if !server.set_qlog(qlog_asked) && qlog_asked {
+        problems.push(format!(
+            "server {} keeps no qlog pagebench can collect: only the embedded server's QUIC connections have one",
+            server.name()
+        ));
+    }
     let kind = &req.manifest.workload.kind;
 
-    let launched = browser.launch(link.client(), &opts);
+    // The browser writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
+    // them) and, if asked, Chromium its NetLog into its files; they are read after it closed.
+    let mut ready = browsers.acquire(req.browser, link.client(), &opts)?;
+    let launched = std::mem::replace(&mut ready.launched, Ok(()));
+    let browser = ready.browser.as_mut();
     // Measure only the load: counters start after the browser settled.
     server.mark();
     let _ = link.take_stats();
@@ -516,6 +665,7 @@ pub fn measure(
         .and_then(|f| link.arm_fault(f, server.process_group()));
     let mut link_stats = None;
     let mut trace = None;
+    let mut after = None;
     let mut overhead = BrowserOverhead::default();
     let (observation, end) = match launched {
         Ok(()) => {
@@ -524,9 +674,12 @@ pub fn measure(
                 a.disarm();
             }
             // The link's interval ends with the load: the browser's teardown (its closing
-            // packets, the kernel's work of ending a large process) is not the measured run.
+            // packets, the kernel's work of ending a large process) is not the measured run,
+            // nor is the next run's browser starting.
             link_stats = Some(link.take_stats());
             trace = tap.take().map(|t| link.finish_tap(t));
+            after = Some((cpu_times(), link.namespace_counters()));
+            browsers.window_closed();
             overhead = browser.close();
             match loaded {
                 Ok(x) => x,
@@ -543,12 +696,13 @@ pub fn measure(
     if let Some(a) = armed {
         a.disarm();
     }
-    let cpu1 = cpu_times();
+    let (cpu1, counters_after) = after.unwrap_or_else(|| (cpu_times(), link.namespace_counters()));
     let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
-    let counters_after = link.namespace_counters();
     if let Some(t) = tap.take() {
         trace = Some(link.finish_tap(t));
     }
+    overhead.wait_ms = ready.wait_ms;
+    overhead.prelaunched = ready.prelaunched;
     let server_exit = server.exited();
     let mut evidence = server.collect();
     let trace = match trace {
@@ -561,24 +715,23 @@ pub fn measure(
     };
     let capture = CaptureParts {
         trace,
-        // Absent when Chromium never started or negotiated nothing.
-        browser_keys: std::fs::read_to_string(&key_log_path).unwrap_or_default(),
+        // Absent when the browser never started or negotiated nothing.
+        browser_keys: std::fs::read_to_string(&ready.key_log).unwrap_or_default(),
         server_keys: std::mem::take(&mut evidence.key_log),
         netlog: req
             .capture
             .netlog()
-            .and_then(|_| std::fs::read(&net_log_path).ok()),
+            .and_then(|_| std::fs::read(&ready.net_log).ok()),
         qlogs: std::mem::take(&mut evidence.qlogs),
         problems,
     };
-    drop(capture_dir);
     Ok(RunParts {
         started_at,
         url,
         observation,
         end,
-        browser: browser.id(),
-        browser_version: browser.version(),
+        browser: ready.browser.id(),
+        browser_version: ready.browser.version(),
         overhead,
         server: evidence,
         server_exit,
@@ -594,6 +747,7 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::browser::Browser;
     use crate::protocol::Protocol;
     use crate::validate::ServerView;
     use crate::workload::WorkloadKind;
@@ -607,8 +761,30 @@ mod tests {
     struct FakeBrowser {
         log: Log,
         launch_fails: bool,
-        /// The link's counters must be read between these (the fake link counts takes).
-        seen_url: Option<String>,
+        /// The URL it was asked to load.
+        seen_url: Rc<RefCell<Option<String>>>,
+    }
+
+    /// Launches the fake browser at the run's start, writing down when the window closed.
+    struct FakeSource {
+        browser: Option<FakeBrowser>,
+        log: Log,
+    }
+
+    impl BrowserSource for FakeSource {
+        fn acquire(
+            &mut self,
+            _: BrowserId,
+            client: &dyn ClientSide,
+            opts: &LaunchOptions,
+        ) -> Result<Ready> {
+            let b = self.browser.take().expect("one run");
+            prelaunch::launch_now(Box::new(b), client, opts)
+        }
+
+        fn window_closed(&mut self) {
+            self.log.borrow_mut().push("window closed".into());
+        }
     }
 
     impl LinkSide for FakeLink {
@@ -716,7 +892,7 @@ mod tests {
             expected: usize,
             _: Duration,
         ) -> Result<(Observation, LoadEnd)> {
-            self.seen_url = Some(url.to_string());
+            *self.seen_url.borrow_mut() = Some(url.to_string());
             self.log.borrow_mut().push(format!("load {expected}"));
             Ok((Observation::default(), LoadEnd::Completed))
         }
@@ -733,15 +909,20 @@ mod tests {
         let log: Log = Rc::default();
         let link = FakeLink(log.clone());
         let mut server = FakeServer(log.clone());
-        let mut browser = FakeBrowser {
+        let seen_url = Rc::new(RefCell::new(None));
+        let mut browsers = FakeSource {
+            browser: Some(FakeBrowser {
+                log: log.clone(),
+                launch_fails,
+                seen_url: seen_url.clone(),
+            }),
             log: log.clone(),
-            launch_fails,
-            seen_url: None,
         };
         let m = Manifest::empty_page10();
         let server_id = ServerId::new("fake");
         let req = LoadRequest {
             server: &server_id,
+            browser: BrowserId::Chromium,
             variant: Variant::new(Protocol::H2, H3Mode::Forced),
             manifest: &m,
             timeout: Duration::from_secs(1),
@@ -754,10 +935,10 @@ mod tests {
             repeat: None,
         };
         let cert = Certificate::generate().unwrap();
-        let parts = measure(&link, &mut server, &mut browser, &cert, &req).unwrap();
+        let parts = measure(&link, &mut server, &mut browsers, &cert, &req).unwrap();
         if !launch_fails {
             assert_eq!(
-                browser.seen_url.as_deref(),
+                seen_url.borrow().as_deref(),
                 Some("https://pagebench.test:8443/page10/index.html")
             );
         }
@@ -780,10 +961,12 @@ mod tests {
                 "counters",
                 "arm Some(4242)",
                 "load 0",
-                // …and the link's interval ends with the load, before the teardown.
+                // …and the link's interval ends with the load, and the kernel's counters with
+                // it, before the next browser may start and this one closes.
                 "link take",
-                "close",
                 "counters",
+                "window closed",
+                "close",
                 "server exited?",
                 "server collect",
             ]
@@ -800,7 +983,9 @@ mod tests {
     #[test]
     fn a_browser_that_does_not_start_is_a_crashed_run_with_the_link_still_read() {
         let (log, parts) = run(true, None);
-        assert!(!log.iter().any(|l| l.starts_with("load") || l == "close"));
+        assert!(!log
+            .iter()
+            .any(|l| l.starts_with("load") || l == "close" || l == "window closed"));
         assert_eq!(log.iter().filter(|l| *l == "link take").count(), 2);
         assert_eq!(
             parts.end,

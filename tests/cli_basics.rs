@@ -393,3 +393,37 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
         assert_eq!(e.protocol.as_deref(), Some("h2"));
     }
 }
+
+#[test]
+fn shards_adaptive_runs_merge_and_compare_explain_bad_input() {
+    for args in [&["merge", "--help"][..], &["compare", "--help"]] {
+        assert!(pagebench(args).status.success(), "{args:?}");
+    }
+    let err = |args: &[&str], code: i32, what: &[&str]| {
+        let out = pagebench(args);
+        let text = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {text}");
+        for w in what {
+            assert!(text.contains(w), "{args:?}: {w:?} not in {text}");
+        }
+    };
+    err(&["matrix", "--runs", "often"], 2, &["auto"]);
+    err(&["matrix", "--shard", "3/2"], 2, &["--shard", "K/N"]);
+    err(&["matrix", "--min-runs", "7"], 1, &["--runs auto"]);
+    err(
+        &["matrix", "--runs", "auto", "--min-runs", "2"],
+        1,
+        &["--min-runs 2", "3 or more"],
+    );
+    err(
+        &["matrix", "--runs", "auto", "--precision", "0"],
+        1,
+        &["--precision 0"],
+    );
+    err(
+        &["compare", "/nonexistent/a", "/nonexistent/b"],
+        1,
+        &["/nonexistent/a", "meta.json"],
+    );
+    err(&["merge", "/tmp/x"], 2, &["DIR"]);
+}

@@ -150,6 +150,7 @@ fn planned_ids(
         runs,
         warmup,
         seed,
+        adaptive: None,
     })
     .into_iter()
     .map(|p| p.id)
@@ -415,6 +416,7 @@ fn matrix_with_fault(
         runs: 2,
         warmup: 0,
         seed: 3,
+        adaptive: None,
     });
     let first = planned[0].id.clone();
     let spec = format!("{first}={fault}");

@@ -632,7 +632,7 @@ fn generate(
                             settled: true,
                             settle_cpu: 0.08,
                             teardown_ms: 140.0,
-                            first_view_ms: 0.0,
+                            ..BrowserOverhead::default()
                         },
                         wall_ms: wall.round(),
                         machine: MachineSample {
@@ -710,6 +710,7 @@ fn generate(
         runs,
         warmup: WARMUP,
         seed: SEED,
+        adaptive: None,
     };
     let mut server_cfg = serde_json::Map::new();
     for s in servers {
@@ -752,6 +753,9 @@ fn generate(
         resumed_at: vec![],
         options: None,
         sites: Default::default(),
+        plan_hash: String::new(),
+        shard: None,
+        merged_from: vec![],
     };
     Generated { meta, records }
 }

@@ -29,7 +29,7 @@ pub const HOST: &str = crate::workload::PAGE_HOST;
 use crate::protocol::{H3Mode, Protocol};
 
 /// What to launch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LaunchOptions {
     pub protocol: Protocol,
     pub h3_mode: H3Mode,
@@ -346,6 +346,14 @@ pub struct BrowserOverhead {
     /// A repeat view's first navigation, connections closed and cache cleared (0: a first visit).
     #[serde(default)]
     pub first_view_ms: f64,
+    /// How long the run waited for the browser to be launched and settled: all of it when it
+    /// was launched at the run's start, what was left when it was launched in the background
+    /// after the previous run's load (`prelaunched`).
+    #[serde(default)]
+    pub wait_ms: f64,
+    /// Launched after the previous run's measured window, during that run's teardown.
+    #[serde(default)]
+    pub prelaunched: bool,
 }
 
 /// A running Chromium with its DevTools pipe.

@@ -9,6 +9,7 @@ pub mod chromium;
 pub mod firefox;
 pub mod launch;
 pub mod load;
+pub mod prelaunch;
 pub mod process;
 pub mod repeat;
 pub mod rpc;
@@ -105,8 +106,8 @@ pub trait Browser {
     fn close(&mut self) -> BrowserOverhead;
 }
 
-/// A fresh browser of engine `id`.
-pub fn make(id: BrowserId) -> Box<dyn Browser> {
+/// A fresh browser of engine `id` (it may be launched on another thread: `prelaunch`).
+pub fn make(id: BrowserId) -> Box<dyn Browser + Send> {
     match id {
         BrowserId::Chromium => Box::new(Chromium::default()),
         BrowserId::Firefox => Box::new(Firefox::default()),

@@ -87,32 +87,39 @@ pub struct Settle {
     pub last_cpu: f64,
 }
 
-/// Waits until the browser's processes use less than 15 % of a core over two consecutive
-/// 100 ms windows (the start-up burst is over), at most `max`.
+/// Waits until the browser's processes used less than 15 % of a core over the last 150 ms (the
+/// start-up burst is over), at most `max`. The group's CPU time is sampled every 25 ms, so the
+/// wait ends within 25 ms of the browser becoming idle for 150 ms (a whole 150 ms window of
+/// ≤ 2 scheduler ticks: the kernel counts CPU time in 10 ms ticks).
 pub fn settle(pgid: i32, max: Duration) -> Settle {
-    const WINDOW: Duration = Duration::from_millis(100);
+    const SAMPLE: Duration = Duration::from_millis(25);
+    const QUIET_FOR: Duration = Duration::from_millis(150);
     const QUIET_CORES: f64 = 0.15;
     let hz = procfs::clock_ticks_per_second();
     let start = Instant::now();
-    let mut quiet = 0;
+    // (when, group CPU ticks) of every sample so far.
+    let mut samples: Vec<(Instant, u64)> = vec![(start, group_cpu_ticks(pgid))];
     let mut last_cpu = f64::NAN;
-    let mut prev = group_cpu_ticks(pgid);
     while start.elapsed() < max {
-        std::thread::sleep(WINDOW);
-        let now = group_cpu_ticks(pgid);
-        last_cpu = (now.saturating_sub(prev)) as f64 / hz / WINDOW.as_secs_f64();
-        prev = now;
+        std::thread::sleep(SAMPLE);
+        let now = Instant::now();
+        samples.push((now, group_cpu_ticks(pgid)));
+        // The oldest sample at least QUIET_FOR back, if the wait is that long yet.
+        let Some(&(then, ticks_then)) = samples
+            .iter()
+            .rev()
+            .find(|(t, _)| now.duration_since(*t) >= QUIET_FOR)
+        else {
+            continue;
+        };
+        let ticks = samples.last().map_or(0, |s| s.1).saturating_sub(ticks_then);
+        last_cpu = ticks as f64 / hz / now.duration_since(then).as_secs_f64();
         if last_cpu < QUIET_CORES {
-            quiet += 1;
-            if quiet >= 2 {
-                return Settle {
-                    waited: start.elapsed(),
-                    settled: true,
-                    last_cpu,
-                };
-            }
-        } else {
-            quiet = 0;
+            return Settle {
+                waited: start.elapsed(),
+                settled: true,
+                last_cpu,
+            };
         }
     }
     Settle {

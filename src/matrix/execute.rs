@@ -72,6 +72,12 @@ pub struct MatrixRequest {
     pub capture: crate::capture::CaptureSet,
     /// How site workloads are replayed.
     pub sites: workload::site::SiteOptions,
+    /// `--runs auto`: rounds per cell until precise (`runs` is then its maximum).
+    pub adaptive: Option<plan::Adaptive>,
+    /// `--shard K/N`: only this part of the plan's cells.
+    pub shard: Option<super::shard::ShardSpec>,
+    /// Runs of the reference series a shard calibrates its machine with (0: none).
+    pub calibration_runs: u32,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -80,6 +86,8 @@ pub struct MatrixOutcome {
     pub completed: bool,
     pub runs_done: usize,
     pub planned: usize,
+    /// `--runs auto`: `planned` is the most rounds could take.
+    pub adaptive: bool,
 }
 
 struct Resolved {
@@ -179,6 +187,9 @@ fn meta_for(
         resumed_at: vec![],
         options: Some(crate::results::options::StoredOptions::of(req)),
         sites: Default::default(),
+        plan_hash: String::new(),
+        shard: None,
+        merged_from: vec![],
     }
 }
 
@@ -223,17 +234,41 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         browsers: req.browsers.clone(),
         views: req.views.clone(),
         variants: r.variants.clone(),
-        runs: req.runs,
+        // `--runs auto`: the plan holds the most rounds a cell may take.
+        runs: req.adaptive.map_or(req.runs, |a| a.max_runs),
         warmup: req.warmup,
         seed: req.seed,
+        adaptive: req.adaptive,
     };
-    let planned = plan::plan(&spec);
+    let mut planned = plan::plan(&spec);
+    let shard = match req.shard {
+        Some(s) => {
+            let (cells, cost) = super::shard::cells_of(&spec, &r.profiles, &r.workloads, s)?;
+            planned.retain(|p| cells.contains(&p.cell()));
+            tracing::info!(
+                "shard {s}: {} of {} cells ({}), {} runs, roughly {:.0} min on this machine class",
+                cells.len(),
+                spec.cells().len(),
+                cells
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                planned.len(),
+                cost / 60.0
+            );
+            Some(super::shard::ShardInfo { spec: s, cells })
+        }
+        None => None,
+    };
     crate::fault::check_targets(
         &req.faults,
         planned.iter().map(|p| p.id.as_str()),
         req.retry_invalid,
     )?;
-    let requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
+    let mut requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
+    requested.shard = shard;
+    requested.plan_hash = requested.plan_hash();
     let (dir, mut store, mut meta) = match &req.resume {
         Some(dir) => {
             let (store, meta) = Store::resume(dir, &requested)?;
@@ -275,6 +310,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
         .collect();
     let outcome_dir = dir.clone();
+    let mut walked: Option<PlanEnd> = None;
     if todo.is_empty() {
         tracing::info!(
             "{}: all {} planned runs are already done",
@@ -282,7 +318,13 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             planned.len()
         );
     } else {
+        if meta.shard.is_some() {
+            describe_machine(req, &dir)?;
+        }
         let ran = start_and_run(req, &r, &todo, &manifests, &mut store, &planned, &mut meta);
+        if let Ok(end) = &ran {
+            walked = Some(*end);
+        }
         if let Err(e) = ran {
             // Every finished run is on disk; say in the metadata that the matrix stopped.
             meta.status = "failed".into();
@@ -295,7 +337,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         }
     }
     let done = store.finished(&planned, req.retry_invalid);
-    let completed = done >= planned.len();
+    // With `--runs auto` a cell may stop before its last planned round: the walk over what was
+    // left is what says the matrix is complete.
+    let completed = done >= planned.len()
+        || (req.adaptive.is_some() && matches!(walked, Some(PlanEnd::Done(_))));
     meta.status = if completed {
         "complete".into()
     } else if signals::interrupted() {
@@ -331,7 +376,50 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         completed,
         runs_done: done,
         planned: planned.len(),
+        adaptive: req.adaptive.is_some(),
     })
+}
+
+/// A shard's `machine.json`: the machine's fingerprint, and its calibration the first time (a
+/// resumed shard keeps the one it made; `--calibration-runs 0` makes none).
+fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
+    use crate::results::shards::{read_machine, write_machine, Fingerprint, MachineFile};
+    let meta = store::read_meta(dir)?;
+    let old = read_machine(dir)?;
+    let calibration = match old.and_then(|m| m.calibration) {
+        Some(c) => Some(c),
+        None if req.calibration_runs > 0 => {
+            if !req.quiet {
+                eprintln!(
+                    "calibrating this machine: emulator precision and rate, {} runs of page10 over h2 on wired …",
+                    req.calibration_runs
+                );
+            }
+            let c = super::calibration::calibrate(
+                req.calibration_runs,
+                &req.pages_root,
+                req.pages_seed,
+                req.settle_max,
+            );
+            for p in &c.problems {
+                tracing::warn!("calibration: {p}");
+            }
+            if signals::interrupted() {
+                // Half a calibration says nothing: the resumed shard makes it again.
+                return Ok(());
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    write_machine(
+        dir,
+        &MachineFile {
+            hostname: meta.machine.hostname.clone(),
+            fingerprint: Fingerprint::of(&meta),
+            calibration,
+        },
+    )
 }
 
 /// Writes the report (tables, charts, HTML); a failure here does not lose any run.
@@ -405,6 +493,9 @@ pub trait Executor {
     /// After a run: if it left the testbed broken (stopped emulator, exited server), builds a
     /// new one with `profile` and says why.
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>>;
+    /// The run expected after the next one `execute`s (None: none, or not known): its browser
+    /// may be started once that run's measured window is over.
+    fn expect_next(&mut self, _next: Option<&RunSpec>) {}
 }
 
 /// What the executor performs attempts on: the testbed (or a fake one in the tests).
@@ -415,6 +506,8 @@ pub trait RunTarget {
     fn run(&mut self, spec: &RunSpec) -> Result<RunRecord>;
     /// What makes it unusable for further runs, if anything.
     fn broken(&mut self) -> Option<String>;
+    /// See [`Executor::expect_next`].
+    fn expect_next(&mut self, _next: Option<&RunSpec>) {}
 }
 
 impl RunTarget for Testbed {
@@ -428,6 +521,10 @@ impl RunTarget for Testbed {
 
     fn broken(&mut self) -> Option<String> {
         Testbed::broken(self)
+    }
+
+    fn expect_next(&mut self, next: Option<&RunSpec>) {
+        Testbed::expect_next(self, next.map(runner::load_request).as_ref());
     }
 }
 
@@ -483,6 +580,12 @@ impl<T: RunTarget> Executor for TestbedExecutor<T> {
         self.testbed()?.run(spec)
     }
 
+    fn expect_next(&mut self, next: Option<&RunSpec>) {
+        if let Ok(t) = self.testbed() {
+            t.expect_next(next);
+        }
+    }
+
     fn recover(&mut self, profile: &Profile) -> Result<Option<String>> {
         let Some(why) = self.testbed()?.broken() else {
             return Ok(None);
@@ -506,7 +609,7 @@ fn start_and_run(
     store: &mut Store,
     planned: &[PlannedRun],
     meta: &mut Meta,
-) -> Result<()> {
+) -> Result<PlanEnd> {
     let first = r
         .profiles
         .iter()
@@ -546,6 +649,22 @@ fn start_and_run(
         store.finished(planned, req.retry_invalid),
         req.quiet,
     );
+    let rule = req.adaptive.map(|adaptive| super::adaptive::RuleContext {
+        adaptive,
+        server_order: meta.plan.servers.clone(),
+        seed: req.seed,
+        resamples: crate::stats::DEFAULT_RESAMPLES,
+        timeout_ms: req.timeout.as_secs_f64() * 1e3,
+    });
+    let results_dir = store.dir().to_path_buf();
+    let judge = |cell: &plan::Cell, rounds: u32| {
+        let rule = rule.as_ref().expect("asked only with --runs auto");
+        super::adaptive::judge_dir(&results_dir, cell, rounds, rule)
+    };
+    let gate = rule.as_ref().map(|r| AdaptiveGate {
+        min_runs: r.adaptive.min_runs,
+        judge: &judge,
+    });
     let ctx = PlanContext {
         profiles: &r.profiles,
         manifests,
@@ -559,6 +678,7 @@ fn start_and_run(
         capture: &req.capture,
         repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
+        adaptive: gate,
     };
     let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
     match &result {
@@ -566,12 +686,23 @@ fn start_and_run(
             pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume")
         }
         Ok(PlanEnd::Done(t)) => pb.finish_with_message(format!(
-            "done · valid {} invalid {} DNF {} · retried {}",
-            t.valid, t.invalid, t.dnf, t.retries
+            "done · valid {} invalid {} DNF {} · retried {}{}",
+            t.valid,
+            t.invalid,
+            t.dnf,
+            t.retries,
+            if req.adaptive.is_some() {
+                format!(
+                    " · {} cells precise before their last round, {} runs not needed",
+                    t.cells_stopped, t.skipped
+                )
+            } else {
+                String::new()
+            }
         )),
         Err(_) => pb.abandon(),
     }
-    result.map(|_| ())
+    result
 }
 
 /// What the plan loop needs besides the executor and the store.
@@ -594,6 +725,17 @@ pub struct PlanContext<'a> {
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
     pub stop: &'a dyn Fn() -> bool,
+    /// `--runs auto`: whether a cell needs more rounds (None: every planned round runs).
+    pub adaptive: Option<AdaptiveGate<'a>>,
+}
+
+/// How the plan loop asks the stopping rule of `--runs auto` (`matrix::adaptive`).
+#[derive(Clone, Copy)]
+pub struct AdaptiveGate<'a> {
+    /// Rounds every cell runs before the rule is asked.
+    pub min_runs: u32,
+    /// The rule: the cell after this many measured rounds (all of them on disk).
+    pub judge: &'a dyn Fn(&plan::Cell, u32) -> Result<super::adaptive::Judgement>,
 }
 
 /// Outcomes of the attempts made by one [`run_plan`] call.
@@ -606,6 +748,10 @@ pub struct Tally {
     pub retries: usize,
     /// Testbeds rebuilt after a run broke one.
     pub rebuilds: usize,
+    /// Planned runs left out because their cell was already precise (`--runs auto`).
+    pub skipped: usize,
+    /// Cells that stopped before their last planned round (`--runs auto`).
+    pub cells_stopped: usize,
 }
 
 /// How the plan loop ended.
@@ -662,12 +808,53 @@ pub fn run_plan(
     };
     let mut current = current.to_string();
     let mut t = Tally::default();
-    for p in todo {
+    // `--runs auto`: cells that need no more rounds, and the rounds the rule was asked about.
+    let mut stopped: std::collections::BTreeSet<plan::Cell> = Default::default();
+    let mut asked: std::collections::BTreeSet<(plan::Cell, u32)> = Default::default();
+    let left_out = |p: &PlannedRun, stopped: &std::collections::BTreeSet<plan::Cell>| {
+        ctx.adaptive.is_some() && p.phase == Phase::Measure && stopped.contains(&p.cell())
+    };
+    for (i, p) in todo.iter().enumerate() {
+        if let Some(gate) = &ctx.adaptive {
+            if p.phase == Phase::Measure
+                && p.round > gate.min_runs
+                && !stopped.contains(&p.cell())
+                && asked.insert((p.cell(), p.round))
+            {
+                // Every earlier round of the cell is finished: the walk is in plan order.
+                let j = (gate.judge)(&p.cell(), p.round - 1)
+                    .with_context(|| format!("judging the precision of {}", p.cell()))?;
+                if j.precise {
+                    tracing::info!(
+                        "{}: after {} rounds every ratio's 95 % CI is within ±{:.1} %: no more rounds",
+                        p.cell(),
+                        j.rounds,
+                        j.widest_pct.unwrap_or(f64::NAN)
+                    );
+                    stopped.insert(p.cell());
+                    t.cells_stopped += 1;
+                }
+            }
+            if left_out(p, &stopped) {
+                t.skipped += 1;
+                pb.inc(1);
+                continue;
+            }
+        }
         let profile = profile_of(&p.profile);
         if p.profile != current {
             exec.set_profile(&profile)?;
             current = p.profile.clone();
         }
+        // The run after this one, as far as it is known now (a retry of this one, or a cell
+        // that turns out precise, makes it another): its browser may start early.
+        let next = todo[i + 1..]
+            .iter()
+            .find(|q| !left_out(q, &stopped))
+            .map(|q| {
+                let attempt = store.attempts(&q.id).next(ctx.retry_invalid).unwrap_or(1);
+                attempt_spec(ctx, q, &profile_of(&q.profile), attempt)
+            });
         while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
             if (ctx.stop)() {
                 return Ok(PlanEnd::Interrupted);
@@ -693,6 +880,7 @@ pub fn run_plan(
                 t.retries
             ));
             let spec = attempt_spec(ctx, p, &profile, attempt);
+            exec.expect_next(next.as_ref());
             let rec = match exec.execute(&spec) {
                 Ok(rec) => rec,
                 Err(e) if (ctx.stop)() => {
@@ -757,6 +945,10 @@ mod tests {
         check_store: Option<PathBuf>,
         /// An attempt that cannot be attempted at all (`execute` fails).
         fail: Option<String>,
+        /// The run announced as the next one (`expect_next`), and per attempt started:
+        /// `<attempt> then <announced next or ->`.
+        hint: Option<String>,
+        hints: Vec<String>,
     }
 
     impl FakeExecutor {
@@ -773,8 +965,17 @@ mod tests {
             Ok(())
         }
 
+        fn expect_next(&mut self, next: Option<&RunSpec>) {
+            self.hint = next.map(|s| s.id.clone());
+        }
+
         fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
             self.log.push(format!("run {}", spec.id));
+            self.hints.push(format!(
+                "{} then {}",
+                spec.id,
+                self.hint.take().unwrap_or_else(|| "-".into())
+            ));
             if let Some(dir) = &self.check_store {
                 let on_disk = ids_on_disk(dir);
                 let before: Vec<String> = self.log[..self.log.len() - 1]
@@ -869,11 +1070,17 @@ mod tests {
                 capture: &crate::capture::NO_CAPTURE,
                 repeat_cache: Default::default(),
                 stop,
+                adaptive: None,
             }
         }
     }
 
     fn fixture() -> Fixture {
+        fixture_of(2, 0)
+    }
+
+    /// wired and mobile × page10 × h1, h2: `runs` rounds after `warmup` warm-ups.
+    fn fixture_of(runs: u32, warmup: u32) -> Fixture {
         let tmp = crate::tempdir::create("exec-test").unwrap();
         let dir = tmp.path().to_path_buf();
         let manifest = Manifest::empty_page10();
@@ -884,9 +1091,10 @@ mod tests {
             browsers: vec![crate::identity::BrowserId::Chromium],
             views: vec![crate::identity::View::First],
             variants: crate::protocol::parse_variants("h1,h2", H3Mode::Forced).unwrap(),
-            runs: 2,
-            warmup: 0,
+            runs,
+            warmup,
             seed: 1,
+            adaptive: None,
         };
         Fixture {
             dir,
@@ -924,6 +1132,7 @@ mod tests {
                 runs: 0,
                 warmup: 0,
                 seed: 0,
+                adaptive: None,
             },
             profiles: f.profiles.clone(),
             servers: serde_json::Value::Null,
@@ -934,6 +1143,9 @@ mod tests {
             resumed_at: vec![],
             options: None,
             sites: Default::default(),
+            plan_hash: String::new(),
+            shard: None,
+            merged_from: vec![],
         }
     }
 
@@ -1348,5 +1560,98 @@ mod tests {
         assert_eq!(ids_on_disk(&f.dir), [first]);
         let e = exec.set_profile(&f.profiles[1]).unwrap_err();
         assert!(e.to_string().contains("rebuilding it failed"), "{e}");
+    }
+
+    #[test]
+    fn each_run_announces_the_next_planned_one_for_its_browser() {
+        let f = fixture();
+        let first = f.plan[0].id.clone();
+        let mut exec =
+            FakeExecutor::default().then(&first, Outcome::Invalid, &[ReasonKind::BrowserCrash]);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        walk(&f, &mut exec, &mut store, 2);
+        let ids = plan_ids(&f);
+        let mut expected = vec![
+            format!("{} then {}", ids[0], ids[1]),
+            // The retry was not known in advance: the next planned run is still announced.
+            format!("{}.a2 then {}", ids[0], ids[1]),
+        ];
+        for i in 1..ids.len() {
+            let next = ids.get(i + 1).cloned().unwrap_or_else(|| "-".into());
+            expected.push(format!("{} then {next}", ids[i]));
+        }
+        assert_eq!(exec.hints, expected);
+    }
+
+    #[test]
+    fn adaptive_cells_stop_when_precise_and_a_resume_decides_the_same() {
+        // Up to 4 rounds, judged from round 2 on: wired is precise after 2, mobile never.
+        let f = fixture_of(4, 1);
+        let asked: RefCell<Vec<String>> = RefCell::default();
+        let judge = |cell: &plan::Cell, rounds: u32| {
+            asked.borrow_mut().push(format!("{cell} after {rounds}"));
+            let precise = cell.profile == "wired";
+            Ok(super::super::adaptive::Judgement {
+                rounds,
+                widest_pct: Some(if precise { 3.0 } else { 9.0 }),
+                precise,
+            })
+        };
+        let walk_adaptive = |exec: &mut FakeExecutor, store: &mut Store| {
+            let mut ctx = f.context(2, &[], &|| false);
+            ctx.adaptive = Some(AdaptiveGate {
+                min_runs: 2,
+                judge: &judge,
+            });
+            let todo: Vec<&PlannedRun> = f
+                .plan
+                .iter()
+                .filter(|p| store.attempts(&p.id).next(2).is_some())
+                .collect();
+            run_plan(exec, &ctx, "wired", &todo, store, &ProgressBar::hidden()).unwrap()
+        };
+        let mut exec = FakeExecutor::default();
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        let PlanEnd::Done(t) = walk_adaptive(&mut exec, &mut store) else {
+            panic!("interrupted")
+        };
+        let ran = runs(&exec);
+        let count = |p: &str, phase: &str| {
+            ran.iter()
+                .filter(|r| r.starts_with(p) && r.contains(phase))
+                .count()
+        };
+        // Warm-ups always; wired 2 rounds, mobile all 4, two protocols each.
+        assert_eq!((count("wired", "-w"), count("mobile", "-w")), (2, 2));
+        assert_eq!((count("wired", "-r"), count("mobile", "-r")), (4, 8));
+        assert_eq!((t.cells_stopped, t.skipped), (1, 4));
+        assert_eq!(
+            *asked.borrow(),
+            [
+                "wired/page10 after 2",
+                "mobile/page10 after 2",
+                "mobile/page10 after 3"
+            ]
+        );
+        // The run after a round is announced before the rule has seen the round: the stopped
+        // cell's third round was announced once (its browser is then ended unused), never after.
+        assert_eq!(
+            exec.hints
+                .iter()
+                .filter(|h| h.contains("then wired-page10-r03"))
+                .count(),
+            1
+        );
+        // Resumed: the rule says the same from the runs on disk; nothing more runs.
+        asked.borrow_mut().clear();
+        drop(store);
+        let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
+        let mut exec = FakeExecutor::default();
+        let PlanEnd::Done(t) = walk_adaptive(&mut exec, &mut store) else {
+            panic!("interrupted")
+        };
+        assert!(runs(&exec).is_empty(), "{:?}", exec.log);
+        assert_eq!(*asked.borrow(), ["wired/page10 after 2"]);
+        assert_eq!(t.skipped, 4);
     }
 }

@@ -1,8 +1,12 @@
 //! The matrix: profiles × workloads × protocols (× servers), interleaved, persisted run by run
 //! into a results directory, resumable, summarised with statistics.
 
+pub mod adaptive;
+pub mod calibration;
 pub mod execute;
 pub mod link_bench;
+pub mod merge;
 pub mod resume;
 pub mod series;
+pub mod shard;
 pub mod visual_bench;

@@ -108,6 +108,10 @@ pub struct Typed {
     /// `--server-config` or any knob flag.
     pub knobs: bool,
     pub runs: bool,
+    /// `--min-runs`, `--max-runs` or `--precision`.
+    pub adaptive: bool,
+    /// `--shard`.
+    pub shard: bool,
     pub warmup: bool,
     pub seed: bool,
     pub timeout: bool,
@@ -269,8 +273,30 @@ pub fn resumed_request(
             }
         }
     }
+    let runs_of = |adaptive: Option<crate::plan::Adaptive>, runs: u32| match adaptive {
+        Some(a) => format!(
+            "auto (--min-runs {} --max-runs {} --precision {})",
+            a.min_runs, a.max_runs, a.precision_pct
+        ),
+        None => runs.to_string(),
+    };
+    if (typed.runs || typed.adaptive)
+        && runs_of(given.adaptive, given.runs) != runs_of(plan.adaptive, plan.runs)
+    {
+        diffs.push(differs(
+            "--runs",
+            runs_of(given.adaptive, given.runs),
+            runs_of(plan.adaptive, plan.runs),
+        ));
+    }
+    let stored_shard = stored.shard.as_ref().map(|s| s.spec);
+    if typed.shard && given.shard != stored_shard {
+        let show = |s: Option<crate::results::shards::ShardSpec>| {
+            s.map_or("none".to_string(), |s| s.to_string())
+        };
+        diffs.push(differs("--shard", show(given.shard), show(stored_shard)));
+    }
     for (is_typed, flag, g, s) in [
-        (typed.runs, "--runs", given.runs as u64, plan.runs as u64),
         (
             typed.warmup,
             "--warmup",
@@ -378,6 +404,9 @@ pub fn resumed_request(
         visual: options.visual,
         capture: options.capture.clone(),
         sites: options.sites,
+        adaptive: plan.adaptive,
+        shard: stored.shard.as_ref().map(|s| s.spec),
+        calibration_runs: given.calibration_runs,
     })
 }
 
@@ -427,6 +456,9 @@ mod tests {
             visual: false,
             capture: Default::default(),
             sites: Default::default(),
+            adaptive: None,
+            shard: None,
+            calibration_runs: 5,
         }
     }
 
@@ -476,6 +508,7 @@ mod tests {
                 runs: req.runs,
                 warmup: req.warmup,
                 seed: req.seed,
+                adaptive: req.adaptive,
             },
             profiles,
             servers: serde_json::Value::Null,
@@ -486,6 +519,12 @@ mod tests {
             resumed_at: vec![],
             options: Some(StoredOptions::of(req)),
             sites: Default::default(),
+            plan_hash: String::new(),
+            shard: req.shard.map(|spec| crate::results::shards::ShardInfo {
+                spec,
+                cells: vec![],
+            }),
+            merged_from: vec![],
         }
     }
 

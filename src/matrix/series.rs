@@ -79,6 +79,7 @@ pub fn run_series(
         runs: req.runs,
         warmup: 0,
         seed: req.seed,
+        adaptive: None,
     });
     let mut exec = TestbedExecutor::start(crate::testbed::TestbedConfig {
         profile: req.profile.clone(),
@@ -109,6 +110,7 @@ pub fn run_series(
         capture: &req.capture,
         repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
+        adaptive: None,
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {

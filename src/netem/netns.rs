@@ -202,6 +202,81 @@ impl Namespace {
     }
 }
 
+impl Namespace {
+    /// An owned handle on this namespace, for work that outlives a borrow of it (the next
+    /// run's browser, launched on a background thread).
+    pub fn handle(&self) -> Result<NamespaceHandle> {
+        Ok(NamespaceHandle {
+            name: self.name.clone(),
+            fd: self
+                .fd
+                .try_clone()
+                .context("duplicating the namespace handle")?,
+        })
+    }
+}
+
+/// An owned handle on a [`Namespace`] (a duplicate of its fd): `command` and `run` as the
+/// namespace's own, usable from any thread for as long as the handle lives. It keeps the
+/// namespace alive, not its name (the owner deletes that on drop).
+#[derive(Debug)]
+pub struct NamespaceHandle {
+    name: String,
+    fd: OwnedFd,
+}
+
+impl NamespaceHandle {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Another handle on the same namespace.
+    pub fn duplicate(&self) -> Result<NamespaceHandle> {
+        Ok(NamespaceHandle {
+            name: self.name.clone(),
+            fd: self
+                .fd
+                .try_clone()
+                .context("duplicating the namespace handle")?,
+        })
+    }
+
+    /// As [`Namespace::command`].
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        let handle = self.fd.try_clone().ok();
+        let raw = self.fd.as_raw_fd();
+        // SAFETY: the closure only calls setns(2) and reads errno: both async-signal-safe, no
+        // allocation between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || enter(handle.as_ref().map_or(raw, |h| h.as_raw_fd())));
+        }
+        cmd
+    }
+
+    /// As [`Namespace::run`].
+    pub fn run<F, R>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        let fd = self.fd.as_raw_fd();
+        std::thread::scope(|s| {
+            let handle = std::thread::Builder::new()
+                .name(thread_name("ns", &self.name))
+                .spawn_scoped(s, move || -> io::Result<R> {
+                    enter(fd)?;
+                    Ok(f())
+                })
+                .context("spawning a thread")?;
+            match handle.join() {
+                Ok(r) => r.with_context(|| format!("entering namespace {}", self.name)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
 impl Drop for Namespace {
     fn drop(&mut self) {
         if let Err(e) = delete_by_name(&self.name) {

@@ -609,6 +609,17 @@ made (ratios a/b, verdicts after Holm).",
         }
     }
 
+    if let Some(t) = super::adaptive::table(data) {
+        doc.heading(2, "Runs per series", "runs-per-series");
+        tables.push(t.clone());
+        doc.blocks.push(Block::Table(t));
+    }
+    if let Some(t) = super::machines::table(data) {
+        doc.heading(2, "Machines", "machines");
+        tables.push(t.clone());
+        doc.blocks.push(Block::Table(t));
+    }
+
     doc.heading(2, "Invalid and unfinished runs", "problem-runs");
     let s = &data.summary;
     if !s.invalid_by_reason.is_empty() || s.retries > 0 {

@@ -3,12 +3,14 @@
 //! read the metadata, the statistics (computed when missing or stale) and the median runs'
 //! records, render, write.
 
+pub mod adaptive;
 pub mod build;
 pub mod chart_data;
 pub mod doc;
 pub mod draw;
 pub mod filmstrip;
 pub mod glyph;
+pub mod machines;
 pub mod model;
 pub mod sharding;
 pub mod sites;
@@ -247,7 +249,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
             dir.display()
         ));
     }
-    if rows < meta.planned_runs {
+    if rows < meta.planned_runs && meta.plan.adaptive.is_none() {
         warnings.push(format!(
             "{rows} of the {} planned runs (warm-ups included) are on record",
             meta.planned_runs

@@ -453,6 +453,7 @@ pub(crate) mod tests {
                 runs: 12,
                 warmup: 0,
                 seed: 3,
+                adaptive: None,
             },
             rows.len(),
             60.0,

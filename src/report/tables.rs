@@ -1247,6 +1247,7 @@ mod tests {
                 runs: 10,
                 warmup: 0,
                 seed: 3,
+                adaptive: None,
             },
             rows.len(),
             120.0,

@@ -5,5 +5,6 @@
 
 pub mod csv;
 pub mod options;
+pub mod shards;
 pub mod store;
 pub mod summary;

@@ -91,6 +91,16 @@ pub struct Meta {
     /// addresses and how they were replayed.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sites: std::collections::BTreeMap<String, crate::workload::site::SitePlan>,
+    /// What identifies the matrix's plan across machines ([`Meta::plan_hash`]), for
+    /// information: `pagebench merge` recomputes it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plan_hash: String,
+    /// `--shard K/N`: the part of the plan this directory runs (its cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::results::shards::ShardInfo>,
+    /// `pagebench merge`: the shard directories this one was merged from, with their machines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<crate::results::shards::MergedShard>,
 }
 
 #[cfg(test)]
@@ -118,11 +128,45 @@ impl Meta {
             resumed_at: vec![],
             options: None,
             sites: Default::default(),
+            plan_hash: String::new(),
+            shard: None,
+            merged_from: vec![],
         }
     }
 }
 
 impl Meta {
+    /// What identifies the matrix's plan across machines: a hash (16 hex digits) of the plan and
+    /// of everything that shapes its runs — the profiles as applied, the servers and their
+    /// knobs, the timeout, the pages seed, the retries and the stored options (settle wait,
+    /// receive steering, `--visual`, `--capture`, site replay) — but not where its files are.
+    /// The shards of one matrix share it (the shard itself is not part of it).
+    pub fn plan_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let options = self.options.as_ref().map(|o| {
+            serde_json::json!({
+                "servers": o.servers,
+                "knobs": o.knobs,
+                "settle_max_ms": o.settle_max_ms,
+                "steer_receive": o.steer_receive,
+                "visual": o.visual,
+                "capture": o.capture,
+                "sites": o.sites,
+            })
+        });
+        let identity = serde_json::json!({
+            "plan": self.plan,
+            "profiles": self.profiles,
+            "servers": self.servers,
+            "timeout_s": self.timeout_s,
+            "pages_seed": self.pages_seed,
+            "retry_invalid": self.retry_invalid,
+            "options": options,
+        });
+        let bytes = serde_json::to_vec(&identity).unwrap_or_default();
+        hex::encode(Sha256::digest(&bytes))[..16].to_string()
+    }
+
     /// Why records written as `self` describes cannot be continued by this build, if not.
     pub fn incompatible(&self) -> Option<String> {
         let here = env!("CARGO_PKG_VERSION");
@@ -139,8 +183,22 @@ impl Meta {
         None
     }
 
-    /// Why `other` (the requested matrix) is not the same matrix as `self` (on disk), if not.
+    /// Why `other` (the requested matrix) is not the same matrix as `self` (on disk), if not:
+    /// another plan ([`Meta::plan_mismatch`]) or another shard of it.
     pub fn mismatch(&self, other: &Meta) -> Option<String> {
+        let mut diffs: Vec<String> = self.plan_mismatch(other).into_iter().collect();
+        let shard = |m: &Meta| m.shard.as_ref().map(|s| s.spec);
+        if shard(self) != shard(other) {
+            let show = |s: Option<crate::results::shards::ShardSpec>| {
+                s.map_or("no shard".to_string(), |s| format!("--shard {s}"))
+            };
+            diffs.push(format!("{} vs {}", show(shard(self)), show(shard(other))));
+        }
+        (!diffs.is_empty()).then(|| diffs.join("; "))
+    }
+
+    /// How the plan of `other` differs from `self`'s, if it does (each difference named).
+    pub fn plan_mismatch(&self, other: &Meta) -> Option<String> {
         let mut diffs = Vec::new();
         let p = (&self.plan, &other.plan);
         if p.0.profiles != p.1.profiles {
@@ -194,6 +252,30 @@ impl Meta {
             diffs.push(format!(
                 "--retry-invalid {} vs {}",
                 self.retry_invalid, other.retry_invalid
+            ));
+        }
+        if p.0.adaptive != p.1.adaptive {
+            let show = |a: &Option<crate::plan::Adaptive>| match a {
+                Some(a) => format!(
+                    "--runs auto (--min-runs {} --max-runs {} --precision {})",
+                    a.min_runs, a.max_runs, a.precision_pct
+                ),
+                None => "fixed --runs".to_string(),
+            };
+            diffs.push(format!(
+                "{} vs {}",
+                show(&p.0.adaptive),
+                show(&p.1.adaptive)
+            ));
+        }
+        if p.0.browsers != p.1.browsers {
+            let n = |b: &[crate::identity::BrowserId]| {
+                b.iter().map(|x| x.name()).collect::<Vec<_>>().join(",")
+            };
+            diffs.push(format!(
+                "--browsers {} vs {}",
+                n(&p.0.browsers),
+                n(&p.1.browsers)
             ));
         }
         (!diffs.is_empty()).then(|| diffs.join("; "))
@@ -362,6 +444,13 @@ impl Store {
     /// Reopens a results directory to finish its plan. `requested` must be the same matrix.
     pub fn resume(dir: &Path, requested: &Meta) -> Result<(Store, Meta)> {
         let mut meta = read_meta(dir)?;
+        if !meta.merged_from.is_empty() {
+            bail!(
+                "--resume {}: it was merged from {} shards by `pagebench merge`; resume the shard that is missing runs, then merge again",
+                dir.display(),
+                meta.merged_from.len()
+            );
+        }
         if let Some(why) = meta.incompatible() {
             bail!(
                 "--resume {}: {why}; finish it with the pagebench that started it, or start a new matrix with --out",
@@ -549,6 +638,7 @@ mod tests {
                 runs: 1,
                 warmup: 0,
                 seed: 1,
+                adaptive: None,
             },
             profiles: vec![],
             servers: Value::Null,
@@ -559,6 +649,9 @@ mod tests {
             resumed_at: vec![],
             options: None,
             sites: Default::default(),
+            plan_hash: String::new(),
+            shard: None,
+            merged_from: vec![],
         }
     }
 
@@ -586,6 +679,46 @@ mod tests {
         let e = format!("{:#}", Store::resume(dir, &more_retries).err().unwrap());
         assert!(e.contains("--retry-invalid 2 vs 5"), "{e}");
         assert!(Store::resume(dir, &meta()).is_ok());
+    }
+
+    #[test]
+    fn the_plan_hash_names_the_plan_not_the_machine_or_the_shard() {
+        let a = meta();
+        let mut b = meta();
+        b.shard = Some(crate::results::shards::ShardInfo {
+            spec: "2/3".parse().unwrap(),
+            cells: vec![],
+        });
+        b.git_revision = "other".into();
+        b.machine.hostname = "elsewhere".into();
+        assert_eq!(a.plan_hash(), b.plan_hash());
+        assert_eq!(a.plan_hash().len(), 16);
+        let mut seed = meta();
+        seed.plan.seed = 2;
+        let mut timeout = meta();
+        timeout.timeout_s = 60.0;
+        let mut auto = meta();
+        auto.plan.adaptive = Some(crate::plan::Adaptive::new(5, 30, 5.0).unwrap());
+        for other in [seed, timeout, auto] {
+            assert_ne!(a.plan_hash(), other.plan_hash());
+        }
+        // A merged directory cannot be resumed: its shards can.
+        let tmp = crate::tempdir::create("store-test").unwrap();
+        let mut merged = meta();
+        merged.merged_from = vec![crate::results::shards::MergedShard {
+            dir: "s1".into(),
+            spec: "1/1".parse().unwrap(),
+            status: "complete".into(),
+            attempts: 0,
+            started_at: String::new(),
+            ended_at: None,
+            hostname: String::new(),
+            fingerprint: crate::results::shards::Fingerprint::of(&meta()),
+            calibration: None,
+        }];
+        Store::create(tmp.path(), &merged).unwrap();
+        let e = format!("{:#}", Store::resume(tmp.path(), &meta()).err().unwrap());
+        assert!(e.contains("merged from 1 shards"), "{e}");
     }
 
     #[test]

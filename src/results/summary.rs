@@ -524,6 +524,212 @@ impl Summary {
     }
 }
 
+/// The series key of a run.
+pub fn series_key(r: &RunRow) -> SeriesKey {
+    SeriesKey {
+        profile: r.profile.clone(),
+        workload: r.workload.clone(),
+        server: r.server.clone(),
+        browser: r.browser,
+        view: r.view,
+        variant: r.variant,
+    }
+}
+
+/// The headline inputs of every series in `rows` (the counted, measured attempts), and the
+/// series in first-seen order: what [`cell_comparisons`] compares.
+pub fn series_inputs(
+    rows: &[RunRow],
+    headline: &Metric,
+    timeout_ms: f64,
+) -> (Vec<SeriesKey>, BTreeMap<SeriesKey, SeriesInput>) {
+    let mut order: Vec<SeriesKey> = Vec::new();
+    let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
+    for r in final_attempts(rows)
+        .into_iter()
+        .filter(|r| r.phase == Phase::Measure)
+    {
+        let key = series_key(r);
+        if !by_series.contains_key(&key) {
+            order.push(key.clone());
+        }
+        by_series.entry(key).or_default().push(r);
+    }
+    let inputs = by_series
+        .into_iter()
+        .map(|(k, runs)| {
+            let input = completion_input(&runs, headline, timeout_ms);
+            (k, input)
+        })
+        .collect();
+    (order, inputs)
+}
+
+/// The comparisons of one cell's series (`in_cell`, all of one profile and workload, in
+/// first-seen order), unadjusted (Holm comes over the whole matrix): protocols within each
+/// setup (server × browser), then servers per protocol against the first server (of
+/// `server_order`, then first seen) within each browser, then engines per protocol against
+/// Chromium within each server. Each comparison's bootstrap has its own seed from `seed` and
+/// its label, so the same series give the same CI wherever they are compared.
+pub fn cell_comparisons(
+    in_cell: &[&SeriesKey],
+    inputs: &BTreeMap<SeriesKey, SeriesInput>,
+    server_order: &[ServerId],
+    seed: u64,
+    resamples: usize,
+    alpha: f64,
+) -> Result<Vec<CellComparison>> {
+    let Some(first) = in_cell.first() else {
+        return Ok(Vec::new());
+    };
+    let (profile, workload) = (&first.profile, &first.workload);
+    let mut servers: Vec<ServerId> = Vec::new();
+    let mut variants: Vec<Variant> = Vec::new();
+    for s in server_order {
+        if in_cell.iter().any(|k| &k.server == s) {
+            servers.push(s.clone());
+        }
+    }
+    for k in in_cell {
+        if !servers.contains(&k.server) {
+            servers.push(k.server.clone());
+        }
+        if !variants.contains(&k.variant) {
+            variants.push(k.variant);
+        }
+    }
+    let browsers: Vec<BrowserId> = BrowserId::ALL
+        .into_iter()
+        .filter(|b| in_cell.iter().any(|k| k.browser == *b))
+        .collect();
+    let key = |setup: &Setup, variant: Variant| SeriesKey {
+        profile: profile.clone(),
+        workload: workload.clone(),
+        server: setup.server.clone(),
+        browser: setup.browser,
+        view: setup.view,
+        variant,
+    };
+    let mut comparisons = Vec::new();
+    let mut push = |sa: &Setup, a: Variant, sb: &Setup, b: Variant| -> Result<()> {
+        let (ka, kb) = (key(sa, a), key(sb, b));
+        let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
+            return Ok(());
+        };
+        let label = format!("{} vs {}", ka.label(), kb.label());
+        let cfg = CompareConfig {
+            alpha,
+            bootstrap: BootstrapConfig {
+                resamples,
+                ..BootstrapConfig::default()
+            }
+            .with_seed(derive_seed(seed, &label)),
+        };
+        comparisons.push(CellComparison {
+            profile: profile.clone(),
+            workload: workload.clone(),
+            server_a: sa.server.clone(),
+            server_b: sb.server.clone(),
+            browser_a: sa.browser,
+            browser_b: sb.browser,
+            view_a: sa.view,
+            view_b: sb.view,
+            a,
+            b,
+            comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
+        });
+        Ok(())
+    };
+    let views: Vec<View> = View::ALL
+        .into_iter()
+        .filter(|v| in_cell.iter().any(|k| k.view == *v))
+        .collect();
+    for view in &views {
+        for browser in &browsers {
+            for server in &servers {
+                let setup = Setup::new(server.clone(), *browser).on(*view);
+                for (a, b) in protocol_pairs(&variants) {
+                    push(&setup, a, &setup, b)?;
+                }
+            }
+        }
+    }
+    for view in &views {
+        for browser in &browsers {
+            let base = Setup::new(servers[0].clone(), *browser).on(*view);
+            for server in servers.iter().skip(1) {
+                for v in &variants {
+                    let other = Setup::new(server.clone(), *browser).on(*view);
+                    push(&other, *v, &base, *v)?;
+                }
+            }
+        }
+    }
+    for view in &views {
+        for server in &servers {
+            let base = Setup::new(server.clone(), browsers[0]).on(*view);
+            for browser in browsers.iter().skip(1) {
+                for v in &variants {
+                    let other = Setup::new(server.clone(), *browser).on(*view);
+                    push(&other, *v, &base, *v)?;
+                }
+            }
+        }
+    }
+    // A returning visitor against a first visit, per protocol.
+    for browser in &browsers {
+        for server in &servers {
+            let first = Setup::new(server.clone(), *browser);
+            for view in views.iter().filter(|v| **v != View::First) {
+                for v in &variants {
+                    push(&first.clone().on(*view), *v, &first, *v)?;
+                }
+            }
+        }
+    }
+    Ok(comparisons)
+}
+
+/// How precise a cell's estimates are: the widest 95 % CI half-width among its ratios, in
+/// percent of the ratio (`max(high / ratio − 1, 1 − low / ratio)`), or — in a cell without
+/// comparisons (one series per setup) — among its series' medians. `None` when one of them has
+/// no CI (too few runs, or a DNF bound): not precise at any width. What `--runs auto` holds to
+/// `--precision` (`matrix::adaptive`) and what the report states per cell.
+pub fn widest_ci_pct(comparisons: &[&CellComparison], series: &[&SeriesSummary]) -> Option<f64> {
+    let widths: Vec<Option<f64>> = if comparisons.is_empty() {
+        series
+            .iter()
+            .map(|s| match (s.median, s.ci_low, s.ci_high) {
+                (Some(Censored::Ms(m)), Some(Censored::Ms(lo)), Some(Censored::Ms(hi)))
+                    if m > 0.0 =>
+                {
+                    Some(100.0 * (hi / m - 1.0).max(1.0 - lo / m))
+                }
+                _ => None,
+            })
+            .collect()
+    } else {
+        comparisons
+            .iter()
+            .map(|c| {
+                let x = &c.comparison;
+                match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {
+                    (Some(r), Some(lo), Some(hi)) if r > 0.0 => {
+                        Some(100.0 * (hi / r - 1.0).max(1.0 - lo / r))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    };
+    if widths.is_empty() {
+        return None;
+    }
+    widths
+        .into_iter()
+        .try_fold(0.0f64, |acc, w| w.map(|w| acc.max(w)))
+}
+
 /// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible;
 /// `server_order` (the plan's `--servers`) makes the first server the baseline of server
 /// comparisons (servers not listed follow in first-seen order).
@@ -655,109 +861,14 @@ pub fn summarize_runs_on(
             .iter()
             .filter(|k| &k.profile == profile && &k.workload == workload)
             .collect();
-        let mut servers: Vec<ServerId> = Vec::new();
-        let mut variants: Vec<Variant> = Vec::new();
-        for s in server_order {
-            if in_cell.iter().any(|k| &k.server == s) {
-                servers.push(s.clone());
-            }
-        }
-        for k in &in_cell {
-            if !servers.contains(&k.server) {
-                servers.push(k.server.clone());
-            }
-            if !variants.contains(&k.variant) {
-                variants.push(k.variant);
-            }
-        }
-        let browsers: Vec<BrowserId> = BrowserId::ALL
-            .into_iter()
-            .filter(|b| in_cell.iter().any(|k| k.browser == *b))
-            .collect();
-        let key = |setup: &Setup, variant: Variant| SeriesKey {
-            profile: profile.clone(),
-            workload: workload.clone(),
-            server: setup.server.clone(),
-            browser: setup.browser,
-            view: setup.view,
-            variant,
-        };
-        let mut push = |sa: &Setup, a: Variant, sb: &Setup, b: Variant| -> Result<()> {
-            let (ka, kb) = (key(sa, a), key(sb, b));
-            let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
-                return Ok(());
-            };
-            let label = format!("{} vs {}", ka.label(), kb.label());
-            let cfg = CompareConfig {
-                alpha,
-                bootstrap: BootstrapConfig {
-                    resamples,
-                    ..BootstrapConfig::default()
-                }
-                .with_seed(derive_seed(seed, &label)),
-            };
-            comparisons.push(CellComparison {
-                profile: profile.clone(),
-                workload: workload.clone(),
-                server_a: sa.server.clone(),
-                server_b: sb.server.clone(),
-                browser_a: sa.browser,
-                browser_b: sb.browser,
-                view_a: sa.view,
-                view_b: sb.view,
-                a,
-                b,
-                comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
-            });
-            Ok(())
-        };
-        let views: Vec<View> = View::ALL
-            .into_iter()
-            .filter(|v| in_cell.iter().any(|k| k.view == *v))
-            .collect();
-        for view in &views {
-            for browser in &browsers {
-                for server in &servers {
-                    let setup = Setup::new(server.clone(), *browser).on(*view);
-                    for (a, b) in protocol_pairs(&variants) {
-                        push(&setup, a, &setup, b)?;
-                    }
-                }
-            }
-        }
-        for view in &views {
-            for browser in &browsers {
-                let base = Setup::new(servers[0].clone(), *browser).on(*view);
-                for server in servers.iter().skip(1) {
-                    for v in &variants {
-                        let other = Setup::new(server.clone(), *browser).on(*view);
-                        push(&other, *v, &base, *v)?;
-                    }
-                }
-            }
-        }
-        for view in &views {
-            for server in &servers {
-                let base = Setup::new(server.clone(), browsers[0]).on(*view);
-                for browser in browsers.iter().skip(1) {
-                    for v in &variants {
-                        let other = Setup::new(server.clone(), *browser).on(*view);
-                        push(&other, *v, &base, *v)?;
-                    }
-                }
-            }
-        }
-        // A returning visitor against a first visit, per protocol.
-        for browser in &browsers {
-            for server in &servers {
-                let first = Setup::new(server.clone(), *browser);
-                for view in views.iter().filter(|v| **v != View::First) {
-                    for v in &variants {
-                        push(&first.clone().on(*view), *v, &first, *v)?;
-                    }
-                }
-            }
-        }
+        comparisons.extend(cell_comparisons(
+            &in_cell,
+            &inputs,
+            server_order,
+            seed,
+            resamples,
+            alpha,
+        )?);
     }
     let mut cmp: Vec<Comparison> = comparisons.iter().map(|c| c.comparison.clone()).collect();
     apply_holm(&mut cmp)?;

@@ -311,6 +311,11 @@ impl EmbeddedServer {
         self.registry.open_count()
     }
 
+    /// Connections opened after `mark` and open right now.
+    pub fn open_connections_since(&self, mark: u64) -> usize {
+        self.registry.open_count_since(mark)
+    }
+
     /// Stops accepting, lets in-flight requests finish (up to [`SHUTDOWN_GRACE`]), closes
     /// connections and flushes the log. Idempotent; the log and statistics stay readable.
     pub fn shutdown(&mut self) {

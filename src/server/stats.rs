@@ -332,6 +332,11 @@ impl Registry {
     pub fn open_count(&self) -> usize {
         self.open_map().len()
     }
+
+    /// Open connections with ids ≥ `mark` (a run's own, when `mark` is its start).
+    pub fn open_count_since(&self, mark: u64) -> usize {
+        self.open_map().range(mark..).count()
+    }
 }
 
 /// Closes a connection's registry entry when dropped, also when its task is aborted.
@@ -393,6 +398,11 @@ mod tests {
         let snap = reg.since(0);
         assert_eq!(snap.len(), 1);
         assert!(snap[0].closed_unix_ms.is_none() && snap[0].tcp.is_some());
+        // A run that started after it opened waits for its own connections only.
+        assert_eq!(
+            (reg.open_count_since(id), reg.open_count_since(id + 1)),
+            (1, 0)
+        );
         reg.close(id, None);
         assert_eq!(reg.open_count(), 0);
         let after = reg.since(id);

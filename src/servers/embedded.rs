@@ -94,12 +94,13 @@ impl ServerUnderTest for Embedded {
         true
     }
 
-    /// Waits (briefly) until the browser's connections are closed so their final transport
-    /// statistics are in.
+    /// Waits (briefly) until the run's connections are closed so their final transport
+    /// statistics are in (only its own: a connection an earlier browser left open until the
+    /// idle timeout would otherwise cost every later run the whole wait).
     fn collect(&mut self) -> ServerEvidence {
         let s = &self.server;
         let end = Instant::now() + Duration::from_secs(2);
-        while s.open_connections() > 0 && Instant::now() < end {
+        while s.open_connections_since(self.connections_mark) > 0 && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(20));
         }
         let requests = s.requests_since(self.requests_mark);
