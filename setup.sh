@@ -9,14 +9,16 @@ need=()
 # gcc and libc6-dev: the linker cargo needs (a bare Debian has no cc); python3, util-linux and
 # mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
 # mount); iproute2: ip and ss; tshark: the capture tests decrypt the runs' pcaps with it.
-for pkg in chromium curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount tshark; do
+# Servers under test: apache2 and h2o (h1/h2); cmake, g++ and libclang-dev build quiche's
+# vendored BoringSSL (--servers quiche); python3-venv holds aioquic (--servers aioquic).
+for pkg in chromium curl caddy nginx-light apache2 h2o iproute2 procps ca-certificates gcc g++ libc6-dev cmake libclang-dev python3 python3-venv util-linux mount tshark; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  # Debian would start caddy and nginx on install (both on port 80: the second fails and so
-  # would the install). pagebench starts its own servers inside namespaces: start none here.
+  # Debian would start caddy, nginx, apache2 and h2o on install (all on port 80: the second fails
+  # and so would the install). pagebench starts its own servers inside namespaces: start none.
   policy=/usr/sbin/policy-rc.d
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
@@ -26,7 +28,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Installed earlier with services enabled? Stop them (harmless without systemd).
-for svc in caddy nginx; do
+for svc in caddy nginx apache2 h2o; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
 if ! command -v cargo >/dev/null 2>&1; then
@@ -51,3 +53,21 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-nextest
 fi
 [ -e /dev/net/tun ] || { echo "setup.sh: /dev/net/tun is missing (modprobe tun)" >&2; exit 1; }
+cd "$(dirname "$0")"
+mkdir -p target
+# --servers quiche: pagebench's h3 server on quiche is its own package (quiche's vendored
+# BoringSSL takes ~2 min to build once; pagebench's build stays without it). A no-op when built.
+quiche_server=src/servers/helpers/quiche-server
+if ! cargo build --release --locked --quiet --manifest-path "$quiche_server/Cargo.toml" \
+    --target-dir target/quiche-server 2>target/quiche-server.log; then
+  echo "setup.sh: building $quiche_server failed (see target/quiche-server.log)" >&2
+  exit 1
+fi
+# --servers aioquic: aioquic from PyPI in a virtual environment.
+venv=target/aioquic-venv
+if ! "$venv/bin/python" -c 'import aioquic, sys; sys.exit(aioquic.__version__ != "1.7.2")' 2>/dev/null; then
+  echo "setup.sh: installing aioquic 1.7.2 into $venv" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check aioquic==1.7.2
+fi
