@@ -326,9 +326,12 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .unwrap_or_else(|| "far below the path's capacity".into());
         if let Some(w) = window {
             let far_below = path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
+            // A receiver grants more only once it has consumed half its window (nghttp2, h2,
+            // quinn), so an upload carries ½–1 window per round trip.
+            let low = if upload { 0.4 } else { 0.5 };
             let by_knob = protocol
                 .and_then(|p| configured_window(&meta, server, p, upload))
-                .filter(|k| (0.5..=1.2).contains(&(w / k.bytes as f64)));
+                .filter(|k| (low..=1.2).contains(&(w / k.bytes as f64)));
             let pow2 = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r));
             let receiver = if upload { "server" } else { "client" };
             let sender = if upload { "client" } else { "server" };

@@ -179,10 +179,9 @@ pub struct ServerKnobs {
     #[arg(long, value_name = "BYTES")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2_initial_connection_window: Option<ByteSize>,
-    /// h2: bytes the server holds in memory per stream. The embedded server: hyper's send
-    /// buffer per stream (`max_send_buf_size`); Apache: `H2StreamMaxMemSize`, which also sizes
-    /// its reads of a request body and so how far it grows an upload's window [default: the
-    /// server's own: hyper 400KiB, Apache 64KiB].
+    /// h2: bytes the server holds in memory per stream: hyper's send buffer per stream
+    /// (`max_send_buf_size`) in the embedded server, `H2StreamMaxMemSize` in Apache [default:
+    /// the server's own: hyper 400KiB, Apache 64KiB].
     #[arg(long, value_name = "BYTES")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2_stream_buffer: Option<ByteSize>,
