@@ -84,7 +84,8 @@ fn parse_args() -> Result<Args, String> {
         alt_svc: false,
     };
     let num = |flag: &str, v: String| -> Result<u64, String> {
-        v.parse().map_err(|_| format!("{flag} {v:?} is not a number"))
+        v.parse()
+            .map_err(|_| format!("{flag} {v:?} is not a number"))
     };
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -664,16 +665,13 @@ impl Server {
                     }
                     c.requests.insert(sid, r);
                 }
-                Ok((sid, quiche::h3::Event::Data)) => loop {
-                    match h3.recv_body(&mut c.conn, sid, body_buf) {
-                        Ok(n) => {
-                            if let Some(r) = c.requests.get_mut(&sid) {
-                                r.bytes_received += n as u64;
-                            }
+                Ok((sid, quiche::h3::Event::Data)) => {
+                    while let Ok(n) = h3.recv_body(&mut c.conn, sid, body_buf) {
+                        if let Some(r) = c.requests.get_mut(&sid) {
+                            r.bytes_received += n as u64;
                         }
-                        Err(_) => break,
                     }
-                },
+                }
                 Ok((sid, quiche::h3::Event::Finished)) => {
                     if let Some(r) = c.requests.get_mut(&sid) {
                         if r.response.is_none() {
