@@ -16,22 +16,20 @@ need=()
 # mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
 # mount); iproute2: ip and ss; tshark: the capture tests decrypt the runs' pcaps with it;
 # firefox-esr and libnss3-tools: the second engine and the tool that trusts the server's
-# certificate in its profile.
-for pkg in chromium firefox-esr libnss3-tools curl caddy nginx-light iproute2 procps ca-certificates gcc libc6-dev python3 util-linux mount tshark; do
+# certificate in its profile. Servers under test: apache2 and h2o (h1/h2); cmake, g++ and
+# libclang-dev build quiche's vendored BoringSSL (--servers quiche); python3-venv holds
+# aioquic (--servers aioquic) and kubernetes-validate.
+for pkg in chromium firefox-esr libnss3-tools curl caddy nginx-light apache2 h2o iproute2 procps ca-certificates gcc g++ libc6-dev cmake libclang-dev python3 python3-venv util-linux mount tshark; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if $runtime_only && [ ${#need[@]} -gt 0 ]; then
-  mapfile -t need < <(printf '%s\n' "${need[@]}" | grep -vxE 'gcc|libc6-dev|python3|python3-venv|tshark')
-fi
-# python3-venv: the venv of kubernetes-validate (below).
-if ! $runtime_only; then
-  dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "install ok installed" || need+=(python3-venv)
+  mapfile -t need < <(printf '%s\n' "${need[@]}" | grep -vxE 'gcc|g\+\+|libc6-dev|cmake|libclang-dev|python3|python3-venv|tshark')
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  # Debian would start caddy and nginx on install (both on port 80: the second fails and so
-  # would the install). pagebench starts its own servers inside namespaces: start none here.
+  # Debian would start caddy, nginx, apache2 and h2o on install (all on port 80: the second fails
+  # and so would the install). pagebench starts its own servers inside namespaces: start none.
   policy=/usr/sbin/policy-rc.d
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
@@ -41,7 +39,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Installed earlier with services enabled? Stop them (harmless without systemd).
-for svc in caddy nginx; do
+for svc in caddy nginx apache2 h2o; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
 if $runtime_only; then
@@ -78,4 +76,22 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0; }; then
     echo "setup.sh: kubernetes-validate could not be installed: the manifest test will say it was skipped" >&2
   fi
+fi
+cd "$(dirname "$0")"
+mkdir -p target
+# --servers quiche: pagebench's h3 server on quiche is its own package (quiche's vendored
+# BoringSSL takes ~2 min to build once; pagebench's build stays without it). A no-op when built.
+quiche_server=src/servers/helpers/quiche-server
+if ! cargo build --release --locked --quiet --manifest-path "$quiche_server/Cargo.toml" \
+    --target-dir target/quiche-server 2>target/quiche-server.log; then
+  echo "setup.sh: building $quiche_server failed (see target/quiche-server.log)" >&2
+  exit 1
+fi
+# --servers aioquic: aioquic from PyPI in a virtual environment.
+venv=target/aioquic-venv
+if ! "$venv/bin/python" -c 'import aioquic, sys; sys.exit(aioquic.__version__ != "1.7.2")' 2>/dev/null; then
+  echo "setup.sh: installing aioquic 1.7.2 into $venv" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check aioquic==1.7.2
 fi

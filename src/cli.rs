@@ -221,7 +221,9 @@ pub struct ServeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// Servers under test, comma-separated: embedded (hyper + quinn), caddy (Debian's, quic-go),
-    /// nginx (Debian's, h1/h2 only). Several are interleaved in one plan.
+    /// nginx (Debian's, h1/h2 only), quiche and aioquic (h3 from that stack, h1/h2 from the
+    /// embedded server), apache and h2o (Debian's, h1/h2 only). Several are interleaved in one
+    /// plan.
     #[arg(
         long,
         alias = "server",
@@ -233,9 +235,9 @@ pub struct ServerArgs {
     /// {cert}, {key}, {log}, {ip} and {work} filled in; added to --servers as `custom`.
     #[arg(long, value_name = "CMD")]
     pub server_cmd: Option<String>,
-    /// Format of --server-cmd's access log (caddy-json, nginx-json, combined): its lines become a
-    /// third viewpoint that checks the protocol and the files of every run. Without it the
-    /// runs are cross-checked by the browser's two viewpoints only, and say so.
+    /// Format of --server-cmd's access log (caddy-json, nginx-json, combined, pagebench-json):
+    /// its lines become a third viewpoint that checks the protocol and the files of every run.
+    /// Without it the runs are cross-checked by the browser's two viewpoints only, and say so.
     #[arg(long, value_name = "FORMAT")]
     pub server_log_format: Option<String>,
     /// The access log --server-cmd writes, if not the {log} path it was given (placeholders

@@ -116,25 +116,47 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     crate::stats::median(&v).ok()
 }
 
-/// A configured window that bounds this transfer, from the server's applied knobs:
-/// (bytes, knob flag).
+/// A window that bounds one stream's bytes in flight.
+#[derive(Debug, Clone, PartialEq)]
+struct Window {
+    bytes: u64,
+    /// The pagebench knob that sets it.
+    flag: String,
+    /// The server's own name for it and how it bounds the transfer (reference servers).
+    setting: Option<String>,
+}
+
+/// A configured window that bounds this transfer: the embedded server's applied knobs, or the
+/// windows a reference server's generated configuration sets.
 fn configured_window(
     meta: &Meta,
     server: &ServerId,
     protocol: Protocol,
     upload: bool,
-) -> Option<(u64, &'static str)> {
-    let knobs = meta.servers_applied.get(server)?.applied_knobs()?;
-    match (protocol, upload) {
-        (Protocol::H3, false) => knobs.h3_send_buffer.map(|b| (b, "--h3-send-buffer")),
-        (Protocol::H3, true) => {
-            Some((knobs.h3_stream_receive_window, "--h3-stream-receive-window"))
-        }
-        (Protocol::H2, true) => {
-            Some((knobs.h2_initial_stream_window, "--h2-initial-stream-window"))
-        }
-        _ => None,
-    }
+) -> Option<Window> {
+    let d = meta.servers_applied.get(server)?;
+    let Some(knobs) = d.applied_knobs() else {
+        return d
+            .windows
+            .iter()
+            .find(|w| w.protocol == protocol && w.upload == upload)
+            .map(|w| Window {
+                bytes: w.bytes,
+                flag: w.knob.clone(),
+                setting: Some(w.setting.clone()),
+            });
+    };
+    let (bytes, flag) = match (protocol, upload) {
+        (Protocol::H3, false) => (knobs.h3_send_buffer?, "--h3-send-buffer"),
+        (Protocol::H3, true) => (knobs.h3_stream_receive_window, "--h3-stream-receive-window"),
+        (Protocol::H2, true) => (knobs.h2_initial_stream_window, "--h2-initial-stream-window"),
+        _ => return None,
+    };
+    Some(Window {
+        bytes,
+        flag: flag.into(),
+        setting: None,
+    })
 }
 
 /// What the server's TCP_INFO says about the connection that carried the transfer (the one
@@ -311,21 +333,26 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             .unwrap_or_else(|| "far below the path's capacity".into());
         if let Some(w) = window {
             let far_below = path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
+            // A receiver grants more only once it has consumed half its window (nghttp2, h2,
+            // quinn), so an upload carries ½–1 window per round trip.
+            let low = if upload { 0.4 } else { 0.5 };
             let by_knob = protocol
                 .and_then(|p| configured_window(&meta, server, p, upload))
-                .filter(|(b, _)| (0.5..=1.2).contains(&(w / *b as f64)));
+                .filter(|k| (low..=1.2).contains(&(w / k.bytes as f64)));
             let pow2 = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r));
             let receiver = if upload { "server" } else { "client" };
             let sender = if upload { "client" } else { "server" };
-            if let Some((bytes, flag)) = by_knob.filter(|_| far_below || path_window.is_none()) {
+            if let Some(k) = by_knob.filter(|_| far_below || path_window.is_none()) {
+                let flag = &k.flag;
                 sentence(
                     FindingKind::WindowLimited,
                     format!(
-                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight, the server's configured {} ({flag} {}), {carried}: raise {flag}.",
+                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight, the server's configured {} ({flag} {}{}), {carried}: raise {flag}.",
                         goodput.unwrap_or(0.0),
                         fmt_bytes(w),
                         if upload { "receive window" } else { "per-stream send buffer" },
-                        fmt_bytes(bytes as f64),
+                        fmt_bytes(k.bytes as f64),
+                        k.setting.as_deref().map(|s| format!(": {s}")).unwrap_or_default(),
                     ),
                 );
             } else if rwnd_share >= 0.3 {

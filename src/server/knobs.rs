@@ -179,6 +179,12 @@ pub struct ServerKnobs {
     #[arg(long, value_name = "BYTES")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2_initial_connection_window: Option<ByteSize>,
+    /// h2: bytes the server holds in memory per stream: hyper's send buffer per stream
+    /// (`max_send_buf_size`) in the embedded server, `H2StreamMaxMemSize` in Apache [default:
+    /// the server's own: hyper 400KiB, Apache 64KiB].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2_stream_buffer: Option<ByteSize>,
 
     /// h3: bidirectional (request) streams the client may have open at once [default: 100].
     #[arg(long, value_name = "N")]
@@ -252,6 +258,9 @@ pub struct EffectiveKnobs {
     pub h2_max_concurrent_streams: u32,
     pub h2_initial_stream_window: u64,
     pub h2_initial_connection_window: u64,
+    /// `None`: the server's own default (hyper's 400 KiB send buffer per stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2_stream_buffer: Option<u64>,
     pub h3_max_concurrent_streams: u64,
     pub h3_stream_receive_window: u64,
     pub h3_connection_receive_window: u64,
@@ -355,6 +364,7 @@ impl ServerKnobs {
             h2_max_concurrent_streams,
             h2_initial_stream_window,
             h2_initial_connection_window,
+            h2_stream_buffer,
             h3_max_concurrent_streams,
             h3_stream_receive_window,
             h3_connection_receive_window,
@@ -407,6 +417,17 @@ impl ServerKnobs {
                     format!(
                         "must be {H2_MIN_CONNECTION_WINDOW} to {H2_MAX_WINDOW} bytes (an h2 connection \
                          window starts at 65535 and can only grow)"
+                    ),
+                ));
+            }
+        }
+        if let Some(ByteSize(b)) = self.h2_stream_buffer {
+            if !(1024..=H2_MAX_WINDOW).contains(&b) {
+                return Err(knob_error(
+                    "h2_stream_buffer",
+                    b,
+                    format!(
+                        "must be 1024 to {H2_MAX_WINDOW} bytes (Apache refuses less than 1024)"
                     ),
                 ));
             }
@@ -492,6 +513,7 @@ impl ServerKnobs {
             h2_initial_connection_window: self
                 .h2_initial_connection_window
                 .map_or(DEFAULT_H2_CONNECTION_WINDOW, |b| b.0),
+            h2_stream_buffer: self.h2_stream_buffer.map(|b| b.0),
             h3_max_concurrent_streams: self
                 .h3_max_concurrent_streams
                 .unwrap_or(DEFAULT_H3_MAX_CONCURRENT_STREAMS),

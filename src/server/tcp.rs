@@ -156,6 +156,9 @@ async fn serve_tls(
                 .max_concurrent_streams(k.h2_max_concurrent_streams)
                 .initial_stream_window_size(k.h2_initial_stream_window as u32)
                 .initial_connection_window_size(k.h2_initial_connection_window as u32);
+            if let Some(n) = k.h2_stream_buffer {
+                b.max_send_buf_size(n as usize);
+            }
             drive!(b.serve_connection(io, svc))
         }
         _ => {

@@ -12,8 +12,8 @@ use crate::identity::ServerId;
 use crate::protocol::Protocol;
 use crate::record::TransportSummary;
 use crate::server::{ConnectionStats, EmbeddedServer, ServerConfig};
-use crate::site::replay::{request_url, Replay};
-use crate::validate::ServerView;
+use crate::servers::reference::access_log::record_view;
+use crate::site::replay::Replay;
 
 pub const SERVER: Registration = Registration {
     name: "embedded",
@@ -46,6 +46,7 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
         knobs_applied: None,
         knobs_not_applicable: None,
         knobs_requested: Some(ctx.knobs.clone()),
+        note: None,
         port: None,
         protocols: None,
         server: SERVER.name.into(),
@@ -55,6 +56,7 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
             "pagebench {} (hyper 1, quinn 0.11, h3 0.0.8)",
             env!("CARGO_PKG_VERSION")
         ),
+        windows: Vec::new(),
     };
     Ok(Box::new(Embedded {
         server,
@@ -105,20 +107,7 @@ impl ServerUnderTest for Embedded {
         }
         let requests = s.requests_since(self.requests_mark);
         let conns = s.transport_stats_since(self.connections_mark);
-        let views = requests
-            .iter()
-            .map(|r| ServerView {
-                protocol: r.protocol.clone(),
-                method: r.method.clone(),
-                path: crate::metrics::url_path(&format!("https://x{}", r.path)),
-                url: r.authority.as_deref().map(|a| request_url(a, &r.path)),
-                replay: r.replay,
-                status: r.status,
-                bytes_sent: r.bytes_sent,
-                bytes_received: r.bytes_received,
-                tls_resumed: None,
-            })
-            .collect();
+        let views = requests.iter().map(record_view).collect();
         ServerEvidence {
             views: Some(views),
             log: serde_json::to_value(&requests).unwrap_or_default(),

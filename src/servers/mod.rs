@@ -6,11 +6,16 @@
 //! (reference servers that run as a child process use [`reference::process::ReferenceServer`]),
 //! and one line in [`REGISTRY`].
 
+pub mod aioquic;
+pub mod apache;
 pub mod caddy;
 pub mod custom;
 pub mod embedded;
+pub mod h2o;
 pub mod nginx;
+pub mod quiche;
 pub mod reference;
+pub mod split;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -113,6 +118,10 @@ pub struct ServerDescription {
         serialize_with = "keys_sorted"
     )]
     pub knobs_requested: Option<ServerKnobs>,
+    /// What a reader of the results must know about how it serves (e.g. which program serves
+    /// which protocol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     /// The protocols a reference server was configured to offer.
@@ -126,6 +135,23 @@ pub struct ServerDescription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_congestion_note: Option<String>,
     pub version: String,
+    /// Windows its configuration sets that bound one transfer's bytes in flight (what
+    /// `diagnose` names when a transfer is window-limited).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<ConfiguredWindow>,
+}
+
+/// A window a server under test was configured with: how many bytes one stream of `protocol`
+/// may have in flight towards the server (`upload`) or from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfiguredWindow {
+    pub protocol: Protocol,
+    pub upload: bool,
+    pub bytes: u64,
+    /// The pagebench knob that sets it (`--h2-initial-stream-window`).
+    pub knob: String,
+    /// The server's own name for it (`H2WindowSize`), and how it bounds the transfer.
+    pub setting: String,
 }
 
 /// Writes `v` with its keys in alphabetical order, as the metadata had them when it was an
@@ -245,9 +271,17 @@ pub struct Registration {
 }
 
 /// Every server `--servers` knows, the default first.
-pub const REGISTRY: &[&Registration] = &[&embedded::SERVER, &caddy::SERVER, &nginx::SERVER];
+pub const REGISTRY: &[&Registration] = &[
+    &embedded::SERVER,
+    &caddy::SERVER,
+    &nginx::SERVER,
+    &quiche::SERVER,
+    &aioquic::SERVER,
+    &apache::SERVER,
+    &h2o::SERVER,
+];
 
-/// `embedded, caddy or nginx`.
+/// `embedded, caddy, …, apache or h2o`.
 fn registry_names() -> String {
     let names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
     match names.split_last() {
@@ -432,17 +466,17 @@ mod tests {
             ["embedded", "caddy"]
         );
         assert_eq!(s[0], ServerChoice::embedded());
-        let e = "apache".parse::<ServerChoice>().unwrap_err().to_string();
+        let e = "lighttpd".parse::<ServerChoice>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown server \"apache\": use embedded, caddy or nginx (or --server-cmd for your own)"
+            "unknown server \"lighttpd\": use embedded, caddy, nginx, quiche, aioquic, apache or h2o (or --server-cmd for your own)"
         );
         let e = parse_servers("caddy,caddy", None, None, None).unwrap_err();
         assert!(e.to_string().contains("twice"), "{e}");
         let e = parse_servers("", None, None, None).unwrap_err().to_string();
         assert_eq!(
             e,
-            "no server selected: give --servers embedded (the default), caddy, nginx or --server-cmd"
+            "no server selected: give --servers embedded (the default), caddy, nginx, quiche, aioquic, apache, h2o or --server-cmd"
         );
     }
 
@@ -482,7 +516,19 @@ mod tests {
         assert!(nginx.check_protocol(Protocol::H2).is_ok());
         for p in Protocol::ALL {
             assert!(ServerChoice::embedded().check_protocol(p).is_ok());
-            assert!("caddy".parse::<ServerChoice>().unwrap().speaks(p));
+            for s in ["caddy", "quiche", "aioquic"] {
+                assert!(s.parse::<ServerChoice>().unwrap().speaks(p), "{s} {p}");
+            }
+        }
+        // Apache and h2o: h1 and h2 only, refused by name before any run.
+        for s in ["apache", "h2o"] {
+            let c: ServerChoice = s.parse().unwrap();
+            assert!(c.check_protocol(Protocol::H2).is_ok());
+            let e = c.check_protocol(Protocol::H3).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--servers {s} cannot serve h3 (")),
+                "{e}"
+            );
         }
     }
 

@@ -1,8 +1,9 @@
 //! Reference servers' access logs → the server view a run is cross-checked against (pure
 //! parsing; reading "what was appended since a mark" is a file offset). Formats: Caddy's JSON
-//! access log, the JSON lines pagebench's nginx config writes, and the NCSA common/combined
-//! format (Apache, nginx's default `combined`, and most others), whose request line carries the
-//! protocol (`"GET /x HTTP/2.0"`).
+//! access log, the JSON lines pagebench's nginx, Apache and h2o configs write, the NCSA
+//! common/combined format (Apache's and nginx's default, and most others), whose request line
+//! carries the protocol (`"GET /x HTTP/2.0"`), and pagebench's own request log (the embedded
+//! server's, which the quiche and aioquic helpers write too).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -10,6 +11,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::metrics::url_path;
+use crate::server::RequestRecord;
+use crate::site::replay::request_url;
 use crate::validate::ServerView;
 
 /// `HTTP/2.0` → `h2`: the names Chromium uses in nextHopProtocol.
@@ -33,17 +36,20 @@ pub enum LogFormat {
     Nginx,
     /// NCSA common/combined: `… "METHOD URI PROTO" STATUS BYTES …`.
     Combined,
+    /// pagebench's request log: one [`RequestRecord`] per line.
+    Pagebench,
 }
 
 impl LogFormat {
     /// The names `--server-log-format` takes.
-    pub const NAMES: &'static str = "caddy-json, nginx-json or combined";
+    pub const NAMES: &'static str = "caddy-json, nginx-json, combined or pagebench-json";
 
     pub fn name(self) -> &'static str {
         match self {
             LogFormat::Caddy => "caddy-json",
             LogFormat::Nginx => "nginx-json",
             LogFormat::Combined => "combined",
+            LogFormat::Pagebench => "pagebench-json",
         }
     }
 }
@@ -55,6 +61,7 @@ impl std::str::FromStr for LogFormat {
             "caddy-json" => Ok(LogFormat::Caddy),
             "nginx-json" => Ok(LogFormat::Nginx),
             "combined" | "common" | "combined-h" => Ok(LogFormat::Combined),
+            "pagebench-json" => Ok(LogFormat::Pagebench),
             other => Err(format!(
                 "--server-log-format {other:?}: use {}",
                 LogFormat::NAMES
@@ -86,10 +93,33 @@ fn parse_combined(line: &str) -> Option<ServerView> {
     })
 }
 
+/// What the server view of a request is, from pagebench's own request record.
+pub fn record_view(r: &RequestRecord) -> ServerView {
+    ServerView {
+        protocol: r.protocol.clone(),
+        method: r.method.clone(),
+        path: url_path(&format!("https://x{}", r.path)),
+        url: r.authority.as_deref().map(|a| request_url(a, &r.path)),
+        replay: r.replay,
+        status: r.status,
+        bytes_sent: r.bytes_sent,
+        bytes_received: r.bytes_received,
+        // The embedded server's and the h3 helpers' logs do not carry it: their transport
+        // records say per connection.
+        tls_resumed: None,
+    }
+}
+
 /// Parses one log line; lines that are not access entries give `None`.
 pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
-    if format == LogFormat::Combined {
-        return parse_combined(line);
+    match format {
+        LogFormat::Combined => return parse_combined(line),
+        LogFormat::Pagebench => {
+            return serde_json::from_str::<RequestRecord>(line)
+                .ok()
+                .map(|r| record_view(&r))
+        }
+        _ => {}
     }
     let v: Value = serde_json::from_str(line).ok()?;
     match format {
@@ -112,7 +142,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                     .and_then(Value::as_bool),
             })
         }
-        LogFormat::Combined => None,
+        LogFormat::Combined | LogFormat::Pagebench => None,
         LogFormat::Nginx => Some(ServerView {
             url: None,
             replay: None,
@@ -121,7 +151,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             path: v.get("uri")?.as_str()?.to_string(),
             status: v.get("status")?.as_u64()? as u16,
             bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
-            bytes_received: 0,
+            bytes_received: v.get("bytes_received").and_then(Value::as_u64).unwrap_or(0),
             tls_resumed: None,
         }),
     }
@@ -211,6 +241,23 @@ mod tests {
             .parse::<LogFormat>()
             .unwrap_err()
             .contains("caddy-json"));
+    }
+
+    #[test]
+    fn pagebench_lines() {
+        // As the quiche helper writes it (src/servers/helpers/quiche-server).
+        let l = r#"{"authority":"pagebench.test","bytes_received":0,"bytes_sent":11059,"client":"10.0.0.1:5555","connection_id":1,"duration_ms":0.07,"error":null,"method":"GET","path":"/page10/img/i.png?x=1","protocol":"h3","seq_on_connection":0,"status":200,"stream_id":0,"time_unix_ms":1796172627796}"#;
+        let v = parse_line(LogFormat::Pagebench, l).unwrap();
+        assert_eq!(
+            (v.protocol.as_str(), v.path.as_str(), v.bytes_sent),
+            ("h3", "/page10/img/i.png", 11059)
+        );
+        assert_eq!(
+            v.url.as_deref(),
+            Some("https://pagebench.test/page10/img/i.png?x=1")
+        );
+        assert!(parse_line(LogFormat::Pagebench, r#"{"snapshot":1}"#).is_none());
+        assert_eq!("pagebench-json".parse(), Ok(LogFormat::Pagebench));
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
     "h2_max_concurrent_streams",
     "h2_initial_stream_window",
     "h2_initial_connection_window",
+    "h2_stream_buffer",
     "h3_max_concurrent_streams",
     "h3_stream_receive_window",
     "h3_connection_receive_window",
@@ -40,6 +41,16 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
     "gso",
     "alt_svc_over_h3",
 ];
+
+/// How pagebench knows a child server is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// Its TCP port accepts connections (then a short grace for a QUIC listener).
+    TcpPort,
+    /// It wrote this file (an HTTP/3-only helper, which has no TCP port, writes it once its UDP
+    /// socket is bound).
+    File(std::path::PathBuf),
+}
 
 /// A running reference server.
 pub struct ChildServer {
@@ -65,6 +76,9 @@ pub fn version_line(program: &str, args: &[&str]) -> String {
 }
 
 fn which(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
         .unwrap_or(false)
@@ -79,11 +93,23 @@ impl ChildServer {
         name: &str,
         program: &str,
         ns: &Namespace,
+        site: Site,
+        command: impl FnOnce(&Namespace, &mut Site) -> Result<Command>,
+    ) -> Result<ChildServer> {
+        Self::start_ready(name, program, ns, site, Ready::TcpPort, command)
+    }
+
+    /// [`ChildServer::start`], ready when `ready` says so.
+    pub fn start_ready(
+        name: &str,
+        program: &str,
+        ns: &Namespace,
         mut site: Site,
+        ready: Ready,
         command: impl FnOnce(&Namespace, &mut Site) -> Result<Command>,
     ) -> Result<ChildServer> {
         if !which(program) {
-            bail!("--server {name}: `{program}` is not installed (./setup.sh installs Debian's caddy and nginx-light)");
+            bail!("--servers {name}: `{program}` is not installed (./setup.sh installs what each server needs)");
         }
         std::fs::create_dir_all(&site.work)
             .with_context(|| format!("cannot create {}", site.work.display()))?;
@@ -113,11 +139,11 @@ impl ChildServer {
             sink_mark: 0,
             _cleanup: guard,
         };
-        server.wait_ready(ns)?;
+        server.wait_ready(ns, &ready)?;
         Ok(server)
     }
 
-    fn wait_ready(&mut self, ns: &Namespace) -> Result<()> {
+    fn wait_ready(&mut self, ns: &Namespace, ready: &Ready) -> Result<()> {
         let addr = std::net::SocketAddr::new(self.site.ip, self.site.port);
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -127,6 +153,21 @@ impl ChildServer {
                     self.name,
                     tail(&self.site.work.join("server.stderr"))
                 );
+            }
+            if let Ready::File(f) = ready {
+                if f.exists() {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "{} did not get ready within 15 s (no {}): {}",
+                        self.name,
+                        f.display(),
+                        tail(&self.site.work.join("server.stderr"))
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
             }
             let up = ns.run(move || {
                 std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
@@ -232,12 +273,14 @@ impl ChildServer {
             knobs_applied: Some(applied.iter().map(|k| k.to_string()).collect()),
             knobs_not_applicable: Some(not_applicable),
             knobs_requested: None,
+            note: None,
             port: Some(self.site.port),
             protocols: Some(self.offered()),
             server: self.name.clone(),
             tcp_congestion: Some(namespace_tcp.congestion.clone()),
             tcp_congestion_note: namespace_tcp.note.clone(),
             version: version.to_string(),
+            windows: Vec::new(),
         }
     }
 
