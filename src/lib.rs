@@ -6,6 +6,7 @@
 
 pub mod atomic;
 pub mod browser;
+pub mod capacity;
 pub mod capture;
 pub mod cli;
 pub mod diagnose;

@@ -70,20 +70,25 @@ pub struct DropCounts {
     pub queue: u64,
     #[serde(default)]
     pub injected: u64,
+    /// Packets that arrived during an outage.
+    #[serde(default)]
+    pub outage: u64,
 }
 
 impl DropCounts {
     fn add(&mut self, cause: DropCause) {
         match cause {
             DropCause::Loss => self.loss += 1,
-            DropCause::Queue => self.queue += 1,
+            // CoDel's drops are the queue's too.
+            DropCause::Queue | DropCause::Aqm => self.queue += 1,
             DropCause::Injected => self.injected += 1,
+            DropCause::Outage => self.outage += 1,
             DropCause::NotForPeer => {}
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.loss + self.queue + self.injected
+        self.loss + self.queue + self.injected + self.outage
     }
 }
 
