@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod capture;
 pub mod cli;
 pub mod diagnose;
+pub mod disruption;
 pub mod fault;
 pub mod har;
 pub mod identity;

@@ -151,6 +151,10 @@ pub struct RunRecord {
     /// analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hol: Option<crate::capture::HolReport>,
+    /// What the profile's outages, NAT rebinding and competing flows did to the run (profiles
+    /// with them only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<crate::disruption::Disruption>,
     /// The files `--capture` kept, in `captures/<run id>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub captures: Vec<crate::capture::CaptureFileRef>,
@@ -216,6 +220,7 @@ impl RunRecord {
             visual: None,
             frame_images: vec![],
             hol: None,
+            disruption: None,
             captures: vec![],
             capture_files: vec![],
         }

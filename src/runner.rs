@@ -177,6 +177,14 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         wall_ms,
         capture,
     } = parts;
+    let disruption = link_stats.as_ref().ok().and_then(|s| {
+        crate::disruption::analyse(
+            s.events.as_ref(),
+            &s.cross,
+            capture.trace.as_ref(),
+            server.transport.as_deref(),
+        )
+    });
     let captured = crate::capture::finish(
         capture,
         &spec.capture,
@@ -305,6 +313,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         visual,
         frame_images,
         hol: captured.hol,
+        disruption,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }

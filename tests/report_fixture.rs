@@ -665,6 +665,7 @@ fn generate(
                             prof.loss_pct,
                             round,
                         )),
+                        disruption: None,
                         captures: vec![],
                         capture_files: vec![],
                     };
