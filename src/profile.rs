@@ -906,7 +906,20 @@ fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
                 .map(|l| l.chars().count())
                 .unwrap_or(0)
                 + 1;
-            format!("line {line}, column {col}: {msg}")
+            // Name the field the line sets when the message does not (a wrong value).
+            let key = text
+                .lines()
+                .nth(line - 1)
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim())
+                .filter(|k| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+                .filter(|k| !msg.contains(&format!("`{k}`")));
+            match key {
+                Some(k) => format!("line {line}, column {col}, field `{k}`: {msg}"),
+                None => format!("line {line}, column {col}: {msg}"),
+            }
         }
         None => msg,
     }
@@ -942,6 +955,18 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     (
         "intercontinental.toml",
         include_str!("../profiles/intercontinental.toml"),
+    ),
+    (
+        "lte-tmobile-fq.toml",
+        include_str!("../profiles/lte-tmobile-fq.toml"),
+    ),
+    (
+        "lte-tmobile.toml",
+        include_str!("../profiles/lte-tmobile.toml"),
+    ),
+    (
+        "lte-verizon.toml",
+        include_str!("../profiles/lte-verizon.toml"),
     ),
     ("lte.toml", include_str!("../profiles/lte.toml")),
     ("mobile.toml", include_str!("../profiles/mobile.toml")),
@@ -1245,7 +1270,7 @@ mod tests {
         assert!(ext.len() >= 2);
         assert!(ext
             .iter()
-            .all(|p| p.down_mbit.is_some() && p.queue_limit().is_some()));
+            .all(|p| p.has_bottleneck() && p.queue_limit().is_some()));
         let e = select("wired,wired", &dir).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");
         let e = select("nosuch", &dir).unwrap_err().to_string();
@@ -1299,5 +1324,96 @@ mod tests {
             e.contains("the stored profile set") && e.contains("datacenter"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn traces_resolve_relative_to_the_profile_file_then_to_the_shipped_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("mine")).unwrap();
+        std::fs::write(dir.path().join("mine/link.down"), "0\n0\n5\n10\n").unwrap();
+        let file = dir.path().join("p.toml");
+        let text = "name = \"t\"\nrtt_ms = 40\ndown_trace = \"mine/link.down\"\nup_trace = \"traces/Verizon-LTE-short.up\"\nqueue_packets = 50\naqm = \"codel\"\n";
+        std::fs::write(&file, text).unwrap();
+        let p = load_profile_file(&file).unwrap().profile;
+        let down = p.down_trace.as_ref().unwrap();
+        assert!(down.source.ends_with("mine/link.down"), "{}", down.source);
+        // 4 opportunities (the stamp 10 is the next repetition's 0) per 10 ms of 1500 B.
+        assert!((down.mean_mbit - 4.8).abs() < 1e-9);
+        let up = p.up_trace.as_ref().unwrap();
+        assert_eq!(up.source, "built-in:Verizon-LTE-short.up");
+        assert_eq!(up.trace().unwrap().opportunities(), 69_367);
+        // Stored in meta.json and read back: the same trace, found where it was read.
+        let stored: Profile =
+            serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(stored, p);
+        let resumed = ProfileSource::Listed(vec![stored]).load().unwrap();
+        assert!(resumed["t"].profile.down_trace.as_ref().unwrap().trace().is_some());
+        // A trace changed since: refused.
+        std::fs::write(dir.path().join("mine/link.down"), "0\n10\n").unwrap();
+        let e = ProfileSource::Listed(vec![serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap()])
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has changed"), "{e}");
+    }
+
+    #[test]
+    fn real_network_fields_are_checked_with_file_line_field_and_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = |body: &str| {
+            let file = dir.path().join("bad.toml");
+            std::fs::write(&file, format!("name = \"b\"\nrtt_ms = 40\n{body}")).unwrap();
+            load_profile_file(&file).unwrap_err().to_string()
+        };
+        for (body, needles) in [
+            (
+                "down_trace = \"nope.down\"\nqueue_packets = 10\n",
+                &["bad.toml", "line 3", "down_trace", "not found", "traces/TMobile-LTE-short.down"][..],
+            ),
+            (
+                "down_mbit = 5\ndown_trace = \"traces/TMobile-LTE-short.down\"\nqueue_packets = 10\n",
+                &["line 4", "both set", "remove one"],
+            ),
+            ("aqm = \"codel\"\n", &["line 3", "`aqm`", "needs a bottleneck"]),
+            ("aqm = \"red\"\n", &["line 3", "aqm", "unknown variant"]),
+            (
+                "down_mbit = 5\nqueue_packets = 10\naqm = \"codel\"\ncodel_target_ms = 200\n",
+                &["line 6", "codel_target_ms", "below `codel_interval_ms`"],
+            ),
+            (
+                "outages = [[5, 1], [5.5, 1]]\n",
+                &["line 3", "outages", "entry 2", "time order"],
+            ),
+            ("outages = [[-1, 1]]\n", &["line 3", "start_s ≥ 0"]),
+            ("on_off = { mean_on_s = 10, mean_off_s = 0 }\n", &["line 3", "on_off.mean_off_s"]),
+            ("outage_mode = \"hold\"\n", &["line 3", "outage_mode", "no effect"]),
+            ("nat_rebind_at_s = -2\n", &["line 3", "nat_rebind_at_s"]),
+            (
+                "cross_traffic = { flows = 2, protocol = \"udp-cbr\" }\n",
+                &["line 3", "cross_traffic.rate_mbit", "missing"],
+            ),
+            (
+                "cross_traffic = { flows = 2, protocol = \"tcp\", rate_mbit = 3 }\n",
+                &["line 3", "does not apply"],
+            ),
+            ("cross_traffic = { flows = 0, protocol = \"tcp\" }\n", &["line 3", "1 to 64"]),
+            ("origin_delay_ms = [0, -5]\n", &["line 3", "entry 2"]),
+        ] {
+            let e = bad(body);
+            for n in needles {
+                assert!(e.contains(n), "{body:?}: {n:?} not in {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn shipped_lte_profiles_replay_their_traces_and_summarise_them() {
+        let all = select_from("lte-tmobile,lte-tmobile-fq,lte-verizon", &ProfileSource::BuiltIn)
+            .unwrap();
+        assert_eq!(all[0].down_trace.as_ref().unwrap().mean_mbit, 16.703);
+        assert_eq!(all[1].aqm, Aqm::FqCodel);
+        assert!(all[2].summary().contains("≈5.0 (trace)"), "{}", all[2].summary());
+        let t = table(&all);
+        assert!(t.contains("fq_codel"), "{t}");
     }
 }
