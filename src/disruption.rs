@@ -146,6 +146,7 @@ pub fn analyse(
     cross: &[CrossFlowBytes],
     trace: Option<&PacketTrace>,
     connections: Option<&[ConnectionStats]>,
+    load_end_ms: f64,
 ) -> Option<Disruption> {
     if events.is_none() && cross.is_empty() {
         return None;
@@ -189,22 +190,28 @@ pub fn analyse(
             at_ms: r,
             stall: gap_around(&arrivals, offset_ms, r),
         });
-        d.rebind = connections.map(|c| rebind_outcome(c, ev.timeline_start_unix_ms, r));
+        d.rebind = connections.map(|c| rebind_outcome(c, ev.timeline_start_unix_ms, r, load_end_ms));
     }
     Some(d)
 }
 
-/// What became of each connection the server had around the rebinding at `rebind_ms`.
+/// What became of each connection the server had around the rebinding at `rebind_ms`; the
+/// load ended at `load_end_ms` (errors after it are the browser's teardown).
 pub fn rebind_outcome(
     conns: &[ConnectionStats],
     timeline_start_unix_ms: f64,
     rebind_ms: f64,
+    load_end_ms: f64,
 ) -> RebindOutcome {
     let mut out = RebindOutcome::default();
     for c in conns {
         let opened = c.opened_unix_ms as f64 - timeline_start_unix_ms;
         let closed = c.closed_unix_ms.map(|t| t as f64 - timeline_start_unix_ms);
         let migrated = c.client_last.is_some_and(|a| a != c.client);
+        // Broken during the load: closed with an error, or (TCP) still retransmitting into the
+        // old mapping when the load ended — the server never hears of the rebinding.
+        let errored = c.error.is_some() && closed.is_some_and(|t| t <= load_end_ms);
+        let stuck = c.tcp.as_ref().is_some_and(|t| t.retransmits > 0);
         let fate = if opened >= rebind_ms {
             out.opened_after += 1;
             "opened after"
@@ -213,12 +220,12 @@ pub fn rebind_outcome(
             continue;
         } else {
             out.open_at_rebind += 1;
-            if c.error.is_some() {
-                out.broken += 1;
-                "broken"
-            } else if migrated {
+            if migrated {
                 out.survived += 1;
                 "survived"
+            } else if errored || stuck {
+                out.broken += 1;
+                "broken"
             } else {
                 out.unused += 1;
                 "unused"
@@ -296,30 +303,39 @@ mod tests {
             outages_ms: vec![[502.0, 1502.0]],
             rebind_at_ms: None,
         };
-        let d = analyse(Some(&events), &[], Some(&trace), None).unwrap();
+        let d = analyse(Some(&events), &[], Some(&trace), None, 3000.0).unwrap();
         let s = d.stall.unwrap();
         assert!((s.ms - 1200.0).abs() < 1e-6 && (s.from_ms - 502.0).abs() < 1e-6, "{s:?}");
         assert_eq!(d.event_stalls.len(), 1);
         assert_eq!(d.event_stalls[0].stall, Some(s));
         // Without events or competing flows there is nothing to say.
-        assert!(analyse(None, &[], Some(&trace), None).is_none());
+        assert!(analyse(None, &[], Some(&trace), None, 3000.0).is_none());
     }
 
     #[test]
     fn connections_are_told_apart_by_what_the_rebinding_did_to_them() {
-        // Timeline at 1 000 000 ms; rebinding at 2 s.
+        // Timeline at 1 000 000 ms; rebinding at 2 s; the load ended at 5 s.
         let t = 1_000_000u64;
-        let mut tcp_old = conn(1, Transport::Tcp, t + 100, Some(t + 2100));
-        tcp_old.error = Some("connection reset by peer".into());
+        let mut tcp_reset = conn(1, Transport::Tcp, t + 100, Some(t + 2100));
+        tcp_reset.error = Some("connection reset by peer".into());
         let tcp_new = conn(2, Transport::Tcp, t + 2300, None);
-        let mut quic = conn(3, Transport::Quic, t + 50, None);
+        let mut quic = conn(3, Transport::Quic, t + 50, Some(t + 5200));
         quic.client_last = Some("10.1.0.1:7232".parse().unwrap());
-        let idle = conn(4, Transport::Quic, t + 60, None);
+        // The browser's teardown closes it with an error after the load: still survived.
+        quic.error = Some("aborted by peer".into());
+        let mut idle = conn(4, Transport::Quic, t + 60, Some(t + 5200));
+        idle.error = Some("aborted by peer".into());
         let before = conn(5, Transport::Tcp, t + 10, Some(t + 900));
-        let o = rebind_outcome(&[tcp_old, tcp_new, quic, idle, before], t as f64, 2000.0);
+        let mut tcp_stuck = conn(6, Transport::Tcp, t + 120, None);
+        tcp_stuck.tcp = Some(crate::server::TcpInfo {
+            retransmits: 4,
+            ..Default::default()
+        });
+        let all = [tcp_reset, tcp_new, quic, idle, before, tcp_stuck];
+        let o = rebind_outcome(&all, t as f64, 2000.0, 5000.0);
         assert_eq!(
             (o.open_at_rebind, o.survived, o.broken, o.unused, o.opened_after),
-            (3, 1, 1, 1, 1)
+            (4, 1, 2, 1, 1)
         );
         let fates: Vec<(u64, &str)> = o
             .connections
@@ -328,7 +344,13 @@ mod tests {
             .collect();
         assert_eq!(
             fates,
-            [(1, "broken"), (2, "opened after"), (3, "survived"), (4, "unused")]
+            [
+                (1, "broken"),
+                (2, "opened after"),
+                (3, "survived"),
+                (4, "unused"),
+                (6, "broken")
+            ]
         );
         assert!(o.connections[2].migrated);
     }

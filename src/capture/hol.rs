@@ -70,7 +70,7 @@ pub struct DropCounts {
     pub queue: u64,
     #[serde(default)]
     pub injected: u64,
-    /// Packets that arrived during an outage.
+    /// Packets lost to an outage or to a NAT mapping the rebinding ended.
     #[serde(default)]
     pub outage: u64,
 }
@@ -82,7 +82,7 @@ impl DropCounts {
             // CoDel's drops are the queue's too.
             DropCause::Queue | DropCause::Aqm => self.queue += 1,
             DropCause::Injected => self.injected += 1,
-            DropCause::Outage => self.outage += 1,
+            DropCause::Outage | DropCause::Nat => self.outage += 1,
             DropCause::NotForPeer => {}
         }
     }

@@ -136,6 +136,7 @@ pub fn cause_name(cause: DropCause) -> &'static str {
         DropCause::Injected => "injected",
         DropCause::Aqm => "aqm",
         DropCause::Outage => "outage",
+        DropCause::Nat => "NAT rebinding (old mapping)",
     }
 }
 

@@ -334,9 +334,9 @@ impl Link {
     }
 
     /// Starts the events' timeline now — the run's mark: outages, NAT rebinding and a trace's
-    /// position count from here (see [`crate::netem::events`]).
-    pub fn start_timeline(&self) -> Result<()> {
-        self.emulator().start_timeline().map(|_| ())
+    /// position count from the returned instant (see [`crate::netem::events`]).
+    pub fn start_timeline(&self) -> Result<Instant> {
+        self.emulator().start_timeline()
     }
 
     /// Counters since the link was built or the last [`Link::take_stats`].

@@ -56,7 +56,7 @@ use super::bottleneck::{Bottleneck, Departure, Dropped, Service};
 use super::events::{EventsConfig, Timeline};
 use super::histogram::Histogram;
 use super::jitter::VaryingDelay;
-use super::nat::{self, ClientPort};
+use super::nat;
 use crate::capacity::CapacityTrace;
 use crate::profile::{JitterModel, OutageMode, Profile, QueueLimit};
 
@@ -200,6 +200,8 @@ pub enum DropCause {
     Aqm,
     /// It arrived during an outage (`outage_mode = "drop"`).
     Outage,
+    /// It reached the client's NAT for a mapping the rebinding ended.
+    Nat,
 }
 
 /// A test hook's choice of one packet to drop: the `skip + 1`-th packet of at least `min_len`
@@ -285,6 +287,8 @@ pub struct Counters {
     pub dropped_outage: u64,
     /// Packets whose client port the NAT rewrote (after rebinding).
     pub nat_rewritten: u64,
+    /// Packets to the client for a mapping the rebinding ended (dropped at release).
+    pub dropped_nat: u64,
     /// Packets released after a packet that arrived later than them.
     pub reorders: u64,
     /// Release time minus due time of every released packet.
@@ -557,7 +561,7 @@ impl LinkDirection {
         }
         if self.cfg.way == Direction::Up
             && self.rebind_at().is_some_and(|t| now >= t)
-            && nat::rebind(&mut data, ClientPort::Source)
+            && nat::outbound(&mut data)
         {
             self.counters.nat_rewritten += 1;
         }
@@ -721,16 +725,31 @@ impl LinkDirection {
     /// `now` first (a deadline may be a dequeue that releases nothing yet).
     pub fn poll_release(&mut self, now: Instant) -> Option<Packet> {
         self.advance(now);
-        if self.scheduled.peek()?.0.due > now {
-            return None;
-        }
-        let mut p = self.scheduled.pop()?.0;
-        if self.cfg.way == Direction::Down
-            && self.rebind_at().is_some_and(|t| p.due >= t)
-            && nat::rebind(&mut p.data, ClientPort::Destination)
-        {
-            self.counters.nat_rewritten += 1;
-        }
+        let mut p = loop {
+            if self.scheduled.peek()?.0.due > now {
+                return None;
+            }
+            let mut p = self.scheduled.pop()?.0;
+            // The client's NAT, at the client's end of the link.
+            if self.cfg.way == Direction::Down && self.rebind_at().is_some_and(|t| p.due >= t) {
+                match nat::inbound(&mut p.data) {
+                    nat::Inbound::Unchanged => {}
+                    nat::Inbound::Rewritten => self.counters.nat_rewritten += 1,
+                    nat::Inbound::Unmapped => {
+                        self.counters.dropped_nat += 1;
+                        if self.keep_late_drops {
+                            self.late_drops.push(LateDrop {
+                                cause: DropCause::Nat,
+                                arrived: p.arrived,
+                                data: p.data,
+                            });
+                        }
+                        continue;
+                    }
+                }
+            }
+            break p;
+        };
         let len = p.data.len() as u64;
         let c = &mut self.counters;
         c.packets_out += 1;
@@ -1696,10 +1715,14 @@ mod tests {
         let port = |p: &[u8], at: usize| u16::from_be_bytes([p[20 + at], p[21 + at]]);
         up.offer(t0 + ms(49), udp_pkt(100, 40_000));
         up.offer(t0 + ms(50), udp_pkt(100, 40_000));
-        let mut to_client = udp_pkt(100, 443);
-        to_client[22..24].copy_from_slice(&(40_000u16 ^ 0x8000).to_be_bytes());
-        down.offer(t0 + ms(35), to_client.clone()); // released at 45 ms: before
-        down.offer(t0 + ms(45), to_client); // released at 55 ms: after
+        let to = |dport: u16| {
+            let mut p = udp_pkt(100, 443);
+            p[22..24].copy_from_slice(&dport.to_be_bytes());
+            p
+        };
+        down.offer(t0 + ms(35), to(40_000)); // released at 45 ms: before
+        down.offer(t0 + ms(45), to(40_000 ^ 0x8000)); // at 55 ms, to the new mapping
+        down.offer(t0 + ms(46), to(40_000)); // at 56 ms, to the old one: dropped
         let mut sources = Vec::new();
         while let Some(due) = up.next_deadline() {
             while let Some(p) = up.poll_release(due) {
@@ -1713,8 +1736,10 @@ mod tests {
                 dests.push(port(&p.data, 2));
             }
         }
-        assert_eq!(dests, [40_000 ^ 0x8000, 40_000]);
-        assert_eq!((up.counters().nat_rewritten, down.counters().nat_rewritten), (1, 1));
+        assert_eq!(dests, [40_000, 40_000]);
+        let c = down.counters();
+        assert_eq!((c.nat_rewritten, c.dropped_nat, c.packets_out), (1, 1, 2));
+        assert_eq!(up.counters().nat_rewritten, 1);
     }
 
     #[test]

@@ -1,15 +1,22 @@
 //! NAT rebinding (pure): from the rebinding time on, the client's NAT maps every client port
-//! `p` to `p ^ 0x8000` — the source port of packets from the client, the destination port of
-//! packets to it — and fixes the TCP or UDP checksum (RFC 1624's incremental update; the IPv4
-//! header does not change, the address stays). The server then sees every client flow come from
-//! a new port: a TCP segment from it finds no connection and is answered with a reset, which the
-//! NAT maps back to the client's connection; a QUIC connection validates the new path and goes
-//! on.
+//! `p` to a new public port `p ^ 0x8000` — the source port of packets from the client, the
+//! destination port of packets to it — and fixes the TCP or UDP checksum (RFC 1624's
+//! incremental update; the IPv4 header does not change, the address stays). The server then
+//! sees every client flow come from a new port; what it still sends to an old port finds no
+//! mapping and is dropped, as by a real NAT:
 //!
-//! A stateless bijection keeps both directions consistent without shared state. Packets the
-//! server still sends to an old port reach a client port no socket uses (the client's
-//! ephemeral ports have the top bit set, their images do not), so the client's kernel answers
-//! them with a reset or an ICMP error, as a real NAT's dropped mapping would end them.
+//! - a TCP connection hears nothing more: it breaks when the client next sends (a delayed ACK,
+//!   a keep-alive — Chromium's comes after 45 s idle) from the new port and the server, which
+//!   has no connection there, answers with a reset;
+//! - a QUIC connection migrates: the server validates the new path and goes on.
+//!
+//! A stateless bijection keeps both directions consistent without shared state. It relies on
+//! the client's ports being ephemeral (32768–60999, the namespace default: the top bit set), so
+//! a packet to a port with the top bit set after the rebinding is for an old mapping. The
+//! competing flows' sink port is left alone ([`super::cross::SINK_PORT`]): they are
+//! pagebench's own and not part of the measured client.
+
+use super::cross::SINK_PORT;
 
 /// The bit the rebinding flips in every client port.
 pub const REBIND_XOR: u16 = 0x8000;
@@ -51,6 +58,39 @@ pub fn client_port(packet: &[u8], side: ClientPort) -> Option<u16> {
             ClientPort::Destination => 2,
         };
     Some(u16::from_be_bytes([packet[at], packet[at + 1]]))
+}
+
+/// What the NAT did to a packet to the client after the rebinding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inbound {
+    /// Not a rewritten flow (not TCP/UDP, or the competing flows' sink).
+    Unchanged,
+    /// Its public port mapped back to the client's.
+    Rewritten,
+    /// Addressed to a mapping the rebinding ended: to be dropped.
+    Unmapped,
+}
+
+/// A packet from the client after the rebinding: its source port mapped to the new public one
+/// (checksum fixed). False when it is not a rewritten flow.
+pub fn outbound(packet: &mut [u8]) -> bool {
+    match client_port(packet, ClientPort::Source) {
+        Some(p) if p != SINK_PORT => rebind(packet, ClientPort::Source),
+        _ => false,
+    }
+}
+
+/// A packet to the client after the rebinding: mapped back, or unmapped (an old public port).
+pub fn inbound(packet: &mut [u8]) -> Inbound {
+    match client_port(packet, ClientPort::Destination) {
+        None => Inbound::Unchanged,
+        Some(SINK_PORT) => Inbound::Unchanged,
+        Some(p) if p & REBIND_XOR != 0 => Inbound::Unmapped,
+        Some(_) => {
+            rebind(packet, ClientPort::Destination);
+            Inbound::Rewritten
+        }
+    }
 }
 
 /// Flips the client's port of a TCP/UDP packet and fixes its checksum; false (unchanged) for
@@ -162,6 +202,23 @@ mod tests {
                 assert_eq!(twice, orig);
             }
         }
+    }
+
+    #[test]
+    fn after_rebinding_old_mappings_are_unmapped_and_the_sink_is_left_alone() {
+        let mut up = packet(TCP, 40_000, 443, b"x");
+        assert!(outbound(&mut up));
+        assert_eq!(client_port(&up, ClientPort::Source), Some(40_000 ^ 0x8000));
+        let mut new_mapping = packet(TCP, 443, 40_000 ^ 0x8000, b"x");
+        assert_eq!(inbound(&mut new_mapping), Inbound::Rewritten);
+        assert_eq!(client_port(&new_mapping, ClientPort::Destination), Some(40_000));
+        assert_eq!(transport_checksum(&new_mapping), 0);
+        let mut old_mapping = packet(TCP, 443, 40_000, b"x");
+        assert_eq!(inbound(&mut old_mapping), Inbound::Unmapped);
+        let mut sink_up = packet(TCP, SINK_PORT, 40_000, b"x");
+        assert!(!outbound(&mut sink_up));
+        let mut sink_down = packet(UDP, 40_000, SINK_PORT, b"x");
+        assert_eq!(inbound(&mut sink_down), Inbound::Unchanged);
     }
 
     #[test]

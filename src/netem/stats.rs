@@ -61,6 +61,9 @@ pub struct DirectionStats {
     /// Packets whose client port the NAT rewrote after rebinding.
     #[serde(default)]
     pub nat_rewritten: u64,
+    /// Packets to the client for a mapping the rebinding ended.
+    #[serde(default)]
+    pub dropped_nat: u64,
     /// Time each packet waited in the bottleneck's queue (none without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_delay: Option<LatencySummary>,
@@ -137,6 +140,7 @@ impl DirectionStats {
             dropped_aqm: c.dropped_aqm,
             dropped_outage: c.dropped_outage,
             nat_rewritten: c.nat_rewritten,
+            dropped_nat: c.dropped_nat,
             queue_delay: (c.sojourn.count() > 0).then(|| c.sojourn.summary()),
             outage_s: c.outage_ns as f64 / 1e9,
             reorders: c.reorders,
