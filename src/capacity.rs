@@ -200,15 +200,7 @@ mod tests {
         // The stamp 10 is the next repetition's 0: three opportunities in millisecond 0.
         assert_eq!(
             t.offsets_ns(),
-            [
-                0,
-                333_333,
-                666_666,
-                1_000_000,
-                4_000_000,
-                4_333_333,
-                4_666_666
-            ]
+            [0, 333_333, 666_666, 1_000_000, 4_000_000, 4_333_333, 4_666_666]
         );
         assert_eq!(t.next_at_or_after(0), 0);
         assert_eq!(t.next_at_or_after(1), 333_333);
@@ -262,7 +254,10 @@ mod tests {
             .collect();
         files.sort();
         let built: Vec<String> = BUILT_IN.iter().map(|(n, _)| n.to_string()).collect();
-        assert_eq!(built, files, "profiles/traces changed: update capacity::BUILT_IN");
+        assert_eq!(
+            built, files,
+            "profiles/traces changed: update capacity::BUILT_IN"
+        );
         for (name, text) in BUILT_IN {
             assert_eq!(*text, std::fs::read_to_string(dir.join(name)).unwrap());
         }

@@ -190,7 +190,8 @@ pub fn analyse(
             at_ms: r,
             stall: gap_around(&arrivals, offset_ms, r),
         });
-        d.rebind = connections.map(|c| rebind_outcome(c, ev.timeline_start_unix_ms, r, load_end_ms));
+        d.rebind =
+            connections.map(|c| rebind_outcome(c, ev.timeline_start_unix_ms, r, load_end_ms));
     }
     Some(d)
 }
@@ -305,7 +306,10 @@ mod tests {
         };
         let d = analyse(Some(&events), &[], Some(&trace), None, 3000.0).unwrap();
         let s = d.stall.unwrap();
-        assert!((s.ms - 1200.0).abs() < 1e-6 && (s.from_ms - 502.0).abs() < 1e-6, "{s:?}");
+        assert!(
+            (s.ms - 1200.0).abs() < 1e-6 && (s.from_ms - 502.0).abs() < 1e-6,
+            "{s:?}"
+        );
         assert_eq!(d.event_stalls.len(), 1);
         assert_eq!(d.event_stalls[0].stall, Some(s));
         // Without events or competing flows there is nothing to say.
@@ -334,7 +338,13 @@ mod tests {
         let all = [tcp_reset, tcp_new, quic, idle, before, tcp_stuck];
         let o = rebind_outcome(&all, t as f64, 2000.0, 5000.0);
         assert_eq!(
-            (o.open_at_rebind, o.survived, o.broken, o.unused, o.opened_after),
+            (
+                o.open_at_rebind,
+                o.survived,
+                o.broken,
+                o.unused,
+                o.opened_after
+            ),
             (4, 1, 2, 1, 1)
         );
         let fates: Vec<(u64, &str)> = o

@@ -337,12 +337,9 @@ fn read_trace_source(source: &str) -> Result<String, String> {
     match source.strip_prefix("built-in:") {
         Some(name) => crate::capacity::built_in(name)
             .map(|(_, text)| text.to_string())
-            .ok_or_else(|| {
-                format!("trace {source}: this pagebench has no such built-in trace")
-            }),
-        None => std::fs::read_to_string(source).map_err(|e| {
-            format!("cannot read trace {source} (where the results found it): {e}")
-        }),
+            .ok_or_else(|| format!("trace {source}: this pagebench has no such built-in trace")),
+        None => std::fs::read_to_string(source)
+            .map_err(|e| format!("cannot read trace {source} (where the results found it): {e}")),
     }
 }
 
@@ -420,7 +417,8 @@ impl Profile {
             ("up_trace", &mut self.up_trace),
         ] {
             if let Some(t) = t {
-                t.resolve(base).map_err(|e| format!("field `{field}`: {e}"))?;
+                t.resolve(base)
+                    .map_err(|e| format!("field `{field}`: {e}"))?;
             }
         }
         Ok(())
@@ -847,11 +845,7 @@ pub fn parse_profile(text: &str, path: &Path) -> Result<Profile, ProfileError> {
 }
 
 /// [`parse_profile`] with traces looked up in `base`.
-pub fn parse_profile_in(
-    text: &str,
-    path: &Path,
-    base: TraceBase,
-) -> Result<Profile, ProfileError> {
+pub fn parse_profile_in(text: &str, path: &Path, base: TraceBase) -> Result<Profile, ProfileError> {
     let mut profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
         path: path.to_path_buf(),
         message: toml_error_message(text, &e),
@@ -1343,17 +1337,25 @@ mod tests {
         assert_eq!(up.source, "built-in:Verizon-LTE-short.up");
         assert_eq!(up.trace().unwrap().opportunities(), 69_367);
         // Stored in meta.json and read back: the same trace, found where it was read.
-        let stored: Profile =
-            serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        let stored: Profile = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
         assert_eq!(stored, p);
         let resumed = ProfileSource::Listed(vec![stored]).load().unwrap();
-        assert!(resumed["t"].profile.down_trace.as_ref().unwrap().trace().is_some());
+        assert!(resumed["t"]
+            .profile
+            .down_trace
+            .as_ref()
+            .unwrap()
+            .trace()
+            .is_some());
         // A trace changed since: refused.
         std::fs::write(dir.path().join("mine/link.down"), "0\n10\n").unwrap();
-        let e = ProfileSource::Listed(vec![serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap()])
-            .load()
-            .unwrap_err()
-            .to_string();
+        let e = ProfileSource::Listed(vec![serde_json::from_str(
+            &serde_json::to_string(&p).unwrap(),
+        )
+        .unwrap()])
+        .load()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("has changed"), "{e}");
     }
 
@@ -1408,11 +1410,18 @@ mod tests {
 
     #[test]
     fn shipped_lte_profiles_replay_their_traces_and_summarise_them() {
-        let all = select_from("lte-tmobile,lte-tmobile-fq,lte-verizon", &ProfileSource::BuiltIn)
-            .unwrap();
+        let all = select_from(
+            "lte-tmobile,lte-tmobile-fq,lte-verizon",
+            &ProfileSource::BuiltIn,
+        )
+        .unwrap();
         assert_eq!(all[0].down_trace.as_ref().unwrap().mean_mbit, 16.703);
         assert_eq!(all[1].aqm, Aqm::FqCodel);
-        assert!(all[2].summary().contains("≈5.0 (trace)"), "{}", all[2].summary());
+        assert!(
+            all[2].summary().contains("≈5.0 (trace)"),
+            "{}",
+            all[2].summary()
+        );
         let t = table(&all);
         assert!(t.contains("fq_codel"), "{t}");
     }

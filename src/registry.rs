@@ -374,15 +374,18 @@ fn down_stats(r: &RunRecord) -> Option<&crate::netem::DirectionStats> {
 pub static STALL_MS: Metric = link_figure("stall_ms", "longest stall (ms)", Unit::Ms, |r| {
     r.disruption.as_ref()?.stall.map(|s| s.ms)
 });
-pub static QUEUE_DELAY_DOWN_MS: Metric =
-    link_figure("queue_delay_down_ms", "queue delay down (ms)", Unit::Ms, |r| {
-        down_stats(r)?.queue_delay.map(|q| q.median_us / 1e3)
+pub static QUEUE_DELAY_DOWN_MS: Metric = link_figure(
+    "queue_delay_down_ms",
+    "queue delay down (ms)",
+    Unit::Ms,
+    |r| down_stats(r)?.queue_delay.map(|q| q.median_us / 1e3),
+);
+pub static AQM_DROPS_DOWN: Metric =
+    link_count("aqm_drops_down", "AQM drops down", Unit::Count, |r| {
+        down_stats(r)
+            .filter(|d| d.queue_delay.is_some())
+            .map(|d| d.dropped_aqm as f64)
     });
-pub static AQM_DROPS_DOWN: Metric = link_count("aqm_drops_down", "AQM drops down", Unit::Count, |r| {
-    down_stats(r)
-        .filter(|d| d.queue_delay.is_some())
-        .map(|d| d.dropped_aqm as f64)
-});
 pub static CROSS_BYTES: Metric = link_count("cross_bytes", "competing bytes", Unit::Bytes, |r| {
     let d = r.disruption.as_ref()?;
     (!d.cross.is_empty()).then(|| d.cross.iter().map(|c| c.bytes as f64).sum())

@@ -427,10 +427,7 @@ pub fn validate<'a>(
             Some(many) if many.len() > times => dup.push(format!("{} ×{}", f.path, many.len())),
             // A retried download: the last attempt is the one that must be whole.
             Some(loads) if retried(&f.path) => {
-                if !loads
-                    .iter()
-                    .any(|e| e.encoded_body_size as u64 == f.size)
-                {
+                if !loads.iter().any(|e| e.encoded_body_size as u64 == f.size) {
                     short.push(format!("{} never whole in {attempts} attempts", f.path));
                 }
             }
@@ -1119,7 +1116,11 @@ pub(crate) mod tests {
         broken.bytes_sent = 1_000_000;
         twice.push(broken);
         let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&twice));
-        assert_eq!(v.reasons[0].kind, ReasonKind::DuplicateRequest, "one attempt");
+        assert_eq!(
+            v.reasons[0].kind,
+            ReasonKind::DuplicateRequest,
+            "one attempt"
+        );
         let mut retried = obs.clone();
         let mut pb = retried.page_result.clone().unwrap();
         pb["attempts"] = serde_json::json!(2);
@@ -1127,7 +1128,11 @@ pub(crate) mod tests {
         retried.page_result = Some(pb);
         let v = validate("h2", &m, &retried, &LoadEnd::Completed, Some(&twice));
         assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
-        assert!(v.warnings.iter().any(|w| w.contains("fetched 2 times")), "{:?}", v.warnings);
+        assert!(
+            v.warnings.iter().any(|w| w.contains("fetched 2 times")),
+            "{:?}",
+            v.warnings
+        );
         // Three servings for two attempts are still too many.
         let mut thrice = twice.clone();
         thrice.push(twice.last().unwrap().clone());

@@ -245,11 +245,7 @@ impl Discipline {
 
     /// Queues `p` at `now`. `Err(p)`: it did not fit (tail drop). FQ-CoDel instead makes room
     /// by dropping from the fattest flow's head; those packets go to `dropped`.
-    pub fn enqueue(
-        &mut self,
-        p: Queued,
-        dropped: &mut Vec<Queued>,
-    ) -> Result<(), Queued> {
+    pub fn enqueue(&mut self, p: Queued, dropped: &mut Vec<Queued>) -> Result<(), Queued> {
         let len = p.len();
         match &mut self.kind {
             Kind::DropTail(f) | Kind::Codel(f, _) => {
@@ -353,7 +349,12 @@ impl FqCodel {
         ((h ^ (h >> 31)) % FQ_FLOWS as u64) as usize
     }
 
-    fn dequeue(&mut self, now: Instant, cfg: &AqmConfig, dropped: &mut Vec<Queued>) -> Option<Queued> {
+    fn dequeue(
+        &mut self,
+        now: Instant,
+        cfg: &AqmConfig,
+        dropped: &mut Vec<Queued>,
+    ) -> Option<Queued> {
         loop {
             let (i, from_new) = match self.new_flows.front() {
                 Some(&i) => (i, true),
@@ -433,7 +434,10 @@ mod tests {
         let mut dropped = Vec::new();
         assert!(d.enqueue(pkt(0, t0, 100, 1), &mut dropped).is_ok());
         assert!(d.enqueue(pkt(1, t0, 100, 2), &mut dropped).is_ok());
-        assert_eq!(d.enqueue(pkt(2, t0, 100, 3), &mut dropped).unwrap_err().seq, 2);
+        assert_eq!(
+            d.enqueue(pkt(2, t0, 100, 3), &mut dropped).unwrap_err().seq,
+            2
+        );
         assert_eq!((d.len(), d.bytes()), (2, 200));
         assert_eq!(d.dequeue(t0 + ms(500), &mut dropped).unwrap().seq, 0);
         assert_eq!(d.dequeue(t0 + ms(500), &mut dropped).unwrap().seq, 1);

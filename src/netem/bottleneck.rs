@@ -100,7 +100,12 @@ impl Bottleneck {
     /// Takes every packet out (partly sent first, then in arrival order): a reconfiguration
     /// moves them on.
     pub fn drain(&mut self) -> Vec<Queued> {
-        let mut out: Vec<Queued> = self.in_transit.take().map(|(p, _, _)| p).into_iter().collect();
+        let mut out: Vec<Queued> = self
+            .in_transit
+            .take()
+            .map(|(p, _, _)| p)
+            .into_iter()
+            .collect();
         out.extend(self.qdisc.drain());
         self.next = None;
         out
@@ -173,14 +178,18 @@ impl Bottleneck {
         self.next = Some(t);
     }
 
-    fn depart(&mut self, packet: Queued, dequeued: Instant, exit: Instant, out: &mut Vec<Departure>) {
+    fn depart(
+        &mut self,
+        packet: Queued,
+        dequeued: Instant,
+        exit: Instant,
+        out: &mut Vec<Departure>,
+    ) {
         let back_to_back = !self.outage_since_departure
             && !matches!(self.service, Service::Unlimited)
             && self.last_departure.is_some_and(|d| packet.enqueued <= d);
         let capacity_bytes = match (&self.service, self.last_departure) {
-            (Service::Rate(bps), Some(d)) if back_to_back => {
-                (exit - d).as_secs_f64() * bps / 8.0
-            }
+            (Service::Rate(bps), Some(d)) if back_to_back => (exit - d).as_secs_f64() * bps / 8.0,
             (Service::Trace(trace), Some(d)) if back_to_back => {
                 // The opportunities in (d, exit], on the trace's clock.
                 let ns = |t: Instant| t.saturating_duration_since(self.epoch).as_nanos() as u64;

@@ -48,7 +48,9 @@ pub struct CrossFlows {
 
 impl std::fmt::Debug for CrossFlows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CrossFlows").field("spec", &self.spec).finish()
+        f.debug_struct("CrossFlows")
+            .field("spec", &self.spec)
+            .finish()
     }
 }
 
@@ -96,9 +98,11 @@ impl CrossFlows {
                 );
                 for i in 0..spec.flows {
                     let (stop, counter) = (flows.stop.clone(), flows.counters[i as usize].clone());
-                    flows.threads.push(send_ns.spawn_thread("cross-tcp", move || {
-                        tcp_sender(i, sink_addr, stop, counter)
-                    })?);
+                    flows
+                        .threads
+                        .push(send_ns.spawn_thread("cross-tcp", move || {
+                            tcp_sender(i, sink_addr, stop, counter)
+                        })?);
                 }
             }
             CrossProtocol::UdpCbr => {
@@ -115,9 +119,11 @@ impl CrossFlows {
                 let rate = spec.rate_mbit.unwrap_or(1.0) * 1e6;
                 for i in 0..spec.flows {
                     let stop = flows.stop.clone();
-                    flows.threads.push(send_ns.spawn_thread("cross-udp", move || {
-                        udp_sender(i, sink_addr, rate, stop)
-                    })?);
+                    flows.threads.push(
+                        send_ns.spawn_thread("cross-udp", move || {
+                            udp_sender(i, sink_addr, rate, stop)
+                        })?,
+                    );
                 }
             }
         }
@@ -179,7 +185,9 @@ fn tcp_sink(listener: TcpListener, stop: Arc<AtomicBool>, counters: Vec<Arc<Flow
                     readers.push(t);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Err(_) => std::thread::sleep(TICK),
         }
         readers.retain(|t| !t.is_finished());

@@ -243,7 +243,11 @@ mod tests {
         let mut b = Timeline::new(cfg.clone(), t0, 3);
         assert_eq!(b.windows_until(t0 + span), windows);
         let mut c = Timeline::new(cfg, t0, 4);
-        assert_ne!(c.windows_until(t0 + span), windows, "another mark, another draw");
+        assert_ne!(
+            c.windows_until(t0 + span),
+            windows,
+            "another mark, another draw"
+        );
         // Starts "on".
         let first = windows[0];
         assert!(first.0 > Duration::ZERO);

@@ -432,7 +432,9 @@ fn link_events(
         timeline_offset_ms: offset_ms,
         timeline_start_unix_ms: ms(unix_now) - ms(now.saturating_duration_since(start)),
         outages_ms: snap.outages.iter().map(|(s, e)| [ms(*s), ms(*e)]).collect(),
-        rebind_at_ms: snap.rebind_at.map(|t| ms(t.saturating_duration_since(start))),
+        rebind_at_ms: snap
+            .rebind_at
+            .map(|t| ms(t.saturating_duration_since(start))),
     })
 }
 

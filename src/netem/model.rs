@@ -149,10 +149,16 @@ impl DirectionConfig {
             trace,
             queue: p.queue_limit().filter(|_| bottleneck),
             aqm: AqmConfig {
-                kind: if bottleneck { p.aqm } else { Default::default() },
+                kind: if bottleneck {
+                    p.aqm
+                } else {
+                    Default::default()
+                },
                 target: duration_ms(p.codel_target()),
                 interval: duration_ms(p.codel_interval()),
-                quantum: p.fq_quantum_bytes.unwrap_or(crate::profile::FQ_QUANTUM_BYTES),
+                quantum: p
+                    .fq_quantum_bytes
+                    .unwrap_or(crate::profile::FQ_QUANTUM_BYTES),
             },
             events: EventsConfig::from_profile(p, seed),
             extra_delay: server_ips
@@ -451,7 +457,7 @@ impl LinkDirection {
                     }
                     self.dropped_inside = dropped;
                 }
-                None => self.to_delay_stage(p, now, now, false, 0.0),
+                None => self.schedule_release(p, now, false, 0.0),
             }
         }
         if let (Some(b), Some(tl)) = (self.bottleneck.as_mut(), self.timeline.as_mut()) {
@@ -498,7 +504,9 @@ impl LinkDirection {
         let keep = self.last_due.iter().flatten().max().copied();
         self.last_due = vec![keep; classes];
         self.cfg = cfg;
-        let now = self.offered_since.or(self.timeline.as_ref().map(|t| t.epoch()));
+        let now = self
+            .offered_since
+            .or(self.timeline.as_ref().map(|t| t.epoch()));
         if let Some(now) = now {
             // A new configuration has new events: its timeline restarts with it.
             self.timeline = Some(Timeline::new(self.cfg.events.clone(), now, self.marks));
@@ -596,7 +604,7 @@ impl LinkDirection {
         };
         match self.bottleneck.as_mut() {
             None => {
-                self.to_delay_stage(p, now, now, false, 0.0);
+                self.schedule_release(p, now, false, 0.0);
                 Ok(())
             }
             Some(b) => {
@@ -652,7 +660,7 @@ impl LinkDirection {
             self.counters
                 .sojourn
                 .record((d.dequeued - d.packet.enqueued).as_nanos() as u64);
-            self.to_delay_stage(d.packet, d.exit, d.exit, d.back_to_back, d.capacity_bytes);
+            self.schedule_release(d.packet, d.exit, d.back_to_back, d.capacity_bytes);
         }
         for (p, aqm) in self.dropped_inside.drain(..) {
             let cause = if aqm {
@@ -673,11 +681,10 @@ impl LinkDirection {
     }
 
     /// Schedules a packet that left the bottleneck (or arrived, without one) at `wire_exit`.
-    fn to_delay_stage(
+    fn schedule_release(
         &mut self,
         p: Queued,
         wire_exit: Instant,
-        _now: Instant,
         queued: bool,
         capacity_bytes: f64,
     ) {
@@ -725,7 +732,7 @@ impl LinkDirection {
     /// `now` first (a deadline may be a dequeue that releases nothing yet).
     pub fn poll_release(&mut self, now: Instant) -> Option<Packet> {
         self.advance(now);
-        let mut p = loop {
+        let p = loop {
             if self.scheduled.peek()?.0.due > now {
                 return None;
             }
@@ -1442,7 +1449,10 @@ mod tests {
         let c = d.counters();
         let offered = c.busy_capacity_bytes / (c.busy_exit_ns as f64 / 1e9);
         let achieved = c.busy_bytes as f64 / (c.busy_ns as f64 / 1e9);
-        assert!((achieved / offered - 1.0).abs() < 0.01, "{achieved} vs {offered}");
+        assert!(
+            (achieved / offered - 1.0).abs() < 0.01,
+            "{achieved} vs {offered}"
+        );
     }
 
     #[test]
@@ -1624,7 +1634,13 @@ mod tests {
             ..cfg(10)
         };
         let mut up = LinkDirection::new(c.clone(), 1);
-        let mut down = LinkDirection::new(DirectionConfig { way: Direction::Down, ..c }, 2);
+        let mut down = LinkDirection::new(
+            DirectionConfig {
+                way: Direction::Down,
+                ..c
+            },
+            2,
+        );
         up.start_timeline(t0);
         down.start_timeline(t0);
         for d in [&mut up, &mut down] {
@@ -1646,7 +1662,10 @@ mod tests {
             assert_eq!((c.dropped_outage, c.outage_ns), (2, 50_000_000));
             // The packet already in flight at 100 ms still arrives (it left before).
             let out = drain(d, t0, Duration::from_secs(1));
-            assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), [ms(109), ms(160)]);
+            assert_eq!(
+                out.iter().map(|x| x.1).collect::<Vec<_>>(),
+                [ms(109), ms(160)]
+            );
         }
     }
 
@@ -1666,7 +1685,10 @@ mod tests {
             assert_eq!(d.offer(t0 + ms(t), pkt(100)), Verdict::Queued);
         }
         let out = drain(&mut d, t0, Duration::from_secs(1));
-        assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), [ms(100), ms(160), ms(160)]);
+        assert_eq!(
+            out.iter().map(|x| x.1).collect::<Vec<_>>(),
+            [ms(100), ms(160), ms(160)]
+        );
         // With 1 Mbit/s (1250 B = 10 ms), the queue drains from the outage's end, in order.
         let mut d = LinkDirection::new(
             DirectionConfig {
@@ -1683,7 +1705,10 @@ mod tests {
         }
         let out = drain(&mut d, t0, Duration::from_secs(1));
         // The first began at 95 ms and finishes; the others wait for 150 ms.
-        assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), [ms(105), ms(160), ms(170)]);
+        assert_eq!(
+            out.iter().map(|x| x.1).collect::<Vec<_>>(),
+            [ms(105), ms(160), ms(170)]
+        );
         // A saturated period does not run through an outage.
         assert_eq!(d.counters().busy_bytes, 1250);
     }

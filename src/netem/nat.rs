@@ -211,7 +211,10 @@ mod tests {
         assert_eq!(client_port(&up, ClientPort::Source), Some(40_000 ^ 0x8000));
         let mut new_mapping = packet(TCP, 443, 40_000 ^ 0x8000, b"x");
         assert_eq!(inbound(&mut new_mapping), Inbound::Rewritten);
-        assert_eq!(client_port(&new_mapping, ClientPort::Destination), Some(40_000));
+        assert_eq!(
+            client_port(&new_mapping, ClientPort::Destination),
+            Some(40_000)
+        );
         assert_eq!(transport_checksum(&new_mapping), 0);
         let mut old_mapping = packet(TCP, 443, 40_000, b"x");
         assert_eq!(inbound(&mut old_mapping), Inbound::Unmapped);
