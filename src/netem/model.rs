@@ -413,7 +413,13 @@ impl LinkDirection {
         self.advance(now);
         self.marks += 1;
         self.timeline = Some(Timeline::new(self.cfg.events.clone(), now, self.marks));
-        self.rebuild_bottleneck(now);
+        match (self.bottleneck.as_mut(), self.timeline.as_mut()) {
+            // The queue stays as it is (its packets, CoDel's state); its service follows the
+            // new timeline (a trace restarts, outages are the new ones).
+            (Some(b), Some(tl)) => b.schedule(tl),
+            _ if self.cfg.has_bottleneck() => self.rebuild_bottleneck(now),
+            _ => {}
+        }
     }
 
     /// The timeline, started at `now` if none was.

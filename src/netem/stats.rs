@@ -957,4 +957,76 @@ mod tests {
             c.faults
         );
     }
+
+    #[test]
+    fn a_trace_is_judged_against_what_it_offered_while_saturated() {
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        let mut trace = crate::profile::TraceFile::unresolved("traces/TMobile-LTE-short.down");
+        trace.resolve(crate::profile::TraceBase::BuiltIn).unwrap();
+        p.down_trace = Some(trace);
+        p.queue_packets = Some(1000);
+        let mut down = quiet_stats(1000);
+        down.busy_s = 2.0;
+        down.busy_bytes = 6_000_000; // 24 Mbit/s: far from the 16.7 mean…
+        down.busy_offered_mbit = Some(24.5); // …but what the trace offered then
+        let c = self_check(&stats(quiet_stats(10), down.clone()), &p);
+        assert!(c.ok, "{:?}", c.faults);
+        assert_eq!(c.down.configured_rate_mbit, Some(16.703));
+        assert_eq!(c.down.offered_rate_mbit, Some(24.5));
+        down.busy_offered_mbit = Some(27.0); // 11 % short of it
+        let c = self_check(&stats(quiet_stats(10), down), &p);
+        assert!(
+            c.fault_text().contains("configured 27 Mbit/s"),
+            "{:?}",
+            c.faults
+        );
+    }
+
+    #[test]
+    fn events_must_start_at_the_run_s_mark_and_queues_are_reported() {
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        p.outages = vec![[1.0, 0.5]];
+        let mut s = stats(quiet_stats(10), quiet_stats(10));
+        s.events = Some(LinkEvents {
+            timeline_offset_ms: 0.2,
+            outages_ms: vec![[1000.0, 1500.0]],
+            ..LinkEvents::default()
+        });
+        s.down.outage_s = 0.5;
+        s.down.dropped_outage = 12;
+        let c = self_check(&s, &p);
+        assert!(c.ok, "{:?}", c.faults);
+        assert!(
+            c.render().contains("down 0.50 s, 12 packets"),
+            "{}",
+            c.render()
+        );
+        s.events.as_mut().unwrap().timeline_offset_ms = 250.0;
+        let c = self_check(&s, &p);
+        assert!(
+            matches!(c.faults[..], [LinkFault::EventsOffMark { .. }]),
+            "{:?}",
+            c.faults
+        );
+        // A queue discipline's delays are in the render.
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        p.down_mbit = Some(10.0);
+        p.queue_packets = Some(100);
+        p.aqm = crate::profile::Aqm::Codel;
+        let mut down = quiet_stats(100);
+        down.queue_delay = Some(LatencySummary {
+            count: 100,
+            mean_us: 4000.0,
+            median_us: 3500.0,
+            p99_us: 9000.0,
+            max_us: 12000.0,
+        });
+        down.dropped_aqm = 3;
+        let c = self_check(&stats(quiet_stats(10), down), &p);
+        assert!(
+            c.render().contains("queue (codel): delay median 3.5 ms"),
+            "{}",
+            c.render()
+        );
+    }
 }
