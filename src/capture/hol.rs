@@ -71,8 +71,12 @@ pub struct DropCounts {
     #[serde(default)]
     pub injected: u64,
     /// Packets lost to an outage or to a NAT mapping the rebinding ended.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub outage: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl DropCounts {
