@@ -26,7 +26,7 @@ pub struct Disruption {
     /// The longest time no data reached the client during the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<Stall>,
-    /// The stall around each event (from the last data before it to the first after).
+    /// The stall each event caused: the longest time without data that overlaps it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event_stalls: Vec<EventStall>,
     /// The server's connections and what the rebinding did to them.
@@ -127,16 +127,20 @@ fn longest_gap(arrivals: &[f64], offset_ms: f64) -> Option<Stall> {
         .max_by(|a, b| a.ms.total_cmp(&b.ms))
 }
 
-/// The gap around `at_ms` (mark clock): last arrival at or before it to the first after.
-fn gap_around(arrivals: &[f64], offset_ms: f64, at_ms: f64) -> Option<Stall> {
-    let at = at_ms - offset_ms;
-    let i = arrivals.partition_point(|t| *t <= at);
-    let (before, after) = (arrivals.get(i.checked_sub(1)?)?, arrivals.get(i)?);
-    Some(Stall {
-        from_ms: before + offset_ms,
-        to_ms: after + offset_ms,
-        ms: after - before,
-    })
+/// The longest gap between data arrivals that overlaps `[from_ms, to_ms]` (mark clock): the
+/// stall an event caused. Packets already past the bottleneck when an outage begins still
+/// arrive, so the gap begins a little after it and ends when recovery brings data again.
+fn gap_overlapping(arrivals: &[f64], offset_ms: f64, from_ms: f64, to_ms: f64) -> Option<Stall> {
+    let (from, to) = (from_ms - offset_ms, to_ms - offset_ms);
+    arrivals
+        .windows(2)
+        .filter(|w| w[0] <= to && w[1] > from)
+        .map(|w| Stall {
+            from_ms: w[0] + offset_ms,
+            to_ms: w[1] + offset_ms,
+            ms: w[1] - w[0],
+        })
+        .max_by(|a, b| a.ms.total_cmp(&b.ms))
 }
 
 /// The disruptions of a run: `events` from the link (None: the profile has none),
@@ -175,12 +179,12 @@ pub fn analyse(
         .collect();
     d.rebind_at_ms = ev.rebind_at_ms;
     d.stall = longest_gap(&arrivals, offset_ms);
-    for [s, _] in &d.outages_ms {
+    for [s, e] in &d.outages_ms {
         if *s >= first && *s <= last {
             d.event_stalls.push(EventStall {
                 event: "outage".into(),
                 at_ms: *s,
-                stall: gap_around(&arrivals, offset_ms, *s),
+                stall: gap_overlapping(&arrivals, offset_ms, *s, *e),
             });
         }
     }
@@ -188,7 +192,7 @@ pub fn analyse(
         d.event_stalls.push(EventStall {
             event: "rebind".into(),
             at_ms: r,
-            stall: gap_around(&arrivals, offset_ms, r),
+            stall: gap_overlapping(&arrivals, offset_ms, r, r),
         });
         d.rebind =
             connections.map(|c| rebind_outcome(c, ev.timeline_start_unix_ms, r, load_end_ms));
@@ -284,11 +288,12 @@ mod tests {
 
     #[test]
     fn the_stall_is_the_longest_time_without_data_and_the_one_around_each_event() {
-        // Data every 10 ms but 500–1700 ms (an outage at 500 ms, 1 s long); ACK-sized packets
-        // and the competing flow's data in the gap do not count.
+        // Data every 10 ms but 520–1700 ms (an outage from 500 ms, 1 s long: what was in
+        // flight still arrives for 20 ms); ACK-sized packets and the competing flow's data in
+        // the gap do not count.
         let mut packets: Vec<TracedPacket> = (0..300)
             .map(|i| i as f64 * 10.0)
-            .filter(|t| *t <= 500.0 || *t >= 1700.0)
+            .filter(|t| *t <= 520.0 || *t >= 1700.0)
             .map(|t| down(t, 1500, 40_000))
             .collect();
         packets.push(down(900.0, 60, 40_000));
@@ -307,7 +312,7 @@ mod tests {
         let d = analyse(Some(&events), &[], Some(&trace), None, 3000.0).unwrap();
         let s = d.stall.unwrap();
         assert!(
-            (s.ms - 1200.0).abs() < 1e-6 && (s.from_ms - 502.0).abs() < 1e-6,
+            (s.ms - 1180.0).abs() < 1e-6 && (s.from_ms - 522.0).abs() < 1e-6,
             "{s:?}"
         );
         assert_eq!(d.event_stalls.len(), 1);

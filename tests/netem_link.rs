@@ -321,9 +321,9 @@ fn tcp_download_on_a_recorded_trace_reaches_the_trace_s_rate() {
         check_result.render()
     );
     assert!(check_result.down.achieved_rate_mbit.is_some());
-    // A drop-tail queue of 1000 packets fills: delays of hundreds of ms at ~20 Mbit/s.
+    // Cubic keeps a standing queue in the deep drop-tail buffer (tens of ms and more).
     let q = stats.down.queue_delay.unwrap();
-    assert!(q.median_us > 100_000.0, "{q:?}");
+    assert!(q.median_us > 20_000.0, "{q:?}");
     drop(link);
     check.finish(&[]);
 }
