@@ -7,9 +7,11 @@
 pub mod atomic;
 pub mod baseline;
 pub mod browser;
+pub mod capacity;
 pub mod capture;
 pub mod cli;
 pub mod diagnose;
+pub mod disruption;
 pub mod fault;
 pub mod har;
 pub mod identity;

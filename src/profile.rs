@@ -1,12 +1,21 @@
 //! Network profiles: what a link looks like (RTT, jitter, loss, optional rate and queue),
 //! from the shipped `profiles/*.toml` (compiled into the binary, so it works from any
 //! directory), a `--profiles-dir` or user files, validated with errors that name the file.
+//!
+//! Real networks (see the README's "Real networks"): a recorded capacity per direction
+//! (`down_trace`/`up_trace`, mahimahi format, paths relative to the profile file), the rate
+//! limiter's queue discipline (`aqm`), outages (scheduled and a random on/off process), NAT
+//! rebinding, competing traffic and an extra delay per server address. Times of events are
+//! seconds from the run's mark (the start of the measured navigation).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::capacity::CapacityTrace;
 
 /// The six profiles of the published study, in its order. `--profiles all` means exactly these.
 pub const STUDY_PROFILES: [&str; 6] = [
@@ -56,6 +65,287 @@ pub struct Profile {
     /// Drop-tail queue in front of a rate limit, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_bytes: Option<u64>,
+    /// Server → client capacity from a recorded trace (mahimahi format; instead of `down_mbit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_trace: Option<TraceFile>,
+    /// Client → server capacity from a recorded trace (instead of `up_mbit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_trace: Option<TraceFile>,
+    /// Queue discipline in front of a rate limit or trace.
+    #[serde(default, skip_serializing_if = "Aqm::is_droptail")]
+    pub aqm: Aqm,
+    /// CoDel's target standing queue delay (RFC 8289: 5 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codel_target_ms: Option<f64>,
+    /// CoDel's interval (RFC 8289: 100 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codel_interval_ms: Option<f64>,
+    /// FQ-CoDel's DRR quantum in bytes (RFC 8290: 1514).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fq_quantum_bytes: Option<u32>,
+    /// Scheduled outages, both directions: `[[start_s, duration_s], …]` from the run's mark.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outages: Vec<[f64; 2]>,
+    /// A random on/off process: exponential on and off periods with these means (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_off: Option<OnOff>,
+    /// What happens to packets during an outage: `drop` (default) or `hold` (queued until the
+    /// link is back, within the queue limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage_mode: Option<OutageMode>,
+    /// At this time (seconds from the mark) the client's NAT maps its ports anew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nat_rebind_at_s: Option<f64>,
+    /// Competing flows through the bottleneck, started by pagebench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_traffic: Option<CrossTraffic>,
+    /// Extra one-way delay per server address, in the order the testbed gives them (its own
+    /// address first, then one per extra origin address).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origin_delay_ms: Vec<f64>,
+}
+
+/// The queue discipline of the rate limiter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aqm {
+    /// One FIFO queue; arrivals beyond its limit are dropped.
+    #[default]
+    Droptail,
+    /// One FIFO queue managed by CoDel (RFC 8289): drops at dequeue while the standing queue
+    /// delay stays above `codel_target_ms` for an `codel_interval_ms`.
+    Codel,
+    /// A CoDel queue per flow (5-tuple), served by deficit round robin (RFC 8290).
+    FqCodel,
+}
+
+impl Aqm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Aqm::Droptail => "droptail",
+            Aqm::Codel => "codel",
+            Aqm::FqCodel => "fq_codel",
+        }
+    }
+
+    pub fn is_droptail(&self) -> bool {
+        *self == Aqm::Droptail
+    }
+}
+
+/// CoDel's and FQ-CoDel's standard parameters (RFC 8289, RFC 8290).
+pub const CODEL_TARGET_MS: f64 = 5.0;
+pub const CODEL_INTERVAL_MS: f64 = 100.0;
+pub const FQ_QUANTUM_BYTES: u32 = 1514;
+
+/// The random on/off process of `on_off`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnOff {
+    pub mean_on_s: f64,
+    pub mean_off_s: f64,
+}
+
+/// What an outage does to packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutageMode {
+    /// A blackout: packets entering the link during it are lost.
+    #[default]
+    Drop,
+    /// A handover that buffers: packets wait in the queue until the link is back.
+    Hold,
+}
+
+/// Competing flows (`cross_traffic`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossTraffic {
+    pub flows: u32,
+    pub protocol: CrossProtocol,
+    /// Per flow, for `udp-cbr` (TCP flows take what congestion control gives them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_mbit: Option<f64>,
+    /// `down` (default): sender in the server namespace, sink in the client's; `up`: reversed.
+    #[serde(default)]
+    pub direction: CrossDirection,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrossProtocol {
+    /// Bulk TCP (cubic), as fast as the link lets it.
+    Tcp,
+    /// UDP at a constant bit rate.
+    UdpCbr,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrossDirection {
+    #[default]
+    Down,
+    Up,
+}
+
+/// A recorded capacity trace named by a profile. Written in TOML as a path relative to the
+/// profile file; stored in a results directory's `meta.json` with where it was read from and
+/// its SHA-256, so a resumed matrix finds the same trace (and refuses a changed one).
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceFile {
+    /// As the profile wrote it.
+    pub path: String,
+    /// Where it was read from: a file, or `built-in:<file name>` (compiled into pagebench).
+    pub source: String,
+    pub sha256: String,
+    pub mean_mbit: f64,
+    #[serde(skip)]
+    trace: Option<Arc<CapacityTrace>>,
+}
+
+impl PartialEq for TraceFile {
+    /// The same trace: the same path and content (wherever it was read from).
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.sha256 == other.sha256
+    }
+}
+
+impl<'de> Deserialize<'de> for TraceFile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Path(String),
+            Stored {
+                path: String,
+                source: String,
+                sha256: String,
+                #[serde(default)]
+                mean_mbit: f64,
+            },
+        }
+        Ok(match Form::deserialize(d)? {
+            Form::Path(path) => TraceFile::unresolved(&path),
+            Form::Stored {
+                path,
+                source,
+                sha256,
+                mean_mbit,
+            } => TraceFile {
+                path,
+                source,
+                sha256,
+                mean_mbit,
+                trace: None,
+            },
+        })
+    }
+}
+
+/// Where a profile's relative trace paths are looked up.
+#[derive(Debug, Clone, Copy)]
+pub enum TraceBase<'a> {
+    /// The directory of the profile file (then the compiled-in traces for `traces/<file>`).
+    Dir(&'a Path),
+    /// A compiled-in profile: the compiled-in traces.
+    BuiltIn,
+}
+
+impl TraceFile {
+    /// A trace named by `path`, not read yet.
+    pub fn unresolved(path: &str) -> TraceFile {
+        TraceFile {
+            path: path.to_string(),
+            source: String::new(),
+            sha256: String::new(),
+            mean_mbit: 0.0,
+            trace: None,
+        }
+    }
+
+    /// The parsed trace (`None` until [`TraceFile::resolve`]).
+    pub fn trace(&self) -> Option<&Arc<CapacityTrace>> {
+        self.trace.as_ref()
+    }
+
+    /// Reads the trace: from where it was stored (`source`, checking its SHA-256), else
+    /// relative to `base`. The error says what was looked for and how to fix it.
+    pub fn resolve(&mut self, base: TraceBase) -> Result<(), String> {
+        if self.trace.is_some() {
+            return Ok(());
+        }
+        let (text, source) = if !self.source.is_empty() {
+            let text = read_trace_source(&self.source)?;
+            if !self.sha256.is_empty() && sha256_hex(&text) != self.sha256 {
+                return Err(format!(
+                    "trace {} ({}) has changed since it was stored (SHA-256 differs): restore it or start new results",
+                    self.path, self.source
+                ));
+            }
+            (text, self.source.clone())
+        } else {
+            let built_in_name = self.path.strip_prefix("traces/");
+            let file = match base {
+                TraceBase::Dir(dir) => Some(dir.join(&self.path)),
+                TraceBase::BuiltIn => None,
+            };
+            match (&file, built_in_name.and_then(crate::capacity::built_in)) {
+                (Some(f), _) if f.is_file() => {
+                    let text = std::fs::read_to_string(f)
+                        .map_err(|e| format!("cannot read trace {}: {e}", f.display()))?;
+                    let abs = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+                    (text, abs.display().to_string())
+                }
+                (_, Some((_, text))) => (
+                    text.to_string(),
+                    format!("built-in:{}", built_in_name.unwrap_or_default()),
+                ),
+                (file, None) => {
+                    let shipped: Vec<String> = crate::capacity::BUILT_IN
+                        .iter()
+                        .map(|(n, _)| format!("traces/{n}"))
+                        .collect();
+                    return Err(format!(
+                        "trace {:?} not found{}: give a path relative to the profile file, or one of the shipped traces ({})",
+                        self.path,
+                        file.as_ref()
+                            .map(|f| format!(" (looked for {})", f.display()))
+                            .unwrap_or_default(),
+                        shipped.join(", ")
+                    ));
+                }
+            }
+        };
+        let trace = match source.strip_prefix("built-in:") {
+            Some(name) => crate::capacity::built_in(name)
+                .map(|(t, _)| t)
+                .ok_or_else(|| format!("no built-in trace {name:?}"))?,
+            None => Arc::new(
+                CapacityTrace::parse(&text)
+                    .map_err(|e| format!("trace {} is not a mahimahi trace: {e}", source))?,
+            ),
+        };
+        self.sha256 = sha256_hex(&text);
+        self.mean_mbit = (trace.mean_rate_bps() / 1e6 * 1000.0).round() / 1000.0;
+        self.source = source;
+        self.trace = Some(trace);
+        Ok(())
+    }
+}
+
+fn read_trace_source(source: &str) -> Result<String, String> {
+    match source.strip_prefix("built-in:") {
+        Some(name) => crate::capacity::built_in(name)
+            .map(|(_, text)| text.to_string())
+            .ok_or_else(|| format!("trace {source}: this pagebench has no such built-in trace")),
+        None => std::fs::read_to_string(source)
+            .map_err(|e| format!("cannot read trace {source} (where the results found it): {e}")),
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 /// How jitter turns into per-packet delays (see `netem::jitter` and `netem::model`).
@@ -105,7 +395,56 @@ impl Profile {
             queue_bytes: None,
             jitter_model: JitterModel::Varying,
             jitter_coherence_ms: None,
+            down_trace: None,
+            up_trace: None,
+            aqm: Aqm::Droptail,
+            codel_target_ms: None,
+            codel_interval_ms: None,
+            fq_quantum_bytes: None,
+            outages: Vec::new(),
+            on_off: None,
+            outage_mode: None,
+            nat_rebind_at_s: None,
+            cross_traffic: None,
+            origin_delay_ms: Vec::new(),
         }
+    }
+
+    /// Reads the profile's traces (see [`TraceFile::resolve`]); the error names the field.
+    pub fn resolve_traces(&mut self, base: TraceBase) -> Result<(), String> {
+        for (field, t) in [
+            ("down_trace", &mut self.down_trace),
+            ("up_trace", &mut self.up_trace),
+        ] {
+            if let Some(t) = t {
+                t.resolve(base)
+                    .map_err(|e| format!("field `{field}`: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a direction has a bottleneck (a rate or a trace).
+    pub fn has_bottleneck(&self) -> bool {
+        self.down_mbit.is_some()
+            || self.up_mbit.is_some()
+            || self.down_trace.is_some()
+            || self.up_trace.is_some()
+    }
+
+    /// Whether the profile has outages (scheduled or random).
+    pub fn has_outages(&self) -> bool {
+        !self.outages.is_empty() || self.on_off.is_some()
+    }
+
+    /// CoDel's target, ms (the RFC's 5 ms unless set).
+    pub fn codel_target(&self) -> f64 {
+        self.codel_target_ms.unwrap_or(CODEL_TARGET_MS)
+    }
+
+    /// CoDel's interval, ms (the RFC's 100 ms unless set).
+    pub fn codel_interval(&self) -> f64 {
+        self.codel_interval_ms.unwrap_or(CODEL_INTERVAL_MS)
     }
 
     /// Knot interval of the `varying` jitter model, ms: `jitter_coherence_ms`, or one RTT but
@@ -216,19 +555,167 @@ impl Profile {
         if self.queue_packets == Some(0) || self.queue_bytes == Some(0) {
             return Err("queue size 0 would drop every packet: give at least 1".into());
         }
-        let has_rate = self.down_mbit.is_some() || self.up_mbit.is_some();
+        for (field, trace, rate, rate_field) in [
+            ("down_trace", &self.down_trace, self.down_mbit, "down_mbit"),
+            ("up_trace", &self.up_trace, self.up_mbit, "up_mbit"),
+        ] {
+            if let Some(t) = trace {
+                if rate.is_some() {
+                    return Err(format!(
+                        "field `{field}` = {:?} and `{rate_field}` both set: a direction's capacity is a rate or a trace, remove one",
+                        t.path
+                    ));
+                }
+                if t.trace.is_none() {
+                    return Err(format!(
+                        "field `{field}` = {:?}: the trace was not read (load the profile from its file)",
+                        t.path
+                    ));
+                }
+            }
+        }
+        let has_rate = self.has_bottleneck();
         let has_queue = self.queue_packets.is_some() || self.queue_bytes.is_some();
         if has_rate && !has_queue {
             return Err(
-                "a rate (`down_mbit`/`up_mbit`) needs a drop-tail queue: set `queue_packets` or `queue_bytes`"
+                "a rate or trace (`down_mbit`/`up_mbit`/`down_trace`/`up_trace`) needs a queue limit: set `queue_packets` or `queue_bytes`"
                     .into(),
             );
         }
         if has_queue && !has_rate {
             return Err(
-                "a queue size without `down_mbit` or `up_mbit` has no effect: set a rate or remove the queue"
+                "a queue size without `down_mbit`, `up_mbit` or a trace has no effect: set a rate or remove the queue"
                     .into(),
             );
+        }
+        self.validate_real_network()
+    }
+
+    /// The real-network fields: queue discipline, outages, NAT rebinding, cross traffic,
+    /// per-origin delay.
+    fn validate_real_network(&self) -> Result<(), String> {
+        if self.aqm != Aqm::Droptail && !self.has_bottleneck() {
+            return Err(format!(
+                "field `aqm` = {:?}: a queue discipline needs a bottleneck; set `down_mbit`/`up_mbit` or a trace, or remove `aqm`",
+                self.aqm.name()
+            ));
+        }
+        for (field, v) in [
+            ("codel_target_ms", self.codel_target_ms),
+            ("codel_interval_ms", self.codel_interval_ms),
+        ] {
+            if let Some(v) = v {
+                check_finite(field, v)?;
+                if self.aqm == Aqm::Droptail {
+                    return Err(format!(
+                        "field `{field}` applies to aqm = \"codel\" or \"fq_codel\": set `aqm` or remove it"
+                    ));
+                }
+                if v <= 0.0 || v > 10_000.0 {
+                    return Err(format!(
+                        "field `{field}` = {v}: give a time above 0 and at most 10000 ms"
+                    ));
+                }
+            }
+        }
+        if self.codel_target() >= self.codel_interval() {
+            return Err(format!(
+                "field `codel_target_ms` = {}: must be below `codel_interval_ms` ({}); RFC 8289 uses 5 and 100",
+                self.codel_target(),
+                self.codel_interval()
+            ));
+        }
+        if let Some(q) = self.fq_quantum_bytes {
+            if self.aqm != Aqm::FqCodel {
+                return Err(
+                    "field `fq_quantum_bytes` applies to aqm = \"fq_codel\" only: set it or remove the field"
+                        .into(),
+                );
+            }
+            if !(64..=65_536).contains(&q) {
+                return Err(format!(
+                    "field `fq_quantum_bytes` = {q}: give 64 to 65536 bytes (RFC 8290: 1514)"
+                ));
+            }
+        }
+        let mut last_end = 0.0f64;
+        for (i, [start, dur]) in self.outages.iter().enumerate() {
+            check_finite("outages", *start)?;
+            check_finite("outages", *dur)?;
+            if *start < 0.0 || *dur <= 0.0 {
+                return Err(format!(
+                    "field `outages` entry {} = [{start}, {dur}]: give [start_s ≥ 0, duration_s > 0] from the run's mark",
+                    i + 1
+                ));
+            }
+            if *start < last_end {
+                return Err(format!(
+                    "field `outages` entry {} starts at {start} s, before the one before it ends ({last_end} s): list outages in time order without overlaps",
+                    i + 1
+                ));
+            }
+            last_end = start + dur;
+        }
+        if let Some(o) = &self.on_off {
+            for (name, v) in [("mean_on_s", o.mean_on_s), ("mean_off_s", o.mean_off_s)] {
+                if !v.is_finite() || v <= 0.0 {
+                    return Err(format!(
+                        "field `on_off.{name}` = {v}: give a mean duration above 0 seconds"
+                    ));
+                }
+            }
+        }
+        if self.outage_mode.is_some() && !self.has_outages() {
+            return Err(
+                "field `outage_mode` without `outages` or `on_off` has no effect: add an outage or remove it"
+                    .into(),
+            );
+        }
+        if let Some(t) = self.nat_rebind_at_s {
+            if !t.is_finite() || t < 0.0 {
+                return Err(format!(
+                    "field `nat_rebind_at_s` = {t}: give seconds ≥ 0 from the run's mark"
+                ));
+            }
+        }
+        if let Some(c) = &self.cross_traffic {
+            if !(1..=64).contains(&c.flows) {
+                return Err(format!(
+                    "field `cross_traffic.flows` = {}: give 1 to 64 flows (remove `cross_traffic` for none)",
+                    c.flows
+                ));
+            }
+            match (c.protocol, c.rate_mbit) {
+                (CrossProtocol::UdpCbr, None) => {
+                    return Err(
+                        "field `cross_traffic.rate_mbit` is missing: a \"udp-cbr\" flow needs its rate (Mbit/s per flow)"
+                            .into(),
+                    )
+                }
+                (CrossProtocol::UdpCbr, Some(r)) if !r.is_finite() || r <= 0.0 || r > 1000.0 => {
+                    return Err(format!(
+                        "field `cross_traffic.rate_mbit` = {r}: give above 0 and at most 1000 Mbit/s per flow"
+                    ))
+                }
+                (CrossProtocol::Tcp, Some(_)) => {
+                    return Err(
+                        "field `cross_traffic.rate_mbit` does not apply to \"tcp\" flows (their congestion control sets the rate): remove it or use \"udp-cbr\""
+                            .into(),
+                    )
+                }
+                _ => {}
+            }
+        }
+        if self.origin_delay_ms.len() > 1 + 62_500 {
+            return Err("field `origin_delay_ms`: more entries than server addresses".into());
+        }
+        for (i, d) in self.origin_delay_ms.iter().enumerate() {
+            if !d.is_finite() || *d < 0.0 || *d > 60_000.0 {
+                return Err(format!(
+                    "field `origin_delay_ms` entry {} = {d}: give 0 to 60000 ms of extra one-way delay",
+                    i + 1
+                ));
+            }
         }
         Ok(())
     }
@@ -244,14 +731,55 @@ impl Profile {
         if self.jitter_ms > 0.0 && self.jitter_model != JitterModel::Varying {
             s.push_str(&format!(" ({} jitter)", self.jitter_model.name()));
         }
-        if self.down_mbit.is_some() || self.up_mbit.is_some() {
+        if self.has_bottleneck() {
             s.push_str(&format!(
                 ", {}/{} Mbit/s",
-                self.down_mbit.map(fmt_num).unwrap_or_else(|| "∞".into()),
-                self.up_mbit.map(fmt_num).unwrap_or_else(|| "∞".into())
+                self.rate_label(true),
+                self.rate_label(false)
+            ));
+            if self.aqm != Aqm::Droptail {
+                s.push_str(&format!(" {}", self.aqm.name()));
+            }
+        }
+        if !self.outages.is_empty() {
+            s.push_str(&format!(", {} outage(s)", self.outages.len()));
+        }
+        if let Some(o) = &self.on_off {
+            s.push_str(&format!(
+                ", on/off {}/{} s",
+                fmt_num(o.mean_on_s),
+                fmt_num(o.mean_off_s)
+            ));
+        }
+        if let Some(t) = self.nat_rebind_at_s {
+            s.push_str(&format!(", NAT rebinding at {} s", fmt_num(t)));
+        }
+        if let Some(c) = &self.cross_traffic {
+            s.push_str(&format!(
+                ", {} competing {} flow(s)",
+                c.flows,
+                match c.protocol {
+                    CrossProtocol::Tcp => "TCP",
+                    CrossProtocol::UdpCbr => "UDP",
+                }
             ));
         }
         s
+    }
+
+    /// A direction's capacity (`down`: server → client) for tables: its rate, `≈mean (trace)`
+    /// or `∞`.
+    pub fn rate_label(&self, down: bool) -> String {
+        let (rate, trace) = if down {
+            (self.down_mbit, &self.down_trace)
+        } else {
+            (self.up_mbit, &self.up_trace)
+        };
+        match (rate, trace) {
+            (Some(r), _) => fmt_num(r),
+            (None, Some(t)) => format!("≈{:.1} (trace)", t.mean_mbit),
+            (None, None) => "∞".into(),
+        }
     }
 }
 
@@ -309,19 +837,49 @@ pub struct LoadedProfile {
     pub path: PathBuf,
 }
 
-/// Parses one TOML profile file's text; `path` only names the file in errors.
+/// Parses one TOML profile file's text; `path` names the file in errors, and its directory is
+/// where relative trace paths are read from.
 pub fn parse_profile(text: &str, path: &Path) -> Result<Profile, ProfileError> {
-    let profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
+    let base = path.parent().unwrap_or(Path::new(""));
+    parse_profile_in(text, path, TraceBase::Dir(base))
+}
+
+/// [`parse_profile`] with traces looked up in `base`.
+pub fn parse_profile_in(text: &str, path: &Path, base: TraceBase) -> Result<Profile, ProfileError> {
+    let mut profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
         path: path.to_path_buf(),
         message: toml_error_message(text, &e),
     })?;
     profile
-        .validate()
+        .resolve_traces(base)
+        .and_then(|()| profile.validate())
         .map_err(|message| ProfileError::Invalid {
             path: path.to_path_buf(),
-            message,
+            message: with_field_line(text, message),
         })?;
     Ok(profile)
+}
+
+/// Prefixes a validation message that names a field (`field `x`…`) with the line that sets it.
+fn with_field_line(text: &str, message: String) -> String {
+    let Some(rest) = message.strip_prefix("field `") else {
+        return message;
+    };
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let line = text.lines().position(|l| {
+        let l = l.trim_start();
+        l.strip_prefix(name.as_str()).is_some_and(|r| {
+            let r = r.trim_start();
+            r.starts_with('=') || r.starts_with('.')
+        }) || l.starts_with(&format!("[{name}]"))
+    });
+    match line {
+        Some(i) => format!("line {}: {message}", i + 1),
+        None => message,
+    }
 }
 
 /// Renders a TOML error as "line L, column C: message".
@@ -342,7 +900,20 @@ fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
                 .map(|l| l.chars().count())
                 .unwrap_or(0)
                 + 1;
-            format!("line {line}, column {col}: {msg}")
+            // Name the field the line sets when the message does not (a wrong value).
+            let key = text
+                .lines()
+                .nth(line - 1)
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim())
+                .filter(|k| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+                .filter(|k| !msg.contains(&format!("`{k}`")));
+            match key {
+                Some(k) => format!("line {line}, column {col}, field `{k}`: {msg}"),
+                None => format!("line {line}, column {col}: {msg}"),
+            }
         }
         None => msg,
     }
@@ -379,6 +950,18 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "intercontinental.toml",
         include_str!("../profiles/intercontinental.toml"),
     ),
+    (
+        "lte-tmobile-fq.toml",
+        include_str!("../profiles/lte-tmobile-fq.toml"),
+    ),
+    (
+        "lte-tmobile.toml",
+        include_str!("../profiles/lte-tmobile.toml"),
+    ),
+    (
+        "lte-verizon.toml",
+        include_str!("../profiles/lte-verizon.toml"),
+    ),
     ("lte.toml", include_str!("../profiles/lte.toml")),
     ("mobile.toml", include_str!("../profiles/mobile.toml")),
     ("wired.toml", include_str!("../profiles/wired.toml")),
@@ -414,7 +997,7 @@ impl ProfileSource {
                 for (file, text) in BUILT_IN {
                     // The built-in name keeps errors pointing at the file it was compiled from.
                     let path = Path::new("profiles").join(file);
-                    let profile = parse_profile(text, &path)?;
+                    let profile = parse_profile_in(text, &path, TraceBase::BuiltIn)?;
                     insert_unique(&mut out, LoadedProfile { profile, path })?;
                 }
                 Ok(out)
@@ -422,11 +1005,16 @@ impl ProfileSource {
             ProfileSource::Listed(list) => {
                 let mut out = BTreeMap::new();
                 for p in list {
-                    let loaded = LoadedProfile {
-                        profile: p.clone(),
-                        path: PathBuf::from(format!("stored profile {}", p.name)),
-                    };
-                    insert_unique(&mut out, loaded)?;
+                    let path = PathBuf::from(format!("stored profile {}", p.name));
+                    let mut profile = p.clone();
+                    // Stored profiles name where their traces were read from.
+                    profile
+                        .resolve_traces(TraceBase::BuiltIn)
+                        .map_err(|message| ProfileError::Invalid {
+                            path: path.clone(),
+                            message,
+                        })?;
+                    insert_unique(&mut out, LoadedProfile { profile, path })?;
                 }
                 Ok(out)
             }
@@ -576,9 +1164,13 @@ pub fn table(profiles: &[Profile]) -> String {
             fmt_num(p.rtt_ms),
             fmt_num(p.jitter_ms),
             fmt_num(p.loss_pct),
-            p.down_mbit.map(fmt_num).unwrap_or_else(|| "-".into()),
-            p.up_mbit.map(fmt_num).unwrap_or_else(|| "-".into()),
-            queue,
+            table_rate(p, true),
+            table_rate(p, false),
+            if p.aqm == Aqm::Droptail || queue == "-" {
+                queue
+            } else {
+                format!("{queue} {}", p.aqm.name())
+            },
             if STUDY_PROFILES.contains(&p.name.as_str()) {
                 "all".into()
             } else {
@@ -588,6 +1180,13 @@ pub fn table(profiles: &[Profile]) -> String {
         ]);
     }
     crate::textfmt::table(&rows)
+}
+
+fn table_rate(p: &Profile, down: bool) -> String {
+    match p.rate_label(down).as_str() {
+        "∞" => "-".into(),
+        r => r.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -665,7 +1264,7 @@ mod tests {
         assert!(ext.len() >= 2);
         assert!(ext
             .iter()
-            .all(|p| p.down_mbit.is_some() && p.queue_limit().is_some()));
+            .all(|p| p.has_bottleneck() && p.queue_limit().is_some()));
         let e = select("wired,wired", &dir).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");
         let e = select("nosuch", &dir).unwrap_err().to_string();
@@ -719,5 +1318,111 @@ mod tests {
             e.contains("the stored profile set") && e.contains("datacenter"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn traces_resolve_relative_to_the_profile_file_then_to_the_shipped_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("mine")).unwrap();
+        std::fs::write(dir.path().join("mine/link.down"), "0\n0\n5\n10\n").unwrap();
+        let file = dir.path().join("p.toml");
+        let text = "name = \"t\"\nrtt_ms = 40\ndown_trace = \"mine/link.down\"\nup_trace = \"traces/Verizon-LTE-short.up\"\nqueue_packets = 50\naqm = \"codel\"\n";
+        std::fs::write(&file, text).unwrap();
+        let p = load_profile_file(&file).unwrap().profile;
+        let down = p.down_trace.as_ref().unwrap();
+        assert!(down.source.ends_with("mine/link.down"), "{}", down.source);
+        // 4 opportunities (the stamp 10 is the next repetition's 0) per 10 ms of 1500 B.
+        assert!((down.mean_mbit - 4.8).abs() < 1e-9);
+        let up = p.up_trace.as_ref().unwrap();
+        assert_eq!(up.source, "built-in:Verizon-LTE-short.up");
+        assert_eq!(up.trace().unwrap().opportunities(), 69_367);
+        // Stored in meta.json and read back: the same trace, found where it was read.
+        let stored: Profile = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(stored, p);
+        let resumed = ProfileSource::Listed(vec![stored]).load().unwrap();
+        assert!(resumed["t"]
+            .profile
+            .down_trace
+            .as_ref()
+            .unwrap()
+            .trace()
+            .is_some());
+        // A trace changed since: refused.
+        std::fs::write(dir.path().join("mine/link.down"), "0\n10\n").unwrap();
+        let e = ProfileSource::Listed(vec![serde_json::from_str(
+            &serde_json::to_string(&p).unwrap(),
+        )
+        .unwrap()])
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("has changed"), "{e}");
+    }
+
+    #[test]
+    fn real_network_fields_are_checked_with_file_line_field_and_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = |body: &str| {
+            let file = dir.path().join("bad.toml");
+            std::fs::write(&file, format!("name = \"b\"\nrtt_ms = 40\n{body}")).unwrap();
+            load_profile_file(&file).unwrap_err().to_string()
+        };
+        for (body, needles) in [
+            (
+                "down_trace = \"nope.down\"\nqueue_packets = 10\n",
+                &["bad.toml", "line 3", "down_trace", "not found", "traces/TMobile-LTE-short.down"][..],
+            ),
+            (
+                "down_mbit = 5\ndown_trace = \"traces/TMobile-LTE-short.down\"\nqueue_packets = 10\n",
+                &["line 4", "both set", "remove one"],
+            ),
+            ("aqm = \"codel\"\n", &["line 3", "`aqm`", "needs a bottleneck"]),
+            ("aqm = \"red\"\n", &["line 3", "aqm", "unknown variant"]),
+            (
+                "down_mbit = 5\nqueue_packets = 10\naqm = \"codel\"\ncodel_target_ms = 200\n",
+                &["line 6", "codel_target_ms", "below `codel_interval_ms`"],
+            ),
+            (
+                "outages = [[5, 1], [5.5, 1]]\n",
+                &["line 3", "outages", "entry 2", "time order"],
+            ),
+            ("outages = [[-1, 1]]\n", &["line 3", "start_s ≥ 0"]),
+            ("on_off = { mean_on_s = 10, mean_off_s = 0 }\n", &["line 3", "on_off.mean_off_s"]),
+            ("outage_mode = \"hold\"\n", &["line 3", "outage_mode", "no effect"]),
+            ("nat_rebind_at_s = -2\n", &["line 3", "nat_rebind_at_s"]),
+            (
+                "cross_traffic = { flows = 2, protocol = \"udp-cbr\" }\n",
+                &["line 3", "cross_traffic.rate_mbit", "missing"],
+            ),
+            (
+                "cross_traffic = { flows = 2, protocol = \"tcp\", rate_mbit = 3 }\n",
+                &["line 3", "does not apply"],
+            ),
+            ("cross_traffic = { flows = 0, protocol = \"tcp\" }\n", &["line 3", "1 to 64"]),
+            ("origin_delay_ms = [0, -5]\n", &["line 3", "entry 2"]),
+        ] {
+            let e = bad(body);
+            for n in needles {
+                assert!(e.contains(n), "{body:?}: {n:?} not in {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn shipped_lte_profiles_replay_their_traces_and_summarise_them() {
+        let all = select_from(
+            "lte-tmobile,lte-tmobile-fq,lte-verizon",
+            &ProfileSource::BuiltIn,
+        )
+        .unwrap();
+        assert_eq!(all[0].down_trace.as_ref().unwrap().mean_mbit, 16.703);
+        assert_eq!(all[1].aqm, Aqm::FqCodel);
+        assert!(
+            all[2].summary().contains("≈5.0 (trace)"),
+            "{}",
+            all[2].summary()
+        );
+        let t = table(&all);
+        assert!(t.contains("fq_codel"), "{t}");
     }
 }

@@ -161,6 +161,10 @@ pub struct RunRecord {
     /// accepted, requests sent in 0-RTT (records from before the analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshakes: Option<crate::capture::handshake::Handshakes>,
+    /// What the profile's outages, NAT rebinding and competing flows did to the run (profiles
+    /// with them only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<crate::disruption::Disruption>,
     /// The files `--capture` kept, in `captures/<run id>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub captures: Vec<crate::capture::CaptureFileRef>,
@@ -229,6 +233,7 @@ impl RunRecord {
             frame_images: vec![],
             hol: None,
             handshakes: None,
+            disruption: None,
             captures: vec![],
             capture_files: vec![],
         }

@@ -369,6 +369,32 @@ pub static TUN_TX_DROPPED: Metric =
         link(r, |l| l.tun_tx_dropped as f64)
     });
 
+/// The link's direction stats of a run.
+fn down_stats(r: &RunRecord) -> Option<&crate::netem::DirectionStats> {
+    Some(&r.link_stats.as_ref()?.stats.as_ref()?.down)
+}
+
+/// Real networks (`disruption`, the bottleneck's queue): per run, not summarised.
+pub static STALL_MS: Metric = link_figure("stall_ms", "longest stall (ms)", Unit::Ms, |r| {
+    r.disruption.as_ref()?.stall.map(|s| s.ms)
+});
+pub static QUEUE_DELAY_DOWN_MS: Metric = link_figure(
+    "queue_delay_down_ms",
+    "queue delay down (ms)",
+    Unit::Ms,
+    |r| down_stats(r)?.queue_delay.map(|q| q.median_us / 1e3),
+);
+pub static AQM_DROPS_DOWN: Metric =
+    link_count("aqm_drops_down", "AQM drops down", Unit::Count, |r| {
+        down_stats(r)
+            .filter(|d| d.queue_delay.is_some())
+            .map(|d| d.dropped_aqm as f64)
+    });
+pub static CROSS_BYTES: Metric = link_count("cross_bytes", "competing bytes", Unit::Bytes, |r| {
+    let d = r.disruption.as_ref()?;
+    (!d.cross.is_empty()).then(|| d.cross.iter().map(|c| c.bytes as f64).sum())
+});
+
 /// Head-of-line blocking from the link's packets (`capture::hol`): summarised per series.
 const fn hol(
     name: &'static str,
@@ -562,6 +588,10 @@ pub static ALL: &[&Metric] = &[
     &ACHIEVED_LOSS_UP_PCT,
     &ACHIEVED_LOSS_DOWN_PCT,
     &TUN_TX_DROPPED,
+    &STALL_MS,
+    &QUEUE_DELAY_DOWN_MS,
+    &AQM_DROPS_DOWN,
+    &CROSS_BYTES,
     &HOL_BLOCKED_BYTES,
     &HOL_BLOCKED_MS,
     &HOL_WALL_MS,

@@ -95,7 +95,12 @@ pub use crate::testbed::page_url;
 
 fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
     let drops = |d: &crate::netem::DirectionStats| {
-        d.dropped_loss + d.dropped_queue + d.dropped_not_for_peer
+        d.dropped_loss
+            + d.dropped_queue
+            + d.dropped_not_for_peer
+            + d.dropped_aqm
+            + d.dropped_outage
+            + d.dropped_nat
     };
     LinkSummary {
         bytes_up: stats.up.bytes_in,
@@ -185,6 +190,15 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         wall_ms,
         capture,
     } = parts;
+    let disruption = link_stats.as_ref().ok().and_then(|s| {
+        crate::disruption::analyse(
+            s.events.as_ref(),
+            &s.cross,
+            capture.trace.as_ref(),
+            server.transport.as_deref(),
+            s.elapsed_s * 1e3,
+        )
+    });
     let captured = crate::capture::finish(
         capture,
         &spec.capture,
@@ -333,6 +347,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         frame_images,
         hol: captured.hol,
         handshakes: captured.handshakes,
+        disruption,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
@@ -358,6 +373,64 @@ pub fn run_counted(tb: &mut Testbed, spec: &RunSpec, retry_invalid: u32) -> Resu
         }
     }
     Ok(attempts)
+}
+
+/// The lines of a run's disruptions: events, stalls, connections, competing flows.
+fn describe_disruption(d: &crate::disruption::Disruption) -> String {
+    let mut s = String::new();
+    let mut events: Vec<String> = d
+        .outages_ms
+        .iter()
+        .map(|[a, b]| format!("outage {a:.0}–{b:.0} ms"))
+        .collect();
+    if let Some(r) = d.rebind_at_ms {
+        events.push(format!("NAT rebinding at {r:.0} ms"));
+    }
+    if !events.is_empty() || d.stall.is_some() {
+        s.push_str(&format!(
+            "  disruptions: {}{}
+",
+            if events.is_empty() {
+                "none".to_string()
+            } else {
+                events.join(", ")
+            },
+            d.stall.map_or(String::new(), |st| format!(
+                " · longest stall {:.0} ms ({:.0}–{:.0} ms)",
+                st.ms, st.from_ms, st.to_ms
+            ))
+        ));
+    }
+    for e in &d.event_stalls {
+        if let Some(st) = e.stall {
+            s.push_str(&format!(
+                "    {} at {:.0} ms: no data for {:.0} ms around it\n",
+                e.event, e.at_ms, st.ms
+            ));
+        }
+    }
+    if let Some(r) = &d.rebind {
+        s.push_str(&format!(
+            "  connections at the rebinding (server view): {} open, {} survived (migrated), {} broken, {} unused; {} opened after\n",
+            r.open_at_rebind, r.survived, r.broken, r.unused, r.opened_after
+        ));
+    }
+    if !d.cross.is_empty() {
+        let total: u64 = d.cross.iter().map(|c| c.bytes).sum();
+        s.push_str(&format!(
+            "  competing flows: {} × {} {}, {} B during the load ({})\n",
+            d.cross.len(),
+            d.cross[0].protocol,
+            d.cross[0].direction,
+            total,
+            d.cross
+                .iter()
+                .map(|c| c.bytes.to_string())
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+    }
+    s
 }
 
 /// The human summary of one run.
@@ -455,6 +528,9 @@ pub fn describe(rec: &RunRecord) -> String {
                 side.drops.total()
             ));
         }
+    }
+    if let Some(d) = &rec.disruption {
+        s.push_str(&describe_disruption(d));
     }
     let proto_ok = rec.reasons.iter().all(|r| {
         !matches!(

@@ -377,6 +377,9 @@ pub trait LinkSide {
     fn client(&self) -> &dyn ClientSide;
     /// The counters since the last take (and resets them).
     fn take_stats(&self) -> Result<LinkStats>;
+    /// Starts the link's events (outages, NAT rebinding, a trace's position) now: the run's
+    /// mark.
+    fn start_timeline(&self);
     /// UDP/TCP counters of the client and the server namespace (empty where a namespace
     /// cannot be entered any more).
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
@@ -427,6 +430,13 @@ impl LinkSide for Link {
 
     fn take_stats(&self) -> Result<LinkStats> {
         Link::take_stats(self)
+    }
+
+    fn start_timeline(&self) {
+        // A link that cannot start it has stopped: the run's link gate says so.
+        if let Err(e) = Link::start_timeline(self) {
+            tracing::warn!("cannot start the link's timeline: {e:#}");
+        }
     }
 
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
@@ -650,9 +660,11 @@ pub fn measure(
     let mut ready = browsers.acquire(req.browser, link.client(), &opts)?;
     let launched = std::mem::replace(&mut ready.launched, Ok(()));
     let browser = ready.browser.as_mut();
-    // Measure only the load: counters start after the browser settled.
+    // Measure only the load: counters start after the browser settled, and the profile's
+    // events count from here.
     server.mark();
     let _ = link.take_stats();
+    link.start_timeline();
     let counters_before = link.namespace_counters();
     let cpu0 = cpu_times();
     let mut tap = if req.packet_tap {
@@ -800,6 +812,9 @@ mod tests {
                 profile: "wired".into(),
                 ..LinkStats::default()
             })
+        }
+        fn start_timeline(&self) {
+            self.0.borrow_mut().push("link timeline".into());
         }
         fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
             self.0.borrow_mut().push("counters".into());
@@ -958,6 +973,7 @@ mod tests {
                 // Counters start once the browser settled…
                 "server mark",
                 "link take",
+                "link timeline",
                 "counters",
                 "arm Some(4242)",
                 "load 0",

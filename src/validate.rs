@@ -382,7 +382,28 @@ pub fn validate<'a>(
         let k = manifest.file(&k).map_or(k, |f| f.path.clone());
         seen.entry(k).or_default().push(e);
     }
-    let expected_times = |path: &str| manifest.files.iter().filter(|f| f.path == path).count();
+    // The download page fetches its file again after a network error (a connection broken
+    // by an outage or NAT rebinding): each attempt may be loaded and served once.
+    let attempts = obs
+        .page_result
+        .as_ref()
+        .and_then(|p| p.get("attempts"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .clamp(1, 1 + u64::from(crate::workload::DOWNLOAD_RETRIES)) as usize;
+    let retried = |path: &str| {
+        attempts > 1
+            && matches!(manifest.workload.kind, WorkloadKind::Download { .. })
+            && manifest.files.first().is_some_and(|f| f.path == path)
+    };
+    let expected_times = |path: &str| {
+        let n = manifest.files.iter().filter(|f| f.path == path).count();
+        if retried(path) {
+            n * attempts
+        } else {
+            n
+        }
+    };
     let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
     let mut not_requested = Vec::new();
     // Chromium leaves some cross-origin loads out of Resource Timing (a font a cross-origin
@@ -414,6 +435,12 @@ pub fn validate<'a>(
             }
             None | Some([]) => missing.push(f.path.clone()),
             Some(many) if many.len() > times => dup.push(format!("{} ×{}", f.path, many.len())),
+            // A retried download: the last attempt is the one that must be whole.
+            Some(loads) if retried(&f.path) => {
+                if !loads.iter().any(|e| e.encoded_body_size as u64 == f.size) {
+                    short.push(format!("{} never whole in {attempts} attempts", f.path));
+                }
+            }
             Some(loads) => {
                 for e in loads {
                     if e.response_status != 0 && e.response_status != f.status {
@@ -479,6 +506,16 @@ pub fn validate<'a>(
         .collect();
     if !extra.is_empty() {
         warnings.push(format!("requests outside the manifest: {}", few(&extra)));
+    }
+
+    if attempts > 1 {
+        warnings.push(format!(
+            "the download was fetched {attempts} times: earlier attempts failed with a network error ({})",
+            obs.page_result
+                .as_ref()
+                .and_then(|p| p.get("errors"))
+                .map_or(String::new(), |e| e.to_string())
+        ));
     }
 
     // 4. The transfer workloads' bodies, as the page checked them.
@@ -1094,5 +1131,42 @@ pub(crate) mod tests {
         bad.page_result = Some(serde_json::json!({"done": true, "ok": false, "bytes": 12}));
         let v = validate("h2", &m, &bad, &LoadEnd::Completed, None);
         assert_eq!(v.reasons[0].kind, ReasonKind::CorruptBody);
+    }
+
+    #[test]
+    fn a_download_fetched_again_after_a_network_error_counts_its_attempts() {
+        let obs = fixture("h2-download");
+        let m = manifest_of(&obs, "download");
+        let file = m.files[0].clone();
+        let log = server_view(&obs, "h2");
+        // The server served the file twice: the first attempt broken after 1 MB.
+        let mut twice = log.clone();
+        let mut broken = twice.last().unwrap().clone();
+        broken.bytes_sent = 1_000_000;
+        twice.push(broken);
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&twice));
+        assert_eq!(
+            v.reasons[0].kind,
+            ReasonKind::DuplicateRequest,
+            "one attempt"
+        );
+        let mut retried = obs.clone();
+        let mut pb = retried.page_result.clone().unwrap();
+        pb["attempts"] = serde_json::json!(2);
+        pb["errors"] = serde_json::json!(["TypeError: Failed to fetch"]);
+        retried.page_result = Some(pb);
+        let v = validate("h2", &m, &retried, &LoadEnd::Completed, Some(&twice));
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        assert!(
+            v.warnings.iter().any(|w| w.contains("fetched 2 times")),
+            "{:?}",
+            v.warnings
+        );
+        // Three servings for two attempts are still too many.
+        let mut thrice = twice.clone();
+        thrice.push(twice.last().unwrap().clone());
+        let v = validate("h2", &m, &retried, &LoadEnd::Completed, Some(&thrice));
+        assert_eq!(v.reasons[0].kind, ReasonKind::DuplicateRequest);
+        assert_eq!(file.path, "/download/download.bin");
     }
 }

@@ -238,6 +238,131 @@ fn rate_limited_tcp_reaches_90_percent_of_the_rate() {
     check.finish(&[]);
 }
 
+/// Bulk TCP, server → client, for `secs`: the bytes the client read from `from` on, and when
+/// it started counting.
+fn bulk_download(link: &Link, warmup: Duration, secs: Duration) -> (u64, Instant, Instant) {
+    let sip = link.server_ip();
+    let listener = link
+        .server()
+        .run(move || TcpListener::bind((sip, 0)))
+        .unwrap()
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let writer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let _ = socket2::SockRef::from(&s).set_tcp_congestion(b"cubic");
+        let chunk = vec![1u8; 64 * 1024];
+        while s.write_all(&chunk).is_ok() {}
+    });
+    let mut stream = link
+        .client()
+        .run(move || TcpStream::connect(addr))
+        .unwrap()
+        .unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    let start = Instant::now();
+    let (mut from, mut bytes) = (None, 0u64);
+    while start.elapsed() < warmup + secs {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0);
+        match from {
+            Some(_) => bytes += n as u64,
+            None if start.elapsed() >= warmup => from = Some(Instant::now()),
+            None => {}
+        }
+    }
+    let end = Instant::now();
+    drop(stream);
+    writer.join().unwrap();
+    (bytes, from.unwrap(), end)
+}
+
+#[test]
+fn tcp_download_on_a_recorded_trace_reaches_the_trace_s_rate() {
+    let _s = serial();
+    let check = NetnsCheck::start();
+    let tmobile = shipped("lte-tmobile");
+    let trace = tmobile
+        .down_trace
+        .as_ref()
+        .unwrap()
+        .trace()
+        .unwrap()
+        .clone();
+    let link = link(&tmobile);
+    // The trace plays from the timeline's start (a run's mark).
+    let t0 = link.start_timeline().unwrap();
+    let _ = link.take_stats().unwrap();
+    let (bytes, from, to) = bulk_download(&link, Duration::from_secs(2), Duration::from_secs(5));
+    let stats = link.take_stats().unwrap();
+    let ns = |t: Instant| (t - t0).as_nanos() as u64;
+    let offered = trace.rate_between_bps(ns(from), ns(to)) / 1e6;
+    // TCP payload per 1500-byte packet: 1448 bytes (40 of IP+TCP headers, 12 of timestamps).
+    let goodput = bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e6;
+    let as_ip = goodput * 1500.0 / 1448.0;
+    eprintln!(
+        "lte-tmobile: TCP goodput {goodput:.2} Mbit/s ({as_ip:.2} as IP) while the trace offered {offered:.2} (mean {:.2}); saturated {:?} of {:?} offered",
+        trace.mean_rate_bps() / 1e6,
+        stats.down.busy_rate_mbit(),
+        stats.down.busy_offered_mbit
+    );
+    assert!(
+        (as_ip / offered - 1.0).abs() < 0.10,
+        "goodput {as_ip:.2} Mbit/s (IP) vs the trace's {offered:.2}"
+    );
+    // The gate: the saturated rate within 5 % of what the trace offered in those periods.
+    let check_result = link.self_check(&stats, &tmobile);
+    assert!(
+        !check_result
+            .faults
+            .iter()
+            .any(|f| matches!(f, pagebench::netem::LinkFault::RateOff { .. })),
+        "{}",
+        check_result.render()
+    );
+    assert!(check_result.down.achieved_rate_mbit.is_some());
+    // Cubic keeps a standing queue in the deep drop-tail buffer (tens of ms and more).
+    let q = stats.down.queue_delay.unwrap();
+    assert!(q.median_us > 20_000.0, "{q:?}");
+    drop(link);
+    check.finish(&[]);
+}
+
+#[test]
+fn competing_tcp_flows_share_the_bottleneck_and_are_counted() {
+    let _s = serial();
+    let check = NetnsCheck::start();
+    let mut p = shipped("lte");
+    p.name = "lte-x2".into();
+    p.cross_traffic = Some(pagebench::profile::CrossTraffic {
+        flows: 2,
+        protocol: pagebench::profile::CrossProtocol::Tcp,
+        rate_mbit: None,
+        direction: pagebench::profile::CrossDirection::Down,
+    });
+    let rate = p.down_mbit.unwrap();
+    let link = link(&p);
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = link.take_stats().unwrap();
+    // A third flow (ours) meets the two: a fair share is a third of the rate.
+    let (bytes, from, to) = bulk_download(&link, Duration::from_secs(1), Duration::from_secs(4));
+    let stats = link.take_stats().unwrap();
+    let ours = bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e6;
+    let theirs: Vec<f64> = stats
+        .cross
+        .iter()
+        .map(|c| c.bytes as f64 * 8.0 / stats.elapsed_s / 1e6)
+        .collect();
+    eprintln!("lte with 2 competing flows: ours {ours:.2} Mbit/s, theirs {theirs:?}");
+    assert_eq!(stats.cross.len(), 2);
+    let total = ours + theirs.iter().sum::<f64>();
+    assert!(total > 0.85 * rate && total < 1.01 * rate, "{total}");
+    assert!(theirs.iter().all(|t| *t > 0.1 * rate), "{theirs:?}");
+    assert!(ours > 0.1 * rate && ours < 0.7 * rate, "{ours}");
+    drop(link);
+    check.finish(&[]);
+}
+
 /// `getsockopt(TCP_INFO)`: (segments sent, payload bytes sent incl. retransmissions).
 fn tcp_sent(stream: &TcpStream) -> (u64, u64) {
     let mut info = [0u8; 256];

@@ -669,6 +669,7 @@ fn generate(
                             round,
                         )),
                         handshakes: None,
+                        disruption: None,
                         captures: vec![],
                         capture_files: vec![],
                     };

@@ -70,20 +70,29 @@ pub struct DropCounts {
     pub queue: u64,
     #[serde(default)]
     pub injected: u64,
+    /// Packets lost to an outage or to a NAT mapping the rebinding ended.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outage: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl DropCounts {
     fn add(&mut self, cause: DropCause) {
         match cause {
             DropCause::Loss => self.loss += 1,
-            DropCause::Queue => self.queue += 1,
+            // CoDel's drops are the queue's too.
+            DropCause::Queue | DropCause::Aqm => self.queue += 1,
             DropCause::Injected => self.injected += 1,
+            DropCause::Outage | DropCause::Nat => self.outage += 1,
             DropCause::NotForPeer => {}
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.loss + self.queue + self.injected
+        self.loss + self.queue + self.injected + self.outage
     }
 }
 

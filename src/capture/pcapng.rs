@@ -134,6 +134,9 @@ pub fn cause_name(cause: DropCause) -> &'static str {
         DropCause::Queue => "queue",
         DropCause::NotForPeer => "not for the peer",
         DropCause::Injected => "injected",
+        DropCause::Aqm => "aqm",
+        DropCause::Outage => "outage",
+        DropCause::Nat => "NAT rebinding (old mapping)",
     }
 }
 

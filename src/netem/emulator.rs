@@ -58,6 +58,11 @@ pub struct Snapshot {
     pub down_in_flight: u64,
     /// CPU time the emulator thread used since its start.
     pub cpu_ns: u64,
+    /// The events' timeline: its start, the outages on it so far (relative to the start), and
+    /// when the NAT rebinds on it.
+    pub timeline_start: Instant,
+    pub outages: Vec<(Duration, Duration)>,
+    pub rebind_at: Option<Instant>,
 }
 
 enum Command {
@@ -77,6 +82,8 @@ enum Command {
     Tap(Option<Sender<TapPacket>>),
     /// Test hook: drop one chosen packet of a direction (index 0 up, 1 down).
     DropChosen(usize, ChosenDrop),
+    /// Start the events' timeline now (the run's mark); replies with its start.
+    StartTimeline(Sender<Instant>),
 }
 
 /// The running emulator thread; stops (and closes the TUN fds) when dropped.
@@ -211,6 +218,15 @@ impl Emulator {
         self.send(Command::Reconfigure(Box::new((up, down))))
     }
 
+    /// Starts the events' timeline of both directions now (outages, NAT rebinding and a trace's
+    /// position count from the returned instant).
+    pub fn start_timeline(&self) -> Result<Instant> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Command::StartTimeline(reply))?;
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|_| anyhow!("the emulator thread did not answer (stopped or stuck)"))
+    }
+
     /// Counters of both directions; with `reset`, counting restarts from zero.
     /// Starts handing every packet to `tap` (replacing any earlier tap), or stops (`None`).
     /// Packets already handed stay in the channel; a tap stopped sees no later packet.
@@ -328,6 +344,11 @@ impl Loop {
             if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
                 return Err(io::Error::last_os_error()).context("epoll_ctl");
             }
+        }
+        let mut dirs = dirs;
+        let now = Instant::now();
+        for d in &mut dirs {
+            d.start_timeline(now);
         }
         let lp = Loop {
             tuns: [client_tun, server_tun],
@@ -550,6 +571,18 @@ impl Loop {
                     self.pool.push(p.data);
                 }
             }
+            if let Some(tap) = &self.tap {
+                // Packets the queue dropped after accepting them (CoDel, FQ-CoDel's limit).
+                for d in self.dirs[i].take_late_drops() {
+                    let _ = tap.send(TapPacket {
+                        dir,
+                        entered: d.arrived,
+                        left: None,
+                        dropped: Some(d.cause),
+                        data: d.data,
+                    });
+                }
+            }
         }
     }
 
@@ -568,7 +601,20 @@ impl Loop {
             match cmd {
                 Command::Stop | Command::Exit => return false,
                 Command::Stall(d) => std::thread::sleep(d),
-                Command::Tap(tap) => self.tap = tap,
+                Command::Tap(tap) => {
+                    for d in &mut self.dirs {
+                        d.keep_late_drops(tap.is_some());
+                    }
+                    self.tap = tap;
+                }
+                Command::StartTimeline(reply) => {
+                    let now = Instant::now();
+                    for d in &mut self.dirs {
+                        d.account_offered(now);
+                        d.start_timeline(now);
+                    }
+                    let _ = reply.send(now);
+                }
                 Command::DropChosen(i, choice) => self.dirs[i].drop_chosen(choice),
                 Command::Reconfigure(configs) => {
                     let (up, down) = *configs;
@@ -578,13 +624,20 @@ impl Loop {
                     }
                     self.dirs[0].reconfigure(up);
                     self.dirs[1].reconfigure(down);
+                    for d in &mut self.dirs {
+                        d.start_timeline(now);
+                    }
                 }
                 Command::Snapshot { reset, reply } => {
                     let now = Instant::now();
                     for d in &mut self.dirs {
                         d.account_offered(now);
                     }
+                    let (timeline_start, outages) = self.dirs[0].outage_windows(now);
                     let snap = Snapshot {
+                        timeline_start,
+                        outages,
+                        rebind_at: self.dirs[0].rebind_at(),
                         up: if reset {
                             self.dirs[0].take_counters()
                         } else {

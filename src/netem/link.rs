@@ -9,11 +9,12 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use super::cross::CrossFlows;
 use super::emulator::Emulator;
 use super::host;
 use super::model::{Direction, DirectionConfig, LinkDirection};
 use super::netns::{self, Namespace};
-use super::stats::{self_check, DirectionStats, LinkStats, SelfCheck};
+use super::stats::{self_check, DirectionStats, LinkEvents, LinkStats, SelfCheck};
 use super::trace::{PacketTrace, TapPacket};
 use super::tun::{open_tun, DeviceCounters, DeviceStatsReader};
 use crate::profile::Profile;
@@ -76,6 +77,8 @@ struct State {
     interval: Interval,
     client_dev: DeviceStatsReader,
     server_dev: DeviceStatsReader,
+    /// The profile's competing flows, while it has some.
+    cross: Option<CrossFlows>,
 }
 
 /// A running packet tap (see [`Link::start_tap`]).
@@ -169,7 +172,7 @@ impl Link {
                 Some(cpu)
             })
             .flatten();
-        let (up_cfg, down_cfg) = direction_configs(profile, client_ip, &server_ips);
+        let (up_cfg, down_cfg) = direction_configs(profile, client_ip, &server_ips, options.seed);
         let up = LinkDirection::new(up_cfg, direction_seed(options.seed, Direction::Up));
         let down = LinkDirection::new(down_cfg, direction_seed(options.seed, Direction::Down));
         let emulator = Emulator::start(
@@ -192,8 +195,14 @@ impl Link {
             },
             client_dev,
             server_dev,
+            cross: None,
         };
         state.interval = new_interval(&mut state, 0)?;
+        if let Some(spec) = &profile.cross_traffic {
+            state.cross = Some(CrossFlows::start(
+                spec, &client, &server, client_ip, server_ip,
+            )?);
+        }
         tracing::debug!(
             "link up: {} ({client_ip}) <-> {} ({server_ip}), {}",
             client.name(),
@@ -304,11 +313,30 @@ impl Link {
         profile
             .validate()
             .map_err(|m| anyhow!("profile {:?}: {m}", profile.name))?;
-        let (up, down) = direction_configs(profile, self.client_ip, &self.server_ips);
+        let (up, down) = direction_configs(profile, self.client_ip, &self.server_ips, self.seed);
         let mut st = self.lock();
         self.emulator().reconfigure(up, down)?;
         st.profile = profile.clone();
+        let same_flows = st.cross.as_ref().map(|c| c.spec()) == profile.cross_traffic.as_ref();
+        if !same_flows {
+            st.cross = None;
+            if let Some(spec) = &profile.cross_traffic {
+                st.cross = Some(CrossFlows::start(
+                    spec,
+                    &self.client,
+                    &self.server,
+                    self.client_ip,
+                    self.server_ips[0],
+                )?);
+            }
+        }
         Ok(())
+    }
+
+    /// Starts the events' timeline now — the run's mark: outages, NAT rebinding and a trace's
+    /// position count from the returned instant (see [`crate::netem::events`]).
+    pub fn start_timeline(&self) -> Result<Instant> {
+        self.emulator().start_timeline()
     }
 
     /// Counters since the link was built or the last [`Link::take_stats`].
@@ -359,6 +387,12 @@ impl Link {
             realtime: self.emulator().realtime(),
             cpus_held_awake: self.awake.is_some(),
             emulator_cpu: self.emulator_cpu,
+            events: link_events(&st.profile, &snap, iv.started, now),
+            cross: if reset {
+                st.cross.as_mut().map(|c| c.take()).unwrap_or_default()
+            } else {
+                Vec::new()
+            },
         };
         if reset {
             st.interval = Interval {
@@ -371,6 +405,37 @@ impl Link {
         }
         Ok(stats)
     }
+}
+
+/// The profile's events as the emulator's timeline placed them (profiles with outages or NAT
+/// rebinding only).
+fn link_events(
+    profile: &Profile,
+    snap: &super::emulator::Snapshot,
+    interval_start: Instant,
+    now: Instant,
+) -> Option<LinkEvents> {
+    if !profile.has_outages() && profile.nat_rebind_at_s.is_none() {
+        return None;
+    }
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let start = snap.timeline_start;
+    let offset_ms = if start >= interval_start {
+        ms(start - interval_start)
+    } else {
+        -ms(interval_start - start)
+    };
+    let unix_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Some(LinkEvents {
+        timeline_offset_ms: offset_ms,
+        timeline_start_unix_ms: ms(unix_now) - ms(now.saturating_duration_since(start)),
+        outages_ms: snap.outages.iter().map(|(s, e)| [ms(*s), ms(*e)]).collect(),
+        rebind_at_ms: snap
+            .rebind_at
+            .map(|t| ms(t.saturating_duration_since(start))),
+    })
 }
 
 fn share(part: f64, whole: f64) -> f64 {
@@ -393,7 +458,9 @@ fn new_interval(st: &mut State, cpu_ns: u64) -> Result<Interval> {
 
 impl Drop for Link {
     fn drop(&mut self) {
-        // Stop the thread and close the TUN fds first; the namespaces go after (field drops).
+        // The competing flows first (their sockets live in the namespaces), then the emulator
+        // thread and the TUN fds; the namespaces go after (field drops).
+        self.lock().cross = None;
         self.emulator.take();
     }
 }
@@ -413,10 +480,17 @@ fn direction_configs(
     profile: &Profile,
     client_ip: Ipv4Addr,
     server_ips: &[Ipv4Addr],
+    seed: u64,
 ) -> (DirectionConfig, DirectionConfig) {
     (
-        DirectionConfig::from_profile(profile, Direction::Up, server_ips.to_vec()),
-        DirectionConfig::from_profile(profile, Direction::Down, vec![client_ip]),
+        DirectionConfig::from_profile(
+            profile,
+            Direction::Up,
+            server_ips.to_vec(),
+            server_ips,
+            seed,
+        ),
+        DirectionConfig::from_profile(profile, Direction::Down, vec![client_ip], server_ips, seed),
     )
 }
 

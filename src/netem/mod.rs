@@ -12,11 +12,15 @@
 //!
 //! Layers, pure core first:
 //! - [`model`]: one direction as a deterministic state machine (time passed in, seeded RNG);
+//! - [`bottleneck`], [`aqm`]: its queue (drop-tail, CoDel, FQ-CoDel) served by a rate or a
+//!   recorded capacity trace ([`crate::capacity`]); [`events`]: outages and NAT rebinding on
+//!   the run's timeline; [`nat`]: the rebinding's port rewrite (all pure);
 //! - [`jitter`]: the time-varying delay of the default jitter model (pure);
 //! - [`histogram`], [`stats`]: counters, lateness summary, the self-check (pure);
 //! - [`emulator`]: the IO loop (epoll, TUN fds, timer slack, SCHED_FIFO);
 //! - [`netns`], [`tun`], [`host`]: namespaces, TUN devices, privileges, CPU steal;
-//! - [`Link`]: all of it put together; [`cleanup`]: leftovers of dead processes;
+//! - [`Link`]: all of it put together; [`cross`]: competing flows through it; [`cleanup`]:
+//!   leftovers of dead processes;
 //! - [`bench`](mod@bench), [`shell`]: the `pagebench bench netem` and `pagebench shell` commands.
 //!
 //! **Jitter and order.** By default jitter is a delay that varies smoothly over time
@@ -44,14 +48,19 @@
 //! to the peer; every namespace is deleted on Drop, on panic unwinding and by the emergency
 //! cleanup on a forced exit; [`cleanup::remove_stale`] removes what a killed process left.
 
+pub mod aqm;
 pub mod bench;
+pub mod bottleneck;
 pub mod cleanup;
+pub mod cross;
 pub mod emulator;
+pub mod events;
 pub mod histogram;
 pub mod host;
 pub mod jitter;
 pub mod link;
 pub mod model;
+pub mod nat;
 pub mod netns;
 pub mod shell;
 pub mod stats;

@@ -4,7 +4,9 @@
 //! per-packet sums: the delay the packets really got against the delay the model intended for
 //! them (both directions summed: `achieved_rtt_ms` vs `model_rtt_ms`), loss against its 99.9 %
 //! binomial interval, release lateness, packets the kernel dropped before the emulator read
-//! them, the rate while saturated, IO errors — and whether the emulator was still running.
+//! them, the rate while saturated (a recorded trace's rate over the same periods), that the
+//! events' timeline started at the run's mark, IO errors — and whether the emulator was still
+//! running. Queue delays per discipline, outage time and drops by cause are reported.
 //! CPU steal is reported as a warning (its effects show up in the checks). Pure functions.
 
 use std::fmt;
@@ -32,6 +34,8 @@ pub const RATE_TOLERANCE: f64 = 0.05;
 pub const MIN_BUSY_S: f64 = 0.2;
 /// Steal above this share of the machine's CPU time during a snapshot is warned about.
 pub const STEAL_WARN_PCT: f64 = 2.0;
+/// The events' timeline must start within this of the run's interval (the mark).
+pub const TIMELINE_MARK_TOLERANCE_MS: f64 = 20.0;
 
 /// Counters of one direction over a snapshot interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +52,24 @@ pub struct DirectionStats {
     /// Packets a test hook chose to drop (not the profile's loss).
     #[serde(default)]
     pub dropped_injected: u64,
+    /// Packets CoDel dropped at dequeue.
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Packets that arrived during an outage (`drop` mode).
+    #[serde(default)]
+    pub dropped_outage: u64,
+    /// Packets whose client port the NAT rewrote after rebinding.
+    #[serde(default)]
+    pub nat_rewritten: u64,
+    /// Packets to the client for a mapping the rebinding ended.
+    #[serde(default)]
+    pub dropped_nat: u64,
+    /// Time each packet waited in the bottleneck's queue (none without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_delay: Option<LatencySummary>,
+    /// Time the link was down (outages) in the interval, seconds.
+    #[serde(default)]
+    pub outage_s: f64,
     /// Packets released after a packet that arrived after them.
     pub reorders: u64,
     /// Actual release time − due time.
@@ -74,6 +96,9 @@ pub struct DirectionStats {
     /// Time the rate limit was saturated, and the bytes it released in that time.
     pub busy_s: f64,
     pub busy_bytes: u64,
+    /// The rate the rate limit or trace offered in those periods (Mbit/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_offered_mbit: Option<f64>,
     /// Packets inside the link when the snapshot was taken.
     pub in_flight: u64,
     pub read_errors: u64,
@@ -112,6 +137,12 @@ impl DirectionStats {
             dropped_queue: c.dropped_queue,
             dropped_not_for_peer: c.dropped_not_for_peer,
             dropped_injected: c.dropped_injected,
+            dropped_aqm: c.dropped_aqm,
+            dropped_outage: c.dropped_outage,
+            nat_rewritten: c.nat_rewritten,
+            dropped_nat: c.dropped_nat,
+            queue_delay: (c.sojourn.count() > 0).then(|| c.sojourn.summary()),
+            outage_s: c.outage_ns as f64 / 1e9,
             reorders: c.reorders,
             lateness: c.lateness.summary(),
             mean_intended_ms: per(c.intended_sum_ns),
@@ -125,6 +156,8 @@ impl DirectionStats {
             max_backlog_bytes: c.max_backlog_bytes,
             busy_s: c.busy_ns as f64 / 1e9,
             busy_bytes: c.busy_bytes,
+            busy_offered_mbit: (c.busy_exit_ns > 0 && c.busy_capacity_bytes > 0.0)
+                .then(|| c.busy_capacity_bytes * 8.0 / (c.busy_exit_ns as f64 / 1e9) / 1e6),
             in_flight,
             read_errors: io.read_errors,
             write_errors: io.write_errors,
@@ -135,9 +168,11 @@ impl DirectionStats {
         }
     }
 
-    /// Packets that reached the loss draw (not filtered as not-for-peer).
+    /// Packets that reached the loss draw (not filtered as not-for-peer, injected or an
+    /// outage's).
     pub fn loss_trials(&self) -> u64 {
-        self.packets_in - self.dropped_not_for_peer - self.dropped_injected
+        self.packets_in
+            .saturating_sub(self.dropped_not_for_peer + self.dropped_injected + self.dropped_outage)
     }
 
     /// Achieved rate while the rate limit was saturated, in Mbit/s.
@@ -171,6 +206,40 @@ pub struct LinkStats {
     /// others (`None`: not steered).
     #[serde(default)]
     pub emulator_cpu: Option<usize>,
+    /// The profile's events as they fell in the interval (profiles with outages or NAT
+    /// rebinding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<LinkEvents>,
+    /// Bytes each competing flow delivered in the interval (profiles with `cross_traffic`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross: Vec<CrossFlowBytes>,
+}
+
+/// The events' timeline as it fell in an interval. Times are ms from the timeline's start (the
+/// run's mark).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkEvents {
+    /// The timeline's start minus the interval's start, ms (≈ 0 when the run protocol marked
+    /// both together).
+    pub timeline_offset_ms: f64,
+    /// The timeline's start, Unix time in ms (to place the server's connection times on it).
+    pub timeline_start_unix_ms: f64,
+    /// Outages (scheduled and random) up to the end of the interval: [start, end] ms.
+    pub outages_ms: Vec<[f64; 2]>,
+    pub rebind_at_ms: Option<f64>,
+}
+
+/// The bytes one competing flow delivered to its sink in an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CrossFlowBytes {
+    pub flow: u32,
+    /// `tcp` or `udp-cbr`.
+    pub protocol: String,
+    /// `down` (server → client) or `up`.
+    pub direction: String,
+    pub bytes: u64,
+    /// Times the flow had to connect again (a TCP flow broken by NAT rebinding or an outage).
+    pub reconnects: u64,
 }
 
 /// How one direction compares with its configuration.
@@ -195,7 +264,23 @@ pub struct DirectionCheck {
     pub configured_rate_mbit: Option<f64>,
     /// Achieved while saturated (only when saturated for at least [`MIN_BUSY_S`]).
     pub achieved_rate_mbit: Option<f64>,
+    /// What the rate or trace offered in the same saturated periods (a trace's varies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate_mbit: Option<f64>,
     pub saturated_s: f64,
+    /// The queue discipline and the delays packets waited in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_delay: Option<LatencySummary>,
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    #[serde(default)]
+    pub dropped_queue: u64,
+    #[serde(default)]
+    pub outage_s: f64,
+    #[serde(default)]
+    pub dropped_outage: u64,
 }
 
 /// Which way a fault was seen.
@@ -243,12 +328,15 @@ pub enum LinkFault {
         median_us: f64,
         max_us: f64,
     },
-    /// The rate while saturated differs from the configured rate.
+    /// The rate while saturated differs from the configured rate (or what the trace offered).
     RateOff {
         way: Way,
         achieved_mbit: f64,
         configured_mbit: f64,
     },
+    /// The events' timeline did not start at the run's mark: outages and rebinding fell at
+    /// other times than the profile's.
+    EventsOffMark { offset_ms: f64 },
     /// Reading or writing the TUN devices failed.
     IoErrors {
         way: Way,
@@ -305,6 +393,10 @@ impl fmt::Display for LinkFault {
                 f,
                 "{way}: achieved {achieved_mbit:.3} Mbit/s while saturated, configured {configured_mbit} Mbit/s"
             ),
+            LinkFault::EventsOffMark { offset_ms } => write!(
+                f,
+                "the events' timeline started {offset_ms:.1} ms from the run's mark (> {TIMELINE_MARK_TOLERANCE_MS} ms): outages and rebinding did not fall at the profile's times"
+            ),
             LinkFault::IoErrors {
                 way,
                 read,
@@ -358,11 +450,12 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
     let mut faults = Vec::new();
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
+    let trace_mbit = |t: &Option<crate::profile::TraceFile>| t.as_ref().map(|t| t.mean_mbit);
     let up = check_direction(
         Way::Up,
         &stats.up,
         profile,
-        profile.up_mbit,
+        profile.up_mbit.or(trace_mbit(&profile.up_trace)),
         &mut faults,
         &mut notes,
     );
@@ -370,10 +463,17 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
         Way::Down,
         &stats.down,
         profile,
-        profile.down_mbit,
+        profile.down_mbit.or(trace_mbit(&profile.down_trace)),
         &mut faults,
         &mut notes,
     );
+    if let Some(e) = &stats.events {
+        if e.timeline_offset_ms.abs() > TIMELINE_MARK_TOLERANCE_MS {
+            faults.push(LinkFault::EventsOffMark {
+                offset_ms: e.timeline_offset_ms,
+            });
+        }
+    }
     let model_rtt_ms = up.model_delay_ms + down.model_delay_ms;
     let achieved_rtt_ms = up.achieved_delay_ms + down.achieved_delay_ms;
     let offered_rtt_ms = stats
@@ -475,12 +575,18 @@ fn check_direction(
         });
     }
     let achieved_rate_mbit = s.busy_rate_mbit().filter(|_| s.busy_s >= MIN_BUSY_S);
-    if let (Some(want), Some(got)) = (rate, achieved_rate_mbit) {
+    // A trace's rate varies: judge against what it offered in the saturated periods.
+    let offered_rate_mbit = s.busy_offered_mbit.filter(|_| achieved_rate_mbit.is_some());
+    let want = match (rate, offered_rate_mbit) {
+        (Some(_), Some(offered)) => Some(offered),
+        (r, _) => r,
+    };
+    if let (Some(want), Some(got)) = (want, achieved_rate_mbit) {
         if (got / want - 1.0).abs() > RATE_TOLERANCE {
             faults.push(LinkFault::RateOff {
                 way,
                 achieved_mbit: got,
-                configured_mbit: want,
+                configured_mbit: (want * 1000.0).round() / 1000.0,
             });
         }
     }
@@ -512,7 +618,14 @@ fn check_direction(
         loss_trials: trials,
         configured_rate_mbit: rate,
         achieved_rate_mbit,
+        offered_rate_mbit,
         saturated_s: s.busy_s,
+        aqm: (rate.is_some()).then(|| profile.aqm.name().to_string()),
+        queue_delay: s.queue_delay,
+        dropped_aqm: s.dropped_aqm,
+        dropped_queue: s.dropped_queue,
+        outage_s: s.outage_s,
+        dropped_outage: s.dropped_outage,
     }
 }
 
@@ -619,7 +732,9 @@ impl SelfCheck {
             if let Some(r) = d.configured_rate_mbit {
                 match d.achieved_rate_mbit {
                     Some(a) => out.push_str(&format!(
-                        "; rate {a:.3} of {r} Mbit/s while saturated ({:.1} s)",
+                        "; rate {a:.3} of {} Mbit/s while saturated ({:.1} s)",
+                        d.offered_rate_mbit
+                            .map_or(format!("{r}"), |o| format!("{o:.3} offered")),
                         d.saturated_s
                     )),
                     None => out.push_str(&format!(
@@ -628,6 +743,22 @@ impl SelfCheck {
                 }
             }
             out.push('\n');
+            if let (Some(aqm), Some(q)) = (&d.aqm, &d.queue_delay) {
+                out.push_str(&format!(
+                    "       queue ({aqm}): delay median {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} dropped by the AQM, {} by the limit\n",
+                    q.median_us / 1e3,
+                    q.p99_us / 1e3,
+                    q.max_us / 1e3,
+                    d.dropped_aqm,
+                    d.dropped_queue
+                ));
+            }
+            if d.outage_s > 0.0 {
+                out.push_str(&format!(
+                    "       outages: down {:.2} s, {} packets arrived during them and were dropped\n",
+                    d.outage_s, d.dropped_outage
+                ));
+            }
         }
         for n in &self.notes {
             out.push_str(&format!("  note: {n}\n"));
@@ -824,6 +955,78 @@ mod tests {
             c.fault_text().contains("configured 10 Mbit/s"),
             "{:?}",
             c.faults
+        );
+    }
+
+    #[test]
+    fn a_trace_is_judged_against_what_it_offered_while_saturated() {
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        let mut trace = crate::profile::TraceFile::unresolved("traces/TMobile-LTE-short.down");
+        trace.resolve(crate::profile::TraceBase::BuiltIn).unwrap();
+        p.down_trace = Some(trace);
+        p.queue_packets = Some(1000);
+        let mut down = quiet_stats(1000);
+        down.busy_s = 2.0;
+        down.busy_bytes = 6_000_000; // 24 Mbit/s: far from the 16.7 mean…
+        down.busy_offered_mbit = Some(24.5); // …but what the trace offered then
+        let c = self_check(&stats(quiet_stats(10), down.clone()), &p);
+        assert!(c.ok, "{:?}", c.faults);
+        assert_eq!(c.down.configured_rate_mbit, Some(16.703));
+        assert_eq!(c.down.offered_rate_mbit, Some(24.5));
+        down.busy_offered_mbit = Some(27.0); // 11 % short of it
+        let c = self_check(&stats(quiet_stats(10), down), &p);
+        assert!(
+            c.fault_text().contains("configured 27 Mbit/s"),
+            "{:?}",
+            c.faults
+        );
+    }
+
+    #[test]
+    fn events_must_start_at_the_run_s_mark_and_queues_are_reported() {
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        p.outages = vec![[1.0, 0.5]];
+        let mut s = stats(quiet_stats(10), quiet_stats(10));
+        s.events = Some(LinkEvents {
+            timeline_offset_ms: 0.2,
+            outages_ms: vec![[1000.0, 1500.0]],
+            ..LinkEvents::default()
+        });
+        s.down.outage_s = 0.5;
+        s.down.dropped_outage = 12;
+        let c = self_check(&s, &p);
+        assert!(c.ok, "{:?}", c.faults);
+        assert!(
+            c.render().contains("down 0.50 s, 12 packets"),
+            "{}",
+            c.render()
+        );
+        s.events.as_mut().unwrap().timeline_offset_ms = 250.0;
+        let c = self_check(&s, &p);
+        assert!(
+            matches!(c.faults[..], [LinkFault::EventsOffMark { .. }]),
+            "{:?}",
+            c.faults
+        );
+        // A queue discipline's delays are in the render.
+        let mut p = Profile::simple("x", 40.0, 0.0, 0.0);
+        p.down_mbit = Some(10.0);
+        p.queue_packets = Some(100);
+        p.aqm = crate::profile::Aqm::Codel;
+        let mut down = quiet_stats(100);
+        down.queue_delay = Some(LatencySummary {
+            count: 100,
+            mean_us: 4000.0,
+            median_us: 3500.0,
+            p99_us: 9000.0,
+            max_us: 12000.0,
+        });
+        down.dropped_aqm = 3;
+        let c = self_check(&stats(quiet_stats(10), down), &p);
+        assert!(
+            c.render().contains("queue (codel): delay median 3.5 ms"),
+            "{}",
+            c.render()
         );
     }
 }

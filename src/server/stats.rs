@@ -27,6 +27,10 @@ pub struct ConnectionStats {
     pub connection_id: u64,
     pub transport: Transport,
     pub client: SocketAddr,
+    /// The client's address at the end (QUIC: it changes when the connection migrates, e.g.
+    /// after NAT rebinding); `None` for TCP, whose address cannot change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_last: Option<SocketAddr>,
     /// `http/1.1`, `h2` or `h3`; `None` if the handshake did not get that far.
     pub protocol: Option<String>,
     pub opened_unix_ms: u64,
@@ -218,7 +222,10 @@ impl Open {
                 use std::os::fd::AsFd;
                 s.tcp = tcp_info(fd.as_fd()).ok();
             }
-            Probe::Quic(c) => s.quic = Some(quic_info(c)),
+            Probe::Quic(c) => {
+                s.quic = Some(quic_info(c));
+                s.client_last = Some(c.remote_address());
+            }
             Probe::None => {}
         }
         s
@@ -256,6 +263,7 @@ impl Registry {
             connection_id: id,
             transport,
             client,
+            client_last: None,
             protocol: None,
             opened_unix_ms: unix_ms(SystemTime::now()),
             closed_unix_ms: None,

@@ -494,7 +494,9 @@ fn page_html(name: &str, files: &[Planned], href: impl Fn(usize, &Planned) -> St
 }
 
 /// The download page: fetches the file, checks its length and SHA-256 in the browser, and
-/// publishes the outcome in `window.__pagebench` (the runner waits for `done`).
+/// publishes the outcome in `window.__pagebench` (the runner waits for `done`). A fetch that
+/// fails with a network error (a connection broken by an outage or NAT rebinding) is tried
+/// again, at most twice, as a download manager would; `attempts` and `errors` say so.
 fn download_html(name: &str, bytes: u64, sha256: &str) -> String {
     format!(
         "{HEAD}<title>pagebench {name}</title>\n</head>\n<body>\n<h1>pagebench {name}</h1>\n\
@@ -502,19 +504,29 @@ fn download_html(name: &str, bytes: u64, sha256: &str) -> String {
 (function () {{\n\
   const expected = {{ bytes: {bytes}, sha256: \"{sha256}\" }};\n\
   const start = performance.now();\n\
-  fetch(\"download.bin\", {{ cache: \"no-store\" }})\n\
-    .then(function (r) {{ if (!r.ok) throw new Error(\"HTTP \" + r.status); return r.arrayBuffer(); }})\n\
+  const errors = [];\n\
+  function attempt() {{\n\
+    return fetch(\"download.bin\", {{ cache: \"no-store\" }})\n\
+      .then(function (r) {{ if (!r.ok) throw new Error(\"HTTP \" + r.status); return r.arrayBuffer(); }})\n\
+      .catch(function (e) {{\n\
+        if (!(e instanceof TypeError) || errors.length >= {retries}) throw e;\n\
+        errors.push(String(e));\n\
+        return attempt();\n\
+      }});\n\
+  }}\n\
+  attempt()\n\
     .then(function (buf) {{\n\
       const end = performance.now();\n\
       return crypto.subtle.digest(\"SHA-256\", buf).then(function (d) {{\n\
         const hex = Array.from(new Uint8Array(d)).map(function (x) {{ return x.toString(16).padStart(2, \"0\"); }}).join(\"\");\n\
         const ok = buf.byteLength === expected.bytes && hex === expected.sha256;\n\
-        window.__pagebench = {{ done: true, ok: ok, bytes: buf.byteLength, sha256: hex, start: start, end: end }};\n\
+        window.__pagebench = {{ done: true, ok: ok, bytes: buf.byteLength, sha256: hex, start: start, end: end, attempts: errors.length + 1, errors: errors }};\n\
         document.getElementById(\"status\").textContent = ok ? \"done\" : \"corrupt\";\n\
       }});\n\
     }})\n\
-    .catch(function (e) {{ window.__pagebench = {{ done: true, ok: false, error: String(e), start: start, end: performance.now() }}; }});\n\
-}})();\n</script>\n</body>\n</html>\n"
+    .catch(function (e) {{ window.__pagebench = {{ done: true, ok: false, error: String(e), attempts: errors.length + 1, errors: errors, start: start, end: performance.now() }}; }});\n\
+}})();\n</script>\n</body>\n</html>\n",
+        retries = super::DOWNLOAD_RETRIES
     )
 }
 
@@ -741,7 +753,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
         let html = std::fs::read(root.path().join("page10/index.html")).unwrap();
-        // Generator 4's page10 (a change here must bump GENERATOR_VERSION).
+        // Generator 4's page10, unchanged in 5 (a change here must bump GENERATOR_VERSION).
         assert_eq!(
             sha256_hex(&html),
             "2276381d2ade138d74423b50ca108fa4fe92da4fa6a9deb8ce81f0dc775d3aa7"

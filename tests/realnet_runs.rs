@@ -1,0 +1,156 @@
+//! Real Chromium on a real network's disruptions, one testbed for all cases: a 1 s outage
+//! in the middle of the 3 MB download (h2 and h3 both finish, the stall is reported), and NAT
+//! rebinding in the middle of it (h3 goes on over its one connection, which migrates; h2's
+//! connection breaks and the page fetches again over a second one).
+
+use std::path::Path;
+use std::time::Duration;
+
+use pagebench::profile::{self, Profile};
+use pagebench::protocol::{H3Mode, Protocol, Variant};
+use pagebench::record::RunRecord;
+use pagebench::runner::{run_counted, RunSpec};
+use pagebench::server::{ServerKnobs, Transport};
+use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::validate::Outcome;
+use pagebench::workload::{self, Manifest, Workload};
+
+/// 10 Mbit/s, 40 ms: the 3 MB download takes ~3 s, so an event at 1 s falls in its middle.
+fn profile(name: &str, extra: &str) -> Profile {
+    let text = format!(
+        "name = \"{name}\"\nrtt_ms = 40\ndown_mbit = 10\nup_mbit = 10\nqueue_packets = 100\n{extra}"
+    );
+    profile::parse_profile(&text, Path::new("realnet-test.toml")).unwrap()
+}
+
+fn run(tb: &mut Testbed, p: &Profile, m: &Manifest, proto: Protocol) -> RunRecord {
+    tb.set_profile(p).unwrap();
+    let spec = RunSpec::single(
+        &format!("{}-{proto}", p.name),
+        p,
+        m,
+        Variant::new(proto, H3Mode::Forced),
+        &ServerChoice::embedded().name(),
+        Duration::from_secs(120),
+    );
+    // Run again while the link gate (a VM hiccup) rejects it, as the matrix does.
+    let rec = run_counted(tb, &spec, 4).unwrap().pop().unwrap();
+    assert_eq!(
+        rec.outcome,
+        Outcome::Valid,
+        "{}: {:?} {:?} {:?}",
+        rec.id,
+        rec.reasons,
+        rec.end,
+        rec.warnings
+    );
+    rec
+}
+
+fn connections(rec: &RunRecord, t: Transport) -> usize {
+    rec.server_transport
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|c| c.transport == t && c.protocol.is_some())
+        .count()
+}
+
+fn attempts(rec: &RunRecord) -> u64 {
+    rec.observation.page_result.as_ref().unwrap()["attempts"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn outages_and_nat_rebinding_mid_download() {
+    let root = tempfile::Builder::new()
+        .prefix("pagebench-test-realnet-")
+        .tempdir()
+        .unwrap();
+    let m = workload::ensure(
+        root.path(),
+        &"download".parse::<Workload>().unwrap(),
+        workload::DEFAULT_SEED,
+        Default::default(),
+    )
+    .unwrap();
+    let outage = profile("outage-1s", "outages = [[1.0, 1.0]]\n");
+    let rebind = profile("nat-rebind", "nat_rebind_at_s = 1.0\n");
+    let mut tb = Testbed::start(&TestbedConfig {
+        profile: outage.clone(),
+        servers: vec![ServerChoice::embedded()],
+        knobs: ServerKnobs::default().with_default_tcp_congestion(),
+        pages_root: root.path().to_path_buf(),
+        seed: 7,
+        log_dir: None,
+        steer_receive: true,
+        extra_server_addresses: 0,
+        site_hosts: vec![],
+    })
+    .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)");
+
+    // A 1 s blackout from 1 s: both protocols recover and finish; the stall is in the record.
+    for proto in [Protocol::H2, Protocol::H3] {
+        let rec = run(&mut tb, &outage, &m, proto);
+        let d = rec.disruption.as_ref().expect("a profile with an outage");
+        assert_eq!(d.outages_ms.len(), 1);
+        let [start, end] = d.outages_ms[0];
+        assert!((start - 1000.0).abs() < 1e-6 && (end - 2000.0).abs() < 1e-6);
+        let around = d.event_stalls[0]
+            .stall
+            .expect("data before and after the outage");
+        // No data for at least the outage (loss recovery adds its timeouts).
+        assert!(around.ms >= 990.0, "{}: {around:?}", rec.id);
+        assert!(d.stall.unwrap().ms >= around.ms);
+        let down = &rec
+            .link_stats
+            .as_ref()
+            .unwrap()
+            .stats
+            .as_ref()
+            .unwrap()
+            .down;
+        assert!(down.dropped_outage > 0, "{}: {down:?}", rec.id);
+        assert!((down.outage_s - 1.0).abs() < 1e-6, "{}", down.outage_s);
+        assert!(rec.metrics.completion_ms.unwrap() > 2000.0);
+        eprintln!(
+            "{}: completion {:.0} ms, stall {:.0} ms around the outage",
+            rec.id,
+            rec.metrics.completion_ms.unwrap(),
+            around.ms
+        );
+    }
+
+    // NAT rebinding at 1 s: QUIC migrates and finishes on its one connection.
+    let h3 = run(&mut tb, &rebind, &m, Protocol::H3);
+    let r = h3.disruption.as_ref().unwrap().rebind.as_ref().unwrap();
+    assert_eq!(connections(&h3, Transport::Quic), 1, "{r:?}");
+    assert_eq!((r.open_at_rebind, r.survived, r.opened_after), (1, 1, 0));
+    assert!(r.connections[0].migrated);
+    assert_eq!(attempts(&h3), 1);
+    // TCP breaks (Chromium notices at its next keep-alive); the page fetches again.
+    let h2 = run(&mut tb, &rebind, &m, Protocol::H2);
+    let r = h2.disruption.as_ref().unwrap().rebind.as_ref().unwrap();
+    assert_eq!(connections(&h2, Transport::Tcp), 2, "{r:?}");
+    assert_eq!(
+        (r.open_at_rebind, r.broken, r.opened_after),
+        (1, 1, 1),
+        "{r:?}"
+    );
+    assert_eq!(attempts(&h2), 2);
+    for rec in [&h3, &h2] {
+        let d = rec.disruption.as_ref().unwrap();
+        eprintln!(
+            "{}: completion {:.0} ms, longest stall {:.0} ms, around the rebinding {:?}",
+            rec.id,
+            rec.metrics.completion_ms.unwrap(),
+            d.stall.unwrap().ms,
+            d.event_stalls[0].stall.map(|s| s.ms)
+        );
+    }
+    assert!(
+        h2.disruption.as_ref().unwrap().stall.unwrap().ms
+            > 10.0 * h3.disruption.as_ref().unwrap().stall.unwrap().ms
+    );
+}
