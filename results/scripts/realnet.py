@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per series of a real-network matrix: medians of the headline time, the longest stall, the
 queue delay (down) and the competing flows' bytes, and h3/h2 with the matrix's Holm verdict.
-Usage: scripts/realnet.py RESULTS_DIR  (reads runs.csv and comparisons.csv; prints Markdown)"""
+Usage: results/scripts/realnet.py RESULTS_DIR  (reads runs.csv and comparisons.csv; prints Markdown)"""
 import csv, statistics, sys
 from collections import defaultdict
 

@@ -2,7 +2,7 @@
 """Per stack of a `--servers` matrix: medians per series from runs.csv (the last attempt of each
 planned run, measured runs, valid ones), and the h3/h2 and stack/embedded verdicts from
 comparisons.csv (Holm over the matrix). Markdown on stdout.
-Usage: scripts/stacks.py RESULTS_DIR"""
+Usage: results/scripts/stacks.py RESULTS_DIR"""
 import csv, statistics, sys
 from collections import defaultdict
 

@@ -5,7 +5,7 @@ settle and teardown, of the time each run waited for its browser (browser_wait_m
 during the previous run's teardown), of the browser overhead on the run's critical path (wait +
 teardown), and of the dead time between loads (from one run's start to the next's, less the
 page's own loadEventEnd: everything that is not the load).
-Usage: scripts/overhead.py RESULTS/runs.csv [more runs.csv …]"""
+Usage: results/scripts/overhead.py RESULTS/runs.csv [more runs.csv …]"""
 import csv, statistics, sys
 from datetime import datetime
 
