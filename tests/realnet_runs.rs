@@ -149,8 +149,9 @@ fn outages_and_nat_rebinding_mid_download() {
             d.event_stalls[0].stall.map(|s| s.ms)
         );
     }
-    assert!(
-        h2.disruption.as_ref().unwrap().stall.unwrap().ms
-            > 10.0 * h3.disruption.as_ref().unwrap().stall.unwrap().ms
-    );
+    // How long h2 stalls depends on when TCP hears of the break (at once when an ACK leaves
+    // from the new port and draws the server's reset; after Chromium's 45 s keep-alive when
+    // the connection was idle): not asserted. QUIC's migration is bounded.
+    let around = h3.disruption.as_ref().unwrap().event_stalls[0].stall;
+    assert!(around.is_none_or(|s| s.ms < 1000.0), "{around:?}");
 }

@@ -348,7 +348,7 @@ impl Loop {
         let mut dirs = dirs;
         let now = Instant::now();
         for d in &mut dirs {
-            d.start_timeline(now);
+            d.start_idle_timeline(now);
         }
         let lp = Loop {
             tuns: [client_tun, server_tun],
@@ -625,7 +625,7 @@ impl Loop {
                     self.dirs[0].reconfigure(up);
                     self.dirs[1].reconfigure(down);
                     for d in &mut self.dirs {
-                        d.start_timeline(now);
+                        d.start_idle_timeline(now);
                     }
                 }
                 Command::Snapshot { reset, reply } => {

@@ -422,6 +422,25 @@ impl LinkDirection {
         }
     }
 
+    /// A timeline without events, from `now`: the link between runs (its start, a new profile)
+    /// has a trace's capacity but no outages or rebinding — those belong to a run's mark, and
+    /// one falling in a browser's launch would only disturb it (and be counted in the next
+    /// run's interval if it straddled the mark).
+    pub fn start_idle_timeline(&mut self, now: Instant) {
+        let events = EventsConfig {
+            mode: self.cfg.events.mode,
+            seed: self.cfg.events.seed,
+            ..EventsConfig::default()
+        };
+        self.advance(now);
+        self.timeline = Some(Timeline::new(events, now, self.marks));
+        match (self.bottleneck.as_mut(), self.timeline.as_mut()) {
+            (Some(b), Some(tl)) => b.schedule(tl),
+            _ if self.cfg.has_bottleneck() => self.rebuild_bottleneck(now),
+            _ => {}
+        }
+    }
+
     /// The timeline, started at `now` if none was.
     fn timeline(&mut self, now: Instant) -> &mut Timeline {
         let (events, marks) = (&self.cfg.events, self.marks);
@@ -1673,6 +1692,26 @@ mod tests {
                 [ms(109), ms(160)]
             );
         }
+    }
+
+    #[test]
+    fn outages_start_at_a_run_s_mark_not_when_the_link_starts_or_changes_profile() {
+        let t0 = Instant::now();
+        let c = DirectionConfig {
+            events: events(&[(100, 50)], OutageMode::Drop),
+            ..cfg(10)
+        };
+        let mut d = LinkDirection::new(c, 1);
+        d.start_idle_timeline(t0);
+        assert_eq!(d.offer(t0 + ms(120), pkt(100)), Verdict::Queued);
+        d.account_offered(t0 + ms(300));
+        d.start_timeline(t0 + ms(300));
+        assert_eq!(
+            d.offer(t0 + ms(420), pkt(100)),
+            Verdict::Dropped(DropCause::Outage)
+        );
+        d.account_offered(t0 + ms(1000));
+        assert_eq!(d.counters().outage_ns, 50_000_000);
     }
 
     #[test]
