@@ -44,7 +44,7 @@ for (p, w) in cells:
         for v in ["h2", "h3"]:
             rs = series.get((p, w, b, v), [])
             if w == "download":
-                cols.append(f'{fmt(med(rs, "load_event_end_ms"))} ms, {fmt(med(rs, "goodput_mbit"), 1)} Mbit/s')
+                cols.append(f'{fmt(med(rs, "completion_ms"))} ms, {fmt(med(rs, "goodput_mbit"), 1)} Mbit/s')
             else:
                 cols.append(f'{fmt(med(rs, "load_event_end_ms"))} / {fmt(med(rs, "queueing_median_ms"))} / {fmt(med(rs, "onwire_mid"))}·{fmt(med(rs, "onwire_peak"))}')
         valid = [sum(r["outcome"] == "valid" for r in series.get((p, w, b, v), [])) for v in ["h2", "h3"]]
