@@ -29,7 +29,7 @@ def fmt(v, digits=0):
 
 verdicts = {}
 for c in csv.DictReader(open(f"{d}/comparisons.csv")):
-    if {c["a"], c["b"]} == {"h2", "h3"}:
+    if {c["a"], c["b"]} == {"h2", "h3"} and c["ratio"]:
         ratio = float(c["ratio"]) if c["a"] == "h3" else 1 / float(c["ratio"])
         verdicts[(c["profile"], c["workload"])] = (ratio, float(c["p_holm"]), c["verdict"])
 
