@@ -2,6 +2,8 @@
 //! invalid runs kept out of the statistics, and resuming after SIGINT and SIGKILL with exactly
 //! the planned runs and no namespace left behind.
 
+mod runs_support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 use pagebench::plan::{self, PlanSpec};
 use pagebench::protocol::H3Mode;
 use pagebench::results::summary;
+use runs_support::{namespaces_of, runs_csv};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
@@ -23,17 +26,6 @@ fn temp(tag: &str) -> tempfile::TempDir {
         .prefix(&format!("pagebench-mtest-{tag}-"))
         .tempdir()
         .unwrap()
-}
-
-/// Namespaces created by `pid` (pagebench names them `pb-<pid>-…`).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("pb-{pid}-")))
-        .map(String::from)
-        .collect()
 }
 
 fn matrix_args(tmp: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
@@ -53,21 +45,6 @@ fn matrix_args(tmp: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     ];
     a.extend(extra.iter().map(|s| s.to_string()));
     a
-}
-
-fn runs_csv(dir: &Path) -> Vec<BTreeMap<String, String>> {
-    let mut r = csv::Reader::from_path(dir.join("runs.csv")).unwrap();
-    let headers = r.headers().unwrap().clone();
-    r.records()
-        .map(|row| {
-            let row = row.unwrap();
-            headers
-                .iter()
-                .map(String::from)
-                .zip(row.iter().map(String::from))
-                .collect()
-        })
-        .collect()
 }
 
 /// The rows that count — the last attempt of every planned run, in the order the plan ran

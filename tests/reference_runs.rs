@@ -2,13 +2,14 @@
 //! emulator, and the diagnosis naming a small h3 send buffer and an overflowing UDP receive
 //! buffer from real runs.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod runs_support;
+
+use std::path::Path;
 use std::time::Duration;
 
 use pagebench::diagnose::{self, FindingKind};
 use pagebench::identity::ServerId;
-use pagebench::profile::{self, Profile};
+use pagebench::profile::Profile;
 use pagebench::protocol::Variant;
 use pagebench::protocol::{H3Mode, Protocol};
 use pagebench::runner::{run_counted, run_once, RunSpec};
@@ -18,11 +19,7 @@ use pagebench::servers::{CustomLog, CustomServer};
 use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
 use pagebench::validate::Outcome;
 use pagebench::workload::{self, Workload};
-
-fn profile(name: &str) -> Profile {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    profile::select(name, &dir).unwrap().remove(0)
-}
+use runs_support::{matrix, profile};
 
 /// page10 generated below `root`, and a testbed on `profile` with `server` alone.
 fn page10_testbed(
@@ -109,34 +106,6 @@ fn caddy_serves_page10_over_each_protocol_with_its_log_cross_checked() {
         .iter()
         .any(|k| k == "h3_send_buffer"));
     drop(tb);
-}
-
-/// Runs a small matrix through the binary and returns its directory.
-fn matrix(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let out = tmp.join(name);
-    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    let status = Command::new(env!("CARGO_BIN_EXE_pagebench"))
-        .env("PAGEBENCH_LOG", "warn")
-        .args([
-            "matrix",
-            "--quiet",
-            "--no-report",
-            "--warmup",
-            "0",
-            "--timeout",
-            "60s",
-        ])
-        .arg("--pages")
-        .arg(tmp.join("pages"))
-        .arg("--profiles-dir")
-        .arg(&profiles)
-        .arg("--out")
-        .arg(&out)
-        .args(args)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    out
 }
 
 #[test]

@@ -3,12 +3,15 @@
 //! whole, the statistics over both; overlapping, foreign and missing shards refused, naming
 //! what is wrong.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod runs_support;
+
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use pagebench::plan::{self, PlanSpec};
 use pagebench::protocol::H3Mode;
+use runs_support::{namespaces_of, runs_csv};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));
@@ -66,31 +69,8 @@ fn shard_args(tmp: &Path, out: &Path, shard: &str) -> Vec<String> {
     .collect()
 }
 
-/// `runs.csv` rows as maps.
-fn rows(dir: &Path) -> Vec<BTreeMap<String, String>> {
-    let mut r = csv::Reader::from_path(dir.join("runs.csv")).unwrap();
-    let headers = r.headers().unwrap().clone();
-    r.records()
-        .map(|row| {
-            headers
-                .iter()
-                .map(String::from)
-                .zip(row.unwrap().iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn namespaces_of(pid: u32) -> usize {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&format!("pb-{pid}-")))
-        .count()
 }
 
 #[test]
@@ -117,7 +97,10 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         let mut child = bin().args(shard_args(t, dir, shard)).spawn().unwrap();
         let pid = child.id();
         assert!(child.wait().unwrap().success(), "shard {shard}");
-        assert_eq!(namespaces_of(pid), 0, "shard {shard} left namespaces");
+        assert!(
+            namespaces_of(pid).is_empty(),
+            "shard {shard} left namespaces"
+        );
     }
     // Each shard: one whole cell (every protocol and round of it), the cells disjoint, the
     // plan hash shared, the machine described and calibrated.
@@ -149,7 +132,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
             .filter(|p| cells.contains(&format!("{}/{}", p.profile, p.workload)))
             .map(|p| p.id.clone())
             .collect();
-        let got: BTreeSet<String> = rows(dir).iter().map(|r| r["plan_id"].clone()).collect();
+        let got: BTreeSet<String> = runs_csv(dir).iter().map(|r| r["plan_id"].clone()).collect();
         assert_eq!(got, mine, "shard {k} ran exactly its cell, whole");
         let machine = json(&dir.join("machine.json"));
         assert!(!machine["fingerprint"]["cpu_model"]
@@ -178,7 +161,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         s1.display().to_string(),
     ]);
     assert!(out.status.success());
-    let finals: Vec<String> = rows(&merged)
+    let finals: Vec<String> = runs_csv(&merged)
         .iter()
         .map(|r| r["plan_id"].clone())
         .collect::<BTreeSet<_>>()
@@ -186,7 +169,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         .collect();
     let all: BTreeSet<String> = planned.iter().map(|p| p.id.clone()).collect();
     assert_eq!(finals.into_iter().collect::<BTreeSet<_>>(), all);
-    let order: Vec<usize> = rows(&merged)
+    let order: Vec<usize> = runs_csv(&merged)
         .iter()
         .map(|r| planned.iter().position(|p| p.id == r["plan_id"]).unwrap())
         .collect();
@@ -194,8 +177,8 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         order.windows(2).all(|w| w[0] <= w[1]),
         "plan order: {order:?}"
     );
-    let attempts = rows(&s1).len() + rows(&s2).len();
-    assert_eq!(rows(&merged).len(), attempts);
+    let attempts = runs_csv(&s1).len() + runs_csv(&s2).len();
+    assert_eq!(runs_csv(&merged).len(), attempts);
     let summary = json(&merged.join("summary.json"));
     let profiles: BTreeSet<&str> = summary["series"]
         .as_array()
@@ -215,7 +198,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         report.contains("Machines"),
         "the report lists the shards' machines"
     );
-    for r in rows(&merged) {
+    for r in runs_csv(&merged) {
         assert!(merged
             .join("runs")
             .join(format!("{}.json", r["run_id"]))

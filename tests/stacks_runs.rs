@@ -4,13 +4,14 @@
 //! an h2 upload to Apache across an ocean held back by its stream window (`H2WindowSize`; a
 //! large `H2StreamMaxMemSize` does not lift it), named by `diagnose`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod runs_support;
+
+use std::path::Path;
 use std::time::Duration;
 
 use pagebench::diagnose::{self, FindingKind};
 use pagebench::identity::ServerId;
-use pagebench::profile::{self, Profile};
+use pagebench::profile::Profile;
 use pagebench::protocol::{H3Mode, Protocol, Variant};
 use pagebench::record::RunRecord;
 use pagebench::runner::{run_counted, RunSpec};
@@ -18,11 +19,7 @@ use pagebench::server::{ServerKnobs, Transport};
 use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
 use pagebench::validate::Outcome;
 use pagebench::workload::{self, Workload};
-
-fn profile(name: &str) -> Profile {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    profile::select(name, &dir).unwrap().remove(0)
-}
+use runs_support::{matrix, profile};
 
 /// A temporary directory removed on drop (also when the test panics).
 fn temp(tag: &str) -> tempfile::TempDir {
@@ -182,34 +179,6 @@ fn apache_and_h2o_serve_page10_over_h1_and_h2_and_refuse_h3_before_a_run() {
     assert!(d.version.contains("Apache/2.4"), "{d:?}");
     let d = &tb.describe()[&ServerId::new("h2o")];
     assert!(d.version.contains("h2o version 2.2"), "{d:?}");
-}
-
-/// Runs a small matrix through the binary and returns its directory.
-fn matrix(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let out = tmp.join(name);
-    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    let status = Command::new(env!("CARGO_BIN_EXE_pagebench"))
-        .env("PAGEBENCH_LOG", "warn")
-        .args([
-            "matrix",
-            "--quiet",
-            "--no-report",
-            "--warmup",
-            "0",
-            "--timeout",
-            "60s",
-        ])
-        .arg("--pages")
-        .arg(tmp.join("pages"))
-        .arg("--profiles-dir")
-        .arg(&profiles)
-        .arg("--out")
-        .arg(&out)
-        .args(args)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    out
 }
 
 #[test]

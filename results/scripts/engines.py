@@ -3,34 +3,18 @@
 and protocol, each engine's medians (loadEventEnd, queueing, on-wire mid/peak, goodput) and the
 matrix's verdicts (h3 ÷ h2 per engine, Firefox ÷ Chromium per protocol).
 Usage: results/scripts/engines.py RESULTS_DIR  (reads runs.csv and comparisons.csv; prints Markdown)"""
-import csv, statistics, sys
-from collections import defaultdict
+import csv, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs_table import fmt, last_attempts, med, series_by, short_ratio  # noqa: E402
 
 d = sys.argv[1]
-last = {}
-for r in csv.DictReader(open(f"{d}/runs.csv")):
-    if r["phase"] == "measure":
-        if r["plan_id"] not in last or int(r["attempt"]) > int(last[r["plan_id"]]["attempt"]):
-            last[r["plan_id"]] = r
-series = defaultdict(list)
-for r in last.values():
-    series[(r["profile"], r["workload"], r["browser"], r["variant"])].append(r)
-
-
-def med(rs, col):
-    v = [float(r[col]) for r in rs if r.get(col) and r["outcome"] == "valid"]
-    return statistics.median(v) if v else None
-
-
-def fmt(v, digits=0):
-    return "—" if v is None else f"{v:,.{digits}f}".replace(",", " ")
-
+series = series_by(last_attempts(d), "profile", "workload", "browser", "variant")
 
 verdicts = {}
 for c in csv.DictReader(open(f"{d}/comparisons.csv")):
     key = (c["profile"], c["workload"], c["browser_a"], c["a"], c["browser_b"], c["b"])
-    short = {"faster": "faster", "slower": "slower"}.get(c["verdict"].split()[0], "n.s.")
-    verdicts[key] = f'{float(c["ratio"]):.2f} ({short})'
+    verdicts[key] = short_ratio(c)
 
 cells = []
 for (p, w, b, v) in series:

@@ -2,30 +2,14 @@
 """Per series of a real-network matrix: medians of the headline time, the longest stall, the
 queue delay (down) and the competing flows' bytes, and h3/h2 with the matrix's Holm verdict.
 Usage: results/scripts/realnet.py RESULTS_DIR  (reads runs.csv and comparisons.csv; prints Markdown)"""
-import csv, statistics, sys
-from collections import defaultdict
+import csv, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs_table import fmt, last_attempts, med, series_by  # noqa: E402
 
 d = sys.argv[1]
-rows = [r for r in csv.DictReader(open(f"{d}/runs.csv"))]
 # Only measured runs, the last attempt of each planned run.
-last = {}
-for r in rows:
-    if r["phase"] == "measure":
-        if r["plan_id"] not in last or int(r["attempt"]) > int(last[r["plan_id"]]["attempt"]):
-            last[r["plan_id"]] = r
-series = defaultdict(list)
-for r in last.values():
-    series[(r["profile"], r["workload"], r["variant"])].append(r)
-
-
-def med(rs, col, scale=1.0):
-    v = [float(r[col]) / scale for r in rs if r.get(col) and r["outcome"] == "valid"]
-    return statistics.median(v) if v else None
-
-
-def fmt(v, digits=0):
-    return "—" if v is None else f"{v:,.{digits}f}".replace(",", " ")
-
+series = series_by(last_attempts(d), "profile", "workload", "variant")
 
 verdicts = {}
 for c in csv.DictReader(open(f"{d}/comparisons.csv")):

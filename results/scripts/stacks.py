@@ -3,17 +3,15 @@
 planned run, measured runs, valid ones), and the h3/h2 and stack/embedded verdicts from
 comparisons.csv (Holm over the matrix). Markdown on stdout.
 Usage: results/scripts/stacks.py RESULTS_DIR"""
-import csv, statistics, sys
+import csv, os, statistics, sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs_table import last_attempts  # noqa: E402
+
 d = sys.argv[1]
-last = {}
-for r in csv.DictReader(open(f"{d}/runs.csv")):
-    last[r["plan_id"]] = r
 series, planned = defaultdict(list), defaultdict(int)
-for r in last.values():
-    if r["phase"] != "measure":
-        continue
+for r in last_attempts(d):
     k = (r["profile"], r["workload"], r["server"], r["variant"])
     planned[k] += 1
     if r["outcome"] == "valid":

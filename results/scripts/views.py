@@ -3,27 +3,13 @@
 navigation connection's round trips, resumption and 0-RTT, requests sent in 0-RTT, TTFB and
 loadEventEnd per view, and the matrix's repeat ÷ first verdicts.
 Usage: results/scripts/views.py RESULTS_DIR  (reads runs.csv and comparisons.csv; prints Markdown)"""
-import csv, statistics, sys
-from collections import defaultdict
+import csv, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs_table import fmt, last_attempts, med, series_by, short_ratio, valid  # noqa: E402
 
 d = sys.argv[1]
-last = {}
-for r in csv.DictReader(open(f"{d}/runs.csv")):
-    if r["phase"] == "measure":
-        if r["plan_id"] not in last or int(r["attempt"]) > int(last[r["plan_id"]]["attempt"]):
-            last[r["plan_id"]] = r
-series = defaultdict(list)
-for r in last.values():
-    series[(r["profile"], r["workload"], r["view"], r["variant"])].append(r)
-
-
-def valid(rs):
-    return [r for r in rs if r["outcome"] == "valid"]
-
-
-def med(rs, col):
-    v = [float(r[col]) for r in valid(rs) if r.get(col)]
-    return statistics.median(v) if v else None
+series = series_by(last_attempts(d), "profile", "workload", "view", "variant")
 
 
 def share(rs, col):
@@ -31,15 +17,10 @@ def share(rs, col):
     return sum(1 for r in v if r.get(col) and float(r[col]) > 0) / len(v) if v else None
 
 
-def fmt(v, digits=0):
-    return "—" if v is None else f"{v:,.{digits}f}".replace(",", " ")
-
-
 verdicts = {}
 for c in csv.DictReader(open(f"{d}/comparisons.csv")):
     if c["a"] == c["b"] and c.get("view_a") == "repeat" and c.get("view_b") == "first":
-        short = {"faster": "faster", "slower": "slower"}.get(c["verdict"].split()[0], "n.s.")
-        verdicts[(c["profile"], c["workload"], c["a"])] = f'{float(c["ratio"]):.2f} ({short})'
+        verdicts[(c["profile"], c["workload"], c["a"])] = short_ratio(c)
 
 cells = []
 for (p, w, view, v) in series:

@@ -156,30 +156,9 @@ impl Drop for Prelaunch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{H3Mode, Protocol};
+    use crate::protocol::Protocol;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
-
-    fn opts(p: Protocol) -> LaunchOptions {
-        LaunchOptions {
-            protocol: p,
-            h3_mode: H3Mode::Forced,
-            server_ip: "10.1.2.2".parse().unwrap(),
-            port: 443,
-            spki: "abc=".into(),
-            cert_pem: String::new(),
-            key_log: None,
-            net_log: None,
-            settle_max: Duration::from_secs(1),
-            extra_args: vec![],
-            keep_bodies: false,
-            visual: false,
-            hosts: vec![],
-            init_script: None,
-            as_recorded: vec![],
-            repeat: None,
-        }
-    }
 
     /// A browser that takes `launch` time to launch and writes down what happens to it.
     struct Slow {
@@ -219,24 +198,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_browser_launched_ahead_is_ready_when_the_run_needs_it() {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let b = Box::new(Slow {
-            launch: Duration::from_millis(300),
+    /// A `Slow` browser of `launch_ms`, writing down into `log`.
+    fn slow(launch_ms: u64, log: &Arc<Mutex<Vec<String>>>) -> Box<Slow> {
+        Box::new(Slow {
+            launch: Duration::from_millis(launch_ms),
             log: log.clone(),
             key_log: None,
-        });
+        })
+    }
+
+    /// A `Slow` Chromium of `launch_ms` started ahead for `protocol`, and its log.
+    fn start_slow(launch_ms: u64, protocol: Protocol) -> (Prelaunch, Arc<Mutex<Vec<String>>>) {
+        let log = Arc::new(Mutex::new(Vec::new()));
         let p = Prelaunch::start(
             BrowserId::Chromium,
-            b,
+            slow(launch_ms, &log),
             Box::new(super::super::HostSide),
-            &opts(Protocol::H2),
+            &LaunchOptions::fixture(protocol),
         )
         .unwrap();
-        assert!(p.fits(BrowserId::Chromium, &opts(Protocol::H2)));
-        assert!(!p.fits(BrowserId::Chromium, &opts(Protocol::H3)));
-        assert!(!p.fits(BrowserId::Firefox, &opts(Protocol::H2)));
+        (p, log)
+    }
+
+    #[test]
+    fn a_browser_launched_ahead_is_ready_when_the_run_needs_it() {
+        let (p, log) = start_slow(300, Protocol::H2);
+        assert!(p.fits(BrowserId::Chromium, &LaunchOptions::fixture(Protocol::H2)));
+        assert!(!p.fits(BrowserId::Chromium, &LaunchOptions::fixture(Protocol::H3)));
+        assert!(!p.fits(BrowserId::Firefox, &LaunchOptions::fixture(Protocol::H2)));
         // The run's other work: longer than the launch.
         std::thread::sleep(Duration::from_millis(600));
         let ready = p.join();
@@ -249,30 +238,14 @@ mod tests {
 
     #[test]
     fn a_launch_the_run_does_not_take_is_ended() {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let b = Box::new(Slow {
-            launch: Duration::from_millis(50),
-            log: log.clone(),
-            key_log: None,
-        });
-        let p = Prelaunch::start(
-            BrowserId::Chromium,
-            b,
-            Box::new(super::super::HostSide),
-            &opts(Protocol::H1),
-        )
-        .unwrap();
+        let (p, log) = start_slow(50, Protocol::H1);
         drop(p);
         assert_eq!(*log.lock().unwrap(), ["launched h1", "closed"]);
         // Launching now: the wait is the whole launch.
         let now = launch_now(
-            Box::new(Slow {
-                launch: Duration::from_millis(100),
-                log,
-                key_log: None,
-            }),
+            slow(100, &log),
             &super::super::HostSide,
-            &opts(Protocol::H3),
+            &LaunchOptions::fixture(Protocol::H3),
         )
         .unwrap();
         assert!(now.wait_ms >= 100.0 && !now.prelaunched);

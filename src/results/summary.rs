@@ -654,26 +654,24 @@ pub fn cell_comparisons(
             }
         }
     }
+    // Setups that differ in one thing only, each against the first: servers within each
+    // browser, then engines within each server.
+    let mut against_first: Vec<(Setup, Setup)> = Vec::new();
     for view in &views {
         for browser in &browsers {
-            let base = Setup::new(servers[0].clone(), *browser).on(*view);
-            for server in servers.iter().skip(1) {
-                for v in &variants {
-                    let other = Setup::new(server.clone(), *browser).on(*view);
-                    push(&other, *v, &base, *v)?;
-                }
-            }
+            let at = |s: &ServerId| Setup::new(s.clone(), *browser).on(*view);
+            against_first.extend(servers[1..].iter().map(|s| (at(s), at(&servers[0]))));
         }
     }
     for view in &views {
         for server in &servers {
-            let base = Setup::new(server.clone(), browsers[0]).on(*view);
-            for browser in browsers.iter().skip(1) {
-                for v in &variants {
-                    let other = Setup::new(server.clone(), *browser).on(*view);
-                    push(&other, *v, &base, *v)?;
-                }
-            }
+            let at = |b: &BrowserId| Setup::new(server.clone(), *b).on(*view);
+            against_first.extend(browsers[1..].iter().map(|b| (at(b), at(&browsers[0]))));
+        }
+    }
+    for (other, base) in &against_first {
+        for v in &variants {
+            push(other, *v, base, *v)?;
         }
     }
     // A returning visitor against a first visit, per protocol.

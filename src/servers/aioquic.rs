@@ -33,11 +33,8 @@ const VENV_PYTHON: &str = concat!(
 /// The Python with aioquic: `$PAGEBENCH_AIOQUIC_PYTHON`, else the checkout's virtual
 /// environment.
 pub fn python() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os(PYTHON_ENV) {
-        return Ok(PathBuf::from(p));
-    }
-    if std::path::Path::new(VENV_PYTHON).is_file() {
-        return Ok(PathBuf::from(VENV_PYTHON));
+    if let Some(p) = split::configured_program(PYTHON_ENV, VENV_PYTHON) {
+        return Ok(p);
     }
     bail!("--servers aioquic needs aioquic in a virtual environment: run ./setup.sh (it installs aioquic 1.7.2 into target/aioquic-venv/), or set {PYTHON_ENV} to a Python that has it")
 }
@@ -56,25 +53,8 @@ pub fn congestion(c: QuicCongestion) -> Result<&'static str> {
 /// The script's knob flags.
 pub fn knob_args(knobs: &ServerKnobs) -> Result<Vec<String>> {
     let e = knobs.effective();
-    let mut a = vec![
-        "--max-streams".to_string(),
-        e.h3_max_concurrent_streams.to_string(),
-        "--stream-window".into(),
-        e.h3_stream_receive_window.to_string(),
-        "--conn-window".into(),
-        e.h3_connection_receive_window.to_string(),
-        "--cc".into(),
-        congestion(e.quic_congestion)?.into(),
-    ];
-    if let Some(b) = e.udp_recv_buffer {
-        a.extend(["--udp-recv-buffer".into(), b.to_string()]);
-    }
-    if let Some(b) = e.udp_send_buffer {
-        a.extend(["--udp-send-buffer".into(), b.to_string()]);
-    }
-    if e.alt_svc_over_h3 {
-        a.push("--alt-svc".into());
-    }
+    let mut a = split::flow_args(&e, congestion(e.quic_congestion)?);
+    a.extend(split::socket_args(&e));
     Ok(a)
 }
 

@@ -70,18 +70,12 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
         .arg(&path);
         Ok(c)
     })?;
-    let applied: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
-    let mut description = child.describe(
+    let mut description = child.describe_directives(
         &version_line("apache2", &["-v"]),
-        None,
         Some(LogFormat::Nginx),
-        &applied,
+        KNOBS,
         ctx.namespace_tcp,
     );
-    if let Some(na) = description.knobs_not_applicable.as_mut() {
-        na.retain(|k| !applied.contains(&k.as_str()));
-    }
-    description.knobs_applied = Some(KNOBS.iter().map(|(k, d)| format!("{k} → {d}")).collect());
     description.windows = windows(ctx.knobs);
     description.note = Some(format!(
         "mod_http2 with {}; runs as {USER} with CAP_NET_BIND_SERVICE and CAP_DAC_READ_SEARCH",

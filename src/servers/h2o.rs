@@ -44,18 +44,12 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
         c.arg("-c").arg(&path);
         Ok(c)
     })?;
-    let applied: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
-    let mut description = child.describe(
+    let mut description = child.describe_directives(
         &version_line("h2o", &["--version"]),
-        None,
         Some(LogFormat::Nginx),
-        &applied,
+        KNOBS,
         ctx.namespace_tcp,
     );
-    if let Some(na) = description.knobs_not_applicable.as_mut() {
-        na.retain(|k| !applied.contains(&k.as_str()));
-    }
-    description.knobs_applied = Some(KNOBS.iter().map(|(k, d)| format!("{k} → {d}")).collect());
     description.note = Some(
         "h2o 2.2 with one thread; its h2 flow-control windows and buffers have no directive in 2.2"
             .into(),

@@ -31,11 +31,8 @@ const BUILT: &str = concat!(
 
 /// The helper binary: `$PAGEBENCH_QUICHE_SERVER`, else the checkout's build, else `PATH`.
 pub fn program() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os(PROGRAM_ENV) {
-        return Ok(PathBuf::from(p));
-    }
-    if std::path::Path::new(BUILT).is_file() {
-        return Ok(PathBuf::from(BUILT));
+    if let Some(p) = split::configured_program(PROGRAM_ENV, BUILT) {
+        return Ok(p);
     }
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -62,16 +59,7 @@ pub fn congestion(c: QuicCongestion) -> &'static str {
 /// The helper's knob flags, and the windows they fix.
 pub fn knob_args(knobs: &ServerKnobs) -> (Vec<String>, Vec<ConfiguredWindow>) {
     let e = knobs.effective();
-    let mut a = vec![
-        "--max-streams".to_string(),
-        e.h3_max_concurrent_streams.to_string(),
-        "--stream-window".into(),
-        e.h3_stream_receive_window.to_string(),
-        "--conn-window".into(),
-        e.h3_connection_receive_window.to_string(),
-        "--cc".into(),
-        congestion(e.quic_congestion).into(),
-    ];
+    let mut a = split::flow_args(&e, congestion(e.quic_congestion));
     let mut windows = Vec::new();
     // quiche grows its receive windows (autotuning up to 16/24 MB); a window the user set is
     // kept as set.
@@ -85,15 +73,7 @@ pub fn knob_args(knobs: &ServerKnobs) -> (Vec<String>, Vec<ConfiguredWindow>) {
             setting: "quiche initial_max_stream_data_bidi_remote, not autotuned beyond it".into(),
         });
     }
-    if let Some(b) = e.udp_recv_buffer {
-        a.extend(["--udp-recv-buffer".into(), b.to_string()]);
-    }
-    if let Some(b) = e.udp_send_buffer {
-        a.extend(["--udp-send-buffer".into(), b.to_string()]);
-    }
-    if e.alt_svc_over_h3 {
-        a.push("--alt-svc".into());
-    }
+    a.extend(split::socket_args(&e));
     (a, windows)
 }
 

@@ -26,7 +26,7 @@ use super::{
 };
 use crate::identity::ServerId;
 use crate::protocol::Protocol;
-use crate::server::ConnectionStats;
+use crate::server::{ConnectionStats, EffectiveKnobs};
 
 /// How long `collect` waits for the browser's QUIC connections to close (as the embedded
 /// server does for its own).
@@ -49,6 +49,47 @@ pub struct H3Helper {
     pub windows: Vec<ConfiguredWindow>,
     /// What a reader of the results must know about it, beyond who serves what.
     pub note: String,
+}
+
+/// A helper's program as configured: `$env`, else where `./setup.sh` puts it (`built`), else
+/// None (the caller looks further or says how to get it).
+pub fn configured_program(env: &str, built: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
+    }
+    std::path::Path::new(built)
+        .is_file()
+        .then(|| PathBuf::from(built))
+}
+
+/// The flow-control flags every helper takes, `cc` being the helper's name for the
+/// controller.
+pub fn flow_args(e: &EffectiveKnobs, cc: &str) -> Vec<String> {
+    vec![
+        "--max-streams".to_string(),
+        e.h3_max_concurrent_streams.to_string(),
+        "--stream-window".into(),
+        e.h3_stream_receive_window.to_string(),
+        "--conn-window".into(),
+        e.h3_connection_receive_window.to_string(),
+        "--cc".into(),
+        cc.into(),
+    ]
+}
+
+/// The socket-buffer and Alt-Svc flags every helper takes (after [`flow_args`]).
+pub fn socket_args(e: &EffectiveKnobs) -> Vec<String> {
+    let mut a = Vec::new();
+    if let Some(b) = e.udp_recv_buffer {
+        a.extend(["--udp-recv-buffer".into(), b.to_string()]);
+    }
+    if let Some(b) = e.udp_send_buffer {
+        a.extend(["--udp-send-buffer".into(), b.to_string()]);
+    }
+    if e.alt_svc_over_h3 {
+        a.push("--alt-svc".into());
+    }
+    a
 }
 
 /// The knobs the embedded TCP listener applies for h1/h2.

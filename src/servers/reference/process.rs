@@ -284,6 +284,25 @@ impl ChildServer {
         }
     }
 
+    /// [`describe`](Self::describe) for a server whose knobs each become one of its
+    /// directives (`knobs`: knob, directive): they are listed as applied (`knob → directive`),
+    /// and not as not applicable.
+    pub fn describe_directives(
+        &self,
+        version: &str,
+        log: Option<LogFormat>,
+        knobs: &[(&str, &str)],
+        namespace_tcp: &NamespaceTcp,
+    ) -> ServerDescription {
+        let applied: Vec<&str> = knobs.iter().map(|(k, _)| *k).collect();
+        let mut description = self.describe(version, None, log, &applied, namespace_tcp);
+        if let Some(na) = description.knobs_not_applicable.as_mut() {
+            na.retain(|k| !applied.contains(&k.as_str()));
+        }
+        description.knobs_applied = Some(knobs.iter().map(|(k, d)| format!("{k} → {d}")).collect());
+        description
+    }
+
     /// How the server ended, if it did (with the tail of its output).
     pub fn exit_status(&mut self) -> Option<String> {
         match self.child.try_wait() {
