@@ -486,6 +486,13 @@ pub struct RunMetrics {
     pub nav_ttfb_ms: Option<f64>,
     /// nav_connect_ms ÷ the profile's RTT (1 for QUIC, 2 for TCP + TLS 1.3 when all goes well).
     pub handshake_rtts: Option<f64>,
+    /// The navigation's first response byte, ms from navigation start: set-up, request and
+    /// answer. What 0-RTT shortens (it sends the request before the handshake completes, which
+    /// leaves the connect time as it was).
+    pub first_byte_ms: Option<f64>,
+    /// first_byte_ms ÷ the profile's RTT (3 for a new TCP + TLS 1.3 connection, 2 for QUIC, 1
+    /// for QUIC with 0-RTT, plus the server's time).
+    pub first_byte_rtts: Option<f64>,
     pub resources: usize,
     pub queueing_median_ms: Option<f64>,
     pub queueing_p95_ms: Option<f64>,
@@ -722,8 +729,10 @@ pub fn derive(
             (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
         m.nav_connect_ms = n.connect_ms();
         m.nav_ttfb_ms = (n.response_start > 0.0).then_some(n.response_start - n.request_start);
+        m.first_byte_ms = (n.response_start > 0.0).then_some(n.response_start);
         if rtt_ms > 0.0 {
             m.handshake_rtts = m.nav_connect_ms.map(|c| c / rtt_ms);
+            m.first_byte_rtts = m.first_byte_ms.map(|t| t / rtt_ms);
         }
     }
     m.queueing_median_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.5);

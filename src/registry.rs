@@ -240,6 +240,14 @@ pub static HANDSHAKE_RTTS: Metric = Metric {
         r.metrics.handshake_rtts
     })
 };
+/// In the returning visitors' table (the handshakes' scope), not in the page breakdown.
+pub static FIRST_BYTE_RTTS: Metric = Metric {
+    breakdown: Some(Scope::Handshakes),
+    precision: Precision::Fine,
+    ..metric("first_byte_rtts", "first byte RTTs", Unit::Rtts, |r| {
+        r.metrics.first_byte_rtts
+    })
+};
 pub static ONWIRE_MID: Metric = Metric {
     breakdown: Some(Scope::Pages),
     better: Better::Neither,
@@ -568,6 +576,7 @@ pub static ALL: &[&Metric] = &[
     &TTFB_MEDIAN_MS,
     &CONNECT_MS,
     &HANDSHAKE_RTTS,
+    &FIRST_BYTE_RTTS,
     &ONWIRE_MID,
     &ONWIRE_PEAK,
     &RESOURCES,
@@ -710,11 +719,12 @@ mod tests {
         assert_eq!(
             handshakes,
             [
+                "first_byte_rtts",
                 "resumed_connections",
                 "zero_rtt_connections",
                 "early_requests"
             ]
         );
-        assert_eq!(breakdown().count(), 22);
+        assert_eq!(breakdown().count(), 23);
     }
 }

@@ -597,6 +597,12 @@ fn a_returning_visitor_resumes_and_sends_its_first_request_in_0rtt() {
         near(ttfb / 100.0, 1.0),
         "TTFB {ttfb} ms: one round trip plus the server"
     );
+    // From navigation start: one round trip to the first byte, against two on a first visit.
+    let (first, repeat) = (
+        h3.metrics.first_byte_rtts.unwrap(),
+        h3r.metrics.first_byte_rtts.unwrap(),
+    );
+    assert!(near(first, 2.0) && near(repeat, 1.0), "{first} → {repeat}");
     // Discovered: no forcing; the first view's Alt-Svc takes the measured load onto h3.
     let disc = run(&mut tb, "repeat-disc", Variant::H3_DISCOVERED, View::Repeat);
     assert!(disc
