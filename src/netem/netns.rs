@@ -148,20 +148,7 @@ impl Namespace {
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        let fd = self.fd.as_raw_fd();
-        std::thread::scope(|s| {
-            let handle = std::thread::Builder::new()
-                .name(thread_name("ns", &self.name))
-                .spawn_scoped(s, move || -> io::Result<R> {
-                    enter(fd)?;
-                    Ok(f())
-                })
-                .context("spawning a thread")?;
-            match handle.join() {
-                Ok(r) => r.with_context(|| format!("entering namespace {}", self.name)),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+        run_in(self.fd.as_raw_fd(), &self.name, f)
     }
 
     /// Spawns a named thread that runs `f` inside this namespace. Returns once the thread is
@@ -260,20 +247,7 @@ impl NamespaceHandle {
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        let fd = self.fd.as_raw_fd();
-        std::thread::scope(|s| {
-            let handle = std::thread::Builder::new()
-                .name(thread_name("ns", &self.name))
-                .spawn_scoped(s, move || -> io::Result<R> {
-                    enter(fd)?;
-                    Ok(f())
-                })
-                .context("spawning a thread")?;
-            match handle.join() {
-                Ok(r) => r.with_context(|| format!("entering namespace {}", self.name)),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+        run_in(self.fd.as_raw_fd(), &self.name, f)
     }
 }
 
@@ -379,6 +353,28 @@ pub(crate) fn run_ip_with_input(args: &[&str], input: Option<&str>) -> Result<()
         );
     }
     Ok(())
+}
+
+/// Runs `f` on a fresh thread inside the namespace of `fd` (named `name` in errors and the
+/// thread's name) and returns its result; a panic in `f` is resumed on the caller.
+fn run_in<F, R>(fd: std::os::fd::RawFd, name: &str, f: F) -> Result<R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name(thread_name("ns", name))
+            .spawn_scoped(s, move || -> io::Result<R> {
+                enter(fd)?;
+                Ok(f())
+            })
+            .context("spawning a thread")?;
+        match handle.join() {
+            Ok(r) => r.with_context(|| format!("entering namespace {name}")),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }
 
 #[cfg(test)]

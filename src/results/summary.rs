@@ -524,18 +524,6 @@ impl Summary {
     }
 }
 
-/// The series key of a run.
-pub fn series_key(r: &RunRow) -> SeriesKey {
-    SeriesKey {
-        profile: r.profile.clone(),
-        workload: r.workload.clone(),
-        server: r.server.clone(),
-        browser: r.browser,
-        view: r.view,
-        variant: r.variant,
-    }
-}
-
 /// The headline inputs of every series in `rows` (the counted, measured attempts), and the
 /// series in first-seen order: what [`cell_comparisons`] compares.
 pub fn series_inputs(
@@ -549,7 +537,7 @@ pub fn series_inputs(
         .into_iter()
         .filter(|r| r.phase == Phase::Measure)
     {
-        let key = series_key(r);
+        let key = SeriesKey::of(r);
         if !by_series.contains_key(&key) {
             order.push(key.clone());
         }
