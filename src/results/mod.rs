@@ -3,6 +3,7 @@
 //! `summary.csv`, `comparisons.csv`). The matrix writes it; the report, `diagnose` and
 //! `bench link` read it — all through this module.
 
+pub mod attempts;
 pub mod csv;
 pub mod options;
 pub mod shards;

@@ -44,6 +44,9 @@ pub enum StatsError {
     #[error("{what} is {value}: it must lie strictly between 0 and 1 (e.g. 0.95 or 0.05)")]
     OpenUnitIntervalRequired { what: &'static str, value: f64 },
 
+    #[error("{what}: a count of events cannot exceed its count of trials")]
+    InvalidCount { what: String },
+
     #[error("bootstrap resamples is {got}: use at least {min} (the default is {default})")]
     TooFewResamples {
         got: usize,

@@ -33,6 +33,10 @@ pub fn censored() -> CensoredFixture {
     parse("censored.json", fixture_text!("censored.json"))
 }
 
+pub fn fisher() -> FisherFixture {
+    parse("fisher.json", fixture_text!("fisher.json"))
+}
+
 pub fn bootstrap() -> BootstrapFixture {
     parse("bootstrap.json", fixture_text!("bootstrap.json"))
 }
@@ -146,4 +150,17 @@ pub struct RatioBootstrapRef {
     pub ratio: f64,
     pub scipy_low: Vec<f64>,
     pub scipy_high: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+pub struct FisherFixture {
+    pub cases: Vec<FisherCase>,
+}
+
+/// A 2 × 2 table `[[events a, non-events a], [events b, non-events b]]` and scipy's two-sided p.
+#[derive(Deserialize)]
+pub struct FisherCase {
+    pub name: String,
+    pub table: [[u64; 2]; 2],
+    pub p: f64,
 }

@@ -1,5 +1,5 @@
 //! Statistics for benchmark series: descriptive numbers, bootstrap confidence intervals,
-//! the Mann-Whitney U test, Holm's correction, and the per-series / per-comparison summaries
+//! the Mann-Whitney U test, Fisher's exact test of two rates, Holm's correction, and the per-series / per-comparison summaries
 //! the matrix and the report print.
 //!
 //! Pure code: numbers in, numbers out, no IO and no clock; randomness only through an explicit
@@ -16,6 +16,7 @@ mod bootstrap;
 mod censored;
 mod compare;
 mod error;
+mod fisher;
 mod holm;
 mod mann_whitney;
 mod sample;
@@ -33,6 +34,7 @@ pub use compare::{
     apply_holm, compare, CompareConfig, Comparison, RatioBound, Side, UndeterminedReason, Verdict,
 };
 pub use error::StatsError;
+pub use fisher::{apply_holm_rates, fisher_exact, RateTest};
 pub use holm::holm;
 pub use mann_whitney::{mann_whitney_u, smallest_attainable_p, MannWhitney, MwuMethod};
 pub use sample::{describe, iqr, median, quantile, Descriptive, SortedSample};
