@@ -213,6 +213,9 @@ fn verdict_cell(c: &Comparison) -> Cell {
         Verdict::Undetermined(r) => {
             Cell::new(format!("undetermined ({r})"), CellClass::Undetermined)
         }
+        Verdict::FailsMore { side } => {
+            Cell::new(format!("{side} fails more often"), CellClass::Slower)
+        }
     }
 }
 

@@ -383,6 +383,8 @@ these networks — and why?",
         doc.blocks.push(Block::List(warnings.to_vec()));
     }
 
+    super::attrition::section(&mut doc, data, &mut tables);
+
     doc.heading(2, "Overview", "overview");
     figures_where(&mut doc, charts, |c| {
         matches!(c.data, ChartData::Heatmap(_))

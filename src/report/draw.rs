@@ -81,6 +81,7 @@ pub fn verdict_color(v: VerdictClass) -> RGBColor {
         VerdictClass::Slower => RGBColor(225, 110, 100),
         VerdictClass::NotSignificant => RGBColor(205, 205, 205),
         VerdictClass::Undetermined => RGBColor(250, 225, 120),
+        VerdictClass::FailsMore => RGBColor(200, 150, 220),
     }
 }
 
@@ -361,8 +362,14 @@ fn draw_bars(area: &Area, b: &Bars) -> Result<()> {
 
 fn draw_heatmap(area: &Area, hm: &Heatmap) -> Result<()> {
     let (body, legend) = area.split_vertically(area.dim_in_pixel().1 as i32 - 44);
+    let fails_more = hm
+        .panels
+        .iter()
+        .flat_map(|p| &p.cells)
+        .any(|c| c.verdict == VerdictClass::FailsMore);
     let items: Vec<(String, RGBColor, Swatch)> = VerdictClass::ALL
         .iter()
+        .chain(fails_more.then_some(&VerdictClass::FailsMore))
         .map(|v| (v.legend().to_string(), verdict_color(*v), Swatch::Box))
         .collect();
     legend_row(&legend, &items)?;

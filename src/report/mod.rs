@@ -4,6 +4,7 @@
 //! records, render, write.
 
 pub mod adaptive;
+pub mod attrition;
 pub mod build;
 pub mod chart_data;
 pub mod doc;

@@ -4,6 +4,7 @@
 
 use crate::identity::{BrowserId, ServerId, Setup, View};
 use crate::protocol::Variant;
+use crate::results::attrition::Attrition;
 use crate::results::store::Meta;
 use crate::results::summary::{CellComparison, SeriesStats, Summary};
 use crate::stats::{Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict};
@@ -381,6 +382,8 @@ pub enum VerdictClass {
     Slower,
     NotSignificant,
     Undetermined,
+    /// The side that would be faster fails significantly more often (not called faster).
+    FailsMore,
 }
 
 impl VerdictClass {
@@ -390,6 +393,7 @@ impl VerdictClass {
             Verdict::Slower => VerdictClass::Slower,
             Verdict::NoSignificantDifference => VerdictClass::NotSignificant,
             Verdict::Undetermined(_) => VerdictClass::Undetermined,
+            Verdict::FailsMore { .. } => VerdictClass::FailsMore,
         }
     }
 
@@ -400,6 +404,7 @@ impl VerdictClass {
             VerdictClass::Slower => "↑ slower",
             VerdictClass::NotSignificant => "≈ n.s.",
             VerdictClass::Undetermined => "?",
+            VerdictClass::FailsMore => "! fails more",
         }
     }
 
@@ -409,9 +414,11 @@ impl VerdictClass {
             VerdictClass::Slower => "slower (significant)",
             VerdictClass::NotSignificant => "no significant difference",
             VerdictClass::Undetermined => "undetermined",
+            VerdictClass::FailsMore => "fails more often (not called faster)",
         }
     }
 
+    /// The classes every legend lists ([`VerdictClass::FailsMore`] only where it occurs).
     pub const ALL: [VerdictClass; 4] = [
         VerdictClass::Faster,
         VerdictClass::Slower,
@@ -457,43 +464,19 @@ pub fn comparison_text(c: &CellComparison) -> String {
         .p_holm
         .map(|p| format!(" (p={})", fmt_p(p)))
         .unwrap_or_default();
-    format!("{ratio} {}{p}", class.mark()).trim().to_string()
+    let mut text = format!("{ratio} {}{p}", class.mark()).trim().to_string();
+    if c.attrition.as_ref().is_some_and(|a| !a.marks.is_empty()) {
+        text.push_str(" †");
+    }
+    if let Some(f) = crate::results::attrition::words::failures(c) {
+        text.push_str(&format!(" · {f}"));
+    }
+    text
 }
 
 /// The same comparison seen from the other side: b vs a (ratio and CI inverted, faster and
 /// slower swapped).
 pub fn invert(c: &CellComparison) -> CellComparison {
-    let mut x = c.comparison.clone();
-    std::mem::swap(&mut x.n_valid_a, &mut x.n_valid_b);
-    std::mem::swap(&mut x.n_dnf_a, &mut x.n_dnf_b);
-    x.ratio = x.ratio.map(|r| 1.0 / r);
-    x.ratio_bound = match x.ratio_bound {
-        RatioBound::AtLeast => RatioBound::AtMost,
-        RatioBound::AtMost => RatioBound::AtLeast,
-        b => b,
-    };
-    let (lo, hi) = (x.ratio_ci_low, x.ratio_ci_high);
-    x.ratio_ci_low = hi.map(|h| 1.0 / h);
-    x.ratio_ci_high = lo.map(|l| 1.0 / l);
-    let (na, nb) = c.comparison.runs();
-    x.u = x.u.map(|u| (na * nb) as f64 - u);
-    x.verdict = match x.verdict {
-        Verdict::Faster => Verdict::Slower,
-        Verdict::Slower => Verdict::Faster,
-        Verdict::Undetermined(UndeterminedReason::NoRuns { side }) => {
-            Verdict::Undetermined(UndeterminedReason::NoRuns { side: other(side) })
-        }
-        Verdict::Undetermined(UndeterminedReason::TooFewRuns {
-            side,
-            n_runs,
-            needed,
-        }) => Verdict::Undetermined(UndeterminedReason::TooFewRuns {
-            side: other(side),
-            n_runs,
-            needed,
-        }),
-        v => v,
-    };
     CellComparison {
         profile: c.profile.clone(),
         workload: c.workload.clone(),
@@ -505,27 +488,13 @@ pub fn invert(c: &CellComparison) -> CellComparison {
         view_b: c.view_a,
         a: c.b,
         b: c.a,
-        comparison: x,
-    }
-}
-
-fn other(s: Side) -> Side {
-    match s {
-        Side::A => Side::B,
-        Side::B => Side::A,
+        comparison: c.comparison.inverted(),
+        attrition: c.attrition.as_ref().map(Attrition::inverted),
     }
 }
 
 /// A p-value in three significant figures, or `<0.001`.
-pub fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        "<0.001".into()
-    } else if p < 0.01 {
-        format!("{p:.4}")
-    } else {
-        format!("{p:.3}")
-    }
-}
+pub use crate::results::summary::fmt_p;
 
 #[cfg(test)]
 mod tests {

@@ -180,6 +180,7 @@ fn verdict_cell(c: &ShardComparison) -> Cell {
         VerdictClass::Slower => CellClass::Slower,
         VerdictClass::NotSignificant => CellClass::NotSignificant,
         VerdictClass::Undetermined => CellClass::Undetermined,
+        VerdictClass::FailsMore => CellClass::Slower,
     };
     if let Verdict::Undetermined(reason) = &x.verdict {
         return Cell::new(format!("? undetermined ({})", why(c, reason)), cell_class);
@@ -217,6 +218,7 @@ pub fn verdict_sentence(c: &ShardComparison) -> String {
             p_text(x)
         ),
         Verdict::Undetermined(reason) => format!("undetermined ({})", why(c, reason)),
+        Verdict::FailsMore { side } => format!("not faster: {side} fails more often"),
     };
     let over = if c.shards == 1 {
         format!("the archive on 1 host ({})", c.workload)

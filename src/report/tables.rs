@@ -120,6 +120,7 @@ fn verdict_cell_class(v: &crate::stats::Verdict) -> CellClass {
         VerdictClass::Slower => CellClass::Slower,
         VerdictClass::NotSignificant => CellClass::NotSignificant,
         VerdictClass::Undetermined => CellClass::Undetermined,
+        VerdictClass::FailsMore => CellClass::Slower,
     }
 }
 
@@ -208,7 +209,7 @@ pub fn agreement(
         _ => return None,
     };
     Some(match (ours, dir) {
-        (VerdictClass::Undetermined, _) => return None,
+        (VerdictClass::Undetermined | VerdictClass::FailsMore, _) => return None,
         (VerdictClass::NotSignificant, 0) => Agreement::Agrees,
         (VerdictClass::NotSignificant, _) => Agreement::NotConfirmed,
         (_, 0) => Agreement::Differs,

@@ -4,6 +4,7 @@
 //! `bench link` read it — all through this module.
 
 pub mod attempts;
+pub mod attrition;
 pub mod csv;
 pub mod options;
 pub mod shards;

@@ -14,6 +14,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::attempts::{self, Attempts};
+use super::attrition::{self, Attrition, Families};
 use super::store::RUNS_CSV;
 use crate::atomic;
 use crate::identity::{BrowserId, Phase, ServerId, Setup, View};
@@ -296,6 +298,9 @@ pub struct SeriesStats {
     /// Attempts run again after a measurement failure (kept on disk, not counted).
     #[serde(default)]
     pub retries: usize,
+    /// Every measured attempt of the series and what became of it.
+    #[serde(default)]
+    pub attempts: Attempts,
     /// The valid runs' headline times in run order (for CDFs).
     pub values: Vec<f64>,
     /// The run id whose headline time is closest to the median (for waterfalls).
@@ -327,6 +332,11 @@ pub struct CellComparison {
     #[serde(with = "crate::protocol::variant_name")]
     pub b: Variant,
     pub comparison: Comparison,
+    /// What the counted runs leave out — rejected attempts, protocol failures, the first
+    /// attempts' comparison — and the marks it gives the verdict (absent in summaries from
+    /// before it was kept, and in comparisons made outside a summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attrition: Option<Attrition>,
 }
 
 impl CellComparison {
@@ -383,13 +393,24 @@ pub struct ProfileLink {
     pub link_invalid: usize,
 }
 
+/// What a summary holds; a summary of an older format is computed again from `runs.csv`.
+/// 2: every attempt per series and each comparison's attrition.
+pub const SUMMARY_FORMAT: u32 = 2;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
+    /// [`SUMMARY_FORMAT`] when written (absent: 1).
+    #[serde(default = "first_format")]
+    pub format: u32,
     pub metric: String,
     pub alpha: f64,
     pub bootstrap_resamples: usize,
     /// Comparisons tested (the Holm family).
     pub holm_family: usize,
+    /// The sizes of the attrition's three families: rejection rates, failure rates, first
+    /// attempts (each Holm-adjusted on its own).
+    #[serde(default)]
+    pub attrition_families: Families,
     pub series: Vec<SeriesStats>,
     pub comparisons: Vec<CellComparison>,
     /// Per profile, what the link delivered.
@@ -505,10 +526,15 @@ fn profile_links(rows: &[RunRow], order: &[String]) -> Vec<ProfileLink> {
         .collect()
 }
 
+fn first_format() -> u32 {
+    1
+}
+
 impl Summary {
     /// Whether this summary was computed from `rows`: the same counted measured runs and the
     /// same retried attempts (a retry replaces a counted run, so the run count alone cannot
-    /// see it). A mismatch means the summary is older than `runs.csv`.
+    /// see it), in this version's format. A mismatch means the summary is older than
+    /// `runs.csv` or than this pagebench.
     pub fn is_current(&self, rows: &[RunRow]) -> bool {
         let retries = rows.iter().filter(|r| r.attempt > 1).count();
         let measured = final_attempts(rows)
@@ -520,7 +546,7 @@ impl Summary {
             .iter()
             .map(|x| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf)
             .sum();
-        retries == self.retries && measured == summarized
+        self.format == SUMMARY_FORMAT && retries == self.retries && measured == summarized
     }
 }
 
@@ -625,6 +651,7 @@ pub fn cell_comparisons(
             a,
             b,
             comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
+            attrition: None,
         });
         Ok(())
     };
@@ -786,6 +813,7 @@ pub fn summarize_runs_on(
     let mut warnings = Vec::new();
     let mut series = Vec::new();
     let mut inputs: BTreeMap<SeriesKey, SeriesInput> = BTreeMap::new();
+    let accounts = attempts::per_series(rows);
     for key in &order {
         let runs = &by_series[key];
         let boot = BootstrapConfig {
@@ -825,6 +853,7 @@ pub fn summarize_runs_on(
             breakdown,
             invalid_reasons,
             retries: retried.get(key).copied().unwrap_or(0),
+            attempts: accounts.get(key).cloned().unwrap_or_default(),
             values: input.values.clone(),
             median_run,
         });
@@ -861,6 +890,17 @@ pub fn summarize_runs_on(
     for (c, adjusted) in comparisons.iter_mut().zip(cmp) {
         c.comparison = adjusted;
     }
+    let attrition_families = attrition::annotate(
+        &mut comparisons,
+        rows,
+        &attrition::Settings {
+            headline,
+            timeout_ms,
+            seed,
+            resamples,
+            alpha,
+        },
+    )?;
     let tested: Vec<&Comparison> = comparisons
         .iter()
         .map(|c| &c.comparison)
@@ -903,10 +943,12 @@ pub fn summarize_runs_on(
         }
     }
     Ok(Summary {
+        format: SUMMARY_FORMAT,
         metric: headline.name.into(),
         alpha,
         bootstrap_resamples: resamples,
         holm_family: family,
+        attrition_families,
         series,
         comparisons,
         links: profile_links(rows, &profiles_seen),
@@ -948,6 +990,10 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "n_invalid",
         "n_dnf",
         "retries",
+        "attempts",
+        "rejected",
+        "failed",
+        "unmeasured",
         "median_ms",
         "ci_low_ms",
         "ci_high_ms",
@@ -976,6 +1022,10 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.n_invalid.to_string(),
             c.n_dnf.to_string(),
             st.retries.to_string(),
+            st.attempts.attempts.to_string(),
+            st.attempts.rejected.to_string(),
+            st.attempts.failed.to_string(),
+            st.attempts.unmeasured.to_string(),
             fmt_censored(c.median),
             fmt_censored(c.ci_low),
             fmt_censored(c.ci_high),
@@ -1025,10 +1075,23 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "p",
         "p_holm",
         "verdict",
+        "attempts_a",
+        "rejected_a",
+        "attempts_b",
+        "rejected_b",
+        "rejection_p_holm",
+        "measured_a",
+        "failed_a",
+        "measured_b",
+        "failed_b",
+        "failure_p_holm",
+        "first_attempts_ratio",
+        "first_attempts_verdict",
+        "marks",
     ])?;
     for c in &s.comparisons {
         let x = &c.comparison;
-        w.write_record([
+        let mut row = vec![
             c.profile.clone(),
             c.workload.clone(),
             c.server_a.to_string(),
@@ -1051,10 +1114,40 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             x.p.map(|p| format!("{p:.3e}")).unwrap_or_default(),
             x.p_holm.map(|p| format!("{p:.3e}")).unwrap_or_default(),
             x.verdict.to_string(),
-        ])?;
+        ];
+        row.extend(attrition_fields(c.attrition.as_ref()));
+        w.write_record(&row)?;
     }
     atomic::write_file(&dir.join("comparisons.csv"), &w.into_inner()?)?;
     Ok(())
+}
+
+/// The attrition columns of `comparisons.csv` (empty without one).
+fn attrition_fields(a: Option<&Attrition>) -> Vec<String> {
+    let Some(a) = a else {
+        return vec![String::new(); 13];
+    };
+    let (r, f) = (&a.rejections, &a.failures);
+    let first = &a.first_attempts;
+    vec![
+        r.trials_a.to_string(),
+        r.events_a.to_string(),
+        r.trials_b.to_string(),
+        r.events_b.to_string(),
+        format!("{:.3e}", r.p_holm),
+        f.trials_a.to_string(),
+        f.events_a.to_string(),
+        f.trials_b.to_string(),
+        f.events_b.to_string(),
+        format!("{:.3e}", f.p_holm),
+        fmt_opt(first.ratio),
+        first.verdict.to_string(),
+        a.marks
+            .iter()
+            .map(attrition::Mark::name)
+            .collect::<Vec<_>>()
+            .join(" "),
+    ]
 }
 
 pub fn read(dir: &Path) -> Result<Summary> {
@@ -1072,6 +1165,7 @@ pub fn verdict_mark(v: &Verdict) -> &'static str {
         Verdict::Slower => "slower",
         Verdict::NoSignificantDifference => "n.s.",
         Verdict::Undetermined(_) => "?",
+        Verdict::FailsMore { .. } => "fails more",
     }
 }
 
@@ -1081,6 +1175,17 @@ fn ratio_bound_name(b: RatioBound) -> &'static str {
         RatioBound::AtLeast => "at_least",
         RatioBound::AtMost => "at_most",
         RatioBound::Unknown => "unknown",
+    }
+}
+
+/// A p-value in three significant figures, or `<0.001`.
+pub fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else if p < 0.01 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.3}")
     }
 }
 
@@ -1188,13 +1293,18 @@ pub fn terminal(s: &Summary) -> String {
                             && c.a == *a
                             && c.b == *b
                     })
-                    .map(|c| match c.comparison.ratio {
-                        Some(r) => format!(
-                            "{} {}",
-                            fmt_ratio(r, c.comparison.ratio_bound),
-                            verdict_mark(&c.comparison.verdict)
-                        ),
-                        None => verdict_mark(&c.comparison.verdict).to_string(),
+                    .map(|c| {
+                        let verdict = verdict_mark(&c.comparison.verdict);
+                        let mut cell = match c.comparison.ratio {
+                            Some(r) => {
+                                format!("{} {verdict}", fmt_ratio(r, c.comparison.ratio_bound))
+                            }
+                            None => verdict.to_string(),
+                        };
+                        if c.attrition.as_ref().is_some_and(|a| !a.marks.is_empty()) {
+                            cell.push_str(" †");
+                        }
+                        cell
                     })
                     .unwrap_or_default();
                 row.push(cell);
@@ -1218,8 +1328,33 @@ pub fn terminal(s: &Summary) -> String {
             s.retries
         ));
     }
+    out.push_str(&attrition_lines(s));
     for w in &s.warnings {
         out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+/// The comparisons with protocol failures or a mark (†), each with what it leaves out.
+fn attrition_lines(s: &Summary) -> String {
+    let mut out = String::new();
+    for c in &s.comparisons {
+        let failures = attrition::words::failures(c);
+        let why = attrition::words::explain(c);
+        if failures.is_none() && why.is_empty() {
+            continue;
+        }
+        let mark = if why.is_empty() { "" } else { " †" };
+        out.push_str(&format!(
+            "{}/{} {}{mark}: {}\n",
+            c.profile,
+            c.workload,
+            c.label(),
+            failures.unwrap_or_else(|| "no protocol failures".into())
+        ));
+        for w in why {
+            out.push_str(&format!("  † {w}\n"));
+        }
     }
     out
 }

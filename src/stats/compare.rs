@@ -67,6 +67,15 @@ pub enum Side {
     B,
 }
 
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
 impl fmt::Display for Side {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -92,6 +101,25 @@ pub enum UndeterminedReason {
     },
 }
 
+impl UndeterminedReason {
+    /// The same reason with the sides swapped.
+    pub fn inverted(&self) -> UndeterminedReason {
+        match self {
+            Self::NoRuns { side } => Self::NoRuns { side: side.other() },
+            Self::AllDnf => Self::AllDnf,
+            Self::TooFewRuns {
+                side,
+                n_runs,
+                needed,
+            } => Self::TooFewRuns {
+                side: side.other(),
+                n_runs: *n_runs,
+                needed: *needed,
+            },
+        }
+    }
+}
+
 impl fmt::Display for UndeterminedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -114,6 +142,25 @@ pub enum Verdict {
     Slower,
     NoSignificantDifference,
     Undetermined(UndeterminedReason),
+    /// The side that would be called faster failed significantly more often as a load of its
+    /// protocol (fell back, a failed request, a short body): it is not called faster
+    /// (`results::attrition` decides this; [`compare`] never does).
+    FailsMore {
+        side: Side,
+    },
+}
+
+impl Verdict {
+    /// The same verdict seen from the other side (b against a).
+    pub fn inverted(&self) -> Verdict {
+        match self {
+            Self::Faster => Self::Slower,
+            Self::Slower => Self::Faster,
+            Self::NoSignificantDifference => Self::NoSignificantDifference,
+            Self::Undetermined(r) => Self::Undetermined(r.inverted()),
+            Self::FailsMore { side } => Self::FailsMore { side: side.other() },
+        }
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -123,6 +170,7 @@ impl fmt::Display for Verdict {
             Self::Slower => f.write_str("slower"),
             Self::NoSignificantDifference => f.write_str("no significant difference"),
             Self::Undetermined(reason) => write!(f, "undetermined ({reason})"),
+            Self::FailsMore { side } => write!(f, "{side} fails more often"),
         }
     }
 }
@@ -173,6 +221,26 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The same comparison seen from the other side: b against a (ratio and CI inverted, U
+    /// mirrored, faster and slower swapped).
+    pub fn inverted(&self) -> Comparison {
+        let mut x = self.clone();
+        std::mem::swap(&mut x.n_valid_a, &mut x.n_valid_b);
+        std::mem::swap(&mut x.n_dnf_a, &mut x.n_dnf_b);
+        x.ratio = x.ratio.map(|r| 1.0 / r);
+        x.ratio_bound = match x.ratio_bound {
+            RatioBound::AtLeast => RatioBound::AtMost,
+            RatioBound::AtMost => RatioBound::AtLeast,
+            b => b,
+        };
+        x.ratio_ci_low = self.ratio_ci_high.map(|h| 1.0 / h);
+        x.ratio_ci_high = self.ratio_ci_low.map(|l| 1.0 / l);
+        let (na, nb) = self.runs();
+        x.u = x.u.map(|u| (na * nb) as f64 - u);
+        x.verdict = self.verdict.inverted();
+        x
+    }
+
     /// Observations (finished + DNF) per side.
     pub fn runs(&self) -> (usize, usize) {
         (self.n_valid_a + self.n_dnf_a, self.n_valid_b + self.n_dnf_b)
