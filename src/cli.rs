@@ -307,6 +307,11 @@ pub struct MatrixArgs {
     /// with, after a short emulator benchmark; 0: no calibration.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub calibration_runs: u32,
+    /// How long to watch the machine before the first run (other processes' CPU use, steal,
+    /// timer stalls); a machine that is not quiet is warned about and recorded in meta.json.
+    /// 0s: no check.
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub machine_check: Duration,
     /// Warm-up rounds per cell (run, saved, left out of the statistics).
     #[arg(long, default_value_t = 1)]
     pub warmup: u32,
@@ -1010,6 +1015,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         },
         shard: a.shard,
         calibration_runs: a.calibration_runs,
+        machine_check: a.machine_check,
         warmup: a.warmup,
         seed: a.seed,
         timeout: a.timeout,
@@ -1383,6 +1389,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 adaptive: None,
                 shard: None,
                 calibration_runs: 0,
+                machine_check: Duration::ZERO,
             };
             crate::matrix::execute::run(&req)?.dir
         }

@@ -185,6 +185,49 @@ pub fn pids() -> io::Result<Vec<i32>> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// /proc/<pid>/task/<tid>/schedstat
+
+/// A thread's scheduler statistics (`/proc/<pid>/task/<tid>/schedstat`, kept by the kernel's
+/// SCHED_INFO): nanoseconds on a CPU, nanoseconds runnable but waiting for one, and how many
+/// times it was given a CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    pub cpu_ns: u64,
+    pub wait_ns: u64,
+    pub slices: u64,
+}
+
+/// Parses schedstat text: `cpu_ns wait_ns slices`.
+pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
+    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(SchedStat {
+        cpu_ns: f.next()??,
+        wait_ns: f.next()??,
+        slices: f.next()??,
+    })
+}
+
+/// The scheduler statistics of thread `tid` of process `pid`.
+pub fn task_schedstat(pid: i32, tid: i32) -> io::Result<SchedStat> {
+    let path = format!("/proc/{pid}/task/{tid}/schedstat");
+    parse_schedstat(&read(&path)?).ok_or_else(|| invalid(&path))
+}
+
+/// The thread ids of process `pid` now.
+pub fn tids(pid: i32) -> io::Result<Vec<i32>> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect())
+}
+
+/// The calling thread's id.
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+// ---------------------------------------------------------------------------------------------
 // /proc/self/status
 
 /// The effective capability set (`CapEff:`, hexadecimal) of `/proc/<pid>/status` text.
@@ -381,6 +424,25 @@ pub fn open_thread_net_dev() -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_schedstat_and_reads_this_thread() {
+        assert_eq!(
+            parse_schedstat("307960520 299160112 110\n"),
+            Some(SchedStat {
+                cpu_ns: 307_960_520,
+                wait_ns: 299_160_112,
+                slices: 110
+            })
+        );
+        assert_eq!(parse_schedstat("12 x 3"), None);
+        assert_eq!(parse_schedstat("12 3"), None);
+        let me = task_schedstat(std::process::id() as i32, thread_id()).unwrap();
+        assert!(me.slices > 0);
+        assert!(tids(std::process::id() as i32)
+            .unwrap()
+            .contains(&thread_id()));
+    }
 
     const STAT: &str = "cpu  60148 153 8735 75966 844 7 118 111 0 0\n\
 cpu0 1 2 3 4 5 6 7 8 9 10\n\

@@ -129,6 +129,10 @@ pub struct RunRecord {
     /// Whole run, launch to teardown, ms.
     pub wall_ms: f64,
     pub machine: MachineSample,
+    /// Each side's CPU time and run-queue wait and everything else's CPU time during the
+    /// load (absent in records from before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<crate::contention::Contention>,
     pub link: Option<LinkSummary>,
     pub transport: Option<TransportSummary>,
     /// UDP/TCP counter deltas of the namespaces (`/proc/net/snmp`), by namespace then counter.
@@ -221,6 +225,7 @@ impl RunRecord {
             overhead: BrowserOverhead::default(),
             wall_ms: 0.0,
             machine: MachineSample::default(),
+            contention: None,
             link: None,
             transport: None,
             snmp: None,

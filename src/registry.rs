@@ -81,6 +81,9 @@ pub enum Scope {
     /// Every workload: the connections' TLS handshakes read from the link's packets (what a
     /// repeat view saves).
     Handshakes,
+    /// Every workload: what each side cost in CPU during the load and how long it waited for
+    /// one, and what else the machine ran (the report's "Machine during the run").
+    Contention,
 }
 
 /// One per-run metric.
@@ -560,6 +563,65 @@ pub static BROWSER_WAIT_MS: Metric = machine(
     |r| Some(r.overhead.wait_ms),
 );
 
+/// A contention figure: summarised per series.
+const fn contention(
+    name: &'static str,
+    label: &'static str,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        breakdown: Some(Scope::Contention),
+        ..machine(name, label, Unit::Ms, 1, derive)
+    }
+}
+
+fn usage(
+    rec: &RunRecord,
+    side: fn(&crate::contention::Contention) -> Option<crate::contention::Usage>,
+    value: fn(&crate::contention::Usage) -> f64,
+) -> Option<f64> {
+    rec.contention.as_ref().and_then(side).map(|u| value(&u))
+}
+
+/// CPU time of the browser's processes from the mark to the end of the load.
+pub static BROWSER_CPU_MS: Metric = contention("browser_cpu_ms", "browser CPU (ms)", |r| {
+    usage(r, |c| Some(c.browser), |u| u.cpu_ms)
+});
+/// Time the browser's threads were runnable but waited for a CPU (summed over threads).
+pub static BROWSER_RUNQ_MS: Metric =
+    contention("browser_runq_ms", "browser waited for a CPU (ms)", |r| {
+        usage(r, |c| Some(c.browser), |u| u.runq_ms)
+    });
+pub static SERVER_CPU_MS: Metric = contention("server_cpu_ms", "server CPU (ms)", |r| {
+    usage(r, |c| c.server, |u| u.cpu_ms)
+});
+pub static SERVER_RUNQ_MS: Metric =
+    contention("server_runq_ms", "server waited for a CPU (ms)", |r| {
+        usage(r, |c| c.server, |u| u.runq_ms)
+    });
+pub static EMULATOR_CPU_MS: Metric = contention("emulator_cpu_ms", "emulator CPU (ms)", |r| {
+    usage(r, |c| c.emulator, |u| u.cpu_ms)
+});
+pub static EMULATOR_RUNQ_MS: Metric =
+    contention("emulator_runq_ms", "emulator waited for a CPU (ms)", |r| {
+        usage(r, |c| c.emulator, |u| u.runq_ms)
+    });
+/// CPU time of everything else on the machine (other processes, kernel threads) in the same
+/// window: what a busy machine shows.
+pub static OTHERS_CPU_MS: Metric = contention("others_cpu_ms", "others' CPU (ms)", |r| {
+    r.contention.as_ref().map(|c| c.others_cpu_ms)
+});
+/// 1 when the run met a busy machine (`contention::Contention::disturbance`), else 0.
+pub static DISTURBED: Metric = Metric {
+    better: Better::Lower,
+    csv: CsvFormat::Int,
+    ..machine("disturbed", "met a busy machine", Unit::Count, 0, |r| {
+        r.contention
+            .as_ref()
+            .map(|c| f64::from(u8::from(c.disturbance().is_some())))
+    })
+};
+
 /// Every metric, in `runs.csv` column order.
 pub static ALL: &[&Metric] = &[
     &COMPLETION_MS,
@@ -621,6 +683,14 @@ pub static ALL: &[&Metric] = &[
     &TEARDOWN_MS,
     &BROWSER_WAIT_MS,
     &WALL_MS,
+    &BROWSER_CPU_MS,
+    &BROWSER_RUNQ_MS,
+    &SERVER_CPU_MS,
+    &SERVER_RUNQ_MS,
+    &EMULATOR_CPU_MS,
+    &EMULATOR_RUNQ_MS,
+    &OTHERS_CPU_MS,
+    &DISTURBED,
 ];
 
 /// The metric named `name` (a `runs.csv` column or a summary key).
@@ -725,6 +795,19 @@ mod tests {
                 "early_requests"
             ]
         );
-        assert_eq!(breakdown().count(), 23);
+        let contention: Vec<&str> = breakdown_for(Scope::Contention).map(|m| m.name).collect();
+        assert_eq!(
+            contention,
+            [
+                "browser_cpu_ms",
+                "browser_runq_ms",
+                "server_cpu_ms",
+                "server_runq_ms",
+                "emulator_cpu_ms",
+                "emulator_runq_ms",
+                "others_cpu_ms"
+            ]
+        );
+        assert_eq!(breakdown().count(), 30);
     }
 }

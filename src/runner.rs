@@ -187,6 +187,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         counters_before: (snmp_c0, snmp_s0),
         counters_after: (snmp_c1, snmp_s1),
         machine,
+        contention,
         wall_ms,
         capture,
     } = parts;
@@ -332,6 +333,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         overhead,
         wall_ms,
         machine,
+        contention: Some(contention),
         link,
         transport: server.summary,
         snmp,
@@ -665,6 +667,7 @@ mod tests {
             counters_before: Default::default(),
             counters_after: Default::default(),
             machine: MachineSample::default(),
+            contention: Default::default(),
             wall_ms: 1234.0,
             capture: Default::default(),
         }

@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use crate::browser::prelaunch::{self, Prelaunch, Ready};
 use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions, HOST};
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
+use crate::contention::{Contention, Snapshot, Tasks};
 use crate::fault::{self, FaultInjection};
 use crate::identity::{BrowserId, ServerId};
 use crate::metrics::Observation;
@@ -360,6 +361,9 @@ pub struct RunParts {
     pub counters_before: (snmp::Counters, snmp::Counters),
     pub counters_after: (snmp::Counters, snmp::Counters),
     pub machine: MachineSample,
+    /// Each side's CPU time and run-queue wait, and everything else's CPU time, from the mark
+    /// to the end of the load.
+    pub contention: Contention,
     /// Whole run, launch to collection, ms.
     pub wall_ms: f64,
     /// Packets, keys, NetLog and qlogs of the load.
@@ -385,6 +389,10 @@ pub trait LinkSide {
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
     /// Arms `f` against the emulator or the server's process group.
     fn arm_fault(&self, f: &FaultInjection, server_group: Option<i32>) -> Option<fault::Armed>;
+    /// The emulator's threads (none for a link without one).
+    fn emulator_tasks(&self) -> Vec<Tasks> {
+        Vec::new()
+    }
     /// Starts handing every packet to a tap (None: this link cannot).
     fn start_tap(&self) -> Option<Tap> {
         None
@@ -413,6 +421,13 @@ impl ClientSide for Link {
 }
 
 impl LinkSide for Link {
+    fn emulator_tasks(&self) -> Vec<Tasks> {
+        vec![Tasks::Threads {
+            pid: std::process::id() as i32,
+            tids: vec![self.emulator_thread()],
+        }]
+    }
+
     fn server_ip(&self) -> IpAddr {
         IpAddr::V4(Link::server_ip(self))
     }
@@ -629,6 +644,11 @@ fn launch_options(
     Ok((url, opts))
 }
 
+/// The CPUs this process may run on.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// The run protocol: get the run's browser (a fresh one, launched and settled), then mark the
 /// server and the link so that only the load is measured, load, end the link's interval with
 /// the load (and read the kernel's counters and the machine's), let the next run's browser
@@ -666,7 +686,17 @@ pub fn measure(
     let _ = link.take_stats();
     link.start_timeline();
     let counters_before = link.namespace_counters();
+    let sides = crate::contention::Sides {
+        browser: browser
+            .process_group()
+            .map(Tasks::Group)
+            .into_iter()
+            .collect(),
+        server: server.tasks(),
+        emulator: link.emulator_tasks(),
+    };
     let cpu0 = cpu_times();
+    let contention0 = Snapshot::take(&sides);
     let mut tap = if req.packet_tap {
         link.start_tap()
     } else {
@@ -690,7 +720,11 @@ pub fn measure(
             // nor is the next run's browser starting.
             link_stats = Some(link.take_stats());
             trace = tap.take().map(|t| link.finish_tap(t));
-            after = Some((cpu_times(), link.namespace_counters()));
+            after = Some((
+                cpu_times(),
+                Snapshot::take(&sides),
+                link.namespace_counters(),
+            ));
             browsers.window_closed();
             overhead = browser.close();
             match loaded {
@@ -708,7 +742,13 @@ pub fn measure(
     if let Some(a) = armed {
         a.disarm();
     }
-    let (cpu1, counters_after) = after.unwrap_or_else(|| (cpu_times(), link.namespace_counters()));
+    let (cpu1, contention1, counters_after) = after.unwrap_or_else(|| {
+        (
+            cpu_times(),
+            Snapshot::take(&sides),
+            link.namespace_counters(),
+        )
+    });
     let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
     if let Some(t) = tap.take() {
         trace = Some(link.finish_tap(t));
@@ -751,6 +791,7 @@ pub fn measure(
         counters_before,
         counters_after,
         machine: sample_between(&cpu0, &cpu1),
+        contention: Contention::between(&contention0, &contention1, cpus()),
         wall_ms: wall.elapsed().as_secs_f64() * 1e3,
         capture,
     })
@@ -896,6 +937,9 @@ mod tests {
                 anyhow::bail!("FakeBrowser did not start: no display")
             }
             Ok(())
+        }
+        fn process_group(&self) -> Option<i32> {
+            None
         }
         fn version(&self) -> Option<String> {
             Some("Fake 1".into())

@@ -42,6 +42,8 @@ fn matrix_args(tmp: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
         out.display().to_string(),
         "--timeout".into(),
         "30s".into(),
+        "--machine-check".into(),
+        "1s".into(),
     ];
     a.extend(extra.iter().map(|s| s.to_string()));
     a
@@ -221,6 +223,28 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "complete");
     assert!(meta.machine.chromium.contains("Chromium"));
+    // The machine was watched before the first run, and every run's contention measured:
+    // the browser and the embedded server used CPU, the emulator's thread was seen.
+    assert_eq!(meta.machine_checks.len(), 1);
+    let check = &meta.machine_checks[0];
+    assert!(check.seconds >= 1.0 && check.sleeps > 100, "{check:?}");
+    for r in &all {
+        let ms = |c: &str| {
+            r[c].parse::<f64>()
+                .unwrap_or_else(|_| panic!("{c} in {r:?}"))
+        };
+        assert!(ms("browser_cpu_ms") > 10.0, "{r:?}");
+        assert!(
+            ms("server_cpu_ms") > 0.0 && ms("emulator_cpu_ms") > 0.0,
+            "{r:?}"
+        );
+        assert!(ms("others_cpu_ms") >= 0.0 && ms("browser_runq_ms") >= 0.0);
+        assert!(r["disturbed"] == "0" || r["disturbed"] == "1");
+    }
+    assert!(s
+        .series
+        .iter()
+        .all(|x| x.breakdown.contains_key("browser_cpu_ms")));
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 

@@ -635,6 +635,7 @@ fn generate(
                             ..BrowserOverhead::default()
                         },
                         wall_ms: wall.round(),
+                        contention: None,
                         machine: MachineSample {
                             load1: 0.6,
                             steal_ms: rng.random_range(0.0..12.0_f64).round(),
@@ -757,6 +758,7 @@ fn generate(
         plan_hash: String::new(),
         shard: None,
         merged_from: vec![],
+        machine_checks: vec![],
     };
     Generated { meta, records }
 }

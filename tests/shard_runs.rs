@@ -57,6 +57,8 @@ fn shard_args(tmp: &Path, out: &Path, shard: &str) -> Vec<String> {
         "5",
         "--timeout",
         "30s",
+        "--machine-check",
+        "0s",
         "--calibration-runs",
         "2",
         "--shard",

@@ -250,6 +250,7 @@ fn replay_with(
         Command::new(env!("CARGO_BIN_EXE_pagebench"))
             .args(["matrix", "--profiles", "wired", "--protocols", protocols])
             .args(["--runs", &runs.to_string(), "--warmup", "0", "--quiet"])
+            .args(["--machine-check", "0s"])
             .arg("--workloads")
             .arg(format!("site:{}", dir.display()))
             .arg("--pages")

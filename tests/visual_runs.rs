@@ -132,6 +132,8 @@ fn speed_index_of_the_calibration_page_is_the_analytic_one_and_the_report_shows_
         "0",
         "--visual",
         "--quiet",
+        "--machine-check",
+        "0s",
         "--out",
         out.to_str().unwrap(),
     ]));

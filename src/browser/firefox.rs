@@ -547,6 +547,10 @@ impl Browser for Firefox {
         self.version.clone()
     }
 
+    fn process_group(&self) -> Option<i32> {
+        self.running.as_ref().map(|p| p.pgid)
+    }
+
     fn load(
         &mut self,
         url: &str,

@@ -398,6 +398,11 @@ fn high_fd(fd: OwnedFd) -> Result<OwnedFd> {
 }
 
 impl ChromiumProcess {
+    /// The process group every Chromium process of this launch is in.
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
     /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
     /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.

@@ -92,6 +92,9 @@ pub trait Browser {
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()>;
     /// The engine's version (`Chromium 156.0.…`, `Firefox 153.8.0esr`), once launched.
     fn version(&self) -> Option<String>;
+    /// The process group of the running browser (every process of the engine is in it), for
+    /// the CPU a run costs it; None when it is not running.
+    fn process_group(&self) -> Option<i32>;
     /// Loads `url` (a page of `kind` with `expected_resources` subresources) and returns what
     /// the browser observed and how the load ended. Errors only on a signal: every failure of
     /// the load itself is a [`LoadEnd`].

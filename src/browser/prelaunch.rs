@@ -180,6 +180,9 @@ mod tests {
                 .push(format!("launched {}", o.protocol));
             Ok(())
         }
+        fn process_group(&self) -> Option<i32> {
+            None
+        }
         fn version(&self) -> Option<String> {
             None
         }

@@ -78,6 +78,8 @@ pub struct MatrixRequest {
     pub shard: Option<super::shard::ShardSpec>,
     /// Runs of the reference series a shard calibrates its machine with (0: none).
     pub calibration_runs: u32,
+    /// How long to watch the machine before the first run (zero: no check).
+    pub machine_check: Duration,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -190,6 +192,7 @@ fn meta_for(
         plan_hash: String::new(),
         shard: None,
         merged_from: vec![],
+        machine_checks: vec![],
     }
 }
 
@@ -318,6 +321,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             planned.len()
         );
     } else {
+        if !req.machine_check.is_zero() {
+            meta.machine_checks.push(check_machine(req));
+            store::write_meta(&dir, &meta)?;
+        }
         if meta.shard.is_some() {
             describe_machine(req, &dir)?;
         }
@@ -378,6 +385,21 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         planned: planned.len(),
         adaptive: req.adaptive.is_some(),
     })
+}
+
+/// Watches the machine for `--machine-check` before the first run, and says when it is not
+/// quiet.
+fn check_machine(req: &MatrixRequest) -> crate::machine_check::MachineCheck {
+    let c = crate::machine_check::check(req.machine_check);
+    tracing::info!("machine check: {}", c.describe());
+    if !c.quiet() {
+        eprintln!(
+            "warning: the machine is not quiet — {}. Its runs will be disturbed (each run's contention is recorded and the report says how many met a busy machine); for published figures run on a quiet machine. Measured {}.",
+            c.problems.join("; "),
+            c.describe()
+        );
+    }
+    c
 }
 
 /// A shard's `machine.json`: the machine's fingerprint, and its calibration the first time (a
@@ -1146,6 +1168,7 @@ mod tests {
             plan_hash: String::new(),
             shard: None,
             merged_from: vec![],
+            machine_checks: vec![],
         }
     }
 

@@ -323,6 +323,10 @@ fn merged_meta(shards: &[ShardDir], complete: bool) -> Meta {
         .unwrap_or_default();
     meta.ended_at = shards.iter().filter_map(|s| s.meta.ended_at.clone()).max();
     meta.resumed_at = vec![];
+    meta.machine_checks = shards
+        .iter()
+        .flat_map(|s| s.meta.machine_checks.iter().cloned())
+        .collect();
     meta.plan_hash = meta.plan_hash();
     meta.merged_from = shards
         .iter()

@@ -407,6 +407,7 @@ pub fn resumed_request(
         adaptive: plan.adaptive,
         shard: stored.shard.as_ref().map(|s| s.spec),
         calibration_runs: given.calibration_runs,
+        machine_check: given.machine_check,
     })
 }
 
@@ -459,6 +460,7 @@ mod tests {
             adaptive: None,
             shard: None,
             calibration_runs: 5,
+            machine_check: Duration::ZERO,
         }
     }
 
@@ -525,6 +527,7 @@ mod tests {
                 cells: vec![],
             }),
             merged_from: vec![],
+            machine_checks: vec![],
         }
     }
 

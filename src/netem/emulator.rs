@@ -94,6 +94,8 @@ pub struct Emulator {
     realtime: bool,
     /// The CPU the thread is pinned to, if pinning was asked for and the kernel took it.
     pinned_cpu: Option<usize>,
+    /// The thread's id (for its CPU time and run-queue wait per run).
+    tid: i32,
 }
 
 impl Emulator {
@@ -118,7 +120,8 @@ impl Emulator {
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
         let wake_for_thread = wake.try_clone().context("duplicating the eventfd")?;
         let (commands, command_rx) = mpsc::channel();
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(bool, Option<usize>), String>>(1);
+        type Started = (bool, Option<usize>, i32);
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<Started, String>>(1);
         let thread = std::thread::Builder::new()
             .name(format!("netem-{name}").chars().take(15).collect())
             .spawn(move || {
@@ -162,11 +165,11 @@ impl Emulator {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok((rt, pinned)));
+                let _ = ready_tx.send(Ok((rt, pinned, crate::procfs::thread_id())));
                 lp.run();
             })
             .context("spawning the emulator thread")?;
-        let (realtime, pinned_cpu) = match ready_rx.recv() {
+        let (realtime, pinned_cpu, tid) = match ready_rx.recv() {
             Ok(Ok(started)) => started,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -183,7 +186,13 @@ impl Emulator {
             wake,
             realtime,
             pinned_cpu,
+            tid,
         })
+    }
+
+    /// The emulator thread's id.
+    pub fn thread_id(&self) -> i32 {
+        self.tid
     }
 
     /// Whether the thread runs under SCHED_FIFO.

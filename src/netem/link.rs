@@ -299,6 +299,11 @@ impl Link {
         self.emulator.as_ref().expect("emulator present until drop")
     }
 
+    /// The emulator thread's id (its CPU time and run-queue wait are a run's contention).
+    pub fn emulator_thread(&self) -> i32 {
+        self.emulator().thread_id()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

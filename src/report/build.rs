@@ -616,6 +616,7 @@ made (ratios a/b, verdicts after Holm).",
         tables.push(t.clone());
         doc.blocks.push(Block::Table(t));
     }
+    super::contention::section(&mut doc, data, &mut tables);
     if let Some(t) = super::machines::table(data) {
         doc.heading(2, "Machines", "machines");
         tables.push(t.clone());

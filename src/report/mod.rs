@@ -7,6 +7,7 @@ pub mod adaptive;
 pub mod attrition;
 pub mod build;
 pub mod chart_data;
+pub mod contention;
 pub mod doc;
 pub mod draw;
 pub mod filmstrip;
@@ -254,6 +255,12 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         warnings.push(format!(
             "{rows} of the {} planned runs (warm-ups included) are on record",
             meta.planned_runs
+        ));
+    }
+    for c in meta.machine_checks.iter().filter(|c| !c.quiet()) {
+        warnings.push(format!(
+            "the machine was not quiet before the runs ({}): see \"Machine during the run\"",
+            c.problems.join("; ")
         ));
     }
     let data = ReportData::new(meta, summary);

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::summary::{final_attempts, RunRow, SeriesKey};
 use crate::identity::Phase;
+use crate::registry;
 use crate::validate::{Outcome, ReasonClass, ReasonKind};
 
 /// The account of one series' measured attempts.
@@ -37,6 +38,12 @@ pub struct Attempts {
     /// Counted runs that were still rejected after every retry: neither a time nor a failure
     /// of the protocol.
     pub unmeasured: usize,
+    /// Attempts that met a busy machine (`contention::Contention::disturbance`), and of them
+    /// those rejected.
+    #[serde(default)]
+    pub disturbed: usize,
+    #[serde(default)]
+    pub disturbed_rejected: usize,
 }
 
 impl Attempts {
@@ -120,6 +127,10 @@ pub fn per_series(rows: &[RunRow]) -> BTreeMap<SeriesKey, Attempts> {
     for r in rows.iter().filter(|r| r.phase == Phase::Measure) {
         let a = out.entry(SeriesKey::of(r)).or_default();
         a.attempts += 1;
+        if r.value(&registry::DISTURBED) == Some(1.0) {
+            a.disturbed += 1;
+            a.disturbed_rejected += usize::from(r.measurement_failure);
+        }
         if r.measurement_failure {
             a.rejected += 1;
             for k in r.invalid_kinds.iter().filter(|k| is_measurement(**k)) {
@@ -145,6 +156,35 @@ pub fn per_series(rows: &[RunRow]) -> BTreeMap<SeriesKey, Attempts> {
         }
     }
     out
+}
+
+/// A share of disturbed attempts from which the summary warns that the machine was busy.
+pub const BUSY_WARNING_PCT: f64 = 5.0;
+
+/// "12 of 80 measured attempts met a busy machine (h2 3 of 40, h3 9 of 40) …" when at least
+/// [`BUSY_WARNING_PCT`] % did (None otherwise).
+pub fn busy_warning(accounts: &BTreeMap<SeriesKey, Attempts>) -> Option<String> {
+    let mut by_variant: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    for (k, a) in accounts {
+        let e = by_variant.entry(k.variant.name()).or_default();
+        e.0 += a.disturbed;
+        e.1 += a.attempts;
+        e.2 += a.disturbed_rejected;
+    }
+    let (disturbed, attempts, rejected) = by_variant
+        .values()
+        .fold((0, 0, 0), |s, v| (s.0 + v.0, s.1 + v.1, s.2 + v.2));
+    if disturbed == 0 || (disturbed as f64) < BUSY_WARNING_PCT / 100.0 * attempts as f64 {
+        return None;
+    }
+    let per: Vec<String> = by_variant
+        .iter()
+        .map(|(v, (d, n, _))| format!("{v} {d} of {n}"))
+        .collect();
+    Some(format!(
+        "the machine was busy: {disturbed} of {attempts} measured attempts met other processes' CPU use or steal ({}); {rejected} of them were rejected by the link gate — their figures are in \"Machine during the run\"",
+        per.join(", ")
+    ))
 }
 
 fn is_measurement(k: ReasonKind) -> bool {

@@ -101,6 +101,10 @@ pub struct Meta {
     /// `pagebench merge`: the shard directories this one was merged from, with their machines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<crate::results::shards::MergedShard>,
+    /// Was the machine quiet? The check made before the matrix started and before each
+    /// resume (`machine_check`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_checks: Vec<crate::machine_check::MachineCheck>,
 }
 
 #[cfg(test)]
@@ -131,6 +135,7 @@ impl Meta {
             plan_hash: String::new(),
             shard: None,
             merged_from: vec![],
+            machine_checks: vec![],
         }
     }
 }
@@ -652,6 +657,7 @@ mod tests {
             plan_hash: String::new(),
             shard: None,
             merged_from: vec![],
+            machine_checks: vec![],
         }
     }
 

@@ -931,6 +931,7 @@ pub fn summarize_runs_on(
             ));
         }
     }
+    warnings.extend(attempts::busy_warning(&accounts));
     let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
     for r in rows {
         let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);

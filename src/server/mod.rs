@@ -105,6 +105,8 @@ pub struct EmbeddedServer {
     registry: Arc<stats::Registry>,
     shutdown_tx: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
+    /// The ids of the threads that serve (the runtime's workers and the thread driving it).
+    threads: Arc<std::sync::Mutex<Vec<i32>>>,
 }
 
 impl EmbeddedServer {
@@ -195,12 +197,21 @@ impl EmbeddedServer {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
         let (tcp_listener, udp_socket) = (bound.tcp, bound.udp);
+        let threads: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
+        let (driver, workers) = (threads.clone(), threads.clone());
+        let note_thread = move |list: &std::sync::Mutex<Vec<i32>>| {
+            if let Ok(mut l) = list.lock() {
+                l.push(crate::procfs::thread_id());
+            }
+        };
         let thread = std::thread::Builder::new()
             .name(format!("pagebench-server-{port}"))
             .spawn(move || {
+                note_thread(&driver);
                 let rt = match tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .thread_name("pagebench-server-rt")
+                    .on_thread_start(move || note_thread(&workers))
                     .enable_all()
                     .build()
                 {
@@ -246,6 +257,7 @@ impl EmbeddedServer {
             registry,
             shutdown_tx,
             thread: Some(thread),
+            threads,
         })
     }
 
@@ -257,6 +269,11 @@ impl EmbeddedServer {
 
     pub fn port(&self) -> u16 {
         self.addr.port()
+    }
+
+    /// The ids of the threads that serve (for the CPU each run costs the server).
+    pub fn thread_ids(&self) -> Vec<i32> {
+        self.threads.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     pub fn addr(&self) -> SocketAddr {

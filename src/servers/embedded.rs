@@ -127,6 +127,13 @@ impl ServerUnderTest for Embedded {
         None
     }
 
+    fn tasks(&self) -> Vec<crate::contention::Tasks> {
+        vec![crate::contention::Tasks::Threads {
+            pid: std::process::id() as i32,
+            tids: self.server.thread_ids(),
+        }]
+    }
+
     fn describe(&self) -> ServerDescription {
         self.description.clone()
     }

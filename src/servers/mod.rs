@@ -51,6 +51,14 @@ pub trait ServerUnderTest {
     fn exited(&mut self) -> Option<String>;
     /// The process group of a server pagebench started as a child (the fault hook's target).
     fn process_group(&self) -> Option<i32>;
+    /// The threads that serve, whose CPU time and run-queue wait a run records (a child
+    /// server: its process group).
+    fn tasks(&self) -> Vec<crate::contention::Tasks> {
+        self.process_group()
+            .map(crate::contention::Tasks::Group)
+            .into_iter()
+            .collect()
+    }
     /// What it runs and what it applied, for the metadata.
     fn describe(&self) -> ServerDescription;
     /// Keeps a qlog of each QUIC connection from now on (`on`), or stops. Returns whether this

@@ -395,6 +395,12 @@ impl ServerUnderTest for SplitServer {
         self.quic.as_ref().map(|q| q.process_group())
     }
 
+    fn tasks(&self) -> Vec<crate::contention::Tasks> {
+        let helper = self.process_group().map(crate::contention::Tasks::Group);
+        let tcp = self.tcp.iter().flat_map(|t| t.tasks());
+        tcp.chain(helper).collect()
+    }
+
     fn describe(&self) -> ServerDescription {
         self.description.clone()
     }

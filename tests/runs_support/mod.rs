@@ -29,6 +29,8 @@ pub fn matrix(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
             "0",
             "--timeout",
             "60s",
+            "--machine-check",
+            "0s",
         ])
         .arg("--pages")
         .arg(tmp.join("pages"))
