@@ -14,6 +14,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use serde::{Deserialize, Serialize};
+
 /// Bytes one delivery opportunity lets through (mahimahi's `PACKET_SIZE`).
 pub const OPPORTUNITY_BYTES: u64 = 1500;
 
@@ -151,6 +153,75 @@ impl CapacityTrace {
     }
 }
 
+/// Where in a trace a run's load starts, as a share of the trace's period in parts per million.
+/// A matrix draws one per round from its seed, the same for every protocol, server and browser
+/// of that round: comparisons stay paired, and the rounds together sample the whole trace
+/// instead of replaying its first seconds every time.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct TraceStart(pub u32);
+
+impl TraceStart {
+    const PARTS: u64 = 1_000_000;
+
+    /// A start drawn from a 64-bit hash: uniform over the period (to 1 ppm).
+    pub fn from_hash(h: u64) -> TraceStart {
+        TraceStart((((h >> 32) * Self::PARTS) >> 32) as u32)
+    }
+
+    /// The offset into a trace of period `period_ns`.
+    pub fn offset_ns(self, period_ns: u64) -> u64 {
+        (u128::from(period_ns) * u128::from(self.0) / u128::from(Self::PARTS)) as u64
+    }
+}
+
+/// The capacity a trace offered one run: where the run started in it and the mean rate over the
+/// run's window (from its mark to the end of its load).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    pub offset_ms: f64,
+    pub mbit: f64,
+}
+
+impl Offered {
+    /// What `trace` offered a window of `window_ns` starting at `start` (pure).
+    pub fn of(trace: &CapacityTrace, start: TraceStart, window_ns: u64) -> Offered {
+        let from = start.offset_ns(trace.period_ns());
+        Offered {
+            offset_ms: from as f64 / 1e6,
+            mbit: trace.rate_between_bps(from, from + window_ns) / 1e6,
+        }
+    }
+}
+
+/// What a trace profile's traces offered one run (per direction; None where that direction
+/// has no trace).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TraceWindow {
+    pub start: TraceStart,
+    pub down: Option<Offered>,
+    pub up: Option<Offered>,
+}
+
+impl TraceWindow {
+    /// None when neither direction has a trace (pure).
+    pub fn of(
+        down: Option<&CapacityTrace>,
+        up: Option<&CapacityTrace>,
+        start: TraceStart,
+        window_ns: u64,
+    ) -> Option<TraceWindow> {
+        let offered = |t: Option<&CapacityTrace>| t.map(|t| Offered::of(t, start, window_ns));
+        (down.is_some() || up.is_some()).then(|| TraceWindow {
+            start,
+            down: offered(down),
+            up: offered(up),
+        })
+    }
+}
+
 /// The traces shipped in `profiles/traces/`, compiled in: (file name, text). A unit test checks
 /// that this table is exactly that directory's traces.
 pub const BUILT_IN: &[(&str, &str)] = &[
@@ -212,6 +283,26 @@ mod tests {
         assert_eq!(t.count_between(5_000_000, 5_000_000), 0);
         // 7 × 1500 B per 10 ms = 8.4 Mbit/s.
         assert!((t.mean_rate_bps() - 8.4e6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_trace_start_is_a_share_of_the_period_and_offered_is_the_window_s_rate() {
+        assert_eq!(TraceStart(0).offset_ns(10_000_000), 0);
+        assert_eq!(TraceStart(500_000).offset_ns(10_000_000), 5_000_000);
+        assert!(TraceStart::from_hash(u64::MAX).0 < 1_000_000);
+        let spread: Vec<u32> = (0..1000u64)
+            .map(|i| TraceStart::from_hash(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).0)
+            .collect();
+        let low = spread.iter().filter(|x| **x < 500_000).count();
+        assert!((400..600).contains(&low), "{low} of 1000 in the first half");
+        // Opportunities at 0, 1 ms, 4 ms (…) of a 10 ms period: (4 ms, 14 ms] holds 4.333,
+        // 4.666, 10, 10.333, 10.666, 11 and 14: 7 × 1500 B in 10 ms.
+        let t = CapacityTrace::parse("0\n0\n1\n4\n4\n4\n10\n").unwrap();
+        let o = Offered::of(&t, TraceStart(400_000), 10_000_000);
+        assert_eq!(o.offset_ms, 4.0);
+        assert!((o.mbit - 8.4).abs() < 1e-9, "{o:?}");
+        let late = Offered::of(&t, TraceStart(500_000), 4_000_000);
+        assert_eq!(late.mbit, 0.0, "(5 ms, 9 ms] has no opportunity");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::capacity::TraceStart;
 use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::protocol::Variant;
 
@@ -128,6 +129,10 @@ pub struct PlannedRun {
     pub round: u32,
     /// 1-based position within its round.
     pub position: u32,
+    /// Where a trace profile's capacity trace starts at the mark: one draw per round, the
+    /// same for every run of the round.
+    #[serde(default)]
+    pub trace_start: TraceStart,
 }
 
 impl PlannedRun {
@@ -184,6 +189,13 @@ fn cell_seed(seed: u64, profile: &str, workload: &str) -> [u8; 32] {
     key
 }
 
+/// Where the capacity trace starts in one round of a cell: drawn from the seed and the round
+/// alone (not the run order), so every run of the round meets the same seconds of the trace.
+fn round_trace_start(seed: u64, profile: &str, workload: &str, round_tag: &str) -> TraceStart {
+    let label = format!("trace start {profile} {workload} {round_tag}");
+    TraceStart::from_hash(crate::stats::derive_seed(seed, &label))
+}
+
 /// The whole plan, in run order.
 pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let mut out = Vec::new();
@@ -209,11 +221,12 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
             for (phase, round) in phases {
                 let mut order = combos.clone();
                 order.shuffle(&mut rng);
+                let tag = match phase {
+                    Phase::Warmup => format!("w{round}"),
+                    Phase::Measure => format!("r{round:02}"),
+                };
+                let trace_start = round_trace_start(spec.seed, profile, workload, &tag);
                 for (pos, (server, browser, view, variant)) in order.into_iter().enumerate() {
-                    let tag = match phase {
-                        Phase::Warmup => format!("w{round}"),
-                        Phase::Measure => format!("r{round:02}"),
-                    };
                     let server_part = if multi_server {
                         format!("-{server}")
                     } else {
@@ -243,6 +256,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                         phase,
                         round,
                         position: pos as u32 + 1,
+                        trace_start,
                     });
                 }
             }
@@ -291,6 +305,42 @@ mod tests {
         assert_eq!(p[3].phase, Phase::Measure);
         let ids: std::collections::BTreeSet<_> = p.iter().map(|r| r.id.clone()).collect();
         assert_eq!(ids.len(), p.len(), "ids are unique");
+    }
+
+    #[test]
+    fn trace_starts_are_paired_per_round_and_spread_over_rounds() {
+        let mut two_servers = spec(7);
+        two_servers.servers = vec!["embedded".into(), "caddy".into()];
+        two_servers.runs = 40;
+        let p = plan(&two_servers);
+        type Round = (String, String, bool, u32);
+        let mut by_round: std::collections::BTreeMap<Round, Vec<TraceStart>> = Default::default();
+        for r in &p {
+            let measured = r.phase == Phase::Measure;
+            let key = (r.profile.clone(), r.workload.clone(), measured, r.round);
+            by_round.entry(key).or_default().push(r.trace_start);
+        }
+        for (round, starts) in &by_round {
+            assert_eq!(starts.len(), 6, "3 protocols × 2 servers in {round:?}");
+            assert!(
+                starts.iter().all(|s| *s == starts[0]),
+                "{round:?}: {starts:?}"
+            );
+        }
+        // Rounds differ, and 40 rounds of one cell spread over the trace (missing three of its
+        // tenths by chance has a probability below 10⁻⁴).
+        let cell: Vec<u32> = by_round
+            .iter()
+            .filter(|((p, w, measured, _), _)| p == "wired" && w == "page10" && *measured)
+            .map(|(_, s)| s[0].0)
+            .collect();
+        let tenths: std::collections::BTreeSet<u32> = cell.iter().map(|s| s / 100_000).collect();
+        assert!(tenths.len() >= 8, "{cell:?}");
+        // Cells differ too, and the same seed gives the same starts.
+        let other = &by_round[&("mobile".into(), "page10".into(), true, 1)];
+        assert_ne!(other[0].0, cell[0]);
+        let again: Vec<TraceStart> = plan(&two_servers).iter().map(|r| r.trace_start).collect();
+        assert_eq!(again, p.iter().map(|r| r.trace_start).collect::<Vec<_>>());
     }
 
     #[test]

@@ -133,6 +133,10 @@ pub struct RunRecord {
     /// load (absent in records from before it was measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<crate::contention::Contention>,
+    /// A trace profile's: where the run started in its traces and what they offered during
+    /// the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::capacity::TraceWindow>,
     pub link: Option<LinkSummary>,
     pub transport: Option<TransportSummary>,
     /// UDP/TCP counter deltas of the namespaces (`/proc/net/snmp`), by namespace then counter.
@@ -226,6 +230,7 @@ impl RunRecord {
             wall_ms: 0.0,
             machine: MachineSample::default(),
             contention: None,
+            trace: None,
             link: None,
             transport: None,
             snmp: None,

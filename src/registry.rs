@@ -84,6 +84,8 @@ pub enum Scope {
     /// Every workload: what each side cost in CPU during the load and how long it waited for
     /// one, and what else the machine ran (the report's "Machine during the run").
     Contention,
+    /// Trace profiles: what the capacity trace offered each load (the report's trace table).
+    Trace,
 }
 
 /// One per-run metric.
@@ -353,6 +355,63 @@ pub static LATENESS_P99_DOWN_US: Metric = link_figure(
     "release lateness p99 down (µs)",
     Unit::Us,
     |r| link(r, |l| l.lateness_p99_down_us),
+);
+fn behind(rec: &RunRecord, f: fn(&crate::netem::behind::BehindSummary) -> f64) -> Option<f64> {
+    let s = rec.link_stats.as_ref()?.stats.as_ref()?;
+    Some(f(&s.up.behind).max(f(&s.down.behind)))
+}
+
+/// How long the emulator was behind its schedule during the load (the direction that was
+/// behind longer): what its lateness can have added to the load (`netem::behind`).
+pub static BEHIND_MS: Metric = link_figure(
+    "behind_ms",
+    "emulator behind schedule (ms)",
+    Unit::Ms,
+    |r| behind(r, |b| b.ms),
+);
+/// Its longest spell.
+pub static BEHIND_LONGEST_MS: Metric = link_figure(
+    "behind_longest_ms",
+    "longest spell behind schedule (ms)",
+    Unit::Ms,
+    |r| behind(r, |b| b.longest_ms),
+);
+fn offered(
+    rec: &RunRecord,
+    dir: fn(&crate::capacity::TraceWindow) -> Option<crate::capacity::Offered>,
+) -> Option<f64> {
+    rec.trace.as_ref().and_then(dir).map(|o| o.mbit)
+}
+
+/// A trace profile's: the mean capacity its downlink trace offered during the load (from the
+/// round's start in the trace, `capacity::TraceStart`).
+pub static OFFERED_DOWN_MBIT: Metric = Metric {
+    breakdown: Some(Scope::Trace),
+    ..link_figure(
+        "offered_down_mbit",
+        "capacity offered down (Mbit/s)",
+        Unit::MbitPerS,
+        |r| offered(r, |t| t.down),
+    )
+};
+pub static OFFERED_UP_MBIT: Metric = Metric {
+    breakdown: Some(Scope::Trace),
+    ..link_figure(
+        "offered_up_mbit",
+        "capacity offered up (Mbit/s)",
+        Unit::MbitPerS,
+        |r| offered(r, |t| t.up),
+    )
+};
+/// Where the load started in the trace (the downlink's, else the uplink's), ms from its start.
+pub static TRACE_OFFSET_MS: Metric = link_figure(
+    "trace_offset_ms",
+    "start in the trace (ms)",
+    Unit::Ms,
+    |r| {
+        let t = r.trace.as_ref()?;
+        t.down.or(t.up).map(|o| o.offset_ms)
+    },
 );
 pub static MODEL_RTT_MS: Metric = link_figure("model_rtt_ms", "model RTT (ms)", Unit::Ms, |r| {
     link(r, |l| l.model_rtt_ms)
@@ -653,6 +712,11 @@ pub static ALL: &[&Metric] = &[
     &EMU_DROPS_DOWN,
     &LATENESS_P99_UP_US,
     &LATENESS_P99_DOWN_US,
+    &BEHIND_MS,
+    &BEHIND_LONGEST_MS,
+    &OFFERED_DOWN_MBIT,
+    &OFFERED_UP_MBIT,
+    &TRACE_OFFSET_MS,
     &MODEL_RTT_MS,
     &ACHIEVED_RTT_MS,
     &OFFERED_RTT_MS,
@@ -808,6 +872,6 @@ mod tests {
                 "others_cpu_ms"
             ]
         );
-        assert_eq!(breakdown().count(), 30);
+        assert_eq!(breakdown().count(), 32);
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::capacity::{TraceStart, TraceWindow};
 use crate::fault::FaultInjection;
 use crate::identity::{BrowserId, Phase, ServerId, View};
 use crate::metrics;
@@ -54,6 +55,8 @@ pub struct RunSpec {
     /// Tap the link's packets for the head-of-line analysis (always, but in `bench tap`'s
     /// control arm).
     pub packet_tap: bool,
+    /// Where a capacity trace starts at the mark (the plan's draw for the round).
+    pub trace_start: TraceStart,
 }
 
 impl RunSpec {
@@ -87,6 +90,7 @@ impl RunSpec {
             visual: false,
             capture: crate::capture::CaptureSet::none(),
             packet_tap: true,
+            trace_start: TraceStart::default(),
         }
     }
 }
@@ -144,6 +148,7 @@ pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
         capture: &spec.capture,
         packet_tap: spec.packet_tap,
         repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
+        trace_start: spec.trace_start,
     }
 }
 
@@ -297,6 +302,22 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         verdict.invalidate(ReasonKind::Server, why);
     }
     let link = stats.as_ref().map(|s| link_summary(s, &check));
+    let trace = stats.as_ref().and_then(|s| {
+        TraceWindow::of(
+            spec.profile
+                .down_trace
+                .as_ref()
+                .and_then(|t| t.trace())
+                .map(|t| &**t),
+            spec.profile
+                .up_trace
+                .as_ref()
+                .and_then(|t| t.trace())
+                .map(|t| &**t),
+            spec.trace_start,
+            (s.elapsed_s * 1e9) as u64,
+        )
+    });
     let snmp = Some(snmp::NamespaceDeltas {
         client: snmp::delta(&snmp_c0, &snmp_c1),
         server: snmp::delta(&snmp_s0, &snmp_s1),
@@ -334,6 +355,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         wall_ms,
         machine,
         contention: Some(contention),
+        trace,
         link,
         transport: server.summary,
         snmp,
@@ -606,6 +628,19 @@ pub fn describe(rec: &RunRecord) -> String {
         rec.machine.load1,
         rec.machine.steal_ms
     ));
+    if let Some(c) = &rec.contention {
+        s.push_str(&format!("  contention: {}\n", c.describe()));
+    }
+    if let Some(t) = &rec.trace {
+        let dir = |name: &str, o: Option<crate::capacity::Offered>| {
+            o.map(|o| format!("{name} {:.2} Mbit/s from {:.0} ms", o.mbit, o.offset_ms))
+        };
+        let parts: Vec<String> = [dir("down", t.down), dir("up", t.up)]
+            .into_iter()
+            .flatten()
+            .collect();
+        s.push_str(&format!("  trace offered: {}\n", parts.join(", ")));
+    }
     s
 }
 

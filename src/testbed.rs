@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 
 use crate::browser::prelaunch::{self, Prelaunch, Ready};
 use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions, HOST};
+use crate::capacity::TraceStart;
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::contention::{Contention, Snapshot, Tasks};
 use crate::fault::{self, FaultInjection};
@@ -337,6 +338,8 @@ pub struct LoadRequest<'a> {
     /// A repeat view (with what it does to the HTTP cache): a first navigation of the same
     /// page in the same browser during the launch; None: a first visit.
     pub repeat: Option<crate::browser::RepeatCache>,
+    /// Where a capacity trace starts at the mark.
+    pub trace_start: TraceStart,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -383,7 +386,7 @@ pub trait LinkSide {
     fn take_stats(&self) -> Result<LinkStats>;
     /// Starts the link's events (outages, NAT rebinding, a trace's position) now: the run's
     /// mark.
-    fn start_timeline(&self);
+    fn start_timeline(&self, trace_start: TraceStart);
     /// UDP/TCP counters of the client and the server namespace (empty where a namespace
     /// cannot be entered any more).
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
@@ -447,9 +450,9 @@ impl LinkSide for Link {
         Link::take_stats(self)
     }
 
-    fn start_timeline(&self) {
+    fn start_timeline(&self, trace_start: TraceStart) {
         // A link that cannot start it has stopped: the run's link gate says so.
-        if let Err(e) = Link::start_timeline(self) {
+        if let Err(e) = Link::start_timeline(self, trace_start) {
             tracing::warn!("cannot start the link's timeline: {e:#}");
         }
     }
@@ -684,7 +687,7 @@ pub fn measure(
     // events count from here.
     server.mark();
     let _ = link.take_stats();
-    link.start_timeline();
+    link.start_timeline(req.trace_start);
     let counters_before = link.namespace_counters();
     let sides = crate::contention::Sides {
         browser: browser
@@ -854,7 +857,7 @@ mod tests {
                 ..LinkStats::default()
             })
         }
-        fn start_timeline(&self) {
+        fn start_timeline(&self, _trace_start: TraceStart) {
             self.0.borrow_mut().push("link timeline".into());
         }
         fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
@@ -992,6 +995,7 @@ mod tests {
             capture: &CaptureSet::none(),
             packet_tap: true,
             repeat: None,
+            trace_start: TraceStart::default(),
         };
         let cert = Certificate::generate().unwrap();
         let parts = measure(&link, &mut server, &mut browsers, &cert, &req).unwrap();

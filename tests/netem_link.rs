@@ -291,7 +291,7 @@ fn tcp_download_on_a_recorded_trace_reaches_the_trace_s_rate() {
         .clone();
     let link = link(&tmobile);
     // The trace plays from the timeline's start (a run's mark).
-    let t0 = link.start_timeline().unwrap();
+    let t0 = link.start_timeline(Default::default()).unwrap();
     let _ = link.take_stats().unwrap();
     let (bytes, from, to) = bulk_download(&link, Duration::from_secs(2), Duration::from_secs(5));
     let stats = link.take_stats().unwrap();

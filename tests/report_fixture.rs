@@ -636,6 +636,7 @@ fn generate(
                         },
                         wall_ms: wall.round(),
                         contention: None,
+                        trace: None,
                         machine: MachineSample {
                             load1: 0.6,
                             steal_ms: rng.random_range(0.0..12.0_f64).round(),

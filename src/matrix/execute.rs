@@ -787,7 +787,7 @@ pub enum PlanEnd {
 fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u32) -> RunSpec {
     let id = record::attempt_id(&p.id, attempt);
     RunSpec {
-        fault: ctx.faults.iter().find(|f| f.run_id == id).cloned(),
+        fault: FaultInjection::for_attempt(ctx.faults, &p.id, attempt).cloned(),
         id,
         plan_id: p.id.clone(),
         attempt,
@@ -807,6 +807,7 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         visual: ctx.visual,
         capture: ctx.capture.clone(),
         packet_tap: true,
+        trace_start: p.trace_start,
     }
 }
 

@@ -10,3 +10,6 @@ pub mod resume;
 pub mod series;
 pub mod shard;
 pub mod visual_bench;
+
+#[cfg(test)]
+mod selection_tests;

@@ -25,7 +25,7 @@ pub enum Service {
     Unlimited,
     /// Constant rate, bits per second.
     Rate(f64),
-    /// Delivery opportunities of a recorded trace, from the timeline's epoch.
+    /// Delivery opportunities of a recorded trace, from the timeline's epoch and trace start.
     Trace(Arc<CapacityTrace>),
 }
 
@@ -60,8 +60,10 @@ pub struct Bottleneck {
     outage_since_departure: bool,
     /// The next event, recomputed after every change.
     next: Option<Instant>,
-    /// The timeline's start: a trace's time 0.
+    /// The timeline's start (the run's mark)…
     epoch: Instant,
+    /// …is this far into a trace ([`crate::capacity::TraceStart`]).
+    trace_offset_ns: u64,
     scratch: Vec<Queued>,
 }
 
@@ -69,6 +71,7 @@ impl Bottleneck {
     pub fn new(service: Service, qdisc: Discipline, epoch: Instant) -> Bottleneck {
         Bottleneck {
             epoch,
+            trace_offset_ns: 0,
             service,
             qdisc,
             free_at: None,
@@ -157,6 +160,10 @@ impl Bottleneck {
     /// after a new timeline (a mark): a trace restarts from its beginning.
     pub fn schedule(&mut self, tl: &mut Timeline) {
         self.epoch = tl.epoch();
+        self.trace_offset_ns = match &self.service {
+            Service::Trace(trace) => tl.trace_start().offset_ns(trace.period_ns()),
+            _ => 0,
+        };
         if self.is_empty() {
             self.next = None;
             return;
@@ -164,8 +171,9 @@ impl Bottleneck {
         let mut t = self.free_at.unwrap_or(self.epoch);
         loop {
             if let Service::Trace(trace) = &self.service {
-                let since = t.saturating_duration_since(self.epoch).as_nanos() as u64;
-                t = self.epoch + Duration::from_nanos(trace.next_at_or_after(since));
+                let since = self.trace_ns(t);
+                t = self.epoch
+                    + Duration::from_nanos(trace.next_at_or_after(since) - self.trace_offset_ns);
             }
             match tl.down_until(t) {
                 Some(up) => {
@@ -176,6 +184,11 @@ impl Bottleneck {
             }
         }
         self.next = Some(t);
+    }
+
+    /// `t` on the trace's clock.
+    fn trace_ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64 + self.trace_offset_ns
     }
 
     fn depart(
@@ -192,8 +205,8 @@ impl Bottleneck {
             (Service::Rate(bps), Some(d)) if back_to_back => (exit - d).as_secs_f64() * bps / 8.0,
             (Service::Trace(trace), Some(d)) if back_to_back => {
                 // The opportunities in (d, exit], on the trace's clock.
-                let ns = |t: Instant| t.saturating_duration_since(self.epoch).as_nanos() as u64;
-                (trace.count_between(ns(d), ns(exit)) * OPPORTUNITY_BYTES) as f64
+                (trace.count_between(self.trace_ns(d), self.trace_ns(exit)) * OPPORTUNITY_BYTES)
+                    as f64
             }
             _ => 0.0,
         };

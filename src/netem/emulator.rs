@@ -20,6 +20,7 @@ use anyhow::{anyhow, Context, Result};
 use super::host;
 use super::model::{ChosenDrop, Counters, Direction, DirectionConfig, LinkDirection};
 use super::trace::TapPacket;
+use crate::capacity::TraceStart;
 
 /// Bounds of how early a SCHED_FIFO emulator wakes before a due time to spin the rest.
 pub const SPIN_MARGIN_MIN: Duration = Duration::from_micros(5);
@@ -83,7 +84,7 @@ enum Command {
     /// Test hook: drop one chosen packet of a direction (index 0 up, 1 down).
     DropChosen(usize, ChosenDrop),
     /// Start the events' timeline now (the run's mark); replies with its start.
-    StartTimeline(Sender<Instant>),
+    StartTimeline(TraceStart, Sender<Instant>),
 }
 
 /// The running emulator thread; stops (and closes the TUN fds) when dropped.
@@ -228,10 +229,10 @@ impl Emulator {
     }
 
     /// Starts the events' timeline of both directions now (outages, NAT rebinding and a trace's
-    /// position count from the returned instant).
-    pub fn start_timeline(&self) -> Result<Instant> {
+    /// position count from the returned instant; a trace from `trace_start`).
+    pub fn start_timeline(&self, trace_start: TraceStart) -> Result<Instant> {
         let (reply, rx) = mpsc::channel();
-        self.send(Command::StartTimeline(reply))?;
+        self.send(Command::StartTimeline(trace_start, reply))?;
         rx.recv_timeout(Duration::from_secs(10))
             .map_err(|_| anyhow!("the emulator thread did not answer (stopped or stuck)"))
     }
@@ -616,11 +617,11 @@ impl Loop {
                     }
                     self.tap = tap;
                 }
-                Command::StartTimeline(reply) => {
+                Command::StartTimeline(trace_start, reply) => {
                     let now = Instant::now();
                     for d in &mut self.dirs {
                         d.account_offered(now);
-                        d.start_timeline(now);
+                        d.start_timeline(now, trace_start);
                     }
                     let _ = reply.send(now);
                 }

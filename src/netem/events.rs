@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::capacity::TraceStart;
 use crate::profile::{OutageMode, Profile};
 
 /// The events of a profile, relative to the mark.
@@ -63,6 +64,8 @@ pub struct Timeline {
     /// The random process is drawn up to here (ns from the epoch).
     drawn_until: u64,
     rng: Option<ChaCha8Rng>,
+    /// Where a capacity trace starts at the epoch.
+    trace_start: TraceStart,
 }
 
 impl Timeline {
@@ -77,7 +80,18 @@ impl Timeline {
             random: Vec::new(),
             drawn_until: 0,
             rng,
+            trace_start: TraceStart::default(),
         }
+    }
+
+    /// The same timeline with a capacity trace starting at `start` at the epoch.
+    pub fn with_trace_start(mut self, start: TraceStart) -> Timeline {
+        self.trace_start = start;
+        self
+    }
+
+    pub fn trace_start(&self) -> TraceStart {
+        self.trace_start
     }
 
     pub fn config(&self) -> &EventsConfig {

@@ -17,6 +17,7 @@ use super::netns::{self, Namespace};
 use super::stats::{self_check, DirectionStats, LinkEvents, LinkStats, SelfCheck};
 use super::trace::{PacketTrace, TapPacket};
 use super::tun::{open_tun, DeviceCounters, DeviceStatsReader};
+use crate::capacity::TraceStart;
 use crate::profile::Profile;
 
 /// TUN device name in the client namespace.
@@ -339,9 +340,10 @@ impl Link {
     }
 
     /// Starts the events' timeline now — the run's mark: outages, NAT rebinding and a trace's
-    /// position count from the returned instant (see [`crate::netem::events`]).
-    pub fn start_timeline(&self) -> Result<Instant> {
-        self.emulator().start_timeline()
+    /// position count from the returned instant (see [`crate::netem::events`]); a capacity
+    /// trace from `trace_start`.
+    pub fn start_timeline(&self, trace_start: TraceStart) -> Result<Instant> {
+        self.emulator().start_timeline(trace_start)
     }
 
     /// Counters since the link was built or the last [`Link::take_stats`].

@@ -49,6 +49,7 @@
 //! cleanup on a forced exit; [`cleanup::remove_stale`] removes what a killed process left.
 
 pub mod aqm;
+pub mod behind;
 pub mod bench;
 pub mod bottleneck;
 pub mod cleanup;

@@ -57,7 +57,7 @@ use super::events::{EventsConfig, Timeline};
 use super::histogram::Histogram;
 use super::jitter::VaryingDelay;
 use super::nat;
-use crate::capacity::CapacityTrace;
+use crate::capacity::{CapacityTrace, TraceStart};
 use crate::profile::{JitterModel, OutageMode, Profile, QueueLimit};
 
 /// Which way a packet travels. `Up` is client → server, `Down` is server → client.
@@ -299,6 +299,8 @@ pub struct Counters {
     pub reorders: u64,
     /// Release time minus due time of every released packet.
     pub lateness: Histogram,
+    /// The spells the emulator was behind its schedule (lateness beyond its precision).
+    pub behind: super::behind::Behind,
     /// Time each packet waited in the bottleneck's queue (dequeue − enqueue).
     pub sojourn: Histogram,
     /// Sum over released packets of (due − wire exit): the delay the model intended.
@@ -408,11 +410,13 @@ impl LinkDirection {
     }
 
     /// Starts the events' timeline at `now` (the run's mark): outages, NAT rebinding and a
-    /// trace's position count from here.
-    pub fn start_timeline(&mut self, now: Instant) {
+    /// trace's position count from here, the trace from `trace_start`.
+    pub fn start_timeline(&mut self, now: Instant, trace_start: TraceStart) {
         self.advance(now);
         self.marks += 1;
-        self.timeline = Some(Timeline::new(self.cfg.events.clone(), now, self.marks));
+        self.timeline = Some(
+            Timeline::new(self.cfg.events.clone(), now, self.marks).with_trace_start(trace_start),
+        );
         match (self.bottleneck.as_mut(), self.timeline.as_mut()) {
             // The queue stays as it is (its packets, CoDel's state); its service follows the
             // new timeline (a trace restarts, outages are the new ones).
@@ -787,6 +791,7 @@ impl LinkDirection {
         c.packets_out += 1;
         c.bytes_out += len;
         c.lateness.record((now - p.due).as_nanos() as u64);
+        c.behind.released(p.due, now);
         c.intended_sum_ns += (p.due - p.wire_exit).as_nanos();
         c.delay_sum_ns += (now - p.wire_exit).as_nanos();
         c.fifo_hold_sum_ns += p.fifo_hold.as_nanos();
@@ -1446,7 +1451,7 @@ mod tests {
             },
             1,
         );
-        d.start_timeline(t0);
+        d.start_timeline(t0, TraceStart::default());
         let span_ns = 3_000_000_000u64;
         let expected: Vec<u64> = trace
             .offsets_ns()
@@ -1485,7 +1490,7 @@ mod tests {
         let t0 = Instant::now();
         // Opportunities at 0, 1 and 4 ms of every 10 ms.
         let mut d = LinkDirection::new(traced("0\n1\n4\n10\n", 100), 1);
-        d.start_timeline(t0);
+        d.start_timeline(t0, TraceStart::default());
         // Queued just before the first opportunity (stamps 0 and 10 share millisecond 0: at 0
         // and 0.5 ms): 3 × 500 B share the first; 1000 B leaves at the second, and the next
         // 1000 B spans it and the one at 1 ms.
@@ -1501,10 +1506,25 @@ mod tests {
         let out = drain(&mut d, t0, ms(100));
         assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), [ms(10)]);
         // A new timeline (the next run's mark) restarts the trace.
-        d.start_timeline(t0 + ms(13));
+        d.start_timeline(t0 + ms(13), TraceStart::default());
         d.offer(t0 + ms(13), pkt(1500));
         let out = drain(&mut d, t0, ms(100));
         assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), [ms(13)]);
+    }
+
+    #[test]
+    fn a_trace_start_moves_the_mark_into_the_trace() {
+        let t0 = Instant::now();
+        // Opportunities at 0, 1 and 4 ms of every 10 ms; the mark at 4 ms into it (40 %).
+        let mut d = LinkDirection::new(traced("0\n1\n4\n10\n", 100), 1);
+        d.start_timeline(t0, TraceStart(400_000));
+        for _ in 0..3 {
+            d.offer(t0, pkt(1500));
+        }
+        let out = drain(&mut d, t0, ms(100));
+        let at: Vec<Duration> = out.iter().map(|x| x.1).collect();
+        // 4 ms → 0; the next repetition's 0 (and its second stamp at 0.5 ms) → 6 and 6.5 ms.
+        assert_eq!(at, [ms(0), ms(6), Duration::from_micros(6_500)]);
     }
 
     /// A window-limited sender (Reno-like: slow start to the first drop, then +1 packet per
@@ -1524,7 +1544,7 @@ mod tests {
             },
             3,
         );
-        d.start_timeline(t0);
+        d.start_timeline(t0, TraceStart::default());
         d.keep_late_drops(true);
         let return_path = ms(10);
         let (mut cwnd, mut inflight, mut slow_start) = (10.0f64, 0u64, true);
@@ -1612,7 +1632,7 @@ mod tests {
                 },
                 3,
             );
-            d.start_timeline(t0);
+            d.start_timeline(t0, TraceStart::default());
             // A bulk flow 300 packets ahead, then a small packet of another flow.
             for _ in 0..300 {
                 d.offer(t0, udp_pkt(1500, 1000));
@@ -1666,8 +1686,8 @@ mod tests {
             },
             2,
         );
-        up.start_timeline(t0);
-        down.start_timeline(t0);
+        up.start_timeline(t0, TraceStart::default());
+        down.start_timeline(t0, TraceStart::default());
         for d in [&mut up, &mut down] {
             let fates: Vec<Verdict> = [99, 100, 149, 150]
                 .iter()
@@ -1705,7 +1725,7 @@ mod tests {
         d.start_idle_timeline(t0);
         assert_eq!(d.offer(t0 + ms(120), pkt(100)), Verdict::Queued);
         d.account_offered(t0 + ms(300));
-        d.start_timeline(t0 + ms(300));
+        d.start_timeline(t0 + ms(300), TraceStart::default());
         assert_eq!(
             d.offer(t0 + ms(420), pkt(100)),
             Verdict::Dropped(DropCause::Outage)
@@ -1725,7 +1745,7 @@ mod tests {
             },
             1,
         );
-        d.start_timeline(t0);
+        d.start_timeline(t0, TraceStart::default());
         for t in [90, 120, 140] {
             assert_eq!(d.offer(t0 + ms(t), pkt(100)), Verdict::Queued);
         }
@@ -1744,7 +1764,7 @@ mod tests {
             },
             1,
         );
-        d.start_timeline(t0);
+        d.start_timeline(t0, TraceStart::default());
         for t in [95, 110, 120] {
             d.offer(t0 + ms(t), pkt(1250));
         }
@@ -1780,8 +1800,8 @@ mod tests {
             },
             2,
         );
-        up.start_timeline(t0);
-        down.start_timeline(t0);
+        up.start_timeline(t0, TraceStart::default());
+        down.start_timeline(t0, TraceStart::default());
         let port = |p: &[u8], at: usize| u16::from_be_bytes([p[20 + at], p[21 + at]]);
         up.offer(t0 + ms(49), udp_pkt(100, 40_000));
         up.offer(t0 + ms(50), udp_pkt(100, 40_000));

@@ -3,7 +3,8 @@
 //! a measurement of the profile and must not count. Checked per direction from the emulator's
 //! per-packet sums: the delay the packets really got against the delay the model intended for
 //! them (both directions summed: `achieved_rtt_ms` vs `model_rtt_ms`), loss against its 99.9 %
-//! binomial interval, release lateness, packets the kernel dropped before the emulator read
+//! binomial interval, the time the emulator was behind its schedule (material only above a
+//! share of the run and of its RTT; the lateness p99 alone is noted), packets the kernel dropped before the emulator read
 //! them, the rate while saturated (a recorded trace's rate over the same periods), that the
 //! events' timeline started at the run's mark, IO errors — and whether the emulator was still
 //! running. Queue delays per discipline, outage time and drops by cause are reported.
@@ -19,8 +20,18 @@ use super::model::Counters;
 use super::tun::DeviceCounters;
 use crate::profile::{JitterModel, Profile};
 
-/// Release lateness p99 above this fails the run.
-pub const LATENESS_P99_MAX_US: f64 = 1000.0;
+/// The emulator's lateness is material when the time it was behind its schedule
+/// (`netem::behind`: the union of the spells in which released packets were later than its
+/// ordinary precision) exceeds this share of the run's interval — what it can have added to
+/// the load —, at least [`BEHIND_MIN_MS`] …
+pub const BEHIND_MAX_SHARE: f64 = 0.01;
+pub const BEHIND_MIN_MS: f64 = 1.0;
+/// … or when one spell was longer than this share of the profile's RTT (at least
+/// [`BEHIND_MIN_MS`]): long enough, near a round trip, to fire a protocol's loss timers.
+pub const BEHIND_SPELL_MAX_RTT: f64 = 0.25;
+/// Release lateness p99 above this is noted (not a fault: the time behind schedule says
+/// whether it mattered).
+pub const LATENESS_P99_NOTE_US: f64 = 1000.0;
 /// Achieved RTT may differ from the model's by at most max(this, [`RTT_TOLERANCE_FRACTION`]).
 pub const RTT_TOLERANCE_MS: f64 = 0.5;
 pub const RTT_TOLERANCE_FRACTION: f64 = 0.01;
@@ -74,6 +85,9 @@ pub struct DirectionStats {
     pub reorders: u64,
     /// Actual release time − due time.
     pub lateness: LatencySummary,
+    /// How long the emulator was behind its schedule (absent in records from before).
+    #[serde(default)]
+    pub behind: super::behind::BehindSummary,
     /// Mean delay the model intended for the released packets (from leaving the rate limit, or
     /// arriving, to the due time): configured delay + jitter + any hold for order.
     #[serde(default)]
@@ -145,6 +159,7 @@ impl DirectionStats {
             outage_s: c.outage_ns as f64 / 1e9,
             reorders: c.reorders,
             lateness: c.lateness.summary(),
+            behind: c.behind.summary(),
             mean_intended_ms: per(c.intended_sum_ns),
             mean_delay_ms: per(c.delay_sum_ns),
             mean_offered_ms: (c.offered_span_ns > 0.0)
@@ -321,12 +336,24 @@ pub enum LinkFault {
     },
     /// The kernel dropped packets in the TUN queue: the emulator did not read them in time.
     TunDrops { way: Way, dropped: u64 },
-    /// Packets left the emulator late.
+    /// Packets left the emulator late (the gate of results from before the time behind
+    /// schedule was measured; never raised now).
     LateReleases {
         way: Way,
         p99_us: f64,
         median_us: f64,
         max_us: f64,
+    },
+    /// The emulator was behind its schedule long enough to change the run: in all, or in one
+    /// spell.
+    BehindSchedule {
+        way: Way,
+        behind_ms: f64,
+        longest_ms: f64,
+        interval_ms: f64,
+        /// The most it may be behind in all, and in one spell.
+        max_ms: f64,
+        max_spell_ms: f64,
     },
     /// The rate while saturated differs from the configured rate (or what the trace offered).
     RateOff {
@@ -383,7 +410,18 @@ impl fmt::Display for LinkFault {
                 max_us,
             } => write!(
                 f,
-                "{way}: release lateness p99 {p99_us:.0} µs (> {LATENESS_P99_MAX_US:.0} µs): packets left the emulator late (median {median_us:.0} µs, max {max_us:.0} µs)"
+                "{way}: release lateness p99 {p99_us:.0} µs (> 1000 µs): packets left the emulator late (median {median_us:.0} µs, max {max_us:.0} µs)"
+            ),
+            LinkFault::BehindSchedule {
+                way,
+                behind_ms,
+                longest_ms,
+                interval_ms,
+                max_ms,
+                max_spell_ms,
+            } => write!(
+                f,
+                "{way}: the emulator was behind its schedule for {behind_ms:.1} ms of {interval_ms:.0} ms (at most {max_ms:.1} ms), its longest spell {longest_ms:.1} ms (at most {max_spell_ms:.1} ms): its lateness can have changed the load"
             ),
             LinkFault::RateOff {
                 way,
@@ -451,11 +489,13 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     let trace_mbit = |t: &Option<crate::profile::TraceFile>| t.as_ref().map(|t| t.mean_mbit);
+    let interval_ms = stats.elapsed_s * 1e3;
     let up = check_direction(
         Way::Up,
         &stats.up,
         profile,
         profile.up_mbit.or(trace_mbit(&profile.up_trace)),
+        interval_ms,
         &mut faults,
         &mut notes,
     );
@@ -464,6 +504,7 @@ pub fn self_check(stats: &LinkStats, profile: &Profile) -> SelfCheck {
         &stats.down,
         profile,
         profile.down_mbit.or(trace_mbit(&profile.down_trace)),
+        interval_ms,
         &mut faults,
         &mut notes,
     );
@@ -530,24 +571,56 @@ pub fn rtt_tolerance_ms(model_rtt_ms: f64) -> f64 {
     RTT_TOLERANCE_MS.max(RTT_TOLERANCE_FRACTION * model_rtt_ms)
 }
 
+/// The most time behind schedule a run of `interval_ms` on `profile` may have, in all and in
+/// one spell (see [`BEHIND_MAX_SHARE`], [`BEHIND_SPELL_MAX_RTT`]).
+pub fn behind_bounds_ms(interval_ms: f64, profile: &Profile) -> (f64, f64) {
+    (
+        (BEHIND_MAX_SHARE * interval_ms).max(BEHIND_MIN_MS),
+        (BEHIND_SPELL_MAX_RTT * profile.rtt_ms).max(BEHIND_MIN_MS),
+    )
+}
+
+/// The emulator's lateness is a fault only when material; late releases that were not are a
+/// note.
+fn check_behind(
+    way: Way,
+    s: &DirectionStats,
+    profile: &Profile,
+    interval_ms: f64,
+    faults: &mut Vec<LinkFault>,
+    notes: &mut Vec<String>,
+) {
+    let (max_ms, max_spell_ms) = behind_bounds_ms(interval_ms, profile);
+    let b = s.behind;
+    if b.ms > max_ms || b.longest_ms > max_spell_ms {
+        faults.push(LinkFault::BehindSchedule {
+            way,
+            behind_ms: b.ms,
+            longest_ms: b.longest_ms,
+            interval_ms,
+            max_ms,
+            max_spell_ms,
+        });
+    } else if s.lateness.count > 0 && s.lateness.p99_us > LATENESS_P99_NOTE_US {
+        notes.push(format!(
+            "{way}: release lateness p99 {:.0} µs (max {:.0} µs), but the emulator was behind its schedule for only {:.1} ms of {interval_ms:.0} ms (longest spell {:.1} ms): not material",
+            s.lateness.p99_us, s.lateness.max_us, b.ms, b.longest_ms
+        ));
+    }
+}
+
 fn check_direction(
     way: Way,
     s: &DirectionStats,
     profile: &Profile,
     rate: Option<f64>,
+    interval_ms: f64,
     faults: &mut Vec<LinkFault>,
     notes: &mut Vec<String>,
 ) -> DirectionCheck {
     let configured_delay_ms = profile.one_way_ms();
     let delay_error_ms = s.lateness.mean_us / 1e3;
-    if s.lateness.count > 0 && s.lateness.p99_us > LATENESS_P99_MAX_US {
-        faults.push(LinkFault::LateReleases {
-            way,
-            p99_us: s.lateness.p99_us,
-            median_us: s.lateness.median_us,
-            max_us: s.lateness.max_us,
-        });
-    }
+    check_behind(way, s, profile, interval_ms, faults, notes);
     if s.mean_fifo_hold_ms > FIFO_HOLD_NOTE_MS {
         let why = match profile.jitter_model {
             JitterModel::Fifo => {
@@ -852,6 +925,11 @@ mod tests {
         let mut up = quiet_stats(20_000);
         up.dropped_loss = 300; // 1.5 %: outside [155, 248]
         up.lateness.p99_us = 2500.0;
+        up.behind = crate::netem::behind::BehindSummary {
+            ms: 150.0,
+            longest_ms: 4.0,
+            spells: 40,
+        };
         up.tun_tx_dropped = 12;
         up.write_errors = 1;
         let mut down = quiet_stats(20_000);
@@ -865,7 +943,7 @@ mod tests {
             .faults
             .iter()
             .map(|f| match f {
-                LinkFault::LateReleases { way: Way::Up, .. } => "late",
+                LinkFault::BehindSchedule { way: Way::Up, .. } => "late",
                 LinkFault::LossOutsideInterval { way: Way::Up, .. } => "loss",
                 LinkFault::TunDrops { way: Way::Up, .. } => "tun",
                 LinkFault::IoErrors { way: Way::Up, .. } => "io",
@@ -876,7 +954,7 @@ mod tests {
         let text = c.fault_text();
         for needle in [
             "outside the 99.9 %",
-            "p99 2500",
+            "behind its schedule for 150.0 ms of 10000 ms (at most 100.0 ms)",
             "TUN queue",
             "write errors",
         ] {
@@ -885,6 +963,43 @@ mod tests {
         // Steal is reported, not a fault by itself: its effects are what the checks see.
         assert!(c.warnings[0].contains("steal"), "{:?}", c.warnings);
         assert!((c.up.measured_loss_pct - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn lateness_is_a_fault_only_when_the_emulator_was_behind_long_enough_to_matter() {
+        let p = Profile::simple("x", 40.0, 0.0, 0.0);
+        // A 10 s interval: at most 100 ms behind in all, 10 ms (a quarter RTT) in one spell.
+        assert_eq!(behind_bounds_ms(10_000.0, &p), (100.0, 10.0));
+        assert_eq!(
+            behind_bounds_ms(50.0, &Profile::simple("y", 0.0, 0.0, 0.0)),
+            (1.0, 1.0)
+        );
+        let run = |ms: f64, longest_ms: f64, p99_us: f64| {
+            let mut down = quiet_stats(20_000);
+            down.lateness.p99_us = p99_us;
+            down.behind = crate::netem::behind::BehindSummary {
+                ms,
+                longest_ms,
+                spells: 3,
+            };
+            self_check(&stats(quiet_stats(1000), down), &p)
+        };
+        // p99 of 3 ms (the old gate's fault), 12 ms behind in 10 s: not material, a note.
+        let c = run(12.0, 5.0, 3000.0);
+        assert!(c.ok, "{:?}", c.faults);
+        assert!(c.notes[0].contains("not material"), "{:?}", c.notes);
+        // Behind for 2 % of the interval, or one spell of 15 ms at 40 ms RTT: faults.
+        for (ms, longest) in [(200.0, 5.0), (15.0, 15.0)] {
+            let c = run(ms, longest, 3000.0);
+            assert!(
+                matches!(
+                    c.faults[..],
+                    [LinkFault::BehindSchedule { way: Way::Down, .. }]
+                ),
+                "{ms} {longest}: {:?}",
+                c.faults
+            );
+        }
     }
 
     #[test]

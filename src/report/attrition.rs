@@ -115,21 +115,27 @@ fn marked(data: &ReportData) -> Vec<String> {
             }
             let x = &c.comparison;
             let mut text = format!(
-                "`{}/{}` {}{} — {}",
+                "`{}/{}` {}{} — counted runs: {}{}",
                 c.profile,
                 c.workload,
                 c.label(),
                 if why.is_empty() { "" } else { " †" },
-                words::verdict_with_ratio(c, &x.verdict, x)
+                words::verdict_with_ratio(c, &x.verdict, x),
+                p_text(x)
             );
-            if let Some(p) = x.p_holm {
-                text.push_str(&format!(", p = {}", fmt_p(p)));
+            if let Some(a) = c.attrition.as_ref().filter(|_| !why.is_empty()) {
+                let first = &a.first_attempts;
+                text.push_str(&format!(
+                    "; first attempts: {}{}",
+                    words::verdict_with_ratio(c, &first.verdict, first),
+                    p_text(first)
+                ));
             }
             if let Some(f) = failures {
                 text.push_str(&format!("; {f}"));
             }
             for w in why {
-                text.push_str(&format!(". {}", sentence_case(&w)));
+                text.push_str(&format!(". {w}"));
             }
             text.push('.');
             Some(text)
@@ -137,11 +143,9 @@ fn marked(data: &ReportData) -> Vec<String> {
         .collect()
 }
 
-/// `s` with its first letter upper-case.
-fn sentence_case(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
+/// `, p = 0.012` (empty without a test).
+fn p_text(x: &crate::stats::Comparison) -> String {
+    x.p_holm
+        .map(|p| format!(", p = {}", fmt_p(p)))
+        .unwrap_or_default()
 }

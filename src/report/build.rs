@@ -454,6 +454,24 @@ these networks — and why?",
         }
     }
 
+    let traces: Vec<Table> = data
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            data.setups
+                .iter()
+                .filter_map(|s| tables::trace_capacity(data, w, s))
+        })
+        .collect();
+    if !traces.is_empty() {
+        doc.heading(2, "Trace capacity offered", "trace");
+        doc.para(tables::TRACE_INTRO);
+        for t in traces {
+            tables.push(t.clone());
+            doc.blocks.push(Block::Table(t));
+        }
+    }
+
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for setup in &data.setups {

@@ -11,6 +11,7 @@ use super::study::{study_ratio, study_value, StudyValue};
 use crate::identity::Setup;
 use crate::protocol::Variant;
 use crate::registry::{self, Metric, Precision, Scope};
+use crate::results::summary::SeriesStats;
 use crate::workload::WorkloadKind;
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
@@ -566,6 +567,85 @@ pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> 
             "Medians over the valid runs [95 % CI], ms from navigation start: FCP = First Contentful Paint; LCP = Largest Contentful Paint (on the generated pages, the hero image); hero = the Element Timing of the page's `elementtiming=\"hero\"` image; with `--visual`, Speed Index (∫ (1 − visual progress) dt, WebPageTest's), Visually Complete and First Visual Change from the screencast; CLS = Cumulative Layout Shift (unitless). `pagebench report --metric lcp|fcp|speed-index` makes one of them the headline of every comparison."
                 .into(),
         ],
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
+/// What the trace tables' columns mean (the section's paragraph).
+pub const TRACE_INTRO: &str = "A trace profile's capacity varies over its trace. Each round of a cell starts the trace at its own seeded point, the same for every protocol, server and browser of the round, so comparisons stay paired and the rounds together sample the whole trace. Offered: the trace's mean capacity over each load (mark to end of load), median over the series' valid runs [min–max]; the profile column gives the trace's own mean.";
+
+/// The median [min–max] of one trace metric over a series' valid runs.
+fn spread_cell(s: &SeriesStats, metric: &Metric) -> Cell {
+    let Some(b) = s.breakdown.get(metric.name) else {
+        return Cell::missing();
+    };
+    let ms = |c: Option<crate::stats::Censored>| c.and_then(|c| c.ms());
+    match (ms(b.median), ms(b.min), ms(b.max)) {
+        (Some(m), Some(lo), Some(hi)) => Cell::text(format!("{m:.2} [{lo:.2}–{hi:.2}]")),
+        _ => Cell::missing(),
+    }
+}
+
+/// The mean capacity of a profile's traces, "down / up" Mbit/s (None: no trace or unreadable).
+fn trace_means(data: &ReportData, profile: &str) -> Option<String> {
+    let p = data.meta.profiles.iter().find(|q| q.name == profile)?;
+    let mean = |t: &Option<crate::profile::TraceFile>| {
+        let mut t = t.clone()?;
+        t.resolve(crate::profile::TraceBase::BuiltIn).ok()?;
+        t.trace().map(|t| format!("{:.2}", t.mean_rate_bps() / 1e6))
+    };
+    let (down, up) = (mean(&p.down_trace), mean(&p.up_trace));
+    (down.is_some() || up.is_some()).then(|| {
+        format!(
+            "{} / {}",
+            down.unwrap_or_else(|| "—".into()),
+            up.unwrap_or_else(|| "—".into())
+        )
+    })
+}
+
+/// One workload on the trace profiles: per series the capacity its loads were offered, beside
+/// the headline (and a transfer's goodput).
+pub fn trace_capacity(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Trace).collect();
+    let mut rows = Vec::new();
+    for p in data.profiles_in(workload, setup) {
+        let profile_cell = match trace_means(data, &p) {
+            Some(m) => format!("{p} (trace mean {m} Mbit/s)"),
+            None => p.clone(),
+        };
+        for v in data.variants_in(workload, setup) {
+            let Some(s) = data.series(&p, workload, setup, v) else {
+                continue;
+            };
+            if !metrics.iter().any(|m| s.breakdown.contains_key(m.name)) {
+                continue;
+            }
+            let mut r = vec![
+                Cell::label(profile_cell.clone()),
+                Cell::label(v.name()),
+                series_cell(data, &p, workload, setup, v),
+            ];
+            r.extend(metrics.iter().map(|m| spread_cell(s, m)));
+            r.push(spread_cell(s, &registry::GOODPUT_MBIT));
+            rows.push(r);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut header = series_header(data, workload, &metrics);
+    header.push(registry::GOODPUT_MBIT.label.into());
+    Some(Table {
+        id: table_id(data, &format!("trace-{workload}"), setup),
+        title: format!(
+            "Trace capacity offered: {}{}",
+            workload_phrase(workload),
+            title_suffix(data, setup)
+        ),
+        intro: vec![],
         header,
         rows,
         notes: vec![],

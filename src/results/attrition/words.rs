@@ -77,19 +77,19 @@ pub fn explain(c: &CellComparison) -> Vec<String> {
 fn sentence(c: &CellComparison, a: &Attrition, m: &Mark) -> String {
     match m {
         Mark::Selection { more_rejected } => format!(
-            "{}'s attempts were rejected more often ({} {}, Fisher p = {} after Holm): the counted runs are a selection that depends on the protocol — what a busy machine rejects are mostly the slower loads",
+            "Selection: {}'s attempts were rejected more often ({} {}, Fisher p = {} after Holm): the counted runs are a selection that depends on the protocol — what a busy machine rejects are mostly the slower loads",
             side_name(c, *more_rejected),
             side_name(c, Side::A),
             rates(&a.rejections),
             fmt_p(a.rejections.p_holm)
         ),
         Mark::FirstAttempts { counted, first } => format!(
-            "on every planned run's first attempt (rejected ones included) the verdict is {}, where the counted runs say {}",
+            "First attempts: on every planned run's first attempt (rejected ones included) the verdict is {}, where the counted runs say {}",
             verdict_with_ratio(c, first, &a.first_attempts),
             verdict_with_ratio(c, counted, &c.comparison)
         ),
         Mark::FailsMore { side } => format!(
-            "{} failed more often as a load of its protocol ({} {}: {}, Fisher p = {} after Holm){}",
+            "Failures: {} failed more often as a load of its protocol ({} {}: {}, Fisher p = {} after Holm){}",
             side_name(c, *side),
             side_name(c, Side::A),
             rates(&a.failures),
