@@ -591,6 +591,50 @@ pub enum BenchTarget {
     /// What tapping the link's packets (the head-of-line analysis, on in every run) costs:
     /// loadEventEnd with and without the tap, interleaved as `bench visual`.
     Tap(BenchVisualArgs),
+    /// How often `--runs auto` calls a difference that is not there: simulated cells of two
+    /// protocols drawn from one distribution, run until the stopping rule stops them, judged
+    /// by the summary's verdict; beside them the same cells at fixed run counts. CPU only.
+    Stopping(BenchStoppingArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchStoppingArgs {
+    /// Simulated cells per distribution (2000: the rate's 95 % CI within about ±1 % at 5 %).
+    #[arg(long, default_value_t = 2000)]
+    pub cells: usize,
+    /// Distributions of the load times, comma-separated: lognormalCV (CV in percent) or
+    /// stalls (5 % CV, one run in ten stalled by a Pareto factor).
+    #[arg(
+        long,
+        default_value = "lognormal5,lognormal10,lognormal20,stalls",
+        value_delimiter = ','
+    )]
+    pub shapes: Vec<String>,
+    #[arg(long, default_value_t = 5)]
+    pub min_runs: u32,
+    #[arg(long, default_value_t = 30)]
+    pub max_runs: u32,
+    /// `--precision` values to run the rule with, comma-separated.
+    #[arg(long, default_value = "5,10", value_delimiter = ',')]
+    pub precision: Vec<f64>,
+    /// Fixed run counts to compare with, comma-separated.
+    #[arg(long, default_value = "10,30", value_delimiter = ',')]
+    pub fixed_runs: Vec<u32>,
+    /// median(h3) / median(h2) of the simulated distributions: 1 (no difference) measures
+    /// false positives; below 1 measures power.
+    #[arg(long, default_value_t = 1.0)]
+    pub true_ratio: f64,
+    /// Bootstrap resamples per CI (the matrix's own count by default).
+    #[arg(long, default_value_t = crate::stats::DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -932,6 +976,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             bench_visual(v, crate::matrix::visual_bench::Treatment::Capture(kinds))
         }
         BenchTarget::Tap(v) => bench_visual(v, crate::matrix::visual_bench::Treatment::Tap),
+        BenchTarget::Stopping(s) => bench_stopping(s),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -1404,6 +1449,48 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     crate::atomic::write_file(&dir.join("link-bench.md"), text.as_bytes())?;
     print!("{text}");
     println!("(from {}; also in link-bench.md there)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_stopping(a: BenchStoppingArgs) -> Result<ExitCode> {
+    use crate::matrix::stopping_sim::{self, Shape, SimConfig};
+    let started = std::time::Instant::now();
+    let mut results = Vec::new();
+    for name in &a.shapes {
+        let shape: Shape = name.parse()?;
+        let cfg = SimConfig {
+            shape,
+            cells: a.cells,
+            seed: a.seed,
+            min_runs: a.min_runs,
+            max_runs: a.max_runs,
+            precisions: a.precision.clone(),
+            fixed_runs: a.fixed_runs.clone(),
+            resamples: a.resamples,
+            true_ratio: a.true_ratio,
+            threads: a.threads,
+        };
+        eprintln!(
+            "pagebench bench stopping: {} cells of {} …",
+            a.cells,
+            shape.describe()
+        );
+        results.push(stopping_sim::simulate(&cfg)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!(
+            "h3 against h2, median ratio {} (1: no true difference, so every difference called is a false positive); one comparison per cell (a Holm family of one); {} resamples; seed {}:\n",
+            a.true_ratio, a.resamples, a.seed
+        );
+        print!("{}", stopping_sim::table(&results, a.max_runs));
+        println!(
+            "\n{} cells per distribution in {:.0} s",
+            a.cells,
+            started.elapsed().as_secs_f64()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

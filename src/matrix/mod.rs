@@ -9,6 +9,7 @@ pub mod merge;
 pub mod resume;
 pub mod series;
 pub mod shard;
+pub mod stopping_sim;
 pub mod visual_bench;
 
 #[cfg(test)]

@@ -28,9 +28,7 @@ pub fn table(data: &ReportData) -> Option<Table> {
         let summaries: Vec<&crate::stats::SeriesSummary> =
             series.iter().map(|x| &x.completion).collect();
         let widest = widest_ci_pct(&comparisons, &summaries);
-        let counted =
-            |x: &SeriesStats| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf;
-        let rounds = series.iter().map(|x| counted(x)).max().unwrap_or(0);
+        let rounds = series.iter().map(|x| x.counted_runs()).max().unwrap_or(0);
         let precise = widest.is_some_and(|w| w <= a.precision_pct);
         let why = if precise && rounds < a.max_runs as usize {
             Cell::new(format!("precise after {rounds} rounds"), CellClass::Faster)
@@ -55,7 +53,7 @@ pub fn table(data: &ReportData) -> Option<Table> {
                         } else {
                             x.key.variant.name()
                         };
-                        format!("{name} {}", counted(x))
+                        format!("{name} {}", x.counted_runs())
                     })
                     .collect::<Vec<_>>()
                     .join(", "),

@@ -340,13 +340,23 @@ pub fn document(
     let s = &data.summary;
     let (valid, invalid, dnf) = s.series.iter().fold((0, 0, 0), |acc, x| {
         (
-            acc.0 + x.completion.n_valid,
+            acc.0 + x.valid_runs(),
             acc.1 + x.completion.n_invalid,
             acc.2 + x.completion.n_dnf,
         )
     });
+    let without: usize = s.series.iter().map(|x| x.without_headline).sum();
+    let without = if without > 0 {
+        format!(
+            " ({without} of the valid runs have no {}: they are left out of the medians and \
+comparisons, counted per series under \"Invalid and unfinished runs\")",
+            crate::results::summary::metric_word(&s.metric)
+        )
+    } else {
+        String::new()
+    };
     doc.para(format!(
-        "{} series ({} profiles × {} workloads × {} protocols{}), {} measured runs: {valid} valid, \
+        "{} series ({} profiles × {} workloads × {} protocols{}), {} measured runs: {valid} valid{without}, \
 {invalid} invalid, {dnf} did not finish. Is HTTP/1.1, HTTP/2 or HTTP/3 faster for these pages on \
 these networks — and why?",
         s.series.len(),

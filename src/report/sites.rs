@@ -55,10 +55,7 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
                     .iter()
                     .filter(|s| s.key.workload == *w && s.key.variant == *v)
                     .fold((0, 0), |(a, b), s| {
-                        (
-                            a + s.completion.n_valid,
-                            b + s.completion.n_valid + s.completion.n_invalid + s.completion.n_dnf,
-                        )
+                        (a + s.valid_runs(), b + s.counted_runs())
                     });
                 format!("{v} {valid}/{all}")
             })

@@ -11,7 +11,7 @@ use super::study::{study_ratio, study_value, StudyValue};
 use crate::identity::Setup;
 use crate::protocol::Variant;
 use crate::registry::{self, Metric, Precision, Scope};
-use crate::results::summary::SeriesStats;
+use crate::results::summary::{metric_word, SeriesStats};
 use crate::workload::WorkloadKind;
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
@@ -67,7 +67,16 @@ pub fn series_cell(
             } else {
                 CellClass::Text
             };
-            Cell::new(series_text(&s.completion, NumFormat::Plain), class)
+            let mut text = series_text(&s.completion, NumFormat::Plain);
+            if s.without_headline > 0 {
+                text.push_str(&format!(
+                    " · {} of {} valid without {}",
+                    s.without_headline,
+                    s.valid_runs(),
+                    metric_word(&data.summary.metric)
+                ));
+            }
+            Cell::new(text, class)
         }
     }
 }
@@ -1220,22 +1229,25 @@ pub fn all_series(data: &ReportData, workload: &str, setup: &Setup) -> Option<Ta
     })
 }
 
-/// One line per series with invalid or DNF runs: what went wrong, how often.
+/// One line per series with invalid or DNF runs, or valid runs without the headline figure:
+/// what went wrong, how often.
 pub fn problem_runs(data: &ReportData) -> Vec<String> {
     data.summary
         .series
         .iter()
-        .filter(|s| s.completion.n_invalid > 0 || s.completion.n_dnf > 0)
+        .filter(|s| s.completion.n_invalid > 0 || s.completion.n_dnf > 0 || s.without_headline > 0)
         .map(|s| {
             let c = &s.completion;
-            let total = c.n_valid + c.n_invalid + c.n_dnf;
-            let mut t = format!(
-                "`{}`: {} of {total} runs valid, {} invalid, {} did not finish",
-                s.key.label(),
-                c.n_valid,
-                c.n_invalid,
-                c.n_dnf
-            );
+            let mut t = format!("`{}`:", s.key.label());
+            if c.n_invalid > 0 || c.n_dnf > 0 {
+                t.push_str(&format!(
+                    " {} of {} runs valid, {} invalid, {} did not finish",
+                    s.valid_runs(),
+                    s.counted_runs(),
+                    c.n_invalid,
+                    c.n_dnf
+                ));
+            }
             if !s.invalid_reasons.is_empty() {
                 let reasons: Vec<String> = s
                     .invalid_reasons
@@ -1252,6 +1264,16 @@ pub fn problem_runs(data: &ReportData) -> Vec<String> {
             }
             if c.median_is_dnf() {
                 t.push_str(" — median did not finish");
+            }
+            if s.without_headline > 0 {
+                let sep = if c.n_invalid > 0 || c.n_dnf > 0 { ";" } else { "" };
+                t.push_str(&format!(
+                    "{sep} {} of {} valid runs have no {}: left out of its median and comparisons, which use the other {}",
+                    s.without_headline,
+                    s.valid_runs(),
+                    metric_word(&data.summary.metric),
+                    c.n_valid
+                ));
             }
             t
         })
@@ -1293,7 +1315,7 @@ mod tests {
     use crate::plan::PlanSpec;
     use crate::protocol::Variant;
     use crate::results::store::Meta;
-    use crate::results::summary::{summarize_runs, RunRow};
+    use crate::results::summary::{summarize_runs_on, RunRow};
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
@@ -1317,7 +1339,12 @@ mod tests {
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        let summary = summarize_runs(rows, 3, 500, &[], 120_000.0).unwrap();
+        data_on(&crate::registry::COMPLETION_MS, rows, servers)
+    }
+
+    /// The report data of `rows` deciding on `headline` (`report --metric`).
+    fn data_on(headline: &'static Metric, rows: &[RunRow], servers: &[&str]) -> ReportData {
+        let summary = summarize_runs_on(headline, rows, 3, 500, &[], 120_000.0).unwrap();
         let meta = Meta::fixture(
             PlanSpec {
                 profiles: vec!["wired".into()],
@@ -1368,6 +1395,47 @@ mod tests {
         assert!(download(&d, &embedded).is_err());
         assert!(!has_sweep(&d) && sweep(&d, &embedded, None).is_none());
         assert!(servers(&d).is_empty());
+    }
+
+    #[test]
+    fn valid_runs_without_the_headline_are_shown_per_series() {
+        use crate::registry::LCP_MS;
+        let mut rows = Vec::new();
+        for r in 1..=10 {
+            let h2 = row("page10", "embedded", "h2", r, 500.0 + r as f64);
+            rows.push(h2.with_value(&LCP_MS, Some(400.0 + r as f64)));
+            // h3 recorded no LCP in 3 of its 10 valid runs.
+            let h3 = row("page10", "embedded", "h3", r, 480.0 + r as f64);
+            rows.push(h3.with_value(&LCP_MS, (r > 3).then_some(380.0 + r as f64)));
+        }
+        let d = data_on(&LCP_MS, &rows, &["embedded"]);
+        assert_eq!(
+            problem_runs(&d),
+            ["`wired/page10/embedded/h3`: 3 of 10 valid runs have no LCP: left out of its median and comparisons, which use the other 7"]
+        );
+        let embedded = Setup::new("embedded", crate::identity::BrowserId::Chromium);
+        let t = all_series(&d, "page10", &embedded).unwrap();
+        let h3 = t.get(&["wired"], "h3 (ms)").unwrap();
+        assert!(
+            h3.text.ends_with(" · 3 of 10 valid without LCP"),
+            "{}",
+            h3.text
+        );
+        assert!(!t
+            .get(&["wired"], "h2 (ms)")
+            .unwrap()
+            .text
+            .contains("without"));
+        let (doc, _) = super::super::build::document(&d, "t", &[], &d.summary.warnings, None);
+        let md = super::super::doc::to_markdown(&doc);
+        assert!(
+            md.contains("20 valid (3 of the valid runs have no LCP: they are left out"),
+            "{md}"
+        );
+        assert!(md.contains("wired/page10/embedded/h3 3 of 10"), "{md}");
+        // On loadEventEnd nothing is missing and nothing is said.
+        let load = data(&rows, &["embedded"]);
+        assert!(problem_runs(&load).is_empty());
     }
 
     #[test]

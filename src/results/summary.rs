@@ -301,10 +301,27 @@ pub struct SeriesStats {
     /// Every measured attempt of the series and what became of it.
     #[serde(default)]
     pub attempts: Attempts,
+    /// Valid runs without a figure for the headline (`report --metric lcp`: no LCP recorded):
+    /// not a value to invent, so left out of `completion` and the comparisons, and counted here
+    /// (`completion.n_valid` are the others). Always 0 for loadEventEnd.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub without_headline: usize,
     /// The valid runs' headline times in run order (for CDFs).
     pub values: Vec<f64>,
     /// The run id whose headline time is closest to the median (for waterfalls).
     pub median_run: Option<String>,
+}
+
+impl SeriesStats {
+    /// Valid runs, with or without a headline figure.
+    pub fn valid_runs(&self) -> usize {
+        self.completion.n_valid + self.without_headline
+    }
+
+    /// The counted measured runs: valid, invalid and DNF.
+    pub fn counted_runs(&self) -> usize {
+        self.valid_runs() + self.completion.n_invalid + self.completion.n_dnf
+    }
 }
 
 /// One protocol (or server) comparison within a cell.
@@ -394,8 +411,10 @@ pub struct ProfileLink {
 }
 
 /// What a summary holds; a summary of an older format is computed again from `runs.csv`.
-/// 2: every attempt per series and each comparison's attrition.
-pub const SUMMARY_FORMAT: u32 = 2;
+/// 2: every attempt per series and each comparison's attrition. 3: a ratio CI whose end
+/// depends on the DNFs' time is marked (`ratio_ci_censored`); valid runs without the headline
+/// are counted (`without_headline`).
+pub const SUMMARY_FORMAT: u32 = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
@@ -530,6 +549,48 @@ fn first_format() -> u32 {
     1
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Valid runs of `rows` without a (finite) value of `headline`.
+fn without_value(rows: &[&RunRow], headline: &Metric) -> usize {
+    rows.iter()
+        .filter(|r| r.outcome == Outcome::Valid)
+        .filter(|r| !r.value(headline).is_some_and(f64::is_finite))
+        .count()
+}
+
+/// The metric's short name, as in "no LCP" (its label without the unit).
+pub fn metric_word(name: &str) -> &'static str {
+    registry::by_name(name).map_or("value", |m| m.label.split(" (").next().unwrap_or(m.label))
+}
+
+/// The warning for series with valid runs but no `headline` figure, naming each (None: every
+/// valid run has one).
+fn without_headline_warning(series: &[SeriesStats], headline: &Metric) -> Option<String> {
+    let lacking: Vec<String> = series
+        .iter()
+        .filter(|x| x.without_headline > 0)
+        .map(|x| {
+            format!(
+                "{} {} of {}",
+                x.key.label(),
+                x.without_headline,
+                x.valid_runs()
+            )
+        })
+        .collect();
+    (!lacking.is_empty()).then(|| {
+        format!(
+            "valid runs without {word} ({name}) are left out of the medians and comparisons on {word}, which compare the others: {}",
+            lacking.join(", "),
+            word = metric_word(headline.name),
+            name = headline.name
+        )
+    })
+}
+
 impl Summary {
     /// Whether this summary was computed from `rows`: the same counted measured runs and the
     /// same retried attempts (a retry replaces a counted run, so the run count alone cannot
@@ -541,11 +602,7 @@ impl Summary {
             .iter()
             .filter(|r| r.phase == Phase::Measure)
             .count();
-        let summarized: usize = self
-            .series
-            .iter()
-            .map(|x| x.completion.n_valid + x.completion.n_invalid + x.completion.n_dnf)
-            .sum();
+        let summarized: usize = self.series.iter().map(SeriesStats::counted_runs).sum();
         self.format == SUMMARY_FORMAT && retries == self.retries && measured == summarized
     }
 }
@@ -706,7 +763,9 @@ pub fn cell_comparisons(
 /// How precise a cell's estimates are: the widest 95 % CI half-width among its ratios, in
 /// percent of the ratio (`max(high / ratio − 1, 1 − low / ratio)`), or — in a cell without
 /// comparisons (one series per setup) — among its series' medians. `None` when one of them has
-/// no CI (too few runs, or a DNF bound): not precise at any width. What `--runs auto` holds to
+/// no CI (too few runs) or is only a bound: a ratio whose median is a DNF ([`RatioBound`] not
+/// `Exact`), a ratio CI whose end depends on the time a DNF is counted at, a median or median
+/// CI that is a DNF. A bound is not precise at any width. What `--runs auto` holds to
 /// `--precision` (`matrix::adaptive`) and what the report states per cell.
 pub fn widest_ci_pct(comparisons: &[&CellComparison], series: &[&SeriesSummary]) -> Option<f64> {
     let widths: Vec<Option<f64>> = if comparisons.is_empty() {
@@ -726,6 +785,9 @@ pub fn widest_ci_pct(comparisons: &[&CellComparison], series: &[&SeriesSummary])
             .iter()
             .map(|c| {
                 let x = &c.comparison;
+                if x.ratio_bound != RatioBound::Exact || x.ratio_ci_censored {
+                    return None;
+                }
                 match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {
                     (Some(r), Some(lo), Some(hi)) if r > 0.0 => {
                         Some(100.0 * (hi / r - 1.0).max(1.0 - lo / r))
@@ -854,6 +916,7 @@ pub fn summarize_runs_on(
             invalid_reasons,
             retries: retried.get(key).copied().unwrap_or(0),
             attempts: accounts.get(key).cloned().unwrap_or_default(),
+            without_headline: without_value(runs, headline),
             values: input.values.clone(),
             median_run,
         });
@@ -931,6 +994,7 @@ pub fn summarize_runs_on(
             ));
         }
     }
+    warnings.extend(without_headline_warning(&series, headline));
     warnings.extend(attempts::busy_warning(&accounts));
     let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
     for r in rows {
@@ -990,6 +1054,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "n_valid",
         "n_invalid",
         "n_dnf",
+        "n_without_metric",
         "retries",
         "attempts",
         "rejected",
@@ -1022,6 +1087,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
             c.n_dnf.to_string(),
+            st.without_headline.to_string(),
             st.retries.to_string(),
             st.attempts.attempts.to_string(),
             st.attempts.rejected.to_string(),
@@ -1586,6 +1652,55 @@ mod tests {
             !old.is_current(&rows),
             "a retry makes the older summary stale"
         );
+    }
+
+    #[test]
+    fn valid_runs_without_the_headline_are_counted_and_said_not_dropped() {
+        use crate::registry::LCP_MS;
+        let mut rows = Vec::new();
+        for r in 1..=10 {
+            let h2 = row("wired", "h2", r, Outcome::Valid, 500.0 + r as f64);
+            rows.push(h2.with_value(&LCP_MS, Some(400.0 + r as f64)));
+            // h3 recorded no LCP in 3 of its 10 valid runs.
+            let h3 = row("wired", "h3", r, Outcome::Valid, 480.0 + r as f64);
+            rows.push(h3.with_value(&LCP_MS, (r > 3).then_some(380.0 + r as f64)));
+        }
+        let s = summarize_runs_on(&LCP_MS, &rows, 1, 500, &[], TIMEOUT_MS).unwrap();
+        let of = |v: &str| s.series.iter().find(|x| x.key.variant == v).unwrap();
+        assert_eq!(
+            (of("h3").without_headline, of("h3").completion.n_valid),
+            (3, 7)
+        );
+        assert_eq!((of("h3").valid_runs(), of("h3").counted_runs()), (10, 10));
+        assert_eq!(of("h2").without_headline, 0);
+        assert!(s.is_current(&rows));
+        let c = &s.comparisons[0];
+        assert_eq!((c.comparison.n_valid_a, c.comparison.n_valid_b), (7, 10));
+        let warning = s
+            .warnings
+            .iter()
+            .find(|w| w.contains("without LCP"))
+            .unwrap();
+        assert!(
+            warning.contains("wired/page10/embedded/h3 3 of 10") && !warning.contains("/h2"),
+            "{warning}"
+        );
+        assert!(terminal(&s).contains("without LCP (lcp_ms)"));
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &s).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+        assert!(csv.lines().next().unwrap().contains(",n_without_metric,"));
+        let h3 = csv.lines().find(|l| l.contains(",h3,")).unwrap();
+        assert!(h3.contains(",7,0,0,3,"), "{h3}");
+        let back = read(dir.path()).unwrap();
+        assert_eq!(back.series[1].without_headline, 3);
+        // On loadEventEnd every valid run has its figure: nothing to say, nothing written.
+        let load = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
+        assert!(load.series.iter().all(|x| x.without_headline == 0));
+        assert!(!load.warnings.iter().any(|w| w.contains("without")));
+        assert!(!serde_json::to_string(&load)
+            .unwrap()
+            .contains("without_headline"));
     }
 
     #[test]

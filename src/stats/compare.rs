@@ -32,8 +32,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{ratio_ci, BootstrapConfig};
-use super::censored::Censored;
+use super::bootstrap::{ratio_ci, BootstrapConfig, ConfidenceInterval};
+use super::censored::{Censored, CensoredSample};
 use super::error::{check_open_unit, check_positive, StatsError};
 use super::holm::holm;
 use super::mann_whitney::{mann_whitney_u, MwuMethod};
@@ -208,6 +208,10 @@ pub struct Comparison {
     pub ratio_bound: RatioBound,
     pub ratio_ci_low: Option<f64>,
     pub ratio_ci_high: Option<f64>,
+    /// An end of the ratio's CI depends on the time a DNF is counted at: it is a bound, not a
+    /// value (absent: false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ratio_ci_censored: bool,
     /// Mann-Whitney U of a (scipy's statistic).
     pub u: Option<f64>,
     /// Unadjusted two-sided p-value.
@@ -256,6 +260,7 @@ impl Comparison {
             ratio_bound: RatioBound::Exact,
             ratio_ci_low: None,
             ratio_ci_high: None,
+            ratio_ci_censored: false,
             u: None,
             p: None,
             test_method: None,
@@ -323,6 +328,7 @@ pub fn compare(
         (Censored::Dnf, Censored::Dnf) => RatioBound::Unknown,
     };
     let ci = ratio_ci(&obs_a, &obs_b, &config.bootstrap);
+    let ratio_ci_censored = ci_depends_on_dnf_time(&sa, &sb, &config.bootstrap, ci);
     let test = mann_whitney_u(&obs_a, &obs_b)?;
     let mut comparison = Comparison {
         n_valid_a: a.values.len(),
@@ -333,6 +339,7 @@ pub fn compare(
         ratio_bound,
         ratio_ci_low: Some(ci.low),
         ratio_ci_high: Some(ci.high),
+        ratio_ci_censored,
         u: Some(test.u),
         p: Some(test.p_two_sided),
         test_method: Some(test.method),
@@ -342,6 +349,24 @@ pub fn compare(
     };
     comparison.verdict = decide(&comparison);
     Ok(comparison)
+}
+
+/// Whether an end of `ci` (DNFs at the timeout) moves when the DNFs stand for other, later
+/// times — a's at twice the timeout, b's at three times, so that a resample whose two medians
+/// are both DNFs moves too. The same seed draws the same resamples: only the censored draws
+/// change.
+fn ci_depends_on_dnf_time(
+    a: &CensoredSample,
+    b: &CensoredSample,
+    config: &BootstrapConfig,
+    ci: ConfidenceInterval,
+) -> bool {
+    if a.dnf() + b.dnf() == 0 {
+        return false;
+    }
+    let at = a.censor_at().max(b.censor_at());
+    let moved = ratio_ci(&a.observations(2.0 * at), &b.observations(3.0 * at), config);
+    moved.low != ci.low || moved.high != ci.high
 }
 
 /// Holm-adjusts the p-values of every tested comparison in `comparisons` as one family (the
@@ -420,6 +445,7 @@ mod tests {
             ratio_bound: RatioBound::AtLeast,
             ratio_ci_low: Some(low),
             ratio_ci_high: Some(high),
+            ratio_ci_censored: false,
             u: Some(5.0),
             p: Some(1e-4),
             test_method: Some(MwuMethod::Asymptotic),
@@ -511,6 +537,27 @@ mod tests {
         // The same finished runs without DNFs are faster: the DNFs are what changed the answer.
         let clean = compare(&series(&fast, 0, 0), &steady, &config(1)).unwrap();
         assert_eq!(clean.verdict, Verdict::Faster);
+    }
+
+    #[test]
+    fn a_ratio_ci_that_reaches_a_dnf_is_marked_censored() {
+        let steady = normal_series(21, 10, 400.0);
+        // 6 finished and 4 DNF of 10: the median finished, but many resamples' medians do not.
+        let a = series(&[300.0, 305.0, 310.0, 315.0, 320.0, 325.0], 0, 4);
+        let c = compare(&a, &steady, &config(1)).unwrap();
+        assert_eq!(c.ratio_bound, RatioBound::Exact);
+        assert!(c.ratio_ci_censored, "{c:?}");
+        assert!(compare(&steady, &a, &config(1)).unwrap().ratio_ci_censored);
+        // One DNF in 30: no resample median gets near it.
+        let mut rng = ChaCha8Rng::seed_from_u64(22);
+        let one = series(&normal_sample(&mut rng, 29, 400.0, 20.0), 0, 1);
+        let c = compare(&one, &normal_series(23, 30, 400.0), &config(1)).unwrap();
+        assert!(!c.ratio_ci_censored, "{c:?}");
+        assert!(
+            !compare(&steady, &steady, &config(1))
+                .unwrap()
+                .ratio_ci_censored
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Statistics for benchmark series: descriptive numbers, bootstrap confidence intervals,
-//! the Mann-Whitney U test, Fisher's exact test of two rates, Holm's correction, and the per-series / per-comparison summaries
+//! the Mann-Whitney U test, Fisher's exact test of two rates, a rate's Wilson interval, Holm's correction, and the per-series / per-comparison summaries
 //! the matrix and the report print.
 //!
 //! Pure code: numbers in, numbers out, no IO and no clock; randomness only through an explicit
@@ -19,6 +19,7 @@ mod error;
 mod fisher;
 mod holm;
 mod mann_whitney;
+mod proportion;
 mod sample;
 mod series;
 
@@ -37,5 +38,6 @@ pub use error::StatsError;
 pub use fisher::{apply_holm_rates, fisher_exact, RateTest};
 pub use holm::holm;
 pub use mann_whitney::{mann_whitney_u, smallest_attainable_p, MannWhitney, MwuMethod};
+pub use proportion::wilson_interval;
 pub use sample::{describe, iqr, median, quantile, Descriptive, SortedSample};
 pub use series::{summarize, SeriesInput, SeriesSummary, MIN_RUNS_FOR_INFERENCE};
