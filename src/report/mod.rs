@@ -267,7 +267,10 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
 
     let mut records: BTreeMap<String, Vec<ResourceMetrics>> = BTreeMap::new();
     let mut frames: BTreeMap<String, filmstrip::RunFrames> = BTreeMap::new();
-    for id in chart_data::needed_runs(&data) {
+    let needed = chart_data::needed_runs(&data);
+    let mut unreadable = Vec::new();
+    for id in &needed {
+        let id = id.clone();
         match read_record(dir, &id) {
             Ok(r) => {
                 if let Some(evidence) = r.visual {
@@ -289,10 +292,17 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
                 }
                 records.insert(id, r.resources);
             }
-            Err(e) => warnings.push(format!(
-                "the median run's record is unreadable ({e:#}): its waterfall and on-wire line are left out"
-            )),
+            Err(e) => unreadable.push(format!("{e:#}")),
         }
+    }
+    // One line, not one per series: a results directory whose raw records were trimmed
+    // (committed examples keep runs.csv only) misses them all.
+    if let Some(first) = unreadable.first() {
+        warnings.push(format!(
+            "{} of the {} median runs' records are unreadable (first: {first}): their waterfalls and on-wire lines are left out",
+            unreadable.len(),
+            needed.len()
+        ));
     }
 
     let mut charts = chart_data::all(&data, &records);
