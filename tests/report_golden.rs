@@ -624,7 +624,7 @@ fn missing_workloads_protocols_and_records_degrade_gracefully() {
     assert!(
         out.warnings
             .iter()
-            .any(|w| w.contains("median run's record is unreadable")),
+            .any(|w| w.contains("median runs' records are unreadable")),
         "{:?}",
         out.warnings
     );
