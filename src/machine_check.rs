@@ -59,9 +59,11 @@ impl MachineCheck {
         let steal_pct = 100.0 * b.steal.saturating_sub(a.steal) as f64 / total;
         late_us.sort_by(f64::total_cmp);
         let at = |q: f64| {
-            (!late_us.is_empty())
-                .then(|| late_us[((late_us.len() - 1) as f64 * q).round() as usize])
-                .unwrap_or(0.0)
+            if late_us.is_empty() {
+                0.0
+            } else {
+                late_us[((late_us.len() - 1) as f64 * q).round() as usize]
+            }
         };
         let stalls = late_us.iter().filter(|&&l| l > STALL_US).count();
         let mut check = MachineCheck {

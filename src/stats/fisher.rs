@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn the_higher_side_only_when_significant_after_holm() {
-        let mut tests = vec![
+        let mut tests = [
             RateTest::new(9, 30, 0, 30).unwrap(),
             RateTest::new(1, 10, 2, 10).unwrap(),
             RateTest::new(0, 10, 0, 10).unwrap(),
