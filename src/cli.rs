@@ -60,8 +60,9 @@ pub enum Command {
     /// directory, with the statistics, the diagnosis and the report as if run on one machine.
     Merge(MergeArgs),
     /// Compare two results directories of the same cells (e.g. before and after a server
-    /// change) series by series: ratio with CI, Mann-Whitney, Holm, a report page; exit code 3
-    /// with --fail-if-slower when a series got slower.
+    /// change) series by series: ratio with CI, Hodges–Lehmann shift, Mann-Whitney, Holm,
+    /// failure and rejection rates, a report page; with --fail-if-slower a gate for CI (exit 3:
+    /// slower or failing more often, exit 4: a series of BASE could not be judged).
     Compare(CompareArgs),
 }
 
@@ -94,10 +95,20 @@ pub struct CompareArgs {
     pub base: PathBuf,
     /// The results directory to compare with it.
     pub new: PathBuf,
-    /// Exit with code 3 when a series is significantly slower (after Holm, CI above 1) by more
-    /// than PCT percent.
+    /// Make the comparison a gate. Exit 3 when a series is slower (its verdict: significant
+    /// after Holm, the ratio's CI above 1) with the lower bound of the ratio NEW/BASE's 95 % CI
+    /// above 1 + PCT/100 (surely slower by more than PCT %), or when its NEW runs failed as
+    /// loads of the protocol significantly more often than BASE's (Fisher, Holm over the
+    /// series). Exit 4 — before 3 — when a series of BASE could not be judged: missing from
+    /// NEW, no valid or DNF counted run in NEW, or undetermined (too few runs); see
+    /// --allow-missing.
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     pub fail_if_slower: Option<f64>,
+    /// With --fail-if-slower: a series of BASE that could not be judged (missing from NEW, no
+    /// valid or DNF run in NEW, undetermined) is a warning instead of exit 4. A series that
+    /// fails more often still fails the gate.
+    #[arg(long, requires = "fail_if_slower")]
+    pub allow_missing: bool,
     /// Where compare.md, compare.html, compare.csv and compare.json go [default:
     /// NEW/compare-<name of BASE>].
     #[arg(long, value_name = "DIR")]
@@ -805,7 +816,10 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             "--fail-if-slower {p}: give a percentage of 0 or more"
         );
     }
-    let b = crate::baseline::baseline(&a.base, &a.new, a.fail_if_slower)?;
+    let gate = a
+        .fail_if_slower
+        .map(|pct| crate::baseline::Gate::new(pct, a.allow_missing));
+    let b = crate::baseline::baseline(&a.base, &a.new, gate)?;
     let out = a.out.clone().unwrap_or_else(|| {
         let name = a
             .base
@@ -827,19 +841,20 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             println!("wrote {}", p.display());
         }
     }
-    if !b.failing.is_empty() {
+    let Some(g) = &b.gate else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    for f in &g.failures {
         eprintln!(
-            "pagebench compare: slower by more than {} %: {}",
-            a.fail_if_slower.unwrap_or_default(),
-            b.failing
-                .iter()
-                .map(|k| k.label())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "pagebench compare: gate failed (exit {}): {}",
+            g.exit_code,
+            f.line()
         );
-        return Ok(ExitCode::from(crate::baseline::SLOWER_EXIT));
     }
-    Ok(ExitCode::SUCCESS)
+    for f in &g.warnings {
+        eprintln!("pagebench compare: warning: {}", f.line());
+    }
+    Ok(ExitCode::from(g.exit_code))
 }
 
 fn pages(a: PagesArgs) -> Result<ExitCode> {

@@ -37,6 +37,10 @@ pub fn fisher() -> FisherFixture {
     parse("fisher.json", fixture_text!("fisher.json"))
 }
 
+pub fn hodges_lehmann() -> HodgesLehmannFixture {
+    parse("hodges_lehmann.json", fixture_text!("hodges_lehmann.json"))
+}
+
 pub fn bootstrap() -> BootstrapFixture {
     parse("bootstrap.json", fixture_text!("bootstrap.json"))
 }
@@ -163,4 +167,23 @@ pub struct FisherCase {
     pub name: String,
     pub table: [[u64; 2]; 2],
     pub p: f64,
+}
+
+#[derive(Deserialize)]
+pub struct HodgesLehmannFixture {
+    pub cases: Vec<HodgesLehmannCase>,
+}
+
+/// numpy's median of the pairwise differences `a_i − b_j` and Moses' CI (order statistics
+/// `rank` and `m·n + 1 − rank`; `None`: rank below 1).
+#[derive(Deserialize)]
+pub struct HodgesLehmannCase {
+    pub name: String,
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub level: f64,
+    pub estimate: f64,
+    pub rank: usize,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
 }

@@ -1,6 +1,7 @@
 //! Statistics for benchmark series: descriptive numbers, bootstrap confidence intervals,
-//! the Mann-Whitney U test, Fisher's exact test of two rates, a rate's Wilson interval, Holm's correction, and the per-series / per-comparison summaries
-//! the matrix and the report print.
+//! the Mann-Whitney U test, Fisher's exact test of two rates, a rate's Wilson interval, Holm's
+//! correction, the Hodges–Lehmann shift with Moses' CI, and the per-series / per-comparison
+//! summaries the matrix and the report print.
 //!
 //! Pure code: numbers in, numbers out, no IO and no clock; randomness only through an explicit
 //! seed. Reference values come from numpy/scipy/statsmodels (`tests/fixtures/stats/`,
@@ -17,6 +18,7 @@ mod censored;
 mod compare;
 mod error;
 mod fisher;
+mod hodges_lehmann;
 mod holm;
 mod mann_whitney;
 mod proportion;
@@ -36,6 +38,7 @@ pub use compare::{
 };
 pub use error::StatsError;
 pub use fisher::{apply_holm_rates, fisher_exact, RateTest};
+pub use hodges_lehmann::{hodges_lehmann, Shift};
 pub use holm::holm;
 pub use mann_whitney::{mann_whitney_u, smallest_attainable_p, MannWhitney, MwuMethod};
 pub use proportion::wilson_interval;
