@@ -35,6 +35,7 @@ use crate::stats::{
     CompareConfig, Comparison, RateTest, SeriesInput, SeriesSummary, Shift, Verdict,
 };
 
+pub mod busy;
 pub mod gate;
 
 pub use gate::{Gate, GateOutcome, MISSING_EXIT, SLOWER_EXIT};
@@ -76,6 +77,10 @@ pub struct Baseline {
     /// anything else that changed with it.
     pub setup_differences: Vec<String>,
     pub machine_differences: Vec<String>,
+    /// Each side's busyness, and the line the page gives when either was busy.
+    pub busy_base: busy::Busyness,
+    pub busy_new: busy::Busyness,
+    pub busy_difference: Option<String>,
     /// Tested comparisons (the Holm family).
     pub holm_family: usize,
     /// Series with a failure, and with a rejection (their Holm families).
@@ -246,6 +251,9 @@ pub fn assemble(base: &str, new: &str, compared: Compared, gate: Option<Gate>) -
         only_new: compared.only_new,
         setup_differences: Vec::new(),
         machine_differences: Vec::new(),
+        busy_base: busy::Busyness::default(),
+        busy_new: busy::Busyness::default(),
+        busy_difference: None,
         gate: None,
     };
     b.gate = gate.map(|g| g.decide(&b));
@@ -283,6 +291,9 @@ pub fn baseline(base: &Path, new: &Path, gate: Option<Gate>) -> Result<Baseline>
         .map(|(f, a, b)| format!("{f}: {a} (base) vs {b} (new)"))
         .collect();
     b.setup_differences = setup_differences(&bm, &nm);
+    b.busy_base = busy::Busyness::of(&attempts::per_series(&br), &bm.machine_checks);
+    b.busy_new = busy::Busyness::of(&attempts::per_series(&nr), &nm.machine_checks);
+    b.busy_difference = busy::difference(&b.busy_base, &b.busy_new);
     Ok(b)
 }
 
@@ -411,6 +422,7 @@ pub fn document(b: &Baseline) -> Document {
             .iter()
             .map(|m| format!("machine: {m}")),
     );
+    diffs.extend(b.busy_difference.clone());
     if diffs.is_empty() {
         diffs.push("Nothing in the plan, the servers' knobs or the machine: a change between the two is the machine drifting, or chance.".into());
     }

@@ -834,7 +834,8 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&b)?);
     } else {
         print!("{}", crate::baseline::terminal(&b));
-        for d in b.setup_differences.iter().chain(&b.machine_differences) {
+        let diffs = b.setup_differences.iter().chain(&b.machine_differences);
+        for d in diffs.chain(&b.busy_difference) {
             println!("differs: {d}");
         }
         for p in &written {
