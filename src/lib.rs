@@ -2,7 +2,7 @@
 //!
 //! Real Chromium, a real packet-level link emulator between two network namespaces, and an
 //! embedded h1/h2/h3 server. Pure cores (link model, metric derivation, statistics) with thin IO
-//! shells around them; see `../shared/DESIGN.md` of the team for the architecture.
+//! shells around them; `ARCHITECTURE.md` has the pipeline, each module's job and the recipes.
 
 pub mod atomic;
 pub mod baseline;

@@ -1,6 +1,10 @@
 //! Metric derivation (pure): what the browser reported for one load (Navigation and Resource
-//! Timing entries, CDP Network events, the page's own result) in, the numbers of DESIGN.md §5
-//! out. No IO, no clock; tested with recorded fixtures.
+//! Timing entries, CDP Network events, the page's own result) in, the numbers out: per load
+//! loadEventEnd (or the download's completion), per resource queueing = requestStart −
+//! startTime (on a new connection it includes set-up, which is reported apart), TTFB and
+//! download; on-wire = resources whose [requestStart, responseEnd] holds the load window's
+//! midpoint (the [startTime, responseEnd] variant saturates and hides the effect). No IO, no
+//! clock; tested with recorded fixtures.
 
 use std::collections::{BTreeMap, BTreeSet};
 

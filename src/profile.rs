@@ -373,6 +373,11 @@ impl JitterModel {
     }
 }
 
+/// The queue a rate or trace gets when the profile names none: 1000 packets, the default
+/// `limit` of `tc netem` and Linux's default `txqueuelen`, so a profile with only a rate
+/// behaves as `tc qdisc … netem rate R` would.
+pub const DEFAULT_QUEUE_PACKETS: u32 = 1000;
+
 /// Which queue limit applies in front of a rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QueueLimit {
@@ -464,7 +469,8 @@ impl Profile {
         (self.rtt_ms - 2.0 * self.jitter_ms).max(0.0)
     }
 
-    /// The drop-tail queue in front of the rate limits (validation requires one with a rate).
+    /// The queue in front of the rate limits: the profile's, or [`DEFAULT_QUEUE_PACKETS`] when
+    /// it has a bottleneck and names none (None without a bottleneck).
     pub fn queue_limit(&self) -> Option<QueueLimit> {
         if let Some(p) = self.queue_packets {
             return Some(QueueLimit::Packets(p));
@@ -472,7 +478,8 @@ impl Profile {
         if let Some(b) = self.queue_bytes {
             return Some(QueueLimit::Bytes(b));
         }
-        None
+        self.has_bottleneck()
+            .then_some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS))
     }
 
     /// Checks every field; the error names the field and the allowed range.
@@ -576,12 +583,6 @@ impl Profile {
         }
         let has_rate = self.has_bottleneck();
         let has_queue = self.queue_packets.is_some() || self.queue_bytes.is_some();
-        if has_rate && !has_queue {
-            return Err(
-                "a rate or trace (`down_mbit`/`up_mbit`/`down_trace`/`up_trace`) needs a queue limit: set `queue_packets` or `queue_bytes`"
-                    .into(),
-            );
-        }
         if has_queue && !has_rate {
             return Err(
                 "a queue size without `down_mbit`, `up_mbit` or a trace has no effect: set a rate or remove the queue"
@@ -1154,7 +1155,9 @@ pub fn table(profiles: &[Profile]) -> String {
         "description".into(),
     ]];
     for p in profiles {
+        let default = p.queue_packets.is_none() && p.queue_bytes.is_none();
         let queue = match p.queue_limit() {
+            Some(QueueLimit::Packets(n)) if default => format!("{n} pkt (default)"),
             Some(QueueLimit::Packets(n)) => format!("{n} pkt"),
             Some(QueueLimit::Bytes(n)) => format!("{n} B"),
             None => "-".into(),
@@ -1357,6 +1360,18 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("has changed"), "{e}");
+    }
+
+    #[test]
+    fn a_rate_without_a_queue_gets_tc_netem_s_default_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rate.toml");
+        std::fs::write(&file, "name = \"rate\"\nrtt_ms = 40\ndown_mbit = 10\n").unwrap();
+        let p = load_profile_file(&file).unwrap();
+        assert_eq!(p.queue_limit(), Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS)));
+        assert!(table(&[p]).contains("1000 pkt (default)"));
+        std::fs::write(&file, "name = \"plain\"\nrtt_ms = 40\n").unwrap();
+        assert_eq!(load_profile_file(&file).unwrap().queue_limit(), None);
     }
 
     #[test]

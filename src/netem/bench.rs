@@ -27,7 +27,9 @@ use super::stats::LinkStats;
 use crate::profile::Profile;
 use crate::textfmt;
 
-/// Python prototype figures (DESIGN.md §4), printed beside ours.
+/// The figures of pagebench's first emulator, a Python prototype (the study's approach; its
+/// release lateness mean 34 µs at SCHED_FIFO), printed beside ours: a Rust emulator must beat
+/// it clearly.
 pub const PROTOTYPE_PPS: f64 = 45_000.0;
 pub const PROTOTYPE_RTT_ERROR_MS: (f64, f64) = (0.4, 0.8);
 

@@ -1,4 +1,5 @@
-//! The published study's numbers (DESIGN.md §1), printed beside ours so a reader sees
+//! The published study's numbers (54 series: six profiles × page10, page50 and a 3 MB
+//! download × h1, h2, h3), printed beside ours so a reader sees
 //! reproduction against original. Medians of loadEventEnd in ms; Chromium 141, Caddy 2.8.4
 //! (quic-go), HTTP/3 forced cold with `--origin-to-force-quic-on` (our series `h3`).
 
