@@ -289,7 +289,8 @@ pub struct MatrixArgs {
     /// Network profiles: `all` (the study's six), `extended`, `every`, names or TOML paths.
     #[arg(long, default_value = "all")]
     pub profiles: String,
-    /// Browser protocols: h1, h2, h3 (in --h3-mode), h3-forced, h3-primed.
+    /// Browser protocols: h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed,
+    /// h3-discovered (repeat view), as-recorded (site workloads).
     #[arg(long, default_value = "h1,h2,h3")]
     pub protocols: String,
     /// Workloads: page10, page50, download, upload, pageN, pageNxSIZE, uploadSIZE…
@@ -332,9 +333,9 @@ pub struct MatrixArgs {
     /// Per-run limit; a run over it "did not finish".
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
-    /// How plain `h3` reaches HTTP/3: forced (the study's, cold) or primed (a returning visitor).
-    #[arg(long, value_enum, default_value = "forced")]
-    pub h3_mode: crate::protocol::H3Mode,
+    /// Refused: the variant is named in --protocols (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::protocol::H3Mode>,
     #[command(flatten)]
     pub server: ServerArgs,
     /// Results directory [default: results/<timestamp>].
@@ -493,9 +494,9 @@ pub struct DiagnoseArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// h1, h2 or h3.
-    #[arg(long, required_unless_present = "as_recorded")]
-    pub protocol: Option<crate::protocol::Protocol>,
+    /// h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed or h3-discovered.
+    #[arg(long, required_unless_present = "as_recorded", value_parser = parse_forced_variant)]
+    pub protocol: Option<crate::protocol::Variant>,
     /// For a site:DIR workload: each origin on the protocol it used when recorded (instead of
     /// --protocol).
     #[arg(long, conflicts_with = "protocol")]
@@ -508,8 +509,9 @@ pub struct RunArgs {
     pub profile: String,
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
-    #[arg(long, value_enum, default_value = "forced")]
-    pub h3_mode: crate::protocol::H3Mode,
+    /// Refused: the variant is named in --protocol (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::protocol::H3Mode>,
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
     /// Print each run record as one line of JSON instead of the summary.
@@ -654,10 +656,12 @@ pub struct BenchVisualArgs {
     pub profile: String,
     #[arg(long, default_value = "page50")]
     pub workload: String,
-    #[arg(long, default_value = "h2")]
-    pub protocol: crate::protocol::Protocol,
-    #[arg(long, default_value = "forced")]
-    pub h3_mode: crate::protocol::H3Mode,
+    /// h1, h2, h3 (forced: same as h3-forced), h3-primed or h3-discovered.
+    #[arg(long, default_value = "h2", value_parser = parse_forced_variant)]
+    pub protocol: crate::protocol::Variant,
+    /// Refused: the variant is named in --protocol (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::protocol::H3Mode>,
     /// Runs per arm (after one warm-up each).
     #[arg(long, default_value_t = 20)]
     pub runs: usize,
@@ -1050,13 +1054,39 @@ fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
     }
 }
 
+/// One spelling per variant: `--h3-mode M` is refused, naming `h3-M` in `flag`.
+fn refuse_h3_mode(mode: Option<crate::protocol::H3Mode>, flag: &str) -> Result<()> {
+    match mode {
+        None => Ok(()),
+        Some(m) => anyhow::bail!(
+            "--h3-mode is gone: name the variant in {flag} instead (h3-{}; plain h3 is the study's forced h3)",
+            m.name()
+        ),
+    }
+}
+
+/// `--protocol` of the single-series commands: a variant name, as `--protocols` spells it
+/// (as-recorded has its own flag there).
+fn parse_forced_variant(s: &str) -> std::result::Result<crate::protocol::Variant, String> {
+    let v: crate::protocol::Variant = s
+        .parse()
+        .map_err(|e: anyhow::Error| e.to_string().replace("in --protocols", "in --protocol"))?;
+    if v.as_recorded {
+        return Err("as-recorded is --as-recorded here (with a site:DIR workload)".into());
+    }
+    Ok(v)
+}
+
 fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCode> {
     let mut req = crate::matrix::execute::MatrixRequest {
         profiles: a.profiles,
         profiles_dir: a.common.profile_source(),
         workloads: a.workloads,
         protocols: a.protocols,
-        h3_mode: a.h3_mode,
+        h3_mode: {
+            refuse_h3_mode(a.h3_mode, "--protocols")?;
+            crate::protocol::H3Mode::Forced
+        },
         servers: a.server.servers()?,
         browsers: a.common.browsers()?,
         views: a.common.views()?,
@@ -1159,6 +1189,7 @@ fn har_path(base: &std::path::Path, round: u32, attempt: u32, total: u32) -> Pat
 }
 
 fn run_cmd(a: RunArgs) -> Result<ExitCode> {
+    refuse_h3_mode(a.h3_mode, "--protocol")?;
     let profile = crate::profile::select_from(&a.profile, &a.common.profile_source())?;
     if profile.len() != 1 {
         anyhow::bail!(
@@ -1175,9 +1206,9 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         servers[0].check_replay(&workload.name)?;
     }
     let variant = match a.protocol {
-        Some(p) => {
-            servers[0].check_protocol(p)?;
-            crate::protocol::Variant::new(p, a.h3_mode)
+        Some(v) => {
+            servers[0].check_protocol(v.protocol)?;
+            v
         }
         None if matches!(workload.kind, crate::workload::WorkloadKind::Site { .. }) => {
             crate::protocol::Variant::AS_RECORDED
@@ -1542,7 +1573,10 @@ fn bench_visual(
         treatment,
         profile: profiles[0].clone(),
         manifest,
-        variant: crate::protocol::Variant::new(a.protocol, a.h3_mode),
+        variant: {
+            refuse_h3_mode(a.h3_mode, "--protocol")?;
+            a.protocol
+        },
         runs: a.runs,
         pages_root,
         out: out.clone(),

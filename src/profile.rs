@@ -1367,11 +1367,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("rate.toml");
         std::fs::write(&file, "name = \"rate\"\nrtt_ms = 40\ndown_mbit = 10\n").unwrap();
-        let p = load_profile_file(&file).unwrap();
-        assert_eq!(p.queue_limit(), Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS)));
+        let p = load_profile_file(&file).unwrap().profile;
+        assert_eq!(
+            p.queue_limit(),
+            Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS))
+        );
         assert!(table(&[p]).contains("1000 pkt (default)"));
         std::fs::write(&file, "name = \"plain\"\nrtt_ms = 40\n").unwrap();
-        assert_eq!(load_profile_file(&file).unwrap().queue_limit(), None);
+        assert_eq!(
+            load_profile_file(&file).unwrap().profile.queue_limit(),
+            None
+        );
     }
 
     #[test]

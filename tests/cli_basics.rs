@@ -209,6 +209,35 @@ fn every_subcommand_either_works_or_explains_itself() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("page0"));
     let out = pagebench(&["run", "--protocol", "h4"]);
     assert_eq!(out.status.code(), Some(2), "clap usage error");
+    // One spelling per variant: the old --h3-mode is refused, naming the new form.
+    for args in [
+        &["run", "--protocol", "h3", "--h3-mode", "primed"][..],
+        &[
+            "matrix",
+            "--protocols",
+            "h3",
+            "--h3-mode",
+            "primed",
+            "--out",
+            "/nonexistent/x",
+        ],
+    ] {
+        let (cmd, flag) = (args[0], args[1]);
+        let out = pagebench(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        assert!(
+            err.contains("--h3-mode is gone") && err.contains(flag) && err.contains("h3-primed"),
+            "{err}"
+        );
+    }
+    let out = pagebench(&["run", "--protocol", "as-recorded"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "as-recorded is its own flag in run"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--as-recorded"));
 }
 
 /// The binary run from a fresh directory that is not a checkout, with its cache in `cache`.
