@@ -182,7 +182,7 @@ pub struct ReportArgs {
     pub dir: PathBuf,
     /// What the statistics and the report decide on: `load` (loadEventEnd, the study's; the
     /// report goes in DIR), `lcp`, `fcp` or `speed-index` (its report goes in DIR/by-<metric>/).
-    #[arg(long, value_enum, default_value_t = report::HeadlineMetric::Load)]
+    #[arg(long, default_value = "load")]
     pub metric: report::HeadlineMetric,
 }
 

@@ -143,53 +143,91 @@ fn read_thumbnails(
         .collect()
 }
 
-/// What a report decides on (`report --metric`): the study's loadEventEnd (transfers: their
-/// completion), or what the user saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum HeadlineMetric {
-    /// loadEventEnd (the study's metric; a transfer's completion).
-    #[default]
-    Load,
-    /// Largest Contentful Paint.
-    Lcp,
-    /// First Contentful Paint.
-    Fcp,
-    /// Speed Index (runs made with --visual).
-    SpeedIndex,
-}
+/// What a report decides on (`report --metric`): a registry metric flagged `headline`, by its
+/// short name — `load` (the study's loadEventEnd; a transfer's completion), `load-event-end`,
+/// `fcp`, `lcp`, `speed-index` (runs made with --visual). A new headline is one flag in the
+/// registry.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadlineMetric(&'static crate::registry::Metric);
 
 impl HeadlineMetric {
+    /// The study's: each run's completion.
+    pub const LOAD: HeadlineMetric = HeadlineMetric(&crate::registry::COMPLETION_MS);
+
     pub fn metric(self) -> &'static crate::registry::Metric {
-        use crate::registry as r;
-        match self {
-            HeadlineMetric::Load => &r::COMPLETION_MS,
-            HeadlineMetric::Lcp => &r::LCP_MS,
-            HeadlineMetric::Fcp => &r::FCP_MS,
-            HeadlineMetric::SpeedIndex => &r::SPEED_INDEX_MS,
+        self.0
+    }
+
+    pub fn is_load(self) -> bool {
+        self == HeadlineMetric::LOAD
+    }
+
+    /// `load`, or the metric's name without `_ms`, dashed (`speed-index`).
+    pub fn short_name(self) -> String {
+        if self.is_load() {
+            return "load".into();
         }
+        self.0.name.trim_end_matches("_ms").replace('_', "-")
+    }
+
+    /// Every metric the registry allows as a headline.
+    pub fn all() -> impl Iterator<Item = HeadlineMetric> {
+        crate::registry::ALL
+            .iter()
+            .filter(|m| m.headline)
+            .map(|m| HeadlineMetric(m))
     }
 
     /// Where its report goes: the results directory itself for `load`, `by-<metric>/` in it
     /// for the others (with their own `summary.json`, so the study's stays as it is).
     pub fn out_dir(self, dir: &Path) -> PathBuf {
-        match self {
-            HeadlineMetric::Load => dir.to_path_buf(),
-            other => dir.join(format!(
-                "by-{}",
-                other
-                    .metric()
-                    .name
-                    .trim_end_matches("_ms")
-                    .replace('_', "-")
-            )),
+        if self.is_load() {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!("by-{}", self.short_name()))
         }
+    }
+}
+
+impl Default for HeadlineMetric {
+    fn default() -> Self {
+        HeadlineMetric::LOAD
+    }
+}
+
+impl PartialEq for HeadlineMetric {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for HeadlineMetric {}
+
+impl std::fmt::Display for HeadlineMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.short_name())
+    }
+}
+
+impl std::str::FromStr for HeadlineMetric {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        HeadlineMetric::all()
+            .find(|h| h.short_name() == s.trim())
+            .ok_or_else(|| {
+                let names: Vec<String> = HeadlineMetric::all().map(|h| h.short_name()).collect();
+                format!(
+                    "unknown headline metric {s:?}: use one of {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
 /// Writes the report of the results directory `dir`: `report.md`, `charts/*.png`,
 /// `report.html` (computing `summary.json` first when it is missing or stale).
 pub fn generate(dir: &Path) -> Result<ReportOutput> {
-    generate_as(dir, HeadlineMetric::Load)
+    generate_as(dir, HeadlineMetric::LOAD)
 }
 
 /// The report of `dir` deciding on `headline`: for `load`, [`generate`]; for another metric
@@ -198,7 +236,7 @@ pub fn generate(dir: &Path) -> Result<ReportOutput> {
 pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput> {
     let meta = read_meta(dir)?;
     let out_dir = headline.out_dir(dir);
-    let (summary, summary_computed, rows) = if headline == HeadlineMetric::Load {
+    let (summary, summary_computed, rows) = if headline.is_load() {
         load_summary(
             dir,
             meta.plan.seed,
@@ -215,7 +253,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
                 dir.join(store::RUNS_CSV).display(),
                 metric.label,
                 metric.name,
-                if headline == HeadlineMetric::SpeedIndex {
+                if headline.metric().name == crate::registry::SPEED_INDEX_MS.name {
                     ": Speed Index needs runs made with --visual"
                 } else {
                     ""
@@ -361,4 +399,25 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         summary_computed,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod headline_tests {
+    use super::*;
+
+    #[test]
+    fn headlines_come_from_the_registry_with_their_old_names_and_directories() {
+        let names: Vec<String> = HeadlineMetric::all().map(|h| h.short_name()).collect();
+        for n in ["load", "lcp", "fcp", "speed-index"] {
+            assert!(names.contains(&n.to_string()), "{names:?}");
+        }
+        let dir = Path::new("/r");
+        let out = |n: &str| n.parse::<HeadlineMetric>().unwrap().out_dir(dir);
+        assert_eq!(out("load"), dir);
+        assert_eq!(out("lcp"), dir.join("by-lcp"));
+        assert_eq!(out("speed-index"), dir.join("by-speed-index"));
+        assert_eq!(HeadlineMetric::default(), HeadlineMetric::LOAD);
+        let err = "ttfb".parse::<HeadlineMetric>().unwrap_err();
+        assert!(err.contains("ttfb") && err.contains("speed-index"), "{err}");
+    }
 }
