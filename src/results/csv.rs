@@ -4,34 +4,10 @@
 use std::sync::LazyLock;
 
 use crate::record::RunRecord;
-use crate::validate::{self, Outcome};
 
 fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{:.3}", x)).unwrap_or_default()
 }
-
-/// The columns of `runs.csv` before the metrics: identity and outcome.
-const IDENTITY_COLUMNS: &[&str] = &[
-    "run_id",
-    "plan_id",
-    "attempt",
-    "profile",
-    "workload",
-    "server",
-    "browser",
-    "view",
-    "phase",
-    "round",
-    "position",
-    "protocol",
-    "h3_mode",
-    "variant",
-    "outcome",
-    "invalid_kinds",
-    "measurement_failure",
-    "invalid_reason",
-    "viewpoints",
-];
 
 /// The columns after the metrics.
 const TRAILING_COLUMNS: &[&str] = &["started_at", "warnings"];
@@ -39,7 +15,7 @@ const TRAILING_COLUMNS: &[&str] = &["started_at", "warnings"];
 /// Columns of `runs.csv`, in order: identity, every metric of the [registry](crate::registry),
 /// then when the run started and its warnings.
 pub static RUN_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    IDENTITY_COLUMNS
+    super::row_identity::COLUMNS
         .iter()
         .copied()
         .chain(crate::registry::ALL.iter().map(|m| m.name))
@@ -53,40 +29,7 @@ pub fn run_row(rec: &RunRecord) -> Vec<String> {
     if let Some(l) = &rec.link {
         warnings.extend(l.self_check_warnings.iter().cloned());
     }
-    // Each kind once, in the order first seen (two checks can report the same kind).
-    let mut kinds: Vec<&str> = Vec::new();
-    for r in &rec.reasons {
-        if !kinds.contains(&r.kind.name()) {
-            kinds.push(r.kind.name());
-        }
-    }
-    let mut row = vec![
-        rec.id.clone(),
-        rec.plan_id.clone(),
-        rec.attempt.to_string(),
-        rec.profile.clone(),
-        rec.workload.clone(),
-        rec.server.to_string(),
-        rec.browser.name().to_string(),
-        rec.view.name().to_string(),
-        rec.phase.name().to_string(),
-        rec.round.to_string(),
-        rec.position.to_string(),
-        rec.protocol.name().to_string(),
-        rec.h3_mode
-            .map(|m| m.name().to_string())
-            .unwrap_or_default(),
-        rec.variant.name(),
-        rec.outcome.name().to_string(),
-        if rec.outcome == Outcome::Invalid {
-            kinds.join(" ")
-        } else {
-            String::new()
-        },
-        rec.is_measurement_failure().to_string(),
-        validate::reason_text(&rec.reasons),
-        rec.viewpoints.to_string(),
-    ];
+    let mut row = super::row_identity::RowIdentity::of(rec).fields();
     row.extend(crate::registry::ALL.iter().map(|m| m.csv_field(rec)));
     row.push(rec.started_at.clone());
     row.push(warnings.join("; "));
@@ -177,8 +120,8 @@ mod tests {
     #[test]
     fn run_columns_are_identity_then_the_registry_then_the_trailer() {
         let metrics: Vec<&str> = crate::registry::ALL.iter().map(|m| m.name).collect();
-        let n = IDENTITY_COLUMNS.len();
-        assert_eq!(&RUN_COLUMNS[..n], IDENTITY_COLUMNS);
+        let n = super::super::row_identity::COLUMNS.len();
+        assert_eq!(&RUN_COLUMNS[..n], super::super::row_identity::COLUMNS);
         assert_eq!(&RUN_COLUMNS[n..n + metrics.len()], &metrics[..]);
         assert_eq!(&RUN_COLUMNS[n + metrics.len()..], TRAILING_COLUMNS);
         let mut rec = RunRecord::fixture("r1");

@@ -7,6 +7,7 @@ pub mod attempts;
 pub mod attrition;
 pub mod csv;
 pub mod options;
+pub mod row_identity;
 pub mod shards;
 pub mod store;
 pub mod summary;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, Attempts};
 use super::attrition::{self, Attrition, Families};
+use super::row_identity::RowIdentity;
 use super::store::RUNS_CSV;
 use crate::atomic;
 use crate::identity::{BrowserId, Phase, ServerId, Setup, View};
@@ -26,32 +27,6 @@ use crate::stats::{
     Censored, CompareConfig, Comparison, RatioBound, SeriesInput, SeriesSummary, Verdict,
 };
 use crate::validate::{Outcome, ReasonKind};
-
-/// The identity and outcome columns of a `runs.csv` row.
-#[derive(Debug, Clone, Deserialize)]
-struct RowIdentity {
-    run_id: String,
-    plan_id: String,
-    attempt: u32,
-    profile: String,
-    workload: String,
-    server: ServerId,
-    /// Absent in results from before there was a choice: Chromium.
-    #[serde(default)]
-    browser: BrowserId,
-    #[serde(default)]
-    view: View,
-    phase: Phase,
-    round: u32,
-    position: u32,
-    #[serde(with = "crate::protocol::variant_name")]
-    variant: Variant,
-    outcome: Outcome,
-    #[serde(deserialize_with = "reason_kinds")]
-    invalid_kinds: Vec<ReasonKind>,
-    measurement_failure: bool,
-    viewpoints: u8,
-}
 
 /// One row of `runs.csv`: identity, outcome, and the value of every metric of the
 /// [registry](crate::registry) (read by the registry's column names).
@@ -140,13 +115,6 @@ impl RunRow {
 }
 
 /// `link server` → the typed kinds.
-fn reason_kinds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ReasonKind>, D::Error> {
-    let text = String::deserialize(d)?;
-    text.split_whitespace()
-        .map(|k| k.parse().map_err(serde::de::Error::custom))
-        .collect()
-}
-
 /// The rows of `runs.csv`, one per attempt id (a duplicated id keeps its last row).
 pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
     let path = dir.join(RUNS_CSV);
