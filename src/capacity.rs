@@ -3,7 +3,7 @@
 //! [`OPPORTUNITY_BYTES`] leave the bottleneck queue, and the trace repeats when it ends. Parsed
 //! and counted here (pure); the traces shipped with pagebench are compiled in ([`BUILT_IN`]).
 //!
-//! Two choices differ from mahimahi, both documented in the README:
+//! Two choices differ from mahimahi, both documented in `docs/profiles.md`:
 //! - **Sub-millisecond release.** mahimahi's clock ticks in milliseconds, so the k opportunities
 //!   of one millisecond leave as one burst. Here they are spread evenly over it: the i-th of k at
 //!   `m + i/k` ms (the first at the millisecond itself, as in mahimahi).

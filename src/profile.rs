@@ -2,7 +2,7 @@
 //! from the shipped `profiles/*.toml` (compiled into the binary, so it works from any
 //! directory), a `--profiles-dir` or user files, validated with errors that name the file.
 //!
-//! Real networks (see the README's "Real networks"): a recorded capacity per direction
+//! Real networks (see `docs/profiles.md`): a recorded capacity per direction
 //! (`down_trace`/`up_trace`, mahimahi format, paths relative to the profile file), the rate
 //! limiter's queue discipline (`aqm`), outages (scheduled and a random on/off process), NAT
 //! rebinding, competing traffic and an extra delay per server address. Times of events are

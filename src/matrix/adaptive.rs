@@ -12,7 +12,7 @@
 //! to be narrow, and an interval narrow by chance excludes 1 more often. `bench stopping`
 //! ([`super::stopping_sim`]) measures it: with no true difference, about 4 % of cells get a
 //! verdict where the rule stops them anywhere between the minimum and the maximum, against
-//! 2–3 % of the same cells at a fixed 10 or 30 runs (README, "Adaptive runs"). A ratio or a
+//! 2–3 % of the same cells at a fixed 10 or 30 runs (`docs/scale.md`, "Adaptive runs"). A ratio or a
 //! median that is only a DNF bound never counts as precise ([`summary::widest_ci_pct`]). The
 //! rule is a function of the runs on disk and the seed, so a resumed matrix makes the same
 //! decisions as one that was never interrupted.

@@ -110,7 +110,7 @@ pub fn directives(k: &ServerKnobs) -> Vec<String> {
 }
 
 /// The window that bounds an h2 upload to Apache: `H2WindowSize`, the stream window it grants
-/// (measured: `H2StreamMaxMemSize` does not move an upload, see README "Servers under test").
+/// (measured: `H2StreamMaxMemSize` does not move an upload, see `docs/servers.md`).
 pub fn windows(k: &ServerKnobs) -> Vec<ConfiguredWindow> {
     let window = k
         .h2_initial_stream_window
