@@ -29,7 +29,7 @@ use crate::workload::WorkloadKind;
 
 pub use chromium::Chromium;
 pub use firefox::Firefox;
-pub use launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM, HOST};
+pub use launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
 
 /// The client's side of the link as a browser needs it: programs and sockets inside the
 /// client namespace (where the browser runs, and where its DevTools port is visible).

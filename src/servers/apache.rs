@@ -209,7 +209,7 @@ pub fn apache_conf(s: &Site, k: &ServerKnobs) -> String {
          LogFormat \"{{\\\"proto\\\":\\\"%H\\\",\\\"method\\\":\\\"%m\\\",\\\"uri\\\":\\\"%<U\\\",\\\"status\\\":%>s,\\\"bytes_sent\\\":%B}}\" pagebench\n\
          CustomLog {log} pagebench\n",
         work = p(&s.work),
-        host = crate::browser::HOST,
+        host = crate::workload::PAGE_HOST,
         ip = s.ip,
         port = s.port,
         protocols = protocols.join(" "),

@@ -75,7 +75,7 @@ pub fn caddyfile(s: &Site) -> String {
          }}\n",
         work = p(&s.work),
         protocols = protocols.join(" "),
-        host = crate::browser::HOST,
+        host = crate::workload::PAGE_HOST,
         port = s.port,
         ip = s.ip,
         cert = p(&s.cert),

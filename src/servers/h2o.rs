@@ -101,7 +101,7 @@ pub fn h2o_conf(s: &Site, k: &ServerKnobs) -> String {
         port = s.port,
         cert = p(&s.cert),
         key = p(&s.key),
-        host = crate::browser::HOST,
+        host = crate::workload::PAGE_HOST,
         sink = s.sink_port,
         root = p(&s.root),
         log = p(&s.log),

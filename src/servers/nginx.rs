@@ -95,7 +95,7 @@ pub fn nginx_conf(s: &Site) -> String {
         ip = s.ip,
         port = s.port,
         http2 = http2,
-        host = crate::browser::HOST,
+        host = crate::workload::PAGE_HOST,
         cert = p(&s.cert),
         key = p(&s.key),
         root = p(&s.root),
