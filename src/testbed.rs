@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::browser::prelaunch::{self, Prelaunch, Ready};
-use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions, HOST};
+use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions};
+use crate::workload::PAGE_HOST as HOST;
 use crate::capacity::TraceStart;
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::contention::{Contention, Snapshot, Tasks};
