@@ -17,7 +17,6 @@ use anyhow::{Context, Result};
 
 use crate::browser::prelaunch::{self, Prelaunch, Ready};
 use crate::browser::{BrowserOverhead, ClientSide, LaunchOptions};
-use crate::workload::PAGE_HOST as HOST;
 use crate::capacity::TraceStart;
 use crate::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::contention::{Contention, Snapshot, Tasks};
@@ -40,6 +39,7 @@ use crate::tempdir::{self, TempDir};
 use crate::validate::LoadEnd;
 use crate::workload::site::SitePlan;
 use crate::workload::Manifest;
+use crate::workload::PAGE_HOST as HOST;
 
 pub use crate::servers::embedded::transport_summary;
 pub use crate::servers::{parse_servers, ServerChoice};
