@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -791,15 +791,37 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
     }
 }
 
+/// After the statistics: why transfers were slow, and the report (tables, charts, HTML) when
+/// asked. A failure of either loses no run: it says how to retry.
+fn diagnosis_and_report(dir: &Path, report: bool) {
+    if let Err(e) = crate::diagnose::run(dir) {
+        eprintln!(
+            "pagebench: the diagnosis could not be written ({e:#}); retry with `pagebench diagnose {}`",
+            dir.display()
+        );
+    }
+    if report {
+        match crate::report::generate(dir) {
+            Ok(out) => eprintln!("report: {}", out.html.display()),
+            Err(e) => eprintln!(
+                "pagebench: the report could not be written ({e:#}); the runs are safe: retry with `pagebench report {}`",
+                dir.display()
+            ),
+        }
+    }
+}
+
 fn merge(a: MergeArgs) -> Result<ExitCode> {
     let out = crate::matrix::merge::merge(&crate::matrix::merge::MergeRequest {
         out: a.out,
         dirs: a.dirs,
         allow_mixed_machines: a.allow_mixed_machines,
         allow_incomplete: a.allow_incomplete,
-        report: !a.no_report,
         quiet: a.quiet,
     })?;
+    if out.summarized {
+        diagnosis_and_report(&out.out, !a.no_report);
+    }
     for n in &out.notes {
         eprintln!("note: {n}");
     }
@@ -1142,6 +1164,9 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
         );
     }
     let out = crate::matrix::execute::run(&req)?;
+    if out.summarized {
+        diagnosis_and_report(&out.dir, req.report);
+    }
     let interrupted = signals::interrupted() && !out.completed;
     eprintln!(
         "pagebench matrix: {} of {} planned runs{} in {}{}",
@@ -1483,7 +1508,11 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 calibration_runs: 0,
                 machine_check: Duration::ZERO,
             };
-            crate::matrix::execute::run(&req)?.dir
+            let out = crate::matrix::execute::run(&req)?;
+            if out.summarized {
+                diagnosis_and_report(&out.dir, false);
+            }
+            out.dir
         }
     };
     let meta = store::read_meta(&dir)?;

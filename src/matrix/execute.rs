@@ -56,7 +56,8 @@ pub struct MatrixRequest {
     pub out: Option<PathBuf>,
     pub resume: Option<PathBuf>,
     pub quiet: bool,
-    /// Write the report at the end (the report module's entry point).
+    /// Whether the command writes the report after the matrix (`--no-report`: not); the
+    /// matrix itself ends with the statistics.
     pub report: bool,
     /// Retries of a run that failed as a measurement (link, server, browser crash).
     pub retry_invalid: u32,
@@ -90,6 +91,9 @@ pub struct MatrixOutcome {
     pub planned: usize,
     /// `--runs auto`: `planned` is the most rounds could take.
     pub adaptive: bool,
+    /// The statistics were written (some attempt ran): the diagnosis and the report can
+    /// follow (the command composes them: running a matrix does not depend on drawing it).
+    pub summarized: bool,
 }
 
 struct Resolved {
@@ -370,13 +374,6 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         if !req.quiet {
             println!("{}", summary::terminal(&s));
         }
-        // Why transfers were slow, beside the statistics (a failure here loses no run).
-        if let Err(e) = crate::diagnose::run(&dir) {
-            eprintln!("pagebench: the diagnosis could not be written ({e:#}); retry with `pagebench diagnose {}`", dir.display());
-        }
-        if req.report {
-            report_hook(&dir)?;
-        }
     }
     Ok(MatrixOutcome {
         dir: outcome_dir,
@@ -384,6 +381,7 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         runs_done: done,
         planned: planned.len(),
         adaptive: req.adaptive.is_some(),
+        summarized: store.attempt_count() > 0,
     })
 }
 
@@ -442,20 +440,6 @@ fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
             calibration,
         },
     )
-}
-
-/// Writes the report (tables, charts, HTML); a failure here does not lose any run.
-fn report_hook(dir: &Path) -> Result<()> {
-    match crate::report::generate(dir) {
-        Ok(out) => {
-            eprintln!("report: {}", out.html.display());
-            Ok(())
-        }
-        Err(e) => {
-            eprintln!("pagebench: the report could not be written ({e:#}); the runs are safe: retry with `pagebench report {}`", dir.display());
-            Ok(())
-        }
-    }
 }
 
 /// Where finished attempts go and what was attempted so far: the results directory

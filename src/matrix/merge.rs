@@ -1,6 +1,6 @@
 //! `pagebench merge OUT DIR…`: the shards of one matrix (`matrix --shard K/N`, run on several
-//! machines) back into one results directory, with the statistics, the diagnosis and the report
-//! as if the matrix had run on one machine.
+//! machines) back into one results directory, with the statistics as if the matrix had run on
+//! one machine (the command adds the diagnosis and the report).
 //!
 //! It refuses, naming the directories and what to do: directories that are not shards, shards
 //! of another plan (the plan hash and each difference), of another shard count, two shards
@@ -33,8 +33,6 @@ pub struct MergeRequest {
     pub dirs: Vec<PathBuf>,
     pub allow_mixed_machines: bool,
     pub allow_incomplete: bool,
-    /// Write the report (and the diagnosis) at the end.
-    pub report: bool,
     pub quiet: bool,
 }
 
@@ -48,6 +46,8 @@ pub struct MergeOutcome {
     /// What was allowed through (machine differences, missing or unfinished shards) and what
     /// the calibrations say about the machines.
     pub notes: Vec<String>,
+    /// The statistics were written: the diagnosis and the report can follow.
+    pub summarized: bool,
 }
 
 /// One shard directory as read for the checks.
@@ -530,21 +530,6 @@ pub fn merge(req: &MergeRequest) -> Result<MergeOutcome> {
         if !req.quiet {
             println!("{}", summary::terminal(&s));
         }
-        if let Err(e) = crate::diagnose::run(&req.out) {
-            eprintln!(
-                "pagebench: the diagnosis could not be written ({e:#}); retry with `pagebench diagnose {}`",
-                req.out.display()
-            );
-        }
-        if req.report {
-            match crate::report::generate(&req.out) {
-                Ok(out) => eprintln!("report: {}", out.html.display()),
-                Err(e) => eprintln!(
-                    "pagebench: the report could not be written ({e:#}); retry with `pagebench report {}`",
-                    req.out.display()
-                ),
-            }
-        }
     }
     Ok(MergeOutcome {
         out: req.out.clone(),
@@ -552,6 +537,9 @@ pub fn merge(req: &MergeRequest) -> Result<MergeOutcome> {
         attempts,
         complete,
         notes,
+        summarized: rows
+            .iter()
+            .any(|r| r.phase == crate::identity::Phase::Measure),
     })
 }
 
