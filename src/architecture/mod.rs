@@ -22,14 +22,7 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
     ),
     (&["netem::cleanup", "netem::netns"], "not untangled yet"),
     (
-        &[
-            "netem::cross",
-            "netem::emulator",
-            "netem::model",
-            "netem::nat",
-            "netem::stats",
-            "netem::trace",
-        ],
+        &["netem::cross", "netem::model", "netem::nat", "netem::stats"],
         "not untangled yet",
     ),
     (

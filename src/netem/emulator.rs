@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::host;
+use super::io_counters::IoCounters;
 use super::model::{ChosenDrop, Counters, Direction, DirectionConfig, LinkDirection};
 use super::trace::TapPacket;
 use crate::capacity::TraceStart;
@@ -39,14 +40,6 @@ const DIRECTIONS: [Direction; 2] = [Direction::Up, Direction::Down];
 const TOKEN_CLIENT: u64 = 0;
 const TOKEN_SERVER: u64 = 1;
 const TOKEN_CONTROL: u64 = 2;
-
-/// IO-side counters of one direction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IoCounters {
-    pub read_errors: u64,
-    pub write_errors: u64,
-    pub oversize: u64,
-}
 
 /// A consistent view of the emulator taken on its own thread.
 #[derive(Debug, Clone)]

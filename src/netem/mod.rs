@@ -16,7 +16,8 @@
 //!   recorded capacity trace ([`crate::capacity`]); [`events`]: outages and NAT rebinding on
 //!   the run's timeline; [`nat`]: the rebinding's port rewrite (all pure);
 //! - [`jitter`]: the time-varying delay of the default jitter model (pure);
-//! - [`histogram`], [`stats`]: counters, lateness summary, the self-check (pure);
+//! - [`histogram`], [`stats`], [`io_counters`]: counters, lateness summary, the self-check
+//!   (pure);
 //! - [`emulator`]: the IO loop (epoll, TUN fds, timer slack, SCHED_FIFO);
 //! - [`netns`], [`tun`], [`host`]: namespaces, TUN devices, privileges, CPU steal;
 //! - [`Link`]: all of it put together; [`cross`]: competing flows through it; [`cleanup`]:
@@ -58,6 +59,7 @@ pub mod emulator;
 pub mod events;
 pub mod histogram;
 pub mod host;
+pub mod io_counters;
 pub mod jitter;
 pub mod link;
 pub mod model;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use statrs::function::gamma::ln_gamma;
 
 use super::histogram::LatencySummary;
+use super::io_counters::IoCounters;
 use super::model::Counters;
 use super::tun::DeviceCounters;
 use crate::profile::{JitterModel, Profile};
@@ -130,7 +131,7 @@ pub struct DirectionStats {
 impl DirectionStats {
     pub(crate) fn new(
         c: &Counters,
-        io: &super::emulator::IoCounters,
+        io: &IoCounters,
         in_flight: u64,
         entry: &DeviceCounters,
         exit: &DeviceCounters,
