@@ -6,8 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::netem::cross::SINK_PORT;
-use crate::netem::nat::REBIND_XOR;
+use crate::netem::nat::{REBIND_XOR, SINK_PORT};
 use crate::netem::stats::{CrossFlowBytes, LinkEvents};
 use crate::netem::{Direction, PacketTrace};
 use crate::server::{ConnectionStats, Transport};

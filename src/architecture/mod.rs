@@ -22,10 +22,6 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
     ),
     (&["netem::cleanup", "netem::netns"], "not untangled yet"),
     (
-        &["netem::cross", "netem::model", "netem::nat", "netem::stats"],
-        "not untangled yet",
-    ),
-    (
         &["report::chart_data", "report::filmstrip"],
         "not untangled yet",
     ),

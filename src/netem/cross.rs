@@ -19,12 +19,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::nat::SINK_PORT;
 use super::netns::Namespace;
 use super::stats::CrossFlowBytes;
 use crate::profile::{CrossDirection, CrossProtocol, CrossTraffic};
 
-/// The sink's port (TCP and UDP), in the receiving namespace.
-pub const SINK_PORT: u16 = 5201;
 /// Payload of a `udp-cbr` datagram.
 pub const UDP_PAYLOAD: usize = 1200;
 /// How often blocked threads look at the stop flag.

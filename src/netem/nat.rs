@@ -13,10 +13,12 @@
 //! A stateless bijection keeps both directions consistent without shared state. It relies on
 //! the client's ports being ephemeral (32768–60999, the namespace default: the top bit set), so
 //! a packet to a port with the top bit set after the rebinding is for an old mapping. The
-//! competing flows' sink port is left alone ([`super::cross::SINK_PORT`]): they are
+//! competing flows' sink port is left alone ([`SINK_PORT`]): they are
 //! pagebench's own and not part of the measured client.
 
-use super::cross::SINK_PORT;
+/// The competing flows' sink port (TCP and UDP), in the receiving namespace ([`super::cross`]
+/// opens it). Defined here, below `cross`, so that the pure NAT needs none of the flows' IO.
+pub const SINK_PORT: u16 = 5201;
 
 /// The bit the rebinding flips in every client port.
 pub const REBIND_XOR: u16 = 0x8000;
