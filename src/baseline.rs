@@ -27,7 +27,6 @@ use crate::atomic;
 use crate::registry;
 use crate::report::doc::{self, Block, Cell, CellClass, Document, Table};
 use crate::results::attempts::{self, Attempts};
-use crate::results::shards::Fingerprint;
 use crate::results::store::{read_meta, Meta};
 use crate::results::summary::{self, fmt_p, fmt_ratio, fmt_series, SeriesKey};
 use crate::stats::{
@@ -285,8 +284,9 @@ pub fn baseline(base: &Path, new: &Path, gate: Option<Gate>) -> Result<Baseline>
         compared,
         gate,
     );
-    b.machine_differences = Fingerprint::of(&bm)
-        .differences(&Fingerprint::of(&nm))
+    b.machine_differences = bm
+        .fingerprint()
+        .differences(&nm.fingerprint())
         .into_iter()
         .map(|(f, a, b)| format!("{f}: {a} (base) vs {b} (new)"))
         .collect();

@@ -34,7 +34,6 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
         ],
         "not untangled yet",
     ),
-    (&["results::shards", "results::store"], "not untangled yet"),
 ];
 
 /// Every `.rs` file under `src/` (path relative to it → source), except the binary's `main.rs`

@@ -403,7 +403,7 @@ fn check_machine(req: &MatrixRequest) -> crate::machine_check::MachineCheck {
 /// A shard's `machine.json`: the machine's fingerprint, and its calibration the first time (a
 /// resumed shard keeps the one it made; `--calibration-runs 0` makes none).
 fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
-    use crate::results::shards::{read_machine, write_machine, Fingerprint, MachineFile};
+    use crate::results::shards::{read_machine, write_machine, MachineFile};
     let meta = store::read_meta(dir)?;
     let old = read_machine(dir)?;
     let calibration = match old.and_then(|m| m.calibration) {
@@ -436,7 +436,7 @@ fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
         dir,
         &MachineFile {
             hostname: meta.machine.hostname.clone(),
-            fingerprint: Fingerprint::of(&meta),
+            fingerprint: meta.fingerprint(),
             calibration,
         },
     )

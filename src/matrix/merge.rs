@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::atomic;
 use crate::plan::{self, Cell};
-use crate::results::shards::{read_machine, Fingerprint, MachineFile, MergedShard};
+use crate::results::shards::{read_machine, MachineFile, MergedShard};
 use crate::results::store::{
     self, read_meta, Meta, CAPTURES_DIR, FRAMES_DIR, RESOURCES_CSV, RUNS_CSV, RUNS_DIR,
 };
@@ -237,10 +237,10 @@ pub fn check(
         }
     }
     // Machines.
-    let base = Fingerprint::of(&first.meta);
+    let base = first.meta.fingerprint();
     let mut differences = Vec::new();
     for s in &shards[1..] {
-        for (field, a, b) in base.differences(&Fingerprint::of(&s.meta)) {
+        for (field, a, b) in base.differences(&s.meta.fingerprint()) {
             differences.push(format!(
                 "{field}: {a} ({}) vs {b} ({})",
                 first.name(),
@@ -338,7 +338,7 @@ fn merged_meta(shards: &[ShardDir], complete: bool) -> Meta {
             started_at: s.meta.started_at.clone(),
             ended_at: s.meta.ended_at.clone(),
             hostname: s.meta.machine.hostname.clone(),
-            fingerprint: Fingerprint::of(&s.meta),
+            fingerprint: s.meta.fingerprint(),
             calibration: s.machine.as_ref().and_then(|m| m.calibration.clone()),
         })
         .collect();

@@ -10,7 +10,6 @@ use std::str::FromStr;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::store::Meta;
 use crate::atomic;
 use crate::plan::Cell;
 
@@ -68,18 +67,6 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    pub fn of(meta: &Meta) -> Fingerprint {
-        Fingerprint {
-            cpu_model: meta.machine.cpu_model.clone(),
-            cpus: meta.machine.cpus,
-            kernel: meta.machine.kernel.clone(),
-            chromium: meta.machine.chromium.clone(),
-            firefox: meta.machine.firefox.clone(),
-            pagebench_version: meta.pagebench_version.clone(),
-            git_revision: meta.git_revision.clone(),
-        }
-    }
-
     /// Each field that differs: (name, this, other).
     pub fn differences(&self, other: &Fingerprint) -> Vec<(&'static str, String, String)> {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "not installed".into());

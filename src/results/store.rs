@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::csv::{resource_rows, run_row, RESOURCE_COLUMNS, RUN_COLUMNS};
+use super::shards::Fingerprint;
 use crate::atomic;
 use crate::plan::{PlanSpec, PlannedRun};
 use crate::profile::Profile;
@@ -141,6 +142,20 @@ impl Meta {
 }
 
 impl Meta {
+    /// What must be the same on every machine of a merged matrix, read from this matrix's
+    /// machine and build.
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint {
+            cpu_model: self.machine.cpu_model.clone(),
+            cpus: self.machine.cpus,
+            kernel: self.machine.kernel.clone(),
+            chromium: self.machine.chromium.clone(),
+            firefox: self.machine.firefox.clone(),
+            pagebench_version: self.pagebench_version.clone(),
+            git_revision: self.git_revision.clone(),
+        }
+    }
+
     /// What identifies the matrix's plan across machines: a hash (16 hex digits) of the plan and
     /// of everything that shapes its runs — the profiles as applied, the servers and their
     /// knobs, the timeout, the pages seed, the retries and the stored options (settle wait,
@@ -719,7 +734,7 @@ mod tests {
             started_at: String::new(),
             ended_at: None,
             hostname: String::new(),
-            fingerprint: crate::results::shards::Fingerprint::of(&meta()),
+            fingerprint: meta().fingerprint(),
             calibration: None,
         }];
         Store::create(tmp.path(), &merged).unwrap();
