@@ -583,7 +583,7 @@ pub fn write(out: &Path, b: &Baseline) -> Result<Vec<PathBuf>> {
         ("compare.md", doc::to_markdown(&d).into_bytes()),
         (
             "compare.html",
-            doc::to_html(&d, crate::report::draw::FONT_TTF).into_bytes(),
+            doc::to_html(&d, crate::report::glyph::FONT_TTF).into_bytes(),
         ),
         ("compare.csv", csv_bytes(b)?),
         (

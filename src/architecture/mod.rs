@@ -25,7 +25,6 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
         &["report::chart_data", "report::filmstrip"],
         "not untangled yet",
     ),
-    (&["report::draw", "report::glyph"], "not untangled yet"),
     (
         &[
             "results::attempts",

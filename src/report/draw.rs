@@ -11,11 +11,9 @@ use plotters::style::{register_font, FontStyle};
 
 use super::chart_data::{Bars, Cdf, Chart, ChartData, Heatmap, Onwire, Sweep, Waterfall};
 use super::filmstrip::Filmstrip;
-use super::glyph::{self, GlyphBackend};
+use super::glyph::{self, GlyphBackend, FONT_TTF};
 use super::model::VerdictClass;
 
-/// The bundled font (ASCII, Latin-1 and a few symbols: – — − ≤ ≥ → … ↑ ↓ Δ μ ≈ •).
-pub const FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
 const FAMILY: &str = "sans-serif";
 
 type Area<'a> = DrawingArea<GlyphBackend<'a>, Shift>;

@@ -390,7 +390,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
     let markdown = out_dir.join(MARKDOWN);
     atomic::write_file(&markdown, doc::to_markdown(&document).as_bytes())?;
     let html = out_dir.join(HTML);
-    atomic::write_file(&html, doc::to_html(&document, draw::FONT_TTF).as_bytes())?;
+    atomic::write_file(&html, doc::to_html(&document, glyph::FONT_TTF).as_bytes())?;
     Ok(ReportOutput {
         markdown,
         html,
