@@ -22,10 +22,6 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
     ),
     (&["netem::cleanup", "netem::netns"], "not untangled yet"),
     (
-        &["report::chart_data", "report::filmstrip"],
-        "not untangled yet",
-    ),
-    (
         &[
             "results::attempts",
             "results::attrition",

@@ -13,6 +13,7 @@ use super::model::{
 use super::tables::sweep_workloads;
 use crate::metrics::{onwire_timeline, ResourceMetrics};
 use crate::stats::Censored;
+use crate::visual::Rgb;
 
 /// Width of every chart, px.
 pub const WIDTH: u32 = 1200;
@@ -37,7 +38,34 @@ pub enum ChartData {
     Waterfall(Waterfall),
     Onwire(Onwire),
     Sweep(Sweep),
-    Filmstrip(super::filmstrip::Filmstrip),
+    Filmstrip(Filmstrip),
+}
+
+/// The filmstrip: each series' median run as the screen looked every `interval_ms` (laid out by
+/// [`super::filmstrip`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Filmstrip {
+    pub interval_ms: f64,
+    /// The time of each column, ms after navigation start.
+    pub ticks_ms: Vec<f64>,
+    pub rows: Vec<FilmRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FilmRow {
+    pub series: String,
+    pub run_id: String,
+    pub speed_index_ms: Option<f64>,
+    pub visual_complete_ms: Option<f64>,
+    pub load_ms: Option<f64>,
+    /// Per column: the index into `thumbs` of the frame on screen.
+    pub cells: Vec<usize>,
+    /// Per column: the screen changed since the column before (WebPageTest's highlight).
+    pub changed: Vec<bool>,
+    /// Per column: the first column at or after visual complete.
+    pub complete: Vec<bool>,
+    #[serde(skip)]
+    pub thumbs: Vec<Rgb>,
 }
 
 /// Grouped bars: one group per profile, one bar per series, CI whiskers.

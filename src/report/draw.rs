@@ -9,8 +9,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
-use super::chart_data::{Bars, Cdf, Chart, ChartData, Heatmap, Onwire, Sweep, Waterfall};
-use super::filmstrip::Filmstrip;
+use super::chart_data::{
+    Bars, Cdf, Chart, ChartData, Filmstrip, Heatmap, Onwire, Sweep, Waterfall,
+};
 use super::glyph::{self, GlyphBackend, FONT_TTF};
 use super::model::VerdictClass;
 

@@ -3,12 +3,12 @@
 //! come from the runs' screencasts (`--visual`); the report's IO shell reads and shrinks them.
 
 use anyhow::{ensure, Result};
-use serde::Serialize;
 
 use std::collections::BTreeMap;
 
 use super::chart_data::{
-    key_pages, on_server, server_suffix, slug, Cdf, CdfLine, CdfPanel, Chart, ChartData,
+    key_pages, on_server, server_suffix, slug, Cdf, CdfLine, CdfPanel, Chart, ChartData, FilmRow,
+    Filmstrip,
 };
 use super::model::{workload_title, ReportData};
 use crate::visual::{self, Rgb, VisualEvidence};
@@ -137,31 +137,6 @@ pub struct FilmInput<'a> {
     /// The frames' thumbnails, in the order of `evidence.frames`.
     pub thumbs: Vec<Rgb>,
     pub load_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Filmstrip {
-    pub interval_ms: f64,
-    /// The time of each column, ms after navigation start.
-    pub ticks_ms: Vec<f64>,
-    pub rows: Vec<FilmRow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FilmRow {
-    pub series: String,
-    pub run_id: String,
-    pub speed_index_ms: Option<f64>,
-    pub visual_complete_ms: Option<f64>,
-    pub load_ms: Option<f64>,
-    /// Per column: the index into `thumbs` of the frame on screen.
-    pub cells: Vec<usize>,
-    /// Per column: the screen changed since the column before (WebPageTest's highlight).
-    pub changed: Vec<bool>,
-    /// Per column: the first column at or after visual complete.
-    pub complete: Vec<bool>,
-    #[serde(skip)]
-    pub thumbs: Vec<Rgb>,
 }
 
 /// The step that keeps `until_ms` within [`MAX_COLUMNS`] columns: 100 ms, else the next of
