@@ -636,7 +636,9 @@ fn a_process_that_panics_leaves_no_namespace() {
         .split_whitespace()
         .map(str::to_string)
         .collect();
-    let pid = pagebench::netem::netns::parse_name(&names[0]).unwrap().0;
+    let pid = pagebench::netem::netns_dir::parse_name(&names[0])
+        .unwrap()
+        .0;
     let listed = netns_list();
     assert!(names.iter().all(|n| !listed.contains(n)), "{listed:?}");
     check.finish(&[pid]);

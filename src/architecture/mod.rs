@@ -20,7 +20,6 @@ const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
         &["matrix::calibration", "matrix::execute", "matrix::series"],
         "not untangled yet",
     ),
-    (&["netem::cleanup", "netem::netns"], "not untangled yet"),
     (
         &[
             "results::attempts",

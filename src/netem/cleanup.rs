@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 
-use super::netns::{delete_by_name, parse_name, NETNS_DIR};
+use super::netns_dir::{delete_by_name, parse_name, NETNS_DIR};
 use crate::procfs;
 
 /// Deletes every stale pagebench namespace and returns their names. Namespaces of live

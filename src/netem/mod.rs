@@ -19,7 +19,8 @@
 //! - [`histogram`], [`stats`], [`io_counters`]: counters, lateness summary, the self-check
 //!   (pure);
 //! - [`emulator`]: the IO loop (epoll, TUN fds, timer slack, SCHED_FIFO);
-//! - [`netns`], [`tun`], [`host`]: namespaces, TUN devices, privileges, CPU steal;
+//! - [`netns`], [`netns_dir`], [`tun`], [`host`]: namespaces (their names and files under
+//!   /run/netns), TUN devices, privileges, CPU steal;
 //! - [`Link`]: all of it put together; [`cross`]: competing flows through it; [`cleanup`]:
 //!   leftovers of dead processes;
 //! - [`bench`](mod@bench), [`shell`]: the `pagebench bench netem` and `pagebench shell` commands.
@@ -65,6 +66,7 @@ pub mod link;
 pub mod model;
 pub mod nat;
 pub mod netns;
+pub mod netns_dir;
 pub mod shell;
 pub mod stats;
 pub mod trace;

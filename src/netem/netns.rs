@@ -12,43 +12,21 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
 
+use super::netns_dir::{delete_by_name, namespace_name, namespace_path};
 use crate::signals;
-
-/// Every namespace pagebench creates starts with this.
-pub const NAME_PREFIX: &str = "pb-";
-/// Where `ip netns` keeps its namespaces.
-pub const NETNS_DIR: &str = "/run/netns";
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh per-process instance number (namespaces of one link share it).
 pub fn next_instance() -> u64 {
     NEXT_INSTANCE.fetch_add(1, Ordering::SeqCst)
-}
-
-/// `pb-<pid>-<instance>-<role>`.
-pub fn namespace_name(pid: u32, instance: u64, role: &str) -> String {
-    format!("{NAME_PREFIX}{pid}-{instance}-{role}")
-}
-
-/// The owner PID, instance and role of a pagebench namespace name.
-pub fn parse_name(name: &str) -> Option<(u32, u64, &str)> {
-    let rest = name.strip_prefix(NAME_PREFIX)?;
-    let mut parts = rest.splitn(3, '-');
-    let pid = parts.next()?.parse().ok()?;
-    let instance = parts.next()?.parse().ok()?;
-    let role = parts.next()?;
-    if role.is_empty() || !role.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return None;
-    }
-    Some((pid, instance, role))
 }
 
 /// A network namespace created by this process, deleted when dropped.
@@ -279,29 +257,6 @@ fn enter(fd: RawFd) -> io::Result<()> {
     }
 }
 
-fn namespace_path(name: &str) -> PathBuf {
-    Path::new(NETNS_DIR).join(name)
-}
-
-/// Deletes a namespace the way `ip netns delete` does: detach its bind mount, remove the file.
-/// The namespace itself disappears once no process, thread or socket uses it any more.
-pub fn delete_by_name(name: &str) -> io::Result<()> {
-    let path = namespace_path(name);
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in namespace name"))?;
-    // SAFETY: a valid C string; MNT_DETACH never blocks.
-    let r = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) };
-    let umount_err = (r != 0).then(io::Error::last_os_error);
-    match std::fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match umount_err {
-            Some(u) if u.raw_os_error() != Some(libc::EINVAL) => Err(u),
-            _ => Ok(()),
-        },
-        Err(e) => Err(e),
-    }
-}
-
 /// Writes `1` to `disable_ipv6` for all and for new interfaces (runs inside the namespace:
 /// `/proc/sys/net` shows the namespace of the calling thread).
 fn disable_ipv6() -> Result<()> {
@@ -380,16 +335,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        let n = namespace_name(1234, 7, "c");
-        assert_eq!(n, "pb-1234-7-c");
-        assert_eq!(parse_name(&n), Some((1234, 7, "c")));
-        for bad in ["pb-x-1-c", "pb-1-2-", "other-1-2-c", "pb-1-c", "pb-1-2-c-d"] {
-            assert_eq!(parse_name(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn thread_names_fit_the_kernel_limit() {

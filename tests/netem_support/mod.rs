@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pagebench::netem::{cleanup, netns, Link};
+use pagebench::netem::{cleanup, netns_dir, Link};
 use pagebench::profile::{self, Profile};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -55,7 +55,7 @@ impl NetnsCheck {
         let after = netns_list();
         let ours: Vec<&String> = after
             .difference(&self.before)
-            .filter(|name| match netns::parse_name(name) {
+            .filter(|name| match netns_dir::parse_name(name) {
                 Some((pid, _, _)) => pid == std::process::id() || child_pids.contains(&pid),
                 None => false,
             })
