@@ -13,10 +13,6 @@ use std::path::Path;
 /// Circles between file modules that are left, members sorted, each with why.
 const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
     (
-        &["browser::launch", "browser::load", "browser::repeat"],
-        "not untangled yet",
-    ),
-    (
         &["matrix::calibration", "matrix::execute", "matrix::series"],
         "not untangled yet",
     ),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 
 use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
-use super::{load, Browser, ClientSide};
+use super::{load, repeat, Browser, ClientSide};
 use crate::identity::BrowserId;
 use crate::metrics::Observation;
 use crate::validate::LoadEnd;
@@ -33,8 +33,11 @@ impl Browser for Chromium {
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
         self.close();
-        let process = ChromiumProcess::launch(client.command(CHROMIUM), opts)
-            .context("Chromium did not start")?;
+        let launched = ChromiumProcess::launch(client.command(CHROMIUM), opts).and_then(|mut p| {
+            repeat::first_view(&mut p, opts)?;
+            Ok(p)
+        });
+        let process = launched.context("Chromium did not start")?;
         self.version = process.version.clone();
         self.running = Some(process);
         self.keep_bodies = opts.keep_bodies;

@@ -148,6 +148,10 @@ fn quiet_browser_args() -> Vec<String> {
     .collect()
 }
 
+/// The flag that exposes `chrome.benchmarking` to pages (a repeat view closes connections with
+/// it: [`super::repeat`]).
+pub const NET_BENCHMARKING: &str = "--enable-net-benchmarking";
+
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
 pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     let mut a = quiet_browser_args();
@@ -162,7 +166,7 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     ));
     a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
     if o.repeat.is_some() {
-        a.push(super::repeat::NET_BENCHMARKING.into());
+        a.push(NET_BENCHMARKING.into());
     }
     if let Some(path) = &o.key_log {
         a.push(format!("--ssl-key-log-file={}", path.display()));
@@ -406,24 +410,14 @@ impl ChromiumProcess {
     /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
     /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
+    /// A repeat view's first navigation is not made here: [`super::repeat::first_view`] makes
+    /// it next (it loads pages, which needs [`super::load`], which needs this process).
     pub fn launch(cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
         let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
         let hosts = o.host_map();
         let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
         let state = primed.then(|| primed_network_state(&names, o.port));
-        let mut browser = Self::start(cmd, chromium_args(o), state, o.settle_max)?;
-        if let Some(repeat) = &o.repeat {
-            let t = Instant::now();
-            let first = super::repeat::prepare(&mut browser, repeat, o.init_script.as_deref());
-            browser.overhead.first_view_ms = t.elapsed().as_secs_f64() * 1e3;
-            browser.first_view = Some(first?);
-            // The first view's work is over before the measurement: settle again.
-            let settle = process::settle(browser.pgid, o.settle_max);
-            browser.overhead.settle_ms += settle.waited.as_secs_f64() * 1e3;
-            browser.overhead.settled = settle.settled;
-            browser.overhead.settle_cpu = settle.last_cpu;
-        }
-        Ok(browser)
+        Self::start(cmd, chromium_args(o), state, o.settle_max)
     }
 
     /// Launches Chromium as a normal browser ([`NaturalOptions`]: no protocol forced), with

@@ -5,14 +5,15 @@
 //! whose `closeConnections()` closes every socket and QUIC session of the network service
 //! without touching those caches.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::cdp;
-use super::launch::ChromiumProcess;
+use super::launch::{ChromiumProcess, LaunchOptions, NET_BENCHMARKING};
 use super::load::{self, LoadExtras, WaitFor};
+use super::process;
 use super::{RepeatCache, RepeatView};
 use crate::metrics::FirstView;
 use crate::validate::LoadEnd;
@@ -24,8 +25,23 @@ const FIRST_VIEW_QUIET: Duration = Duration::from_millis(500);
 /// Time for the closing packets (FIN, CONNECTION_CLOSE) to cross the link before the mark.
 const CLOSE_DRAIN: Duration = Duration::from_millis(300);
 
-/// The flag that exposes `chrome.benchmarking` to pages.
-pub const NET_BENCHMARKING: &str = "--enable-net-benchmarking";
+/// A launched browser's repeat view, when `o` asks for one: the first navigation (timed as
+/// `first_view_ms`), then a second settle, since the first view's work is over before the
+/// measurement. Part of the launch (outside the measured window).
+pub fn first_view(browser: &mut ChromiumProcess, o: &LaunchOptions) -> Result<()> {
+    let Some(repeat) = &o.repeat else {
+        return Ok(());
+    };
+    let t = Instant::now();
+    let first = prepare(browser, repeat, o.init_script.as_deref());
+    browser.overhead.first_view_ms = t.elapsed().as_secs_f64() * 1e3;
+    browser.first_view = Some(first?);
+    let settle = process::settle(browser.pgid(), o.settle_max);
+    browser.overhead.settle_ms += settle.waited.as_secs_f64() * 1e3;
+    browser.overhead.settled = settle.settled;
+    browser.overhead.settle_cpu = settle.last_cpu;
+    Ok(())
+}
 
 /// Loads the page once, closes every connection, clears the HTTP cache unless kept, and leaves
 /// the tab on `about:blank`. Errors when the first navigation did not complete: without it the
