@@ -1100,7 +1100,7 @@ fn parse_forced_variant(s: &str) -> std::result::Result<crate::protocol::Variant
 }
 
 fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCode> {
-    let mut req = crate::matrix::execute::MatrixRequest {
+    let mut req = crate::matrix::command::MatrixRequest {
         profiles: a.profiles,
         profiles_dir: a.common.profile_source(),
         workloads: a.workloads,
@@ -1163,7 +1163,7 @@ fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCod
             "--min-runs, --max-runs and --precision go with --runs auto; give --runs auto, or leave them out"
         );
     }
-    let out = crate::matrix::execute::run(&req)?;
+    let out = crate::matrix::command::run(&req)?;
     if out.summarized {
         diagnosis_and_report(&out.dir, req.report);
     }
@@ -1475,7 +1475,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                     chrono::Local::now().format("%Y%m%d-%H%M%S")
                 ))
             });
-            let req = crate::matrix::execute::MatrixRequest {
+            let req = crate::matrix::command::MatrixRequest {
                 profiles,
                 profiles_dir,
                 workloads: a.workloads.clone(),
@@ -1508,7 +1508,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 calibration_runs: 0,
                 machine_check: Duration::ZERO,
             };
-            let out = crate::matrix::execute::run(&req)?;
+            let out = crate::matrix::command::run(&req)?;
             if out.summarized {
                 diagnosis_and_report(&out.dir, false);
             }

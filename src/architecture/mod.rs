@@ -11,20 +11,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Circles between file modules that are left, members sorted, each with why.
-const KNOWN_CIRCLES: &[(&[&str], &str)] = &[
-    (
-        &["matrix::calibration", "matrix::execute", "matrix::series"],
-        "not untangled yet",
-    ),
-    (
-        &[
-            "results::attempts",
-            "results::attrition",
-            "results::summary",
-        ],
-        "not untangled yet",
-    ),
-];
+const KNOWN_CIRCLES: &[(&[&str], &str)] = &[(
+    &[
+        "results::attempts",
+        "results::attrition",
+        "results::summary",
+    ],
+    "not untangled yet",
+)];
 
 /// Every `.rs` file under `src/` (path relative to it → source), except the binary's `main.rs`
 /// and packages of their own (a folder with a `Cargo.toml`, e.g. the quiche helper).

@@ -3,6 +3,7 @@
 
 pub mod adaptive;
 pub mod calibration;
+pub mod command;
 pub mod execute;
 pub mod link_bench;
 pub mod merge;

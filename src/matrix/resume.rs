@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::execute::MatrixRequest;
+use super::command::MatrixRequest;
 use crate::profile::{self, ProfileSource};
 use crate::protocol::{H3Mode, Variant};
 use crate::results::options::{ServerFlags, StoredOptions};
