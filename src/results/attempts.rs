@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::summary::{final_attempts, RunRow, SeriesKey};
+use super::rows::{final_attempts, RunRow, SeriesKey};
 use crate::identity::Phase;
 use crate::registry;
 use crate::validate::{Outcome, ReasonClass, ReasonKind};

@@ -24,7 +24,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, Attempts, Failure};
-use super::summary::{CellComparison, RunRow, SeriesKey};
+use super::rows::{RunRow, SeriesKey};
+use super::summary::CellComparison;
 use crate::identity::Phase;
 use crate::registry::Metric;
 use crate::stats::{

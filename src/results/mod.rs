@@ -8,6 +8,7 @@ pub mod attrition;
 pub mod csv;
 pub mod options;
 pub mod row_identity;
+pub mod rows;
 pub mod shards;
 pub mod store;
 pub mod summary;
