@@ -47,7 +47,8 @@ pub fn crate_graph(files: &BTreeMap<String, String>) -> (Graph, Vec<String>) {
     for m in &modules {
         let edges = graph.entry(m.clone()).or_default();
         for r in &scans[m].1.refs {
-            let Some(target) = absolute(m, r, &modules) else {
+            let Some(target) = absolute(m, r, &modules).or_else(|| through_import(r, &imports[m]))
+            else {
                 continue;
             };
             let owner = defining_module(target, &modules, &imports);
@@ -131,6 +132,14 @@ fn imported_names<'s>(
     named
         .filter_map(|r| Some((r.binds.as_ref()?, absolute(m, r, modules)?)))
         .collect()
+}
+
+/// A path that starts with a name the module imported (`attrition::words::f` after
+/// `use super::attrition;`), made crate-absolute through the import.
+fn through_import(r: &RawRef, imports: &BTreeMap<&String, ModPath>) -> Option<ModPath> {
+    let (first, rest) = r.path.split_first()?;
+    let to = imports.get(first)?;
+    Some([to.as_slice(), rest].concat())
 }
 
 /// The file module that defines what `path` names: its longest prefix that is a module, or
@@ -319,6 +328,18 @@ mod tests {
             ("a/y.rs", "fn f() -> crate::a::Renamed { todo!() }"),
         ]);
         assert_eq!(c, [["a::x", "a::y"]]);
+    }
+
+    #[test]
+    fn a_path_through_an_imported_module_reaches_its_child() {
+        let c = found(&[
+            ("lib.rs", "pub mod a;"),
+            ("a/mod.rs", "mod x; mod y;"),
+            ("a/x.rs", "pub mod deep;"),
+            ("a/x/deep.rs", "use crate::a::y::Y;"),
+            ("a/y.rs", "use super::x; fn f() { x::deep::g() }"),
+        ]);
+        assert_eq!(c, [["a::x::deep", "a::y"]]);
     }
 
     #[test]
