@@ -23,9 +23,11 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::attempts::{self, Attempts, Failure};
+use super::attempts::{self, Attempts};
 use super::rows::{RunRow, SeriesKey};
-use super::summary::CellComparison;
+// The attrition a comparison carries is defined with the comparison; most users name it here.
+use super::comparison::CellComparison;
+pub use super::comparison::{Attrition, Mark};
 use crate::identity::Phase;
 use crate::registry::Metric;
 use crate::stats::{
@@ -33,96 +35,6 @@ use crate::stats::{
     RateTest, SeriesInput, Side, Verdict,
 };
 use crate::validate::Outcome;
-
-/// A comparison's attrition: what its counted runs leave out, tested.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Attrition {
-    /// Rejected attempts of all attempts, per side.
-    pub rejections: RateTest,
-    /// Protocol failures of the counted runs that measured the protocol, per side.
-    pub failures: RateTest,
-    #[serde(default)]
-    pub failed_a: BTreeMap<Failure, usize>,
-    #[serde(default)]
-    pub failed_b: BTreeMap<Failure, usize>,
-    /// The same comparison on every planned run's first attempt (Holm over its own family).
-    pub first_attempts: Comparison,
-    /// The counted runs' verdict on time alone (before a failing side lost "faster").
-    pub counted: Verdict,
-    #[serde(default)]
-    pub marks: Vec<Mark>,
-}
-
-impl Attrition {
-    /// The same attrition seen from the other side (b against a).
-    pub fn inverted(&self) -> Attrition {
-        let swap = |t: &RateTest| RateTest {
-            events_a: t.events_b,
-            trials_a: t.trials_b,
-            events_b: t.events_a,
-            trials_b: t.trials_a,
-            ..t.clone()
-        };
-        Attrition {
-            rejections: swap(&self.rejections),
-            failures: swap(&self.failures),
-            failed_a: self.failed_b.clone(),
-            failed_b: self.failed_a.clone(),
-            first_attempts: self.first_attempts.inverted(),
-            counted: self.counted.inverted(),
-            marks: self.marks.iter().map(Mark::inverted).collect(),
-        }
-    }
-
-    /// `3 fell back` for a side (empty without failures).
-    pub fn failure_words(&self, side: Side) -> String {
-        let by = match side {
-            Side::A => &self.failed_a,
-            Side::B => &self.failed_b,
-        };
-        by.iter()
-            .map(|(f, n)| format!("{n} {}", f.words()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// Why a comparison's verdict needs a second look.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mark", rename_all = "snake_case")]
-pub enum Mark {
-    /// One side's attempts were rejected significantly more often: the counted runs are a
-    /// selection that depends on the protocol.
-    Selection { more_rejected: Side },
-    /// The first attempts' verdict is not the counted runs'.
-    FirstAttempts { counted: Verdict, first: Verdict },
-    /// One side failed significantly more often as a load of its protocol.
-    FailsMore { side: Side },
-}
-
-impl Mark {
-    /// Its name in `comparisons.csv`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Mark::Selection { .. } => "selection",
-            Mark::FirstAttempts { .. } => "first_attempts",
-            Mark::FailsMore { .. } => "fails_more",
-        }
-    }
-
-    fn inverted(&self) -> Mark {
-        match self {
-            Mark::Selection { more_rejected } => Mark::Selection {
-                more_rejected: more_rejected.other(),
-            },
-            Mark::FirstAttempts { counted, first } => Mark::FirstAttempts {
-                counted: counted.inverted(),
-                first: first.inverted(),
-            },
-            Mark::FailsMore { side } => Mark::FailsMore { side: side.other() },
-        }
-    }
-}
 
 /// The size of each of the three families (comparisons in which anything could be tested).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 
 pub mod attempts;
 pub mod attrition;
+pub mod comparison;
 pub mod csv;
 pub mod options;
 pub mod row_identity;

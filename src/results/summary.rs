@@ -18,6 +18,8 @@ use super::attempts::{self, Attempts};
 use super::attrition::{self, Attrition, Families};
 // The rows and series keys are read back here, and most users name them with the summary.
 pub use super::rows::{final_attempts, read_runs, RunRow, SeriesKey};
+// The same for the comparisons and how they read.
+pub use super::comparison::{fmt_p, fmt_ratio, CellComparison};
 use crate::atomic;
 use crate::identity::{BrowserId, Phase, ServerId, Setup, View};
 use crate::protocol::Variant;
@@ -64,73 +66,6 @@ impl SeriesStats {
     /// The counted measured runs: valid, invalid and DNF.
     pub fn counted_runs(&self) -> usize {
         self.valid_runs() + self.completion.n_invalid + self.completion.n_dnf
-    }
-}
-
-/// One protocol (or server) comparison within a cell.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CellComparison {
-    pub profile: String,
-    pub workload: String,
-    /// Servers of the two sides (equal for protocol comparisons).
-    pub server_a: ServerId,
-    pub server_b: ServerId,
-    /// Engines of the two sides (equal but for engine comparisons; absent in summaries from
-    /// before there was a choice: Chromium).
-    #[serde(default)]
-    pub browser_a: BrowserId,
-    #[serde(default)]
-    pub browser_b: BrowserId,
-    /// Views of the two sides (equal but for first-vs-repeat comparisons).
-    #[serde(default)]
-    pub view_a: View,
-    #[serde(default)]
-    pub view_b: View,
-    /// Series: ratio = median(a) / median(b).
-    #[serde(with = "crate::protocol::variant_name")]
-    pub a: Variant,
-    #[serde(with = "crate::protocol::variant_name")]
-    pub b: Variant,
-    pub comparison: Comparison,
-    /// What the counted runs leave out — rejected attempts, protocol failures, the first
-    /// attempts' comparison — and the marks it gives the verdict (absent in summaries from
-    /// before it was kept, and in comparisons made outside a summary).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attrition: Option<Attrition>,
-}
-
-impl CellComparison {
-    /// `h3 vs h2`, `caddy h3 vs embedded h3` across servers, `firefox h3 vs chromium h3`
-    /// across engines.
-    pub fn label(&self) -> String {
-        if self.view_a != self.view_b {
-            format!("{} {} vs {} {}", self.view_a, self.a, self.view_b, self.b)
-        } else if self.browser_a != self.browser_b {
-            format!(
-                "{} {} vs {} {}",
-                self.browser_a, self.a, self.browser_b, self.b
-            )
-        } else if self.server_a == self.server_b {
-            format!("{} vs {}", self.a, self.b)
-        } else {
-            format!(
-                "{} {} vs {} {}",
-                self.server_a, self.a, self.server_b, self.b
-            )
-        }
-    }
-
-    pub fn setup_a(&self) -> Setup {
-        Setup::new(self.server_a.clone(), self.browser_a).on(self.view_a)
-    }
-
-    pub fn setup_b(&self) -> Setup {
-        Setup::new(self.server_b.clone(), self.browser_b).on(self.view_b)
-    }
-
-    /// Whether this compares two protocols of `setup`.
-    pub fn within(&self, setup: &Setup) -> bool {
-        self.setup_a() == *setup && self.setup_b() == *setup
     }
 }
 
@@ -985,28 +920,6 @@ fn ratio_bound_name(b: RatioBound) -> &'static str {
         RatioBound::AtLeast => "at_least",
         RatioBound::AtMost => "at_most",
         RatioBound::Unknown => "unknown",
-    }
-}
-
-/// A p-value in three significant figures, or `<0.001`.
-pub fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        "<0.001".into()
-    } else if p < 0.01 {
-        format!("{p:.4}")
-    } else {
-        format!("{p:.3}")
-    }
-}
-
-/// A ratio of medians as printed: `0.83`, `≥ 4.10` (a's median did not finish), `≤ 0.25`
-/// (b's did not), `DNF/DNF` (neither).
-pub fn fmt_ratio(ratio: f64, bound: RatioBound) -> String {
-    match bound {
-        RatioBound::Exact => format!("{ratio:.2}"),
-        RatioBound::AtLeast => format!("≥ {ratio:.2}"),
-        RatioBound::AtMost => format!("≤ {ratio:.2}"),
-        RatioBound::Unknown => "DNF/DNF".into(),
     }
 }
 

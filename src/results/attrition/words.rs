@@ -1,8 +1,7 @@
 //! The attrition of a comparison in words: each side's failures beside its ratio, and why a
 //! marked verdict needs a second look. Shared by the terminal summary and the report.
 
-use super::{Attrition, Mark};
-use crate::results::summary::{fmt_p, fmt_ratio, CellComparison};
+use crate::results::comparison::{fmt_p, fmt_ratio, Attrition, CellComparison, Mark};
 use crate::stats::{Comparison, RateTest, Side, Verdict};
 
 /// How a side of `c` is named: its protocol, with what differs between the sides.
