@@ -1,7 +1,12 @@
 //! The module graph has no circles: a module may use the ones below it in the pipeline, never
 //! one that uses it back. Read from the sources (every `use` and every path in code, outside
-//! `#[cfg(test)]`): between top-level modules there is none; between file modules there is none
-//! but the few in [`KNOWN_CIRCLES`], each with why it is left.
+//! `#[cfg(test)]`): between top-level modules there is none, and between file modules none but
+//! those in [`KNOWN_CIRCLES`] (each with why it is left; none today). A module naming its own
+//! children is no dependency (it is made of them), and a re-exported name counts as the module
+//! that defines it.
+//!
+//! `cargo nextest run --lib architecture --no-capture` prints every circle with the paths that
+//! make it.
 
 mod graph;
 mod scan;
@@ -10,7 +15,9 @@ use graph::{circles, crate_graph, show, top_level, Graph, ModPath};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Circles between file modules that are left, members sorted, each with why.
+/// Circles between file modules that are left, members sorted, each with why it is left. A
+/// new circle fails the test; break it by moving the shared part down into a module both can
+/// use (see the commits that emptied this list).
 const KNOWN_CIRCLES: &[(&[&str], &str)] = &[];
 
 /// Every `.rs` file under `src/` (path relative to it → source), except the binary's `main.rs`
