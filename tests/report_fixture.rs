@@ -725,14 +725,9 @@ fn generate(
             },
         );
     }
+    let planned_runs = records.iter().filter(|r| r.attempt == 1).count();
     let meta = Meta {
         pagebench_version: "0.1.0".into(),
-        record_format: pagebench::record::RECORD_FORMAT,
-        run_columns: pagebench::results::csv::RUN_COLUMNS
-            .iter()
-            .map(|c| c.to_string())
-            .collect(),
-        retry_invalid: 2,
         git_revision: "fixture".into(),
         machine: MachineInfo {
             hostname: "fixture-host".into(),
@@ -746,20 +741,9 @@ fn generate(
         started_at: "2025-06-02T09:00:00+00:00".into(),
         ended_at: Some(clock.to_rfc3339()),
         status: "complete".into(),
-        planned_runs: records.iter().filter(|r| r.attempt == 1).count(),
-        plan,
         profiles: profiles.iter().map(|p| profile(p)).collect(),
         servers: Value::Object(server_cfg),
-        timeout_s: 120.0,
-        pages_seed: 1,
-        servers_applied: Default::default(),
-        resumed_at: vec![],
-        options: None,
-        sites: Default::default(),
-        plan_hash: String::new(),
-        shard: None,
-        merged_from: vec![],
-        machine_checks: vec![],
+        ..Meta::new(plan, planned_runs)
     };
     Generated { meta, records }
 }

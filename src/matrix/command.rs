@@ -15,7 +15,7 @@ use crate::plan::{self, PlanSpec, PlannedRun};
 use crate::profile::{self, Profile, ProfileSource};
 use crate::protocol::H3Mode;
 use crate::protocol::Variant;
-use crate::record;
+
 use crate::results::store::{self, Meta, Store};
 use crate::results::summary;
 use crate::server::ServerKnobs;
@@ -167,32 +167,16 @@ fn meta_for(
     servers: serde_json::Value,
 ) -> Meta {
     Meta {
-        pagebench_version: env!("CARGO_PKG_VERSION").into(),
-        record_format: record::RECORD_FORMAT,
-        run_columns: crate::results::csv::RUN_COLUMNS
-            .iter()
-            .map(|c| c.to_string())
-            .collect(),
         git_revision: sysinfo::git_revision(),
         machine: MachineInfo::collect(),
         started_at: chrono::Utc::now().to_rfc3339(),
-        ended_at: None,
-        status: "running".into(),
-        planned_runs: planned,
-        plan: spec.clone(),
         profiles: r.profiles.clone(),
         servers,
         timeout_s: req.timeout.as_secs_f64(),
         pages_seed: req.pages_seed,
         retry_invalid: req.retry_invalid,
-        servers_applied: Default::default(),
-        resumed_at: vec![],
         options: Some(crate::results::options::StoredOptions::of(req)),
-        sites: Default::default(),
-        plan_hash: String::new(),
-        shard: None,
-        merged_from: vec![],
-        machine_checks: vec![],
+        ..Meta::new(spec.clone(), planned)
     }
 }
 

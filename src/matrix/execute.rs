@@ -416,7 +416,6 @@ mod tests {
     use crate::protocol::H3Mode;
     use crate::results::store::Meta;
     use crate::results::summary;
-    use crate::sysinfo::MachineInfo;
     use crate::validate::{Reason, ReasonKind};
     use std::cell::{Cell, RefCell};
     use std::path::{Path, PathBuf};
@@ -599,44 +598,23 @@ mod tests {
     }
 
     fn meta(f: &Fixture, retry_invalid: u32) -> Meta {
+        let plan = PlanSpec {
+            profiles: vec![],
+            workloads: vec![],
+            servers: vec![],
+            browsers: vec![crate::identity::BrowserId::Chromium],
+            views: vec![crate::identity::View::First],
+            variants: vec![],
+            runs: 0,
+            warmup: 0,
+            seed: 0,
+            adaptive: None,
+        };
         Meta {
-            pagebench_version: env!("CARGO_PKG_VERSION").into(),
-            record_format: record::RECORD_FORMAT,
-            run_columns: crate::results::csv::RUN_COLUMNS
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
-            git_revision: String::new(),
-            machine: MachineInfo::default(),
-            started_at: String::new(),
-            ended_at: None,
-            status: "running".into(),
-            planned_runs: f.plan.len(),
-            plan: PlanSpec {
-                profiles: vec![],
-                workloads: vec![],
-                servers: vec![],
-                browsers: vec![crate::identity::BrowserId::Chromium],
-                views: vec![crate::identity::View::First],
-                variants: vec![],
-                runs: 0,
-                warmup: 0,
-                seed: 0,
-                adaptive: None,
-            },
             profiles: f.profiles.clone(),
-            servers: serde_json::Value::Null,
             timeout_s: 1.0,
-            pages_seed: 1,
             retry_invalid,
-            servers_applied: Default::default(),
-            resumed_at: vec![],
-            options: None,
-            sites: Default::default(),
-            plan_hash: String::new(),
-            shard: None,
-            merged_from: vec![],
-            machine_checks: vec![],
+            ..Meta::new(plan, f.plan.len())
         }
     }
 

@@ -569,10 +569,7 @@ mod tests {
     fn meta_for(k: u32, n: u32, cells: &[&str]) -> Meta {
         let mut m = Meta::fixture(spec(), 6, 120.0);
         m.pagebench_version = env!("CARGO_PKG_VERSION").into();
-        m.run_columns = crate::results::csv::RUN_COLUMNS
-            .iter()
-            .map(|c| c.to_string())
-            .collect();
+        m.run_columns = Meta::new(spec(), 6).run_columns;
         m.machine.cpu_model = "EPYC".into();
         m.machine.cpus = 2;
         m.shard = Some(ShardInfo {

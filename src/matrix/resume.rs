@@ -416,7 +416,6 @@ mod tests {
     use super::*;
     use crate::plan::PlanSpec;
     use crate::profile::Profile;
-    use crate::sysinfo::MachineInfo;
     use std::path::PathBuf;
 
     fn wired() -> Profile {
@@ -486,48 +485,35 @@ mod tests {
     fn meta_of(req: &MatrixRequest) -> Meta {
         let profiles = profile::select_from(&req.profiles, &req.profiles_dir).unwrap();
         let variants = crate::protocol::parse_variants(&req.protocols, req.h3_mode).unwrap();
+        let plan = PlanSpec {
+            profiles: profiles.iter().map(|p| p.name.clone()).collect(),
+            workloads: crate::workload::parse_list(&req.workloads)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.name)
+                .collect(),
+            servers: req.servers.iter().map(ServerChoice::name).collect(),
+            browsers: req.browsers.clone(),
+            views: req.views.clone(),
+            variants,
+            runs: req.runs,
+            warmup: req.warmup,
+            seed: req.seed,
+            adaptive: req.adaptive,
+        };
         Meta {
-            pagebench_version: env!("CARGO_PKG_VERSION").into(),
-            record_format: crate::record::RECORD_FORMAT,
             run_columns: vec![],
-            git_revision: String::new(),
-            machine: MachineInfo::default(),
-            started_at: String::new(),
-            ended_at: None,
             status: "interrupted".into(),
-            planned_runs: 0,
-            plan: PlanSpec {
-                profiles: profiles.iter().map(|p| p.name.clone()).collect(),
-                workloads: crate::workload::parse_list(&req.workloads)
-                    .unwrap()
-                    .into_iter()
-                    .map(|w| w.name)
-                    .collect(),
-                servers: req.servers.iter().map(ServerChoice::name).collect(),
-                browsers: req.browsers.clone(),
-                views: req.views.clone(),
-                variants,
-                runs: req.runs,
-                warmup: req.warmup,
-                seed: req.seed,
-                adaptive: req.adaptive,
-            },
             profiles,
-            servers: serde_json::Value::Null,
             timeout_s: req.timeout.as_secs_f64(),
             pages_seed: req.pages_seed,
             retry_invalid: req.retry_invalid,
-            servers_applied: Default::default(),
-            resumed_at: vec![],
             options: Some(StoredOptions::of(req)),
-            sites: Default::default(),
-            plan_hash: String::new(),
             shard: req.shard.map(|spec| crate::results::shards::ShardInfo {
                 spec,
                 cells: vec![],
             }),
-            merged_from: vec![],
-            machine_checks: vec![],
+            ..Meta::new(plan, 0)
         }
     }
 

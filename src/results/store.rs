@@ -108,27 +108,32 @@ pub struct Meta {
     pub machine_checks: Vec<crate::machine_check::MachineCheck>,
 }
 
-#[cfg(test)]
 impl Meta {
-    /// A complete matrix's metadata with `plan`, `planned_runs` and the timeout, and nothing
-    /// else of note: the base of report unit tests.
-    pub fn fixture(plan: PlanSpec, planned_runs: usize, timeout_s: f64) -> Meta {
+    /// The one place a `Meta` is built: `plan` with `planned_runs`, written by this build (its
+    /// version, record format and columns), status `running`, and the options' defaults
+    /// (`--timeout 120s`, `--pages-seed 1`, `--retry-invalid 2`); what a matrix learns as it
+    /// starts — the machine, the revision, the clock, the profiles and servers as applied — the
+    /// caller sets.
+    pub fn new(plan: PlanSpec, planned_runs: usize) -> Meta {
         Meta {
-            pagebench_version: "0".into(),
+            pagebench_version: env!("CARGO_PKG_VERSION").into(),
             record_format: crate::record::RECORD_FORMAT,
-            run_columns: vec![],
-            retry_invalid: 2,
-            git_revision: "x".into(),
-            machine: Default::default(),
-            started_at: "t".into(),
+            run_columns: crate::results::csv::RUN_COLUMNS
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            git_revision: String::new(),
+            machine: MachineInfo::default(),
+            started_at: String::new(),
             ended_at: None,
-            status: "complete".into(),
+            status: "running".into(),
             planned_runs,
             plan,
             profiles: vec![],
-            servers: serde_json::Value::Null,
-            timeout_s,
+            servers: Value::Null,
+            timeout_s: 120.0,
             pages_seed: 1,
+            retry_invalid: 2,
             servers_applied: Default::default(),
             resumed_at: vec![],
             options: None,
@@ -137,6 +142,21 @@ impl Meta {
             shard: None,
             merged_from: vec![],
             machine_checks: vec![],
+        }
+    }
+
+    /// A complete matrix's metadata with `plan`, `planned_runs` and the timeout, and nothing
+    /// else of note: the base of report unit tests.
+    #[cfg(test)]
+    pub fn fixture(plan: PlanSpec, planned_runs: usize, timeout_s: f64) -> Meta {
+        Meta {
+            pagebench_version: "0".into(),
+            run_columns: vec![],
+            git_revision: "x".into(),
+            started_at: "t".into(),
+            status: "complete".into(),
+            timeout_s,
+            ..Meta::new(plan, planned_runs)
         }
     }
 }
@@ -638,17 +658,8 @@ mod tests {
     }
 
     fn meta() -> Meta {
-        Meta {
-            pagebench_version: env!("CARGO_PKG_VERSION").into(),
-            record_format: RECORD_FORMAT,
-            run_columns: RUN_COLUMNS.iter().map(|c| c.to_string()).collect(),
-            git_revision: String::new(),
-            machine: MachineInfo::default(),
-            started_at: String::new(),
-            ended_at: None,
-            status: "running".into(),
-            planned_runs: 0,
-            plan: PlanSpec {
+        Meta::new(
+            PlanSpec {
                 profiles: vec!["wired".into()],
                 workloads: vec!["page10".into()],
                 servers: vec!["embedded".into()],
@@ -660,20 +671,8 @@ mod tests {
                 seed: 1,
                 adaptive: None,
             },
-            profiles: vec![],
-            servers: Value::Null,
-            timeout_s: 120.0,
-            pages_seed: 1,
-            retry_invalid: 2,
-            servers_applied: ServerDescriptions::new(),
-            resumed_at: vec![],
-            options: None,
-            sites: Default::default(),
-            plan_hash: String::new(),
-            shard: None,
-            merged_from: vec![],
-            machine_checks: vec![],
-        }
+            0,
+        )
     }
 
     #[test]

@@ -5,15 +5,19 @@
 //! its reasons. A run that timed out is "did not finish" (DNF, a protocol outcome) only when
 //! nothing went wrong before the timeout: a wrong protocol, a failed request, a short body or a
 //! server mismatch seen before it make the run invalid, whatever happened next.
+//!
+//! The checks are a table ([`checks::CHECKS`]); this module holds what they judge with and
+//! what they give: outcomes, typed reasons and their classes.
 
-use std::collections::BTreeMap;
+pub mod checks;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::metrics::{network_requests, EntryTiming, Observation};
-use crate::textfmt::few;
-use crate::workload::{Manifest, WorkloadKind};
+pub use checks::{Check, CHECKED_ELSEWHERE, CHECKS};
+use checks::{Evidence, Findings};
+
+use crate::metrics::Observation;
+use crate::workload::Manifest;
 
 /// The outcome of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -275,8 +279,9 @@ impl Expected<'_> {
     }
 }
 
-/// Validates one run. `expected` is the ALPN name (`http/1.1`, `h2`, `h3`); `server` is the
-/// server's log for the run, when the server keeps one.
+/// Validates one run: runs every check of [`CHECKS`] in order over its evidence. `expected` is
+/// the ALPN name (`http/1.1`, `h2`, `h3`); `server` is the server's log for the run, when the
+/// server keeps one.
 pub fn validate<'a>(
     expected: impl Into<Expected<'a>>,
     manifest: &Manifest,
@@ -284,425 +289,35 @@ pub fn validate<'a>(
     end: &LoadEnd,
     server: Option<&[ServerView]>,
 ) -> Verdict {
-    let mut reasons: Vec<Reason> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let mut add = |kind: ReasonKind, detail: String| reasons.push(Reason { kind, detail });
-    let expected: Expected = expected.into();
-    // A redirected file is named after its first URL but came from its target's origin.
-    let want = |url: &str| {
-        let file = manifest.file(&manifest.key(url)).map(|f| f.path.as_str());
-        expected.for_url(manifest, file.unwrap_or(url)).to_string()
-    };
-    let described = expected.describe();
-
-    let dnf = matches!(end, LoadEnd::TimedOut(_));
-    match end {
-        LoadEnd::Completed => {}
-        LoadEnd::TimedOut(d) => add(ReasonKind::Timeout, d.clone()),
-        LoadEnd::Crashed(d) => add(ReasonKind::BrowserCrash, d.clone()),
-        LoadEnd::NavigationFailed(d) => add(ReasonKind::NavigationError, d.clone()),
-    }
-
-    // 1. Resource Timing: the navigation and every resource on the forced protocol.
-    let nav = obs.navigation.as_ref().map(EntryTiming::parse);
-    match &nav {
-        Some(n) if n.next_hop_protocol != want(&n.name) => add(
-            ReasonKind::ProtocolMismatch,
-            format!(
-                "the page came over {:?}, not {}",
-                n.next_hop_protocol,
-                want(&n.name)
-            ),
-        ),
-        Some(n) if n.response_status != 0 && n.response_status != 200 => add(
-            ReasonKind::HttpError,
-            format!("the page answered {}", n.response_status),
-        ),
-        Some(_) => {}
-        None if *end == LoadEnd::Completed => add(
-            ReasonKind::NavigationError,
-            "no navigation timing entry".into(),
-        ),
-        None => {}
-    }
-    let entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
-    let key = |url: &str| manifest.key(url);
-    let wrong: Vec<String> = entries
-        .iter()
-        .filter(|e| e.next_hop_protocol != want(&e.name))
-        .map(|e| format!("{} over {:?}", key(&e.name), e.next_hop_protocol))
-        .collect();
-    if !wrong.is_empty() {
-        add(
-            ReasonKind::ProtocolMismatch,
-            format!(
-                "{} resource(s) not over {described}: {}",
-                wrong.len(),
-                few(&wrong)
-            ),
+    let evidence = Evidence::new(expected.into(), manifest, obs, end, server);
+    let mut found = Findings::default();
+    for check in CHECKS {
+        let before = found.reasons.len();
+        (check.run)(&evidence, &mut found);
+        debug_assert!(
+            found.reasons[before..]
+                .iter()
+                .all(|r| check.kinds.contains(&r.kind)),
+            "check {} gave a kind its entry does not list: {:?}",
+            check.name,
+            &found.reasons[before..]
         );
     }
-
-    // 2. The DevTools view of the same responses (CDP for Chromium, BiDi for Firefox).
-    let cdp = network_requests(obs);
-    let devtools = obs.devtools_name();
-    let cdp_wrong: Vec<String> = cdp
-        .iter()
-        .filter(|c| !c.url.starts_with("data:"))
-        .filter_map(|c| match &c.protocol {
-            Some(p) if *p != want(&c.url) => Some(format!("{} over {p:?}", key(&c.url))),
-            _ => None,
-        })
-        .collect();
-    if !cdp_wrong.is_empty() {
-        add(
-            ReasonKind::CdpProtocolMismatch,
-            format!(
-                "{devtools} saw {} response(s) not over {described}: {}",
-                cdp_wrong.len(),
-                few(&cdp_wrong)
-            ),
-        );
-    }
-    let failed_paths: BTreeMap<String, String> = cdp
-        .iter()
-        .filter_map(|c| c.failed.as_ref().map(|f| (key(&c.url), f.clone())))
-        .collect();
-    let failed: Vec<String> = failed_paths
-        .iter()
-        .map(|(p, f)| format!("{p} ({f})"))
-        .collect();
-
-    // 3. Every manifest file exactly once (a site: as often as recorded), with its exact size.
-    let site = manifest.site.is_some();
-    let mut seen: BTreeMap<String, Vec<&EntryTiming>> = BTreeMap::new();
-    for e in &entries {
-        // A redirected file is named after its first URL: count it under the file's own.
-        let k = key(&e.name);
-        let k = manifest.file(&k).map_or(k, |f| f.path.clone());
-        seen.entry(k).or_default().push(e);
-    }
-    // The download page fetches its file again after a network error (a connection broken
-    // by an outage or NAT rebinding): each attempt may be loaded and served once.
-    let attempts = obs
-        .page_result
-        .as_ref()
-        .and_then(|p| p.get("attempts"))
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .clamp(1, 1 + u64::from(crate::workload::DOWNLOAD_RETRIES)) as usize;
-    let retried = |path: &str| {
-        attempts > 1
-            && matches!(manifest.workload.kind, WorkloadKind::Download { .. })
-            && manifest.files.first().is_some_and(|f| f.path == path)
-    };
-    let expected_times = |path: &str| {
-        let n = manifest.files.iter().filter(|f| f.path == path).count();
-        if retried(path) {
-            n * attempts
-        } else {
-            n
-        }
-    };
-    let (mut missing, mut dup, mut short, mut http) = (vec![], vec![], vec![], vec![]);
-    let mut not_requested = Vec::new();
-    // Chromium leaves some cross-origin loads out of Resource Timing (a font a cross-origin
-    // stylesheet asked for): on a site, CDP's finished response then stands in for it, and the
-    // server's byte count below checks it arrived whole.
-    let cdp_finished: BTreeMap<String, &crate::metrics::NetworkRequest> = cdp
-        .iter()
-        .filter(|c| c.failed.is_none() && c.encoded_data_length.is_some())
-        .map(|c| (key(&c.url), c))
-        .collect();
-    let mut cdp_only = Vec::new();
-    let mut checked = std::collections::BTreeSet::new();
-    for f in manifest
-        .files
-        .iter()
-        .filter(|f| checked.insert(f.path.as_str()))
-    {
-        let times = expected_times(&f.path);
-        match seen.get(&f.path).map(Vec::as_slice) {
-            // After a timeout a file still loading is expected; one whose request failed is not.
-            None | Some([]) if dnf && !failed_paths.contains_key(&f.path) => {}
-            // A replayed page need not ask for all it asked for when recorded (the report
-            // says what it skipped); what it asks for must arrive whole.
-            None | Some([]) if site && cdp_finished.contains_key(&f.path) => {
-                cdp_only.push(f.path.clone())
-            }
-            None | Some([]) if site && !failed_paths.contains_key(&f.path) => {
-                not_requested.push(f.path.clone())
-            }
-            None | Some([]) => missing.push(f.path.clone()),
-            Some(many) if many.len() > times => dup.push(format!("{} ×{}", f.path, many.len())),
-            // A retried download: the last attempt is the one that must be whole.
-            Some(loads) if retried(&f.path) => {
-                if !loads.iter().any(|e| e.encoded_body_size as u64 == f.size) {
-                    short.push(format!("{} never whole in {attempts} attempts", f.path));
-                }
-            }
-            Some(loads) => {
-                for e in loads {
-                    if e.response_status != 0 && e.response_status != f.status {
-                        http.push(format!("{} answered {}", f.path, e.response_status));
-                    } else if e.encoded_body_size as u64 != f.size {
-                        short.push(format!(
-                            "{} {} of {} bytes",
-                            f.path, e.encoded_body_size, f.size
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    if !cdp_only.is_empty() {
-        warnings.push(format!(
-            "{} file(s) not in Resource Timing, checked by {devtools} and the server log: {}",
-            cdp_only.len(),
-            few(&cdp_only)
-        ));
-    }
-    if !not_requested.is_empty() {
-        warnings.push(format!(
-            "{} recorded file(s) not requested on replay: {}",
-            not_requested.len(),
-            few(&not_requested)
-        ));
-    }
-    if !missing.is_empty() {
-        let mut detail = format!(
-            "{} of {} file(s) never loaded: {}",
-            missing.len(),
-            manifest.files.len(),
-            few(&missing)
-        );
-        if dnf {
-            detail.push_str(" (their requests failed before the timeout)");
-        }
-        if !failed.is_empty() {
-            detail.push_str(&format!("; failed requests: {}", few(&failed)));
-        }
-        add(ReasonKind::MissingResource, detail);
-    }
-    if !dup.is_empty() {
-        add(
-            ReasonKind::DuplicateResource,
-            format!("loaded more than once: {}", few(&dup)),
-        );
-    }
-    if !short.is_empty() {
-        add(
-            ReasonKind::ShortResource,
-            format!("wrong body size: {}", few(&short)),
-        );
-    }
-    if !http.is_empty() {
-        add(ReasonKind::HttpError, few(&http));
-    }
-    let extra: Vec<String> = seen
-        .keys()
-        .filter(|p| manifest.file(p).is_none() && **p != manifest.entry)
-        .cloned()
-        .collect();
-    if !extra.is_empty() {
-        warnings.push(format!("requests outside the manifest: {}", few(&extra)));
-    }
-
-    if attempts > 1 {
-        warnings.push(format!(
-            "the download was fetched {attempts} times: earlier attempts failed with a network error ({})",
-            obs.page_result
-                .as_ref()
-                .and_then(|p| p.get("errors"))
-                .map_or(String::new(), |e| e.to_string())
-        ));
-    }
-
-    // 4. The transfer workloads' bodies, as the page checked them.
-    let pb = obs.page_result.as_ref();
-    let pb_field = |k: &str| pb.and_then(|p| p.get(k)).cloned().unwrap_or(Value::Null);
-    let body_whole = pb_field("ok") == Value::Bool(true);
-    if *end == LoadEnd::Completed && !body_whole {
-        match manifest.workload.kind {
-            WorkloadKind::Download { bytes } => add(
-                ReasonKind::CorruptBody,
-                format!(
-                    "download of {bytes} bytes not whole: page saw {} bytes{}",
-                    pb_field("bytes"),
-                    match pb_field("error") {
-                        Value::String(e) => format!(" ({e})"),
-                        _ => String::new(),
-                    }
-                ),
-            ),
-            WorkloadKind::Upload { bytes } => add(
-                ReasonKind::CorruptBody,
-                format!(
-                    "upload of {bytes} bytes: server counted {}",
-                    pb_field("server_bytes")
-                ),
-            ),
-            WorkloadKind::Page { .. }
-            | WorkloadKind::Sharded { .. }
-            | WorkloadKind::Site { .. } => {}
-        }
-    }
-
-    // 5. The server's view: same protocol, and it served what the browser loaded.
-    if let Some(log) = server {
-        if log.is_empty() && nav.is_some() {
-            add(
-                ReasonKind::ServerLogMismatch,
-                "the server logged no request for this run".into(),
-            );
-        }
-        // A site's requests are told apart by their whole URL (many origins).
-        let server_key = |v: &ServerView| -> String {
-            match (&v.url, site) {
-                (Some(u), true) => key(u),
-                _ => v.path.clone(),
-            }
-        };
-        let mut served: BTreeMap<(&str, String), usize> = BTreeMap::new();
-        for v in log {
-            *served
-                .entry((v.method.as_str(), server_key(v)))
-                .or_default() += 1;
-        }
-        let allowed = |p: &str| {
-            manifest
-                .file(p)
-                .map_or(1, |f| expected_times(&f.path))
-                .max(1)
-        };
-        let twice: Vec<String> = served
-            .iter()
-            .filter(|((_, p), n)| **n > allowed(p))
-            .map(|((m, p), n)| format!("{m} {p} ×{n}"))
-            .collect();
-        if !twice.is_empty() {
-            add(
-                ReasonKind::DuplicateRequest,
-                format!("the server served more than once: {}", few(&twice)),
-            );
-        }
-        let other: Vec<String> = log
-            .iter()
-            // The server saw each hop of a redirect itself, on its own origin.
-            .filter(|s| s.protocol != expected.for_url(manifest, &server_key_of(s)))
-            .map(|s| format!("{} {} over {:?}", s.method, s.path, s.protocol))
-            .collect();
-        if !other.is_empty() {
-            add(
-                ReasonKind::ServerProtocolMismatch,
-                format!(
-                    "the server saw {} request(s) not over {described}: {}",
-                    other.len(),
-                    few(&other)
-                ),
-            );
-        }
-        if *end == LoadEnd::Completed {
-            let mut unlogged = Vec::new();
-            for f in &manifest.files {
-                let served: Vec<&ServerView> =
-                    log.iter().filter(|s| server_key(s) == f.path).collect();
-                if served.is_empty() && (seen.contains_key(&f.path) || cdp_only.contains(&f.path)) {
-                    unlogged.push(f.path.clone());
-                } else if served.len() == 1
-                    && served[0].status == f.status
-                    && served[0].bytes_sent != f.size
-                {
-                    add(
-                        ReasonKind::ShortResource,
-                        format!(
-                            "server sent {} of {} bytes for {}",
-                            served[0].bytes_sent, f.size, f.path
-                        ),
-                    );
-                }
-            }
-            if !unlogged.is_empty() {
-                add(
-                    ReasonKind::ServerLogMismatch,
-                    format!(
-                        "loaded by the browser but not in the server log: {}",
-                        few(&unlogged)
-                    ),
-                );
-            }
-            if let WorkloadKind::Upload { bytes } = manifest.workload.kind {
-                let up: Vec<&ServerView> = log.iter().filter(|s| s.method == "POST").collect();
-                if up.len() != 1 || up[0].bytes_received != bytes {
-                    add(
-                        ReasonKind::CorruptBody,
-                        format!(
-                            "server log: {} upload(s), bytes received {:?}, expected one of {bytes}",
-                            up.len(),
-                            up.iter().map(|u| u.bytes_received).collect::<Vec<_>>()
-                        ),
-                    );
-                }
-            }
-        }
-    }
-
-    // 6. A replay: requests the archive did not have.
-    if let (Some(plan), Some(log)) = (&manifest.site, server) {
-        let of = |m: crate::site::replay::ReplayMatch| -> Vec<String> {
-            log.iter()
-                .filter(|v| v.replay == Some(m))
-                .map(|v| format!("{} {}", v.method, server_key_of(v)))
-                .collect()
-        };
-        let misses = of(crate::site::replay::ReplayMatch::Miss);
-        if misses.len() > plan.options.max_misses as usize {
-            reasons.push(Reason {
-                kind: ReasonKind::ReplayMiss,
-                detail: format!(
-                    "{} request(s) not in the site archive (--max-misses {}): {}",
-                    misses.len(),
-                    plan.options.max_misses,
-                    few(&misses)
-                ),
-            });
-        } else if !misses.is_empty() {
-            warnings.push(format!(
-                "{} request(s) not in the site archive, answered 404: {}",
-                misses.len(),
-                few(&misses)
-            ));
-        }
-        let approximate = of(crate::site::replay::ReplayMatch::SamePath);
-        if !approximate.is_empty() {
-            warnings.push(format!(
-                "{} request(s) answered with another query string's recording: {}",
-                approximate.len(),
-                few(&approximate)
-            ));
-        }
-    }
-
     // A timeout is the outcome only when nothing else went wrong before it.
-    let outcome = if dnf && reasons.iter().all(|r| r.kind == ReasonKind::Timeout) {
-        Outcome::Dnf
-    } else if reasons.is_empty() {
-        Outcome::Valid
-    } else {
-        Outcome::Invalid
-    };
+    let outcome =
+        if evidence.timed_out() && found.reasons.iter().all(|r| r.kind == ReasonKind::Timeout) {
+            Outcome::Dnf
+        } else if found.reasons.is_empty() {
+            Outcome::Valid
+        } else {
+            Outcome::Invalid
+        };
     Verdict {
         outcome,
-        reasons,
-        warnings,
+        reasons: found.reasons,
+        warnings: found.warnings,
     }
 }
-
-/// The URL a server view names (its path when the server does not say the authority).
-fn server_key_of(v: &ServerView) -> String {
-    v.url.clone().unwrap_or_else(|| v.path.clone())
-}
-
 /// An `h3-discovered` repeat view counts only when the browser used HTTP/3 for everything:
 /// `mismatches` are the protocol mismatches validation found (any viewpoint).
 pub fn check_discovered(mismatches: &[&Reason]) -> Option<Reason> {
@@ -733,10 +348,29 @@ pub fn check_primed(tcp_opened: u64) -> Option<Reason> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::workload::{FileEntry, FileKind, Workload};
+    use crate::workload::{FileEntry, FileKind, Workload, WorkloadKind};
 
     use crate::metrics::tests::fixture;
-    use crate::metrics::CdpEvent;
+    use crate::metrics::{CdpEvent, EntryTiming};
+
+    /// The table names each check once, and every reason kind has a place that gives it: a
+    /// check of the table or one of the run's other checks, never both.
+    #[test]
+    fn every_reason_kind_is_given_by_the_table_or_elsewhere() {
+        let names: std::collections::BTreeSet<&str> = CHECKS.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), CHECKS.len());
+        for kind in ReasonKind::ALL {
+            let in_table = CHECKS.iter().any(|c| c.kinds.contains(&kind));
+            let elsewhere = CHECKED_ELSEWHERE.contains(&kind);
+            assert!(
+                in_table != elsewhere,
+                "{kind}: in the table {in_table}, elsewhere {elsewhere}"
+            );
+        }
+        assert!(CHECKS
+            .iter()
+            .all(|c| !c.kinds.is_empty() && !c.doc.is_empty()));
+    }
 
     /// The manifest the fixture was recorded with, rebuilt from its entries.
     pub(crate) fn manifest_of(obs: &Observation, workload: &str) -> Manifest {
