@@ -198,7 +198,8 @@ fn snmp(rec: &RunRecord) -> NamespaceDeltas {
     rec.snmp.unwrap_or_default()
 }
 
-/// Analyses a results directory.
+/// Analyses a results directory: each transfer series' evidence, then what it says (a window
+/// held it back, a UDP buffer overflowed, losses the link did not cause, or the loss itself).
 pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     let meta = read_meta(dir)?;
     let rows = read_runs(dir)?;
@@ -209,10 +210,36 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
     {
         by_series.entry(SeriesKey::of(r)).or_default().push(r);
     }
+    let best = best_goodput(&by_series);
     let mut out = Diagnosis::default();
-    // Best goodput per (profile, workload): what the path demonstrably carried.
-    let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
     for (key, runs) in &by_series {
+        if runs
+            .iter()
+            .all(|r| r.value(&crate::registry::GOODPUT_MBIT).is_none())
+        {
+            continue;
+        }
+        let ev = SeriesEvidence::gather(dir, &meta, key, runs, &best);
+        if let Some((kind, text)) = window_finding(&meta, &ev) {
+            out.findings.push(Finding {
+                kind,
+                series: ev.row.series.clone(),
+                runs: runs.len(),
+                of: runs.len(),
+                sentence: format!("{}: {text}", ev.row.series),
+            });
+        }
+        out.findings.extend(udp_findings(&ev));
+        out.findings.extend(loss_finding(&ev));
+        out.transfers.push(ev.row);
+    }
+    Ok(out)
+}
+
+/// Best goodput per (profile, workload): what the path demonstrably carried.
+fn best_goodput(by_series: &BTreeMap<SeriesKey, Vec<&RunRow>>) -> BTreeMap<(String, String), f64> {
+    let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (key, runs) in by_series {
         for r in runs {
             if let Some(g) = r.value(&crate::registry::GOODPUT_MBIT) {
                 let e = best
@@ -222,266 +249,310 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
             }
         }
     }
-    for (key, runs) in &by_series {
-        let SeriesKey {
-            profile,
-            workload,
-            server,
-            browser,
-            view,
-            variant,
-        } = key;
-        if runs
-            .iter()
-            .all(|r| r.value(&crate::registry::GOODPUT_MBIT).is_none())
-        {
-            continue;
-        }
-        let series = key.label();
-        let prof = meta.profiles.iter().find(|p| &p.name == profile);
+    best
+}
+
+/// What one transfer series' valid runs say, gathered once for every finding.
+struct SeriesEvidence<'m> {
+    row: TransferRow,
+    recs: Vec<RunRecord>,
+    prof: Option<&'m crate::profile::Profile>,
+    server: &'m ServerId,
+    upload: bool,
+    protocol: Option<Protocol>,
+    /// Goodput × RTT: the window effectively in flight.
+    window: Option<f64>,
+    /// What the path carried × RTT.
+    path_window: Option<f64>,
+    /// A lossless profile, with the emulator's counters of every run on record.
+    lossless: bool,
+    tcp: Vec<TcpEvidence>,
+    /// The transfer's length in round trips (median).
+    transfer_rtts: f64,
+}
+
+impl<'m> SeriesEvidence<'m> {
+    fn gather(
+        dir: &Path,
+        meta: &'m Meta,
+        key: &'m SeriesKey,
+        runs: &[&RunRow],
+        best: &BTreeMap<(String, String), f64>,
+    ) -> Self {
+        let prof = meta.profiles.iter().find(|p| p.name == key.profile);
         let rtt_ms = prof.map(|p| p.rtt_ms).unwrap_or(0.0);
-        let owned: Vec<RunRecord> = runs
+        let recs: Vec<RunRecord> = runs
             .iter()
             .filter_map(|r| read_record(dir, &r.run_id).ok())
             .collect();
-        let recs: Vec<&RunRecord> = owned.iter().collect();
         let upload = recs
             .first()
             .map(|r| r.metrics.transfer_bytes.is_some() && r.workload.starts_with("upload"))
             .unwrap_or(false);
-        let protocol = recs.first().map(|r| r.protocol);
         let goodput = median(
             runs.iter()
                 .filter_map(|r| r.value(&crate::registry::GOODPUT_MBIT))
                 .collect(),
         );
-        let window = goodput
-            .map(|g| g * 1e6 / 8.0 * rtt_ms / 1e3)
-            .filter(|_| rtt_ms > 0.0);
+        let in_flight = |mbit: f64| mbit * 1e6 / 8.0 * rtt_ms / 1e3;
+        let window = goodput.map(in_flight).filter(|_| rtt_ms > 0.0);
         let rate = prof.and_then(|p| if upload { p.up_mbit } else { p.down_mbit });
         // Loss explains a small window: only a lossless profile, with the emulator's counters
         // on record showing no drop, leaves a window cap as the explanation.
         let lossless = prof.is_some_and(|p| p.loss_pct == 0.0)
             && recs.iter().all(|r| link_counters(r).is_some());
-        let path_rate = rate.or_else(|| best.get(&(profile.clone(), workload.clone())).copied());
-        let path_window = path_rate
-            .map(|r| r * 1e6 / 8.0 * rtt_ms / 1e3)
-            .filter(|_| rtt_ms > 0.0);
-        let per_run = |f: &dyn Fn(&RunRecord) -> f64| {
-            median(recs.iter().map(|r| f(r)).collect()).unwrap_or(0.0)
-        };
-        let loss_drops = per_run(&|r| {
-            link_counters(r)
-                .map(|s| (s.up.dropped_loss + s.down.dropped_loss) as f64)
-                .unwrap_or(0.0)
+        let path_rate = rate.or_else(|| {
+            best.get(&(key.profile.clone(), key.workload.clone()))
+                .copied()
         });
-        let row = TransferRow {
-            series: series.clone(),
-            profile: profile.clone(),
-            workload: workload.clone(),
-            server: server.clone(),
-            browser: *browser,
-            view: *view,
-            variant: *variant,
-            runs: runs.len(),
-            goodput_mbit: goodput,
-            rtt_ms,
-            effective_window_bytes: window,
-            path_window_bytes: path_window,
-            emulator_loss_drops: loss_drops,
-            tcp_retransmits: per_run(&|r| {
-                r.transport
-                    .as_ref()
-                    .map(|t| t.tcp_retransmits as f64)
-                    .unwrap_or(0.0)
-            }),
-            quic_lost_packets: per_run(&|r| {
-                r.transport
-                    .as_ref()
-                    .map(|t| t.quic_lost_packets as f64)
-                    .unwrap_or(0.0)
-            }),
-            udp_rcvbuf_errors_server: per_run(&|r| snmp(r).server.udp_rcvbuf_errors as f64),
-            udp_rcvbuf_errors_client: per_run(&|r| snmp(r).client.udp_rcvbuf_errors as f64),
-            udp_sndbuf_errors: per_run(&|r| snmp(r).udp_sndbuf_errors() as f64),
-        };
-
-        // Window-limited? Evidence first (a configured window, TCP_INFO), then the heuristic.
-        let tcp: Vec<TcpEvidence> = recs.iter().filter_map(|r| tcp_evidence(r)).collect();
-        let share =
-            |f: &dyn Fn(&TcpEvidence) -> f64| median(tcp.iter().map(f).collect()).unwrap_or(0.0);
-        let (rwnd_share, sndbuf_share) = (share(&|t| t.rwnd_share), share(&|t| t.sndbuf_share));
-        let hystart_runs = tcp
-            .iter()
-            .filter(|t| t.slow_start_exit_without_loss)
-            .count();
-        let cwnd_end = share(&|t| t.cwnd_bytes);
+        let path_window = path_rate.map(in_flight).filter(|_| rtt_ms > 0.0);
         let transfer_rtts = median(recs.iter().filter_map(|r| r.metrics.transfer_ms).collect())
             .map(|t| if rtt_ms > 0.0 { t / rtt_ms } else { 0.0 })
             .unwrap_or(0.0);
-        let mut sentence = |kind: FindingKind, text: String| {
-            out.findings.push(Finding {
-                kind,
-                series: series.clone(),
-                runs: runs.len(),
-                of: runs.len(),
-                sentence: format!("{series}: {text}"),
-            })
-        };
-        let carried = path_window
-            .map(|pw| format!("while the path carried {}", fmt_bytes(pw)))
-            .unwrap_or_else(|| "far below the path's capacity".into());
-        if let Some(w) = window {
-            let far_below = path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
-            // A receiver grants more only once it has consumed half its window (nghttp2, h2,
-            // quinn), so an upload carries ½–1 window per round trip.
-            let low = if upload { 0.4 } else { 0.5 };
-            let by_knob = protocol
-                .and_then(|p| configured_window(&meta, server, p, upload))
-                .filter(|k| (low..=1.2).contains(&(w / k.bytes as f64)));
-            let pow2 = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r));
-            let receiver = if upload { "server" } else { "client" };
-            let sender = if upload { "client" } else { "server" };
-            if let Some(k) = by_knob.filter(|_| far_below || path_window.is_none()) {
-                let flag = &k.flag;
-                sentence(
-                    FindingKind::WindowLimited,
-                    format!(
-                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight, the server's configured {} ({flag} {}{}), {carried}: raise {flag}.",
-                        goodput.unwrap_or(0.0),
-                        fmt_bytes(w),
-                        if upload { "receive window" } else { "per-stream send buffer" },
-                        fmt_bytes(k.bytes as f64),
-                        k.setting.as_deref().map(|s| format!(": {s}")).unwrap_or_default(),
-                    ),
-                );
-            } else if rwnd_share >= 0.3 {
-                sentence(
-                    FindingKind::WindowLimited,
-                    format!(
-                        "window-limited — the {receiver}'s TCP receive window held the sender back {:.0} % of its busy time (TCP_INFO), {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {carried}: raise net.ipv4.tcp_rmem in the {receiver} namespace{}.",
-                        rwnd_share * 100.0,
-                        goodput.unwrap_or(0.0),
-                        fmt_bytes(w),
-                        if upload && protocol == Some(Protocol::H2) { " and --h2-initial-stream-window" } else { "" },
-                    ),
-                );
-            } else if sndbuf_share >= 0.3 {
-                sentence(
-                    FindingKind::WindowLimited,
-                    format!(
-                        "window-limited — the {sender}'s TCP send buffer held it back {:.0} % of its busy time (TCP_INFO): raise net.ipv4.tcp_wmem in the {sender} namespace.",
-                        sndbuf_share * 100.0
-                    ),
-                );
-            } else if !tcp.is_empty() {
-                // TCP with its own statistics: no window held it back. Slow start?
-                let slow = path_window.map(|pw| w < 0.6 * pw).unwrap_or(false);
-                if slow && hystart_runs * 2 > tcp.len() && lossless && loss_drops == 0.0 {
-                    sentence(
-                        FindingKind::SlowStartExit,
-                        format!(
-                            "slow start ended early without a loss in {hystart_runs} of {} runs (TCP_INFO: ssthresh set, nothing retransmitted — HyStart reacting to RTT jitter); cwnd ended at {}, {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {carried}: a controller without delay-based slow-start exit (--tcp-congestion bbr or reno) fills the path.",
-                            tcp.len(),
-                            fmt_bytes(cwnd_end),
-                            goodput.unwrap_or(0.0),
-                            fmt_bytes(w),
-                        ),
-                    );
-                }
-            } else if let (true, true, Some((p2, _)), true) = (
-                w < 0.4 * path_window.unwrap_or(0.0),
-                lossless && loss_drops == 0.0,
-                pow2,
-                transfer_rtts >= 30.0,
-            ) {
-                // No transport statistics (a reference server): the shape alone.
-                sentence(
-                    FindingKind::WindowLimited,
-                    format!(
-                        "window-limited — {:.1} Mbit/s × {rtt_ms:.0} ms RTT = {} in flight for {transfer_rtts:.0} round trips, near {} and far below the {} the path carried, with no loss: a fixed {} window caps each round trip ({}).",
-                        goodput.unwrap_or(0.0),
-                        fmt_bytes(w),
-                        fmt_bytes(p2 as f64),
-                        fmt_bytes(path_window.unwrap_or(0.0)),
-                        if upload { "receive" } else { "send/flow-control" },
-                        match (protocol, upload) {
-                            (Some(Protocol::H3), false) => "the server's per-stream send buffer or QUIC flow control",
-                            (Some(Protocol::H3), true) => "the server's QUIC stream receive window",
-                            (Some(Protocol::H2), true) => "the server's h2 stream window",
-                            _ => "the server's send buffer or the client's receive window",
-                        }
-                    ),
-                );
-            }
+        let row = transfer_row(key, runs.len(), &recs, goodput, rtt_ms, window, path_window);
+        SeriesEvidence {
+            tcp: recs.iter().filter_map(tcp_evidence).collect(),
+            protocol: recs.first().map(|r| r.protocol),
+            row,
+            recs,
+            prof,
+            server: &key.server,
+            upload,
+            window,
+            path_window,
+            lossless,
+            transfer_rtts,
         }
-        // UDP buffers.
-        if row.udp_rcvbuf_errors_server > 0.0 || row.udp_rcvbuf_errors_client > 0.0 {
-            let n = recs
-                .iter()
-                .filter(|r| snmp(r).udp_rcvbuf_errors() as f64 > 0.0)
-                .count();
-            let server_side = row.udp_rcvbuf_errors_server >= row.udp_rcvbuf_errors_client;
-            out.findings.push(Finding {
-                kind: FindingKind::UdpReceiveBufferOverflow,
-                series: series.clone(),
-                runs: n,
-                of: recs.len(),
-                sentence: format!(
-                    "{series}: the {} UDP receive buffer overflowed (RcvbufErrors median {:.0} per run in the {} namespace): QUIC packets were dropped by the kernel before {} read them — raise {}.",
-                    if server_side { "server's" } else { "client's" },
-                    if server_side { row.udp_rcvbuf_errors_server } else { row.udp_rcvbuf_errors_client },
-                    if server_side { "server" } else { "client" },
-                    if server_side { "the server" } else { "Chromium" },
-                    if server_side { "--udp-recv-buffer (SO_RCVBUF)" } else { "net.core.rmem_default in the client namespace" },
-                ),
-            });
-        }
-        if row.udp_sndbuf_errors > 0.0 {
-            out.findings.push(Finding {
-                kind: FindingKind::UdpSendBufferOverflow,
-                series: series.clone(),
-                runs: recs.iter().filter(|r| snmp(r).udp_sndbuf_errors() as f64 > 0.0).count(),
-                of: recs.len(),
-                sentence: format!(
-                    "{series}: UDP send buffers overflowed (SndbufErrors median {:.0} per run): raise --udp-send-buffer (SO_SNDBUF).",
-                    row.udp_sndbuf_errors
-                ),
-            });
-        }
-        // Retransmissions against the emulator's drops.
-        let retrans = row.tcp_retransmits + row.quic_lost_packets;
-        if retrans > 0.0 && retrans > 2.0 * loss_drops + 5.0 {
-            out.findings.push(Finding {
-                kind: FindingKind::RetransmissionsBeyondLoss,
-                series: series.clone(),
-                runs: recs.len(),
-                of: recs.len(),
-                sentence: format!(
-                    "{series}: the transport resent {retrans:.0} packets per run (median) while the emulator dropped {loss_drops:.0}: losses the link did not cause (queue overflow, spurious timeouts or receive-buffer drops) — check the queue size of the profile and the UDP buffers (--udp-recv-buffer)."
-                ),
-            });
-        } else if let (Some(g), Some(p)) =
-            (goodput, prof.filter(|p| p.loss_pct > 0.0 && p.rtt_ms > 0.0))
-        {
-            // Loss-limited: below twice the Mathis bound, which no loss-based controller escapes.
-            let mathis = mathis_mbit(p.rtt_ms, p.loss_pct);
-            if g < 2.0 * mathis {
-                out.findings.push(Finding {
-                    kind: FindingKind::LossLimited,
-                    series: series.clone(),
-                    runs: recs.len(),
-                    of: recs.len(),
-                    sentence: format!(
-                        "{series}: loss-limited — {g:.1} Mbit/s, near the {mathis:.1} Mbit/s that {} % i.i.d. loss at {:.0} ms RTT allows a loss-based controller (Mathis bound); the emulator dropped {loss_drops:.0} packets per run and the transport resent {retrans:.0}: only a controller that does not back off on random loss (--quic-congestion bbr / --tcp-congestion bbr) or less loss changes this.",
-                        p.loss_pct, p.rtt_ms
-                    ),
-                });
-            }
-        }
-        out.transfers.push(row);
     }
-    Ok(out)
+
+    /// The median over the runs' TCP evidence of `f`.
+    fn tcp_median(&self, f: &dyn Fn(&TcpEvidence) -> f64) -> f64 {
+        median(self.tcp.iter().map(f).collect()).unwrap_or(0.0)
+    }
+
+    /// Lossless, and the emulator dropped nothing.
+    fn nothing_lost(&self) -> bool {
+        self.lossless && self.row.emulator_loss_drops == 0.0
+    }
+
+    fn carried(&self) -> String {
+        self.path_window
+            .map(|pw| format!("while the path carried {}", fmt_bytes(pw)))
+            .unwrap_or_else(|| "far below the path's capacity".into())
+    }
+}
+
+/// The series' row of the transfers table: medians per run.
+fn transfer_row(
+    key: &SeriesKey,
+    runs: usize,
+    recs: &[RunRecord],
+    goodput: Option<f64>,
+    rtt_ms: f64,
+    window: Option<f64>,
+    path_window: Option<f64>,
+) -> TransferRow {
+    let per_run =
+        |f: &dyn Fn(&RunRecord) -> f64| median(recs.iter().map(f).collect()).unwrap_or(0.0);
+    let transport = |f: &dyn Fn(&crate::record::TransportSummary) -> u64| {
+        per_run(&|r| r.transport.as_ref().map(|t| f(t) as f64).unwrap_or(0.0))
+    };
+    TransferRow {
+        series: key.label(),
+        profile: key.profile.clone(),
+        workload: key.workload.clone(),
+        server: key.server.clone(),
+        browser: key.browser,
+        view: key.view,
+        variant: key.variant,
+        runs,
+        goodput_mbit: goodput,
+        rtt_ms,
+        effective_window_bytes: window,
+        path_window_bytes: path_window,
+        emulator_loss_drops: per_run(&|r| {
+            link_counters(r)
+                .map(|s| (s.up.dropped_loss + s.down.dropped_loss) as f64)
+                .unwrap_or(0.0)
+        }),
+        tcp_retransmits: transport(&|t| t.tcp_retransmits),
+        quic_lost_packets: transport(&|t| t.quic_lost_packets),
+        udp_rcvbuf_errors_server: per_run(&|r| snmp(r).server.udp_rcvbuf_errors as f64),
+        udp_rcvbuf_errors_client: per_run(&|r| snmp(r).client.udp_rcvbuf_errors as f64),
+        udp_sndbuf_errors: per_run(&|r| snmp(r).udp_sndbuf_errors() as f64),
+    }
+}
+
+/// Window-limited? Evidence first (a configured window, TCP_INFO), then the heuristic.
+fn window_finding(meta: &Meta, ev: &SeriesEvidence) -> Option<(FindingKind, String)> {
+    let w = ev.window?;
+    let far_below = ev.path_window.map(|pw| w < 0.5 * pw).unwrap_or(false);
+    // A receiver grants more only once it has consumed half its window (nghttp2, h2,
+    // quinn), so an upload carries ½–1 window per round trip.
+    let low = if ev.upload { 0.4 } else { 0.5 };
+    let by_knob = ev
+        .protocol
+        .and_then(|p| configured_window(meta, ev.server, p, ev.upload))
+        .filter(|k| (low..=1.2).contains(&(w / k.bytes as f64)));
+    if let Some(k) = by_knob.filter(|_| far_below || ev.path_window.is_none()) {
+        let text = format!(
+            "window-limited — {:.1} Mbit/s × {:.0} ms RTT = {} in flight, the server's configured {} ({} {}{}), {}: raise {}.",
+            ev.row.goodput_mbit.unwrap_or(0.0),
+            ev.row.rtt_ms,
+            fmt_bytes(w),
+            if ev.upload { "receive window" } else { "per-stream send buffer" },
+            k.flag,
+            fmt_bytes(k.bytes as f64),
+            k.setting.as_deref().map(|s| format!(": {s}")).unwrap_or_default(),
+            ev.carried(),
+            k.flag,
+        );
+        return Some((FindingKind::WindowLimited, text));
+    }
+    if !ev.tcp.is_empty() {
+        return tcp_window_finding(ev, w);
+    }
+    shape_window_finding(ev, w)
+}
+
+/// TCP with its own statistics (TCP_INFO): a receive window, a send buffer, or an early end of
+/// slow start.
+fn tcp_window_finding(ev: &SeriesEvidence, w: f64) -> Option<(FindingKind, String)> {
+    let (rwnd_share, sndbuf_share) = (
+        ev.tcp_median(&|t| t.rwnd_share),
+        ev.tcp_median(&|t| t.sndbuf_share),
+    );
+    let receiver = if ev.upload { "server" } else { "client" };
+    let sender = if ev.upload { "client" } else { "server" };
+    let rtt_ms = ev.row.rtt_ms;
+    if rwnd_share >= 0.3 {
+        return Some((FindingKind::WindowLimited, format!(
+            "window-limited — the {receiver}'s TCP receive window held the sender back {:.0} % of its busy time (TCP_INFO), {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {}: raise net.ipv4.tcp_rmem in the {receiver} namespace{}.",
+            rwnd_share * 100.0,
+            ev.row.goodput_mbit.unwrap_or(0.0),
+            fmt_bytes(w),
+            ev.carried(),
+            if ev.upload && ev.protocol == Some(Protocol::H2) { " and --h2-initial-stream-window" } else { "" },
+        )));
+    }
+    if sndbuf_share >= 0.3 {
+        return Some((FindingKind::WindowLimited, format!(
+            "window-limited — the {sender}'s TCP send buffer held it back {:.0} % of its busy time (TCP_INFO): raise net.ipv4.tcp_wmem in the {sender} namespace.",
+            sndbuf_share * 100.0
+        )));
+    }
+    // No window held it back. Slow start?
+    let hystart_runs = ev
+        .tcp
+        .iter()
+        .filter(|t| t.slow_start_exit_without_loss)
+        .count();
+    let slow = ev.path_window.map(|pw| w < 0.6 * pw).unwrap_or(false);
+    (slow && hystart_runs * 2 > ev.tcp.len() && ev.nothing_lost()).then(|| {
+        (FindingKind::SlowStartExit, format!(
+            "slow start ended early without a loss in {hystart_runs} of {} runs (TCP_INFO: ssthresh set, nothing retransmitted — HyStart reacting to RTT jitter); cwnd ended at {}, {:.1} Mbit/s × {rtt_ms:.0} ms = {} in flight {}: a controller without delay-based slow-start exit (--tcp-congestion bbr or reno) fills the path.",
+            ev.tcp.len(),
+            fmt_bytes(ev.tcp_median(&|t| t.cwnd_bytes)),
+            ev.row.goodput_mbit.unwrap_or(0.0),
+            fmt_bytes(w),
+            ev.carried(),
+        ))
+    })
+}
+
+/// No transport statistics (a reference server): the shape alone — far below the path, no
+/// loss, near a power of two, over many round trips.
+fn shape_window_finding(ev: &SeriesEvidence, w: f64) -> Option<(FindingKind, String)> {
+    let (p2, _) = nearest_power_of_two(w).filter(|(_, r)| (0.9..=1.1).contains(r))?;
+    let path_window = ev.path_window.unwrap_or(0.0);
+    if !(w < 0.4 * path_window && ev.nothing_lost() && ev.transfer_rtts >= 30.0) {
+        return None;
+    }
+    Some((FindingKind::WindowLimited, format!(
+        "window-limited — {:.1} Mbit/s × {:.0} ms RTT = {} in flight for {:.0} round trips, near {} and far below the {} the path carried, with no loss: a fixed {} window caps each round trip ({}).",
+        ev.row.goodput_mbit.unwrap_or(0.0),
+        ev.row.rtt_ms,
+        fmt_bytes(w),
+        ev.transfer_rtts,
+        fmt_bytes(p2 as f64),
+        fmt_bytes(path_window),
+        if ev.upload { "receive" } else { "send/flow-control" },
+        match (ev.protocol, ev.upload) {
+            (Some(Protocol::H3), false) => "the server's per-stream send buffer or QUIC flow control",
+            (Some(Protocol::H3), true) => "the server's QUIC stream receive window",
+            (Some(Protocol::H2), true) => "the server's h2 stream window",
+            _ => "the server's send buffer or the client's receive window",
+        }
+    )))
+}
+
+/// UDP receive and send buffers that overflowed.
+fn udp_findings(ev: &SeriesEvidence) -> Vec<Finding> {
+    let (row, series) = (&ev.row, &ev.row.series);
+    let mut out = Vec::new();
+    if row.udp_rcvbuf_errors_server > 0.0 || row.udp_rcvbuf_errors_client > 0.0 {
+        let n = ev
+            .recs
+            .iter()
+            .filter(|r| snmp(r).udp_rcvbuf_errors() as f64 > 0.0)
+            .count();
+        let server_side = row.udp_rcvbuf_errors_server >= row.udp_rcvbuf_errors_client;
+        out.push(Finding {
+            kind: FindingKind::UdpReceiveBufferOverflow,
+            series: series.clone(),
+            runs: n,
+            of: ev.recs.len(),
+            sentence: format!(
+                "{series}: the {} UDP receive buffer overflowed (RcvbufErrors median {:.0} per run in the {} namespace): QUIC packets were dropped by the kernel before {} read them — raise {}.",
+                if server_side { "server's" } else { "client's" },
+                if server_side { row.udp_rcvbuf_errors_server } else { row.udp_rcvbuf_errors_client },
+                if server_side { "server" } else { "client" },
+                if server_side { "the server" } else { "Chromium" },
+                if server_side { "--udp-recv-buffer (SO_RCVBUF)" } else { "net.core.rmem_default in the client namespace" },
+            ),
+        });
+    }
+    if row.udp_sndbuf_errors > 0.0 {
+        out.push(Finding {
+            kind: FindingKind::UdpSendBufferOverflow,
+            series: series.clone(),
+            runs: ev.recs.iter().filter(|r| snmp(r).udp_sndbuf_errors() as f64 > 0.0).count(),
+            of: ev.recs.len(),
+            sentence: format!(
+                "{series}: UDP send buffers overflowed (SndbufErrors median {:.0} per run): raise --udp-send-buffer (SO_SNDBUF).",
+                row.udp_sndbuf_errors
+            ),
+        });
+    }
+    out
+}
+
+/// Retransmissions against the emulator's drops: losses the link did not cause, or a transfer
+/// held to what its loss allows.
+fn loss_finding(ev: &SeriesEvidence) -> Option<Finding> {
+    let (row, series) = (&ev.row, &ev.row.series);
+    let loss_drops = row.emulator_loss_drops;
+    let retrans = row.tcp_retransmits + row.quic_lost_packets;
+    let finding = |kind, sentence| Finding {
+        kind,
+        series: series.clone(),
+        runs: ev.recs.len(),
+        of: ev.recs.len(),
+        sentence,
+    };
+    if retrans > 0.0 && retrans > 2.0 * loss_drops + 5.0 {
+        return Some(finding(FindingKind::RetransmissionsBeyondLoss, format!(
+            "{series}: the transport resent {retrans:.0} packets per run (median) while the emulator dropped {loss_drops:.0}: losses the link did not cause (queue overflow, spurious timeouts or receive-buffer drops) — check the queue size of the profile and the UDP buffers (--udp-recv-buffer)."
+        )));
+    }
+    let g = row.goodput_mbit?;
+    let p = ev.prof.filter(|p| p.loss_pct > 0.0 && p.rtt_ms > 0.0)?;
+    // Loss-limited: below twice the Mathis bound, which no loss-based controller escapes.
+    let mathis = mathis_mbit(p.rtt_ms, p.loss_pct);
+    (g < 2.0 * mathis).then(|| finding(FindingKind::LossLimited, format!(
+        "{series}: loss-limited — {g:.1} Mbit/s, near the {mathis:.1} Mbit/s that {} % i.i.d. loss at {:.0} ms RTT allows a loss-based controller (Mathis bound); the emulator dropped {loss_drops:.0} packets per run and the transport resent {retrans:.0}: only a controller that does not back off on random loss (--quic-congestion bbr / --tcp-congestion bbr) or less loss changes this.",
+        p.loss_pct, p.rtt_ms
+    )))
 }
 
 /// Markdown of the diagnosis (also used by the report).

@@ -225,6 +225,27 @@ fn bidi_entries(events: &[BidiEvent]) -> Vec<Value> {
 /// One HAR entry per request hop, from Chromium's CDP Network events (with the body when the
 /// run kept it).
 fn cdp_entries(obs: &Observation) -> Vec<Value> {
+    let (hops, latest) = cdp_hops(obs);
+    let mut entries = Vec::new();
+    for (i, r) in hops.iter().enumerate() {
+        let url = r.sent["request"]["url"].as_str().unwrap_or_default();
+        if url.starts_with("data:") {
+            continue;
+        }
+        let times = HopTimes::of(r);
+        let mut entry = cdp_entry(r, url, &times);
+        // The body belongs to the last hop of its request id.
+        if latest.get(r.id) == Some(&i) {
+            add_body(obs, r.id, &mut entry);
+        }
+        add_extras(obs, r, times.transfer_size, &mut entry);
+        entries.push(entry);
+    }
+    entries
+}
+
+/// Each request hop (a redirect ends one and starts the next), and each request id's latest.
+fn cdp_hops(obs: &Observation) -> (Vec<Hop<'_>>, BTreeMap<&str, usize>) {
     let mut hops: Vec<Hop> = Vec::new();
     // Request id → its latest hop.
     let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
@@ -257,18 +278,24 @@ fn cdp_entries(obs: &Observation) -> Vec<Value> {
             _ => {}
         }
     }
-    let mut entries = Vec::new();
-    for (i, r) in hops.iter().enumerate() {
+    (hops, latest)
+}
+
+/// A hop's times and sizes, as HAR counts them.
+#[derive(Clone, Copy)]
+struct HopTimes {
+    total: f64,
+    blocked: f64,
+    wait: f64,
+    receive: f64,
+    transfer_size: Option<f64>,
+    body_size: f64,
+}
+
+impl HopTimes {
+    fn of(r: &Hop) -> HopTimes {
         let sent = r.sent;
-        let request = &sent["request"];
-        let url = request["url"].as_str().unwrap_or_default();
-        if url.starts_with("data:") {
-            continue;
-        }
         let resp = r.response;
-        let protocol = resp
-            .and_then(|r| r["protocol"].as_str())
-            .unwrap_or("http/1.1");
         let t = resp.map(|r| &r["timing"]);
         let f = |k: &str| t.and_then(|t| t[k].as_f64()).filter(|v| *v >= 0.0);
         let sent_ts = sent["timestamp"].as_f64().unwrap_or(0.0);
@@ -307,114 +334,151 @@ fn cdp_entries(obs: &Observation) -> Vec<Value> {
             (None, _) if r.redirected_at.is_some() => 0.0,
             (None, _) => -1.0,
         };
-        let location = resp
-            .and_then(|r| r["headers"].as_object())
-            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("location")))
-            .and_then(|(_, v)| v.as_str())
-            .unwrap_or("");
-        let post_size = request["postData"]
-            .as_str()
-            .map(|s| s.len() as f64)
-            .or_else(|| {
-                request["hasPostData"]
-                    .as_bool()
-                    .filter(|b| *b)
-                    .map(|_| -1.0)
-            })
-            .unwrap_or(0.0);
-        let mut entry = json!({
-            "pageref": "page_1",
-            "startedDateTime": iso(sent["wallTime"].as_f64().unwrap_or(0.0)),
-            "time": total,
-            "request": {
-                "method": request["method"].as_str().unwrap_or("GET"),
-                "url": url,
-                "httpVersion": http_version(protocol),
-                "cookies": [],
-                "headers": headers(&request["headers"]),
-                "queryString": query_string(url),
-                "headersSize": -1,
-                "bodySize": post_size,
-            },
-            "response": {
-                "status": resp.and_then(|r| r["status"].as_u64()).unwrap_or(0),
-                "statusText": resp.and_then(|r| r["statusText"].as_str()).unwrap_or(""),
-                "httpVersion": http_version(protocol),
-                "cookies": [],
-                "headers": resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
-                "content": {
-                    // Without the body, its wire size stands in (an upper bound: decoded ≥ wire
-                    // but for the headers a total may include).
-                    "size": if body_size >= 0.0 { body_size } else { transfer_size.unwrap_or(0.0) },
-                    "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
-                },
-                "redirectURL": location,
-                "headersSize": -1,
-                "bodySize": body_size,
-            },
-            "cache": {},
-            "timings": {
-                "blocked": blocked,
-                "dns": phase(f("dnsStart"), f("dnsEnd")),
-                "connect": phase(f("connectStart"), f("connectEnd")),
-                "ssl": phase(f("sslStart"), f("sslEnd")),
-                "send": phase(f("sendStart"), f("sendEnd")).max(0.0),
-                "wait": wait.max(0.0),
-                "receive": receive,
-            },
-        });
-        // "With content", as DevTools saves it: the decoded body, base64 for binary ones.
-        // The body belongs to the last hop of its request id.
-        let last_hop = latest.get(r.id) == Some(&i);
-        if let Some(b) = obs.bodies.get(r.id).filter(|_| last_hop) {
-            let content = &mut entry["response"]["content"];
-            let decoded = if b.base64 {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD
-                    .decode(&b.body)
-                    .map(|d| d.len())
-                    .unwrap_or(0)
-            } else {
-                b.body.len()
-            };
-            content["size"] = json!(decoded);
-            content["text"] = json!(b.body);
-            if b.base64 {
-                content["encoding"] = json!("base64");
-            }
+        HopTimes {
+            total,
+            blocked,
+            wait,
+            receive,
+            transfer_size,
+            body_size,
         }
-        if let Some(r) = resp {
-            if let Some(ip) = r["remoteIPAddress"].as_str() {
-                entry["serverIPAddress"] = json!(ip);
-            }
-            // HAR has no field for the port; `_serverPort` keeps it (import reads it).
-            if let Some(p) = r["remotePort"].as_u64().filter(|p| *p > 0) {
-                entry["_serverPort"] = json!(p);
-            }
-            if let Some(c) = r["connectionId"].as_f64() {
-                entry["connection"] = json!((c as u64).to_string());
-            }
-        }
-        if let Some(t) = transfer_size {
-            entry["_transferSize"] = json!(t);
-        }
-        // As DevTools writes it: the priority after its last change.
-        let changed = obs
-            .cdp_events
-            .iter()
-            .filter(|e| e.method == "Network.resourceChangedPriority")
-            .filter(|e| e.params["requestId"].as_str() == Some(r.id))
-            .filter_map(|e| e.params["newPriority"].as_str())
-            .next_back();
-        if let Some(p) = changed.or(request["initialPriority"].as_str()) {
-            entry["_priority"] = json!(p);
-        }
-        if let Some(fail) = r.failed {
-            entry["_error"] = fail["errorText"].clone();
-        }
-        entries.push(entry);
     }
-    entries
+}
+
+/// The HAR entry of one hop, without its body and extras.
+fn cdp_entry(r: &Hop, url: &str, times: &HopTimes) -> Value {
+    let sent = r.sent;
+    let request = &sent["request"];
+    let resp = r.response;
+    let protocol = resp
+        .and_then(|r| r["protocol"].as_str())
+        .unwrap_or("http/1.1");
+    let f = |k: &str| {
+        resp.map(|r| &r["timing"])
+            .and_then(|t| t[k].as_f64())
+            .filter(|v| *v >= 0.0)
+    };
+    let HopTimes {
+        total,
+        blocked,
+        wait,
+        receive,
+        transfer_size,
+        body_size,
+    } = *times;
+    let location = resp
+        .and_then(|r| r["headers"].as_object())
+        .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("location")))
+        .and_then(|(_, v)| v.as_str())
+        .unwrap_or("");
+    let post_size = request["postData"]
+        .as_str()
+        .map(|s| s.len() as f64)
+        .or_else(|| {
+            request["hasPostData"]
+                .as_bool()
+                .filter(|b| *b)
+                .map(|_| -1.0)
+        })
+        .unwrap_or(0.0);
+    json!({
+        "pageref": "page_1",
+        "startedDateTime": iso(sent["wallTime"].as_f64().unwrap_or(0.0)),
+        "time": total,
+        "request": {
+            "method": request["method"].as_str().unwrap_or("GET"),
+            "url": url,
+            "httpVersion": http_version(protocol),
+            "cookies": [],
+            "headers": headers(&request["headers"]),
+            "queryString": query_string(url),
+            "headersSize": -1,
+            "bodySize": post_size,
+        },
+        "response": {
+            "status": resp.and_then(|r| r["status"].as_u64()).unwrap_or(0),
+            "statusText": resp.and_then(|r| r["statusText"].as_str()).unwrap_or(""),
+            "httpVersion": http_version(protocol),
+            "cookies": [],
+            "headers": resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
+            "content": {
+                // Without the body, its wire size stands in (an upper bound: decoded ≥ wire
+                // but for the headers a total may include).
+                "size": if body_size >= 0.0 { body_size } else { transfer_size.unwrap_or(0.0) },
+                "mimeType": resp.and_then(|r| r["mimeType"].as_str()).unwrap_or("x-unknown"),
+            },
+            "redirectURL": location,
+            "headersSize": -1,
+            "bodySize": body_size,
+        },
+        "cache": {},
+        "timings": {
+            "blocked": blocked,
+            "dns": phase(f("dnsStart"), f("dnsEnd")),
+            "connect": phase(f("connectStart"), f("connectEnd")),
+            "ssl": phase(f("sslStart"), f("sslEnd")),
+            "send": phase(f("sendStart"), f("sendEnd")).max(0.0),
+            "wait": wait.max(0.0),
+            "receive": receive,
+        },
+    })
+}
+
+/// "With content", as DevTools saves it: the decoded body, base64 for binary ones.
+fn add_body(obs: &Observation, id: &str, entry: &mut Value) {
+    if let Some(b) = obs.bodies.get(id) {
+        let content = &mut entry["response"]["content"];
+        let decoded = if b.base64 {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(&b.body)
+                .map(|d| d.len())
+                .unwrap_or(0)
+        } else {
+            b.body.len()
+        };
+        content["size"] = json!(decoded);
+        content["text"] = json!(b.body);
+        if b.base64 {
+            content["encoding"] = json!("base64");
+        }
+    }
+}
+
+/// The server's address and port, the connection, the transfer size, the priority after its
+/// last change and the error.
+fn add_extras(obs: &Observation, r: &Hop, transfer_size: Option<f64>, entry: &mut Value) {
+    let resp = r.response;
+    let request = &r.sent["request"];
+    if let Some(r) = resp {
+        if let Some(ip) = r["remoteIPAddress"].as_str() {
+            entry["serverIPAddress"] = json!(ip);
+        }
+        // HAR has no field for the port; `_serverPort` keeps it (import reads it).
+        if let Some(p) = r["remotePort"].as_u64().filter(|p| *p > 0) {
+            entry["_serverPort"] = json!(p);
+        }
+        if let Some(c) = r["connectionId"].as_f64() {
+            entry["connection"] = json!((c as u64).to_string());
+        }
+    }
+    if let Some(t) = transfer_size {
+        entry["_transferSize"] = json!(t);
+    }
+    // As DevTools writes it: the priority after its last change.
+    let changed = obs
+        .cdp_events
+        .iter()
+        .filter(|e| e.method == "Network.resourceChangedPriority")
+        .filter(|e| e.params["requestId"].as_str() == Some(r.id))
+        .filter_map(|e| e.params["newPriority"].as_str())
+        .next_back();
+    if let Some(p) = changed.or(request["initialPriority"].as_str()) {
+        entry["_priority"] = json!(p);
+    }
+    if let Some(fail) = r.failed {
+        entry["_error"] = fail["errorText"].clone();
+    }
 }
 
 #[cfg(test)]

@@ -653,8 +653,43 @@ pub fn derive(
     rtt_ms: f64,
 ) -> (RunMetrics, Vec<ResourceMetrics>) {
     let cdp = network_requests(obs);
+    let resources = resource_metrics(obs, &cdp);
+    let mut m = RunMetrics {
+        resources: resources.len(),
+        ..Default::default()
+    };
+    if let Some(n) = obs.navigation.as_ref().map(EntryTiming::parse) {
+        navigation_metrics(&mut m, &n, rtt_ms);
+    }
+    m.queueing_median_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.5);
+    m.queueing_p95_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.95);
+    m.ttfb_median_ms = quantile(resources.iter().map(|r| r.ttfb_ms), 0.5);
+    m.download_median_ms = quantile(resources.iter().map(|r| r.download_ms), 0.5);
+    m.new_connections = resources.iter().filter(|r| r.connect_ms.is_some()).count();
+    m.connections = cdp
+        .iter()
+        .filter_map(|c| c.connection_id)
+        .filter(|id| *id != 0)
+        .collect::<BTreeSet<_>>()
+        .len();
+    (m.onwire_mid, m.onwire_peak) = onwire(&resources);
+    if let Some(p) = &obs.paint {
+        paint_metrics(&mut m, p);
+    }
+    completion(&mut m, obs, kind, &resources);
+    if let (Some(b), Some(t)) = (m.transfer_bytes, m.transfer_ms) {
+        if t > 0.0 && b > 0 {
+            m.goodput_mbit = Some(b as f64 * 8.0 / (t * 1000.0));
+        }
+    }
+    (m, resources)
+}
+
+/// Each resource's timings from Resource Timing, with its DevTools view's connection,
+/// priorities and body chunks on the navigation's clock.
+fn resource_metrics(obs: &Observation, cdp: &[NetworkRequest]) -> Vec<ResourceMetrics> {
     let mut cdp_by_path: BTreeMap<String, Vec<&NetworkRequest>> = BTreeMap::new();
-    for c in &cdp {
+    for c in cdp {
         cdp_by_path.entry(url_path(&c.url)).or_default().push(c);
     }
     let timings: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
@@ -673,7 +708,7 @@ pub fn derive(
                 });
         }
     }
-    let resources: Vec<ResourceMetrics> = timings
+    timings
         .into_iter()
         .map(|t| {
             let path = t.path();
@@ -720,54 +755,49 @@ pub fn derive(
                 path,
             }
         })
-        .collect();
+        .collect()
+}
 
-    let nav = obs.navigation.as_ref().map(EntryTiming::parse);
-    let mut m = RunMetrics {
-        resources: resources.len(),
-        ..Default::default()
-    };
-    if let Some(n) = &nav {
-        m.load_event_end_ms = (n.load_event_end > 0.0).then_some(n.load_event_end);
-        m.dom_content_loaded_ms =
-            (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
-        m.nav_connect_ms = n.connect_ms();
-        m.nav_ttfb_ms = (n.response_start > 0.0).then_some(n.response_start - n.request_start);
-        m.first_byte_ms = (n.response_start > 0.0).then_some(n.response_start);
-        if rtt_ms > 0.0 {
-            m.handshake_rtts = m.nav_connect_ms.map(|c| c / rtt_ms);
-            m.first_byte_rtts = m.first_byte_ms.map(|t| t / rtt_ms);
-        }
+/// The navigation's own timings, and in round trips of the profile's RTT.
+fn navigation_metrics(m: &mut RunMetrics, n: &EntryTiming, rtt_ms: f64) {
+    m.load_event_end_ms = (n.load_event_end > 0.0).then_some(n.load_event_end);
+    m.dom_content_loaded_ms =
+        (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
+    m.nav_connect_ms = n.connect_ms();
+    m.nav_ttfb_ms = (n.response_start > 0.0).then_some(n.response_start - n.request_start);
+    m.first_byte_ms = (n.response_start > 0.0).then_some(n.response_start);
+    if rtt_ms > 0.0 {
+        m.handshake_rtts = m.nav_connect_ms.map(|c| c / rtt_ms);
+        m.first_byte_rtts = m.first_byte_ms.map(|t| t / rtt_ms);
     }
-    m.queueing_median_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.5);
-    m.queueing_p95_ms = quantile(resources.iter().map(|r| r.queueing_ms), 0.95);
-    m.ttfb_median_ms = quantile(resources.iter().map(|r| r.ttfb_ms), 0.5);
-    m.download_median_ms = quantile(resources.iter().map(|r| r.download_ms), 0.5);
-    m.new_connections = resources.iter().filter(|r| r.connect_ms.is_some()).count();
-    m.connections = cdp
+}
+
+/// FCP, LCP and its element, CLS (where the engine has layout shifts) and the hero's paint.
+fn paint_metrics(m: &mut RunMetrics, p: &PaintEntries) {
+    m.fcp_ms = p.first_contentful_paint.filter(|t| *t > 0.0);
+    if let Some(lcp) = p.largest_contentful_paint.last() {
+        m.lcp_ms = Some(lcp.start_time).filter(|t| *t > 0.0);
+        m.lcp_element = Some(lcp.selector.clone()).filter(|s| !s.is_empty());
+        m.lcp_url = Some(lcp.url.clone()).filter(|u| !u.is_empty());
+    }
+    m.cls = p
+        .supports("layout-shift")
+        .then(|| cumulative_layout_shift(&p.layout_shifts));
+    m.hero_ms = p
+        .elements
         .iter()
-        .filter_map(|c| c.connection_id)
-        .filter(|id| *id != 0)
-        .collect::<BTreeSet<_>>()
-        .len();
-    (m.onwire_mid, m.onwire_peak) = onwire(&resources);
-    if let Some(p) = &obs.paint {
-        m.fcp_ms = p.first_contentful_paint.filter(|t| *t > 0.0);
-        if let Some(lcp) = p.largest_contentful_paint.last() {
-            m.lcp_ms = Some(lcp.start_time).filter(|t| *t > 0.0);
-            m.lcp_element = Some(lcp.selector.clone()).filter(|s| !s.is_empty());
-            m.lcp_url = Some(lcp.url.clone()).filter(|u| !u.is_empty());
-        }
-        m.cls = p
-            .supports("layout-shift")
-            .then(|| cumulative_layout_shift(&p.layout_shifts));
-        m.hero_ms = p
-            .elements
-            .iter()
-            .find(|e| e.identifier == HERO_ELEMENT)
-            .and_then(ElementPaint::painted_ms);
-    }
+        .find(|e| e.identifier == HERO_ELEMENT)
+        .and_then(ElementPaint::painted_ms);
+}
 
+/// The headline time: the load event for pages; for a transfer, the body's end once the page
+/// checked it whole, with its bytes and time.
+fn completion(
+    m: &mut RunMetrics,
+    obs: &Observation,
+    kind: &WorkloadKind,
+    resources: &[ResourceMetrics],
+) {
     match kind {
         WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {
             m.completion_ms = m.load_event_end_ms
@@ -800,12 +830,6 @@ pub fn derive(
             }
         }
     }
-    if let (Some(b), Some(t)) = (m.transfer_bytes, m.transfer_ms) {
-        if t > 0.0 && b > 0 {
-            m.goodput_mbit = Some(b as f64 * 8.0 / (t * 1000.0));
-        }
-    }
-    (m, resources)
 }
 
 #[cfg(test)]

@@ -220,106 +220,30 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         metrics.visual_complete_ms = Some(m.visual_complete_ms);
         metrics.first_visual_change_ms = m.first_visual_change_ms;
     }
-    let expected = if variant.as_recorded {
-        validate::Expected::AsRecorded
-    } else {
-        validate::Expected::All(variant.protocol.alpn())
-    };
-    let mut verdict = validate::validate(
-        expected,
-        &spec.manifest,
+    let client = snmp::delta(&snmp_c0, &snmp_c1);
+    let captured_warnings: Vec<String> = captured
+        .warnings
+        .iter()
+        .map(|w| format!("capture: {w}"))
+        .collect();
+    let mut verdict = judge(
+        spec,
         &obs,
         &end,
-        server.views.as_deref(),
+        &server,
+        &metrics,
+        captured_warnings,
+        &client,
     );
-    if end == crate::validate::LoadEnd::Completed {
-        use crate::workload::WorkloadKind as K;
-        let generated = matches!(kind, K::Page { .. } | K::Sharded { .. });
-        for p in metrics::paint_order_problems(&metrics, generated) {
-            verdict.warnings.push(format!("run {}: {p}", spec.id));
-        }
-    }
-    verdict
-        .warnings
-        .extend(captured.warnings.iter().map(|w| format!("capture: {w}")));
     let viewpoints = if server.views.is_some() { 3 } else { 2 };
-    if server.views.is_none() {
-        verdict.warnings.push(
-            "2 viewpoints: the server keeps no log pagebench can read, so the protocol and the files were cross-checked by Resource Timing and CDP only (give --server-log-format for a third)".into(),
-        );
-    }
-    // A completed load without a headline time cannot be counted.
-    if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
-        let kind = if kind.is_page() {
-            ReasonKind::NavigationError
-        } else {
-            ReasonKind::CorruptBody
-        };
-        verdict.invalidate(kind, "no completion time".into());
-    }
-    if variant.h3_mode == Some(H3Mode::Discovered) {
-        let mismatches: Vec<&validate::Reason> = verdict
-            .reasons
-            .iter()
-            .filter(|r| {
-                matches!(
-                    r.kind,
-                    ReasonKind::ProtocolMismatch
-                        | ReasonKind::CdpProtocolMismatch
-                        | ReasonKind::ServerProtocolMismatch
-                )
-            })
-            .collect();
-        if let Some(r) = validate::check_discovered(&mismatches) {
-            verdict.invalidate(r.kind, r.detail);
-        }
-    }
-    if variant.h3_mode == Some(H3Mode::Primed) {
-        // What the browser's namespace opened, and what the server accepted where it counts.
-        let server_tcp = server.summary.as_ref().map_or(0, |t| t.tcp_connections);
-        let opened =
-            (snmp::delta(&snmp_c0, &snmp_c1).tcp_active_opens.max(0) as u64).max(server_tcp);
-        if let Some(r) = validate::check_primed(opened) {
-            verdict.invalidate(r.kind, r.detail);
-        }
-    }
-    // The link's gate: a run on a link that did not deliver the profile never counts; counters
-    // that cannot be read mean the emulator stopped during the load.
-    let (stats, check) = match link_stats {
-        Ok(s) => {
-            let check = netem::self_check(&s, &spec.profile);
-            (Some(s), check)
-        }
-        Err(e) => (
-            None,
-            netem::stats::stopped_check(&spec.profile, format!("{e:#}")),
-        ),
-    };
-    for f in &check.faults {
-        verdict.invalidate(ReasonKind::Link, f.to_string());
-    }
+    let (stats, check) = gate_link(spec, link_stats, &mut verdict);
     if let Some(why) = server_exit {
         verdict.invalidate(ReasonKind::Server, why);
     }
     let link = stats.as_ref().map(|s| link_summary(s, &check));
-    let trace = stats.as_ref().and_then(|s| {
-        TraceWindow::of(
-            spec.profile
-                .down_trace
-                .as_ref()
-                .and_then(|t| t.trace())
-                .map(|t| &**t),
-            spec.profile
-                .up_trace
-                .as_ref()
-                .and_then(|t| t.trace())
-                .map(|t| &**t),
-            spec.trace_start,
-            (s.elapsed_s * 1e9) as u64,
-        )
-    });
+    let trace = stats.as_ref().and_then(|s| trace_window(spec, s));
     let snmp = Some(snmp::NamespaceDeltas {
-        client: snmp::delta(&snmp_c0, &snmp_c1),
+        client,
         server: snmp::delta(&snmp_s0, &snmp_s1),
     });
     RunRecord {
@@ -375,6 +299,112 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
+}
+
+/// The run's verdict from what the browser and the server saw: validation, the paint order,
+/// the capture's warnings, a completion time, and the discovered and primed variants' checks.
+fn judge(
+    spec: &RunSpec,
+    obs: &metrics::Observation,
+    end: &validate::LoadEnd,
+    server: &crate::servers::ServerEvidence,
+    metrics: &metrics::RunMetrics,
+    capture_warnings: Vec<String>,
+    client: &snmp::Delta,
+) -> validate::Verdict {
+    let variant = spec.variant;
+    let kind = &spec.manifest.workload.kind;
+    let expected = if variant.as_recorded {
+        validate::Expected::AsRecorded
+    } else {
+        validate::Expected::All(variant.protocol.alpn())
+    };
+    let mut verdict =
+        validate::validate(expected, &spec.manifest, obs, end, server.views.as_deref());
+    if *end == validate::LoadEnd::Completed {
+        use crate::workload::WorkloadKind as K;
+        let generated = matches!(kind, K::Page { .. } | K::Sharded { .. });
+        for p in metrics::paint_order_problems(metrics, generated) {
+            verdict.warnings.push(format!("run {}: {p}", spec.id));
+        }
+    }
+    verdict.warnings.extend(capture_warnings);
+    if server.views.is_none() {
+        verdict.warnings.push(
+            "2 viewpoints: the server keeps no log pagebench can read, so the protocol and the files were cross-checked by Resource Timing and CDP only (give --server-log-format for a third)".into(),
+        );
+    }
+    // A completed load without a headline time cannot be counted.
+    if verdict.outcome == Outcome::Valid && metrics.completion_ms.is_none() {
+        let kind = if kind.is_page() {
+            ReasonKind::NavigationError
+        } else {
+            ReasonKind::CorruptBody
+        };
+        verdict.invalidate(kind, "no completion time".into());
+    }
+    if variant.h3_mode == Some(H3Mode::Discovered) {
+        let mismatches: Vec<&validate::Reason> = verdict
+            .reasons
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.kind,
+                    ReasonKind::ProtocolMismatch
+                        | ReasonKind::CdpProtocolMismatch
+                        | ReasonKind::ServerProtocolMismatch
+                )
+            })
+            .collect();
+        if let Some(r) = validate::check_discovered(&mismatches) {
+            verdict.invalidate(r.kind, r.detail);
+        }
+    }
+    if variant.h3_mode == Some(H3Mode::Primed) {
+        // What the browser's namespace opened, and what the server accepted where it counts.
+        let server_tcp = server.summary.as_ref().map_or(0, |t| t.tcp_connections);
+        let opened = (client.tcp_active_opens.max(0) as u64).max(server_tcp);
+        if let Some(r) = validate::check_primed(opened) {
+            verdict.invalidate(r.kind, r.detail);
+        }
+    }
+    verdict
+}
+
+/// The link's gate: a run on a link that did not deliver the profile never counts; counters
+/// that cannot be read mean the emulator stopped during the load.
+fn gate_link(
+    spec: &RunSpec,
+    link_stats: Result<LinkStats>,
+    verdict: &mut validate::Verdict,
+) -> (Option<LinkStats>, SelfCheck) {
+    let (stats, check) = match link_stats {
+        Ok(s) => {
+            let check = netem::self_check(&s, &spec.profile);
+            (Some(s), check)
+        }
+        Err(e) => (
+            None,
+            netem::stats::stopped_check(&spec.profile, format!("{e:#}")),
+        ),
+    };
+    for f in &check.faults {
+        verdict.invalidate(ReasonKind::Link, f.to_string());
+    }
+    (stats, check)
+}
+
+/// What a trace profile offered during the load.
+fn trace_window(spec: &RunSpec, s: &LinkStats) -> Option<TraceWindow> {
+    fn trace(t: &Option<crate::profile::TraceFile>) -> Option<&crate::capacity::CapacityTrace> {
+        t.as_ref().and_then(|t| t.trace()).map(|t| &**t)
+    }
+    TraceWindow::of(
+        trace(&spec.profile.down_trace),
+        trace(&spec.profile.up_trace),
+        spec.trace_start,
+        (s.elapsed_s * 1e9) as u64,
+    )
 }
 
 /// One run that counts: [`run_once`], run again (up to `retry_invalid` times) while it fails
@@ -457,10 +487,29 @@ fn describe_disruption(d: &crate::disruption::Disruption) -> String {
     s
 }
 
-/// The human summary of one run.
+/// The human summary of one run: what loaded and how fast, what the connections and the
+/// network did, how the protocol was checked, the link, and the machine.
 pub fn describe(rec: &RunRecord) -> String {
+    let mut s = describe_load(rec);
+    s.push_str(&describe_connections(rec));
+    if let Some(d) = &rec.disruption {
+        s.push_str(&describe_disruption(d));
+    }
+    s.push_str(&describe_protocol(rec));
+    s.push_str(&describe_link(rec));
+    s.push_str(&describe_machine(rec));
+    s
+}
+
+/// A figure with one decimal, or a dash.
+fn one_decimal(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
+}
+
+/// The run's header, its reasons and warnings, and its load's figures.
+fn describe_load(rec: &RunRecord) -> String {
+    let f = one_decimal;
     let m = &rec.metrics;
-    let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into());
     let mut s = format!(
         "{} · {} {} on {} ({}, {}) · {}\n",
         rec.id,
@@ -510,6 +559,13 @@ pub fn describe(rec: &RunRecord) -> String {
         ));
     }
     s.push('\n');
+    s
+}
+
+/// A repeat view's first navigation, the TLS handshakes and head-of-line blocking.
+fn describe_connections(rec: &RunRecord) -> String {
+    let f = one_decimal;
+    let mut s = String::new();
     if let Some(fv) = &rec.observation.first_view {
         let protocols: Vec<String> = fv
             .protocols
@@ -553,9 +609,11 @@ pub fn describe(rec: &RunRecord) -> String {
             ));
         }
     }
-    if let Some(d) = &rec.disruption {
-        s.push_str(&describe_disruption(d));
-    }
+    s
+}
+
+/// Which viewpoints agreed on the protocol.
+fn describe_protocol(rec: &RunRecord) -> String {
     let proto_ok = rec.reasons.iter().all(|r| {
         !matches!(
             r.kind,
@@ -566,20 +624,25 @@ pub fn describe(rec: &RunRecord) -> String {
     });
     let devtools = rec.browser.devtools();
     if rec.viewpoints >= 3 {
-        s.push_str(&format!(
+        format!(
             "  protocol {}: Resource Timing, {devtools} and the server log ({} requests) {}\n",
             rec.protocol,
             rec.server_requests.len(),
             if proto_ok { "agree" } else { "DISAGREE" }
-        ));
+        )
     } else {
-        s.push_str(&format!(
+        format!(
             "  protocol {}: {} viewpoints only (Resource Timing and {devtools}) {}\n",
             rec.protocol,
             rec.viewpoints,
             if proto_ok { "agree" } else { "DISAGREE" }
-        ));
+        )
     }
+}
+
+/// What the link achieved against its model, and its gate.
+fn describe_link(rec: &RunRecord) -> String {
+    let mut s = String::new();
     if let Some(l) = &rec.link {
         let gate = rec
             .link_stats
@@ -607,6 +670,13 @@ pub fn describe(rec: &RunRecord) -> String {
             if l.self_check_warnings.is_empty() { String::new() } else { format!(" · {}", l.self_check_warnings.join("; ")) }
         ));
     }
+    s
+}
+
+/// The server's transport, the run's overhead, the machine's contention and a trace's offer.
+fn describe_machine(rec: &RunRecord) -> String {
+    let f = one_decimal;
+    let mut s = String::new();
     if let Some(t) = &rec.transport {
         s.push_str(&format!(
             "  server transport: {} TCP conn ({} retransmits), {} QUIC conn ({} lost packets, {} congestion events), RTT {} ms\n",

@@ -8,6 +8,7 @@
 //! `cargo nextest run --lib architecture --no-capture` prints every circle with the paths that
 //! make it.
 
+mod docs;
 mod graph;
 mod scan;
 

@@ -247,7 +247,7 @@ fn single_address(hosts: &[(String, IpAddr)]) -> Result<IpAddr> {
 pub fn check_site(workload: &str, site: &crate::workload::site::SitePlan) -> Result<()> {
     if site.addresses > 1 {
         bail!(
-            "--browsers firefox: workload {workload} puts its origins on {} server addresses, but              Firefox resolves every host to one: add --origin-addresses single",
+            "--browsers firefox: workload {workload} puts its origins on {} server addresses, but Firefox resolves every host to one: add --origin-addresses single",
             site.addresses
         );
     }

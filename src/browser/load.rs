@@ -114,97 +114,151 @@ fn load_in_session(
         init_script: _,
         visual,
     } = extras;
-    let deadline = Instant::now() + timeout;
-    let short = Duration::from_secs(10);
-    let mut obs = Observation::default();
-    let session = session.to_string();
     let _ = browser.cdp.drain_events();
-    if visual {
-        let (w, h, quality) = SCREENCAST;
-        let r = browser.cdp.call(
-            Some(&session),
-            "Page.startScreencast",
-            json!({ "format": "jpeg", "quality": quality, "maxWidth": w, "maxHeight": h }),
-            short,
-        );
-        if let Err(e) = r {
-            return Ok((obs, crashed_or(browser, e.into())));
-        }
-    }
+    let now = Instant::now();
+    let mut load = Load {
+        browser,
+        session: session.to_string(),
+        obs: Observation::default(),
+        deadline: now + timeout,
+        started: now,
+        timeout,
+    };
+    let stopped = match load.start(url, visual)? {
+        Some(end) => Some(end),
+        None => match wait {
+            WaitFor::Elapsed(d) => load.wait_elapsed(d)?,
+            WaitFor::NetworkIdle { quiet } => match load.wait_load_event()? {
+                Some(end) => Some(end),
+                None => load.wait_network_idle(quiet)?,
+            },
+            WaitFor::Resources { expected, transfer } => match load.wait_load_event()? {
+                Some(end) => Some(end),
+                None => load.wait_resources(expected, transfer)?,
+            },
+        },
+    };
+    let Load {
+        browser,
+        session,
+        obs,
+        ..
+    } = load;
+    Ok(match stopped {
+        Some(end) => (obs, end),
+        None => finish(browser, &session, obs, keep_bodies, visual),
+    })
+}
 
-    let started = Instant::now();
-    let nav = browser.cdp.call(
-        Some(&session),
-        "Page.navigate",
-        json!({ "url": url }),
-        remaining(deadline),
-    );
-    match nav {
-        Ok(r) => {
-            if let Some(err) = r.get("errorText").and_then(Value::as_str) {
-                collect_events(browser, &session, &mut obs);
-                return Ok((
-                    obs,
-                    LoadEnd::NavigationFailed(format!("{err} loading {url}")),
-                ));
+/// One load in progress in its DevTools session. Each step returns how the load ended when it
+/// ended it (`Some`), or `None` to go on; an error only for interruption by a signal.
+struct Load<'b> {
+    browser: &'b mut ChromiumProcess,
+    session: String,
+    obs: Observation,
+    deadline: Instant,
+    /// When the navigation was sent.
+    started: Instant,
+    timeout: Duration,
+}
+
+impl Load<'_> {
+    /// The screencast (with `visual`), then the navigation: until it commits.
+    fn start(&mut self, url: &str, visual: bool) -> Result<Option<LoadEnd>> {
+        let short = Duration::from_secs(10);
+        if visual {
+            let (w, h, quality) = SCREENCAST;
+            let r = self.browser.cdp.call(
+                Some(&self.session),
+                "Page.startScreencast",
+                json!({ "format": "jpeg", "quality": quality, "maxWidth": w, "maxHeight": h }),
+                short,
+            );
+            if let Err(e) = r {
+                return Ok(Some(crashed_or(self.browser, e.into())));
             }
         }
-        Err(CdpError::Timeout { .. }) => {
-            collect(browser, &session, &mut obs);
-            return Ok((obs, timed_out(timeout, "the navigation did not commit")));
-        }
-        Err(e) => return Ok((obs, crashed_or(browser, e.into()))),
+        self.started = Instant::now();
+        let nav = self.browser.cdp.call(
+            Some(&self.session),
+            "Page.navigate",
+            json!({ "url": url }),
+            remaining(self.deadline),
+        );
+        Ok(match nav {
+            Ok(r) => r.get("errorText").and_then(Value::as_str).map(|err| {
+                collect_events(self.browser, &self.session, &mut self.obs);
+                LoadEnd::NavigationFailed(format!("{err} loading {url}"))
+            }),
+            Err(CdpError::Timeout { .. }) => {
+                collect(self.browser, &self.session, &mut self.obs);
+                Some(timed_out(self.timeout, "the navigation did not commit"))
+            }
+            Err(e) => Some(crashed_or(self.browser, e.into())),
+        })
     }
 
-    if let WaitFor::Elapsed(d) = wait {
-        let until = (started + d).min(deadline);
+    /// The next event within `wait`, kept when it is this session's. `Err(end)` when the
+    /// browser went away.
+    fn next_event(&mut self, wait: Duration) -> std::result::Result<Option<cdp::Event>, LoadEnd> {
+        match self.browser.cdp.next_event(wait) {
+            Some(e) => Ok(Some(e)),
+            None if self.browser.cdp.is_closed() || self.browser.has_exited() => {
+                Err(crashed(self.browser))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// A fixed time from the navigation's start (at most the deadline): the events it saw.
+    fn wait_elapsed(&mut self, d: Duration) -> Result<Option<LoadEnd>> {
+        let until = (self.started + d).min(self.deadline);
         loop {
             let left = remaining(until);
             if left.is_zero() {
-                break;
+                return Ok(None);
             }
             if signals::interrupted() {
                 return Err(signals::Interrupted.into());
             }
-            match browser.cdp.next_event(left.min(Duration::from_millis(200))) {
-                Some(e) => keep_event(&mut obs, &session, e),
-                None if browser.cdp.is_closed() || browser.has_exited() => {
-                    return Ok((obs, crashed(browser)))
-                }
-                None => {}
-            }
-        }
-        return Ok(finish(browser, &session, obs, keep_bodies, visual));
-    }
-
-    // Wait for the load event without touching the page (polling would perturb the load).
-    let mut loaded = false;
-    while !loaded {
-        if signals::interrupted() {
-            return Err(signals::Interrupted.into());
-        }
-        let left = remaining(deadline);
-        if left.is_zero() {
-            collect(browser, &session, &mut obs);
-            return Ok((obs, timed_out(timeout, "no load event")));
-        }
-        match browser.cdp.next_event(left.min(Duration::from_millis(200))) {
-            Some(e) => {
-                loaded = e.method == "Page.loadEventFired"
-                    && e.session_id.as_deref() == Some(session.as_str());
-                keep_event(&mut obs, &session, e);
-            }
-            None => {
-                if browser.cdp.is_closed() || browser.has_exited() {
-                    return Ok((obs, crashed(browser)));
-                }
+            match self.next_event(left.min(Duration::from_millis(200))) {
+                Ok(Some(e)) => keep_event(&mut self.obs, &self.session, e),
+                Ok(None) => {}
+                Err(end) => return Ok(Some(end)),
             }
         }
     }
 
-    if let WaitFor::NetworkIdle { quiet } = wait {
+    /// The load event, waited for without touching the page (polling would perturb the load).
+    fn wait_load_event(&mut self) -> Result<Option<LoadEnd>> {
+        loop {
+            if signals::interrupted() {
+                return Err(signals::Interrupted.into());
+            }
+            let left = remaining(self.deadline);
+            if left.is_zero() {
+                collect(self.browser, &self.session, &mut self.obs);
+                return Ok(Some(timed_out(self.timeout, "no load event")));
+            }
+            match self.next_event(left.min(Duration::from_millis(200))) {
+                Ok(Some(e)) => {
+                    let loaded = e.method == "Page.loadEventFired"
+                        && e.session_id.as_deref() == Some(self.session.as_str());
+                    keep_event(&mut self.obs, &self.session, e);
+                    if loaded {
+                        return Ok(None);
+                    }
+                }
+                Ok(None) => {}
+                Err(end) => return Ok(Some(end)),
+            }
+        }
+    }
+
+    /// No request in flight for `quiet`.
+    fn wait_network_idle(&mut self, quiet: Duration) -> Result<Option<LoadEnd>> {
         let mut flight = InFlight::default();
-        for e in &obs.cdp_events {
+        for e in &self.obs.cdp_events {
             flight.see(e);
         }
         let mut quiet_since = Instant::now();
@@ -213,74 +267,64 @@ fn load_in_session(
                 return Err(signals::Interrupted.into());
             }
             if flight.is_empty() && quiet_since.elapsed() >= quiet {
-                break;
+                return Ok(None);
             }
-            let left = remaining(deadline);
+            let left = remaining(self.deadline);
             if left.is_zero() {
-                collect(browser, &session, &mut obs);
+                collect(self.browser, &self.session, &mut self.obs);
                 let what = format!(
                     "the network did not go idle ({} request(s) still in flight)",
                     flight.len()
                 );
-                return Ok((obs, timed_out(timeout, &what)));
+                return Ok(Some(timed_out(self.timeout, &what)));
             }
-            match browser.cdp.next_event(left.min(Duration::from_millis(50))) {
-                Some(e) => {
-                    let before = obs.cdp_events.len();
-                    keep_event(&mut obs, &session, e);
-                    if let Some(kept) = obs.cdp_events.get(before) {
+            match self.next_event(left.min(Duration::from_millis(50))) {
+                Ok(Some(e)) => {
+                    let before = self.obs.cdp_events.len();
+                    keep_event(&mut self.obs, &self.session, e);
+                    if let Some(kept) = self.obs.cdp_events.get(before) {
                         if flight.see(kept) {
                             quiet_since = Instant::now();
                         }
                     }
                 }
-                None if browser.cdp.is_closed() || browser.has_exited() => {
-                    return Ok((obs, crashed(browser)))
-                }
-                None => {}
+                Ok(None) => {}
+                Err(end) => return Ok(Some(end)),
             }
         }
-        return Ok(finish(browser, &session, obs, keep_bodies, visual));
     }
-    let WaitFor::Resources {
-        expected: expected_resources,
-        transfer,
-    } = wait
-    else {
-        unreachable!("the other waits returned above")
-    };
 
-    // loadEventEnd is filled after the event; transfer pages finish after it.
-    let wait = scripts::load_finished(expected_resources, transfer);
-    let left = remaining(deadline);
-    match cdp::evaluate(
-        &browser.cdp,
-        &session,
-        &wait,
-        left.max(Duration::from_millis(1)),
-    ) {
-        Ok(_) => {}
-        Err(e) => {
-            if matches!(
-                e.downcast_ref::<CdpError>(),
-                Some(CdpError::Interrupted { .. })
-            ) {
-                return Err(signals::Interrupted.into());
-            }
-            let closed = matches!(e.downcast_ref::<CdpError>(), Some(CdpError::Closed));
-            if closed || browser.has_exited() {
-                return Ok((obs, crashed(browser)));
-            }
-            collect(browser, &session, &mut obs);
-            let what = if transfer {
-                "the transfer did not complete"
-            } else {
-                "the page did not finish loading"
-            };
-            return Ok((obs, timed_out(timeout, what)));
+    /// The page's own completion: loadEventEnd is filled after the event, and transfer pages
+    /// finish after it.
+    fn wait_resources(&mut self, expected: usize, transfer: bool) -> Result<Option<LoadEnd>> {
+        let wait = scripts::load_finished(expected, transfer);
+        let left = remaining(self.deadline);
+        let Err(e) = cdp::evaluate(
+            &self.browser.cdp,
+            &self.session,
+            &wait,
+            left.max(Duration::from_millis(1)),
+        ) else {
+            return Ok(None);
+        };
+        if matches!(
+            e.downcast_ref::<CdpError>(),
+            Some(CdpError::Interrupted { .. })
+        ) {
+            return Err(signals::Interrupted.into());
         }
+        let closed = matches!(e.downcast_ref::<CdpError>(), Some(CdpError::Closed));
+        if closed || self.browser.has_exited() {
+            return Ok(Some(crashed(self.browser)));
+        }
+        collect(self.browser, &self.session, &mut self.obs);
+        let what = if transfer {
+            "the transfer did not complete"
+        } else {
+            "the page did not finish loading"
+        };
+        Ok(Some(timed_out(self.timeout, what)))
     }
-    Ok(finish(browser, &session, obs, keep_bodies, visual))
 }
 
 /// The end of a load that completed: the rest of the screencast, timings and events, then

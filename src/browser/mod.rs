@@ -153,6 +153,19 @@ pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
     Ok(())
 }
 
+/// Refuses, before any run, a replayed site engine `id` cannot load as planned (Firefox maps
+/// every host to one address).
+pub fn check_site(
+    id: BrowserId,
+    workload: &str,
+    site: &crate::workload::site::SitePlan,
+) -> Result<()> {
+    match id {
+        BrowserId::Chromium => Ok(()),
+        BrowserId::Firefox => firefox::check_site(workload, site),
+    }
+}
+
 /// Whether engine `id` is installed and recent enough; the error names the fix.
 pub fn check_installed(id: BrowserId) -> Result<String> {
     match id {

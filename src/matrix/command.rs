@@ -214,7 +214,65 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     crate::netem::cleanup::remove_stale().ok();
     crate::netem::cleanup::remove_stale_temp_dirs();
     let r = resolve(req)?;
-    let spec = PlanSpec {
+    let spec = plan_spec(req, &r);
+    let mut planned = plan::plan(&spec);
+    let shard = req
+        .shard
+        .map(|s| shard_part(&spec, &r, s, &mut planned))
+        .transpose()?;
+    crate::fault::check_targets(
+        &req.faults,
+        planned.iter().map(|p| p.id.as_str()),
+        req.retry_invalid,
+    )?;
+    let mut requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
+    requested.shard = shard;
+    requested.plan_hash = requested.plan_hash();
+    let (dir, mut store, mut meta) = open_store(req, requested)?;
+    let manifests = manifests_of(req, &r)?;
+    meta.sites = manifests
+        .iter()
+        .filter_map(|(w, m)| m.site.clone().map(|s| (w.clone(), s)))
+        .collect();
+    let todo: Vec<&PlannedRun> = planned
+        .iter()
+        .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
+        .collect();
+    let walked = if todo.is_empty() {
+        tracing::info!(
+            "{}: all {} planned runs are already done",
+            dir.display(),
+            planned.len()
+        );
+        None
+    } else {
+        let walk = Walk {
+            r: &r,
+            todo: &todo,
+            manifests: &manifests,
+            planned: &planned,
+        };
+        Some(walk_plan(req, &dir, walk, &mut store, &mut meta)?)
+    };
+    let done = store.finished(&planned, req.retry_invalid);
+    // With `--runs auto` a cell may stop before its last planned round: the walk over what was
+    // left is what says the matrix is complete.
+    let completed = done >= planned.len()
+        || (req.adaptive.is_some() && matches!(walked, Some(PlanEnd::Done(_))));
+    finish(req, &dir, &store, &mut meta, completed)?;
+    Ok(MatrixOutcome {
+        dir,
+        completed,
+        runs_done: done,
+        planned: planned.len(),
+        adaptive: req.adaptive.is_some(),
+        summarized: store.attempt_count() > 0,
+    })
+}
+
+/// The plan the request asks for.
+fn plan_spec(req: &MatrixRequest, r: &Resolved) -> PlanSpec {
+    PlanSpec {
         profiles: r.profiles.iter().map(|p| p.name.clone()).collect(),
         workloads: r.workloads.iter().map(|w| w.name.clone()).collect(),
         servers: req.servers.iter().map(ServerChoice::name).collect(),
@@ -226,37 +284,36 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         warmup: req.warmup,
         seed: req.seed,
         adaptive: req.adaptive,
-    };
-    let mut planned = plan::plan(&spec);
-    let shard = match req.shard {
-        Some(s) => {
-            let (cells, cost) = super::shard::cells_of(&spec, &r.profiles, &r.workloads, s)?;
-            planned.retain(|p| cells.contains(&p.cell()));
-            tracing::info!(
-                "shard {s}: {} of {} cells ({}), {} runs, roughly {:.0} min on this machine class",
-                cells.len(),
-                spec.cells().len(),
-                cells
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                planned.len(),
-                cost / 60.0
-            );
-            Some(super::shard::ShardInfo { spec: s, cells })
-        }
-        None => None,
-    };
-    crate::fault::check_targets(
-        &req.faults,
-        planned.iter().map(|p| p.id.as_str()),
-        req.retry_invalid,
-    )?;
-    let mut requested = meta_for(req, &r, &spec, planned.len(), servers_identity(req));
-    requested.shard = shard;
-    requested.plan_hash = requested.plan_hash();
-    let (dir, mut store, mut meta) = match &req.resume {
+    }
+}
+
+/// `--shard K/N`: keeps this shard's cells of `planned`.
+fn shard_part(
+    spec: &PlanSpec,
+    r: &Resolved,
+    s: super::shard::ShardSpec,
+    planned: &mut Vec<PlannedRun>,
+) -> Result<super::shard::ShardInfo> {
+    let (cells, cost) = super::shard::cells_of(spec, &r.profiles, &r.workloads, s)?;
+    planned.retain(|p| cells.contains(&p.cell()));
+    tracing::info!(
+        "shard {s}: {} of {} cells ({}), {} runs, roughly {:.0} min on this machine class",
+        cells.len(),
+        spec.cells().len(),
+        cells
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        planned.len(),
+        cost / 60.0
+    );
+    Ok(super::shard::ShardInfo { spec: s, cells })
+}
+
+/// The results directory: a new one, or the one `--resume` names (checked to be this matrix).
+fn open_store(req: &MatrixRequest, requested: Meta) -> Result<(PathBuf, Store, Meta)> {
+    Ok(match &req.resume {
         Some(dir) => {
             let (store, meta) = Store::resume(dir, &requested)?;
             (dir.clone(), store, meta)
@@ -266,7 +323,12 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             let store = Store::create(&dir, &requested)?;
             (dir, store, requested)
         }
-    };
+    })
+}
+
+/// Each workload's manifest (generated or read), checked against the engines and variants
+/// that will load it.
+fn manifests_of(req: &MatrixRequest, r: &Resolved) -> Result<BTreeMap<String, Manifest>> {
     let mut manifests: BTreeMap<String, Manifest> = BTreeMap::new();
     for w in &r.workloads {
         manifests.insert(
@@ -274,64 +336,68 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             workload::ensure(&req.pages_root, w, req.pages_seed, req.sites)?,
         );
     }
-    if req.browsers.contains(&BrowserId::Firefox) {
-        for (w, m) in &manifests {
-            if let Some(site) = &m.site {
-                crate::browser::firefox::check_site(w, site)?;
-            }
+    for (w, m) in &manifests {
+        let Some(site) = &m.site else { continue };
+        for b in &req.browsers {
+            crate::browser::check_site(*b, w, site)?;
+        }
+        if r.variants.iter().any(|v| v.as_recorded) {
+            site.check_as_recorded(w)?;
         }
     }
-    if r.variants.iter().any(|v| v.as_recorded) {
-        for (w, m) in &manifests {
-            if let Some(site) = &m.site {
-                site.check_as_recorded(w)?;
-            }
-        }
+    Ok(manifests)
+}
+
+/// What the walk over the plan needs besides the request and the store.
+struct Walk<'a> {
+    r: &'a Resolved,
+    todo: &'a [&'a PlannedRun],
+    manifests: &'a BTreeMap<String, Manifest>,
+    planned: &'a [PlannedRun],
+}
+
+/// The machine check, then the runs left; a failure leaves the finished runs on disk and the
+/// matrix marked failed.
+fn walk_plan(
+    req: &MatrixRequest,
+    dir: &Path,
+    walk: Walk,
+    store: &mut Store,
+    meta: &mut Meta,
+) -> Result<PlanEnd> {
+    if !req.machine_check.is_zero() {
+        meta.machine_checks.push(check_machine(req));
+        store::write_meta(dir, meta)?;
     }
-    meta.sites = manifests
-        .iter()
-        .filter_map(|(w, m)| m.site.clone().map(|s| (w.clone(), s)))
-        .collect();
-    let todo: Vec<&PlannedRun> = planned
-        .iter()
-        .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
-        .collect();
-    let outcome_dir = dir.clone();
-    let mut walked: Option<PlanEnd> = None;
-    if todo.is_empty() {
-        tracing::info!(
-            "{}: all {} planned runs are already done",
-            dir.display(),
-            planned.len()
-        );
-    } else {
-        if !req.machine_check.is_zero() {
-            meta.machine_checks.push(check_machine(req));
-            store::write_meta(&dir, &meta)?;
-        }
-        if meta.shard.is_some() {
-            describe_machine(req, &dir)?;
-        }
-        let ran = start_and_run(req, &r, &todo, &manifests, &mut store, &planned, &mut meta);
-        if let Ok(end) = &ran {
-            walked = Some(*end);
-        }
-        if let Err(e) = ran {
-            // Every finished run is on disk; say in the metadata that the matrix stopped.
-            meta.status = "failed".into();
-            meta.ended_at = Some(chrono::Utc::now().to_rfc3339());
-            store::write_meta(&dir, &meta)?;
-            return Err(e.context(format!(
-                "the matrix stopped; its finished runs are in {} (continue with --resume)",
-                dir.display()
-            )));
-        }
+    if meta.shard.is_some() {
+        describe_machine(req, dir)?;
     }
-    let done = store.finished(&planned, req.retry_invalid);
-    // With `--runs auto` a cell may stop before its last planned round: the walk over what was
-    // left is what says the matrix is complete.
-    let completed = done >= planned.len()
-        || (req.adaptive.is_some() && matches!(walked, Some(PlanEnd::Done(_))));
+    let Walk {
+        r,
+        todo,
+        manifests,
+        planned,
+    } = walk;
+    start_and_run(req, r, todo, manifests, store, planned, meta).or_else(|e| {
+        // Every finished run is on disk; say in the metadata that the matrix stopped.
+        meta.status = "failed".into();
+        meta.ended_at = Some(chrono::Utc::now().to_rfc3339());
+        store::write_meta(dir, meta)?;
+        Err(e.context(format!(
+            "the matrix stopped; its finished runs are in {} (continue with --resume)",
+            dir.display()
+        )))
+    })
+}
+
+/// The matrix's status and end, then its statistics (when any attempt is on disk).
+fn finish(
+    req: &MatrixRequest,
+    dir: &Path,
+    store: &Store,
+    meta: &mut Meta,
+    completed: bool,
+) -> Result<()> {
     meta.status = if completed {
         "complete".into()
     } else if signals::interrupted() {
@@ -340,9 +406,9 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         "incomplete".into()
     };
     meta.ended_at = Some(chrono::Utc::now().to_rfc3339());
-    store::write_meta(&dir, &meta)?;
+    store::write_meta(dir, meta)?;
     if store.attempt_count() > 0 {
-        let rows = summary::read_runs(&dir)?;
+        let rows = summary::read_runs(dir)?;
         let s = summary::summarize_runs(
             &rows,
             req.seed,
@@ -350,19 +416,12 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
             &meta.plan.servers,
             req.timeout.as_secs_f64() * 1e3,
         )?;
-        summary::write(&dir, &s)?;
+        summary::write(dir, &s)?;
         if !req.quiet {
             println!("{}", summary::terminal(&s));
         }
     }
-    Ok(MatrixOutcome {
-        dir: outcome_dir,
-        completed,
-        runs_done: done,
-        planned: planned.len(),
-        adaptive: req.adaptive.is_some(),
-        summarized: store.attempt_count() > 0,
-    })
+    Ok(())
 }
 
 /// Watches the machine for `--machine-check` before the first run, and says when it is not

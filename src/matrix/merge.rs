@@ -88,10 +88,20 @@ impl ShardDir {
 /// Checks that `shards` are the shards of one plan, each whole and alike enough to be merged;
 /// returns them in shard order with what was allowed through. Pure.
 pub fn check(
-    mut shards: Vec<ShardDir>,
+    shards: Vec<ShardDir>,
     allow_mixed_machines: bool,
     allow_incomplete: bool,
 ) -> Result<(Vec<ShardDir>, Vec<String>)> {
+    let shards = one_plan(shards)?;
+    check_overlaps(&shards)?;
+    let mut notes = missing_or_unfinished(&shards, allow_incomplete)?;
+    notes.extend(machine_differences(&shards, allow_mixed_machines)?);
+    notes.extend(calibration_notes(&shards));
+    Ok((shards, notes))
+}
+
+/// Shards (in shard order) of one plan, run by this pagebench, with one split.
+fn one_plan(mut shards: Vec<ShardDir>) -> Result<Vec<ShardDir>> {
     if shards.is_empty() {
         bail!("give the shard directories to merge");
     }
@@ -143,11 +153,17 @@ pub fn check(
             );
         }
     }
+    Ok(shards)
+}
+
+/// The same shard twice, a cell or a run in two shards, or a run outside its shard's cells.
+fn check_overlaps(shards: &[ShardDir]) -> Result<()> {
+    let first = &shards[0];
     // Overlaps: the same shard twice, a cell or a run in two shards.
     let mut by_index: BTreeMap<u32, &ShardDir> = BTreeMap::new();
     let mut owner: BTreeMap<&Cell, &ShardDir> = BTreeMap::new();
     let mut run_owner: BTreeMap<&str, &ShardDir> = BTreeMap::new();
-    for s in &shards {
+    for s in shards {
         let info = s.meta.shard.as_ref().expect("checked");
         if let Some(other) = by_index.insert(info.spec.index, s) {
             bail!(
@@ -170,7 +186,7 @@ pub fn check(
     let planned = plan::plan(&first.meta.plan);
     let plan_cell: BTreeMap<&str, Cell> =
         planned.iter().map(|p| (p.id.as_str(), p.cell())).collect();
-    for s in &shards {
+    for s in shards {
         let info = s.meta.shard.as_ref().expect("checked");
         for (run, plan_id) in &s.attempts {
             if let Some(other) = run_owner.insert(run.as_str(), s) {
@@ -195,15 +211,32 @@ pub fn check(
             }
         }
     }
+    Ok(())
+}
+
+/// Missing shards, cells no shard covers, and unfinished shards: refused, or notes with
+/// `allow_incomplete`.
+fn missing_or_unfinished(shards: &[ShardDir], allow_incomplete: bool) -> Result<Vec<String>> {
+    let first = &shards[0];
+    let count = first.meta.shard.as_ref().expect("checked").spec.count;
+    let indices: BTreeSet<u32> = shards
+        .iter()
+        .filter_map(|s| s.meta.shard.as_ref().map(|x| x.spec.index))
+        .collect();
+    let covered: BTreeSet<&Cell> = shards
+        .iter()
+        .filter_map(|s| s.meta.shard.as_ref())
+        .flat_map(|x| x.cells.iter())
+        .collect();
     let mut notes = Vec::new();
     // Missing shards and unfinished ones.
-    let missing: Vec<u32> = (1..=count).filter(|k| !by_index.contains_key(k)).collect();
+    let missing: Vec<u32> = (1..=count).filter(|k| !indices.contains(k)).collect();
     let uncovered: Vec<String> = first
         .meta
         .plan
         .cells()
         .iter()
-        .filter(|c| !owner.contains_key(c))
+        .filter(|c| !covered.contains(c))
         .map(|c| c.to_string())
         .collect();
     if !missing.is_empty() || !uncovered.is_empty() {
@@ -219,7 +252,7 @@ pub fn check(
         }
         notes.push(what);
     }
-    for s in &shards {
+    for s in shards {
         if s.meta.status != "complete" {
             let finished: BTreeSet<&str> = s.attempts.iter().map(|(_, p)| p.as_str()).collect();
             let what = format!(
@@ -236,6 +269,13 @@ pub fn check(
             notes.push(what);
         }
     }
+    Ok(notes)
+}
+
+/// How the shards' machines differ: refused, or a note with `allow_mixed_machines`.
+fn machine_differences(shards: &[ShardDir], allow_mixed_machines: bool) -> Result<Vec<String>> {
+    let first = &shards[0];
+    let mut notes = Vec::new();
     // Machines.
     let base = first.meta.fingerprint();
     let mut differences = Vec::new();
@@ -260,8 +300,7 @@ pub fn check(
             differences.join("; ")
         ));
     }
-    notes.extend(calibration_notes(&shards));
-    Ok((shards, notes))
+    Ok(notes)
 }
 
 /// Where the calibrations of the shards' machines disagree by more than 10 % (the reference

@@ -160,9 +160,25 @@ pub fn resumed_request(
     let Some(options) = &stored.options else {
         return Ok(given.clone());
     };
+    let mut diffs = profile_differences(stored, given, typed)?;
+    diffs.extend(plan_differences(stored, options, given, typed)?);
+    diffs.extend(knob_differences(options, given, typed));
+    diffs.extend(run_differences(stored, given, typed));
+    diffs.extend(option_differences(options, given, typed));
+    if !diffs.is_empty() {
+        bail!(
+            "--resume {}: {}; leave these options out to continue with the stored ones, or start a new matrix with --out",
+            dir.display(),
+            diffs.join("; ")
+        );
+    }
+    stored_request(dir, stored, options, given, typed)
+}
+
+/// `--profiles` and `--profiles-dir`: the same profiles, with the same values.
+fn profile_differences(stored: &Meta, given: &MatrixRequest, typed: &Typed) -> Result<Vec<String>> {
     let plan = &stored.plan;
     let mut diffs: Vec<String> = Vec::new();
-
     if typed.profiles || typed.profiles_dir {
         let spec = if typed.profiles {
             given.profiles.clone()
@@ -190,6 +206,18 @@ pub fn resumed_request(
             }
         }
     }
+    Ok(diffs)
+}
+
+/// The plan's other dimensions: workloads, protocols, servers, browsers, views.
+fn plan_differences(
+    stored: &Meta,
+    options: &StoredOptions,
+    given: &MatrixRequest,
+    typed: &Typed,
+) -> Result<Vec<String>> {
+    let plan = &stored.plan;
+    let mut diffs: Vec<String> = Vec::new();
     if typed.workloads {
         let w: Vec<String> = crate::workload::parse_list(&given.workloads)?
             .into_iter()
@@ -246,6 +274,12 @@ pub fn resumed_request(
             |v: &[crate::identity::View]| v.iter().map(|v| v.name()).collect::<Vec<_>>().join(",");
         diffs.push(differs("--views", list(&given.views), list(&plan.views)));
     }
+    Ok(diffs)
+}
+
+/// `--repeat-cache` and the server knobs, each knob named.
+fn knob_differences(options: &StoredOptions, given: &MatrixRequest, typed: &Typed) -> Vec<String> {
+    let mut diffs: Vec<String> = Vec::new();
     if typed.repeat_cache && given.repeat_cache != options.repeat_cache {
         diffs.push(differs(
             "--repeat-cache",
@@ -273,6 +307,13 @@ pub fn resumed_request(
             }
         }
     }
+    diffs
+}
+
+/// How many runs, which shard, the seeds, retries and time limits.
+fn run_differences(stored: &Meta, given: &MatrixRequest, typed: &Typed) -> Vec<String> {
+    let plan = &stored.plan;
+    let mut diffs: Vec<String> = Vec::new();
     let runs_of = |adaptive: Option<crate::plan::Adaptive>, runs: u32| match adaptive {
         Some(a) => format!(
             "auto (--min-runs {} --max-runs {} --precision {})",
@@ -329,6 +370,16 @@ pub fn resumed_request(
             humantime::format_duration(stored_timeout),
         ));
     }
+    diffs
+}
+
+/// The options that change how each run is measured.
+fn option_differences(
+    options: &StoredOptions,
+    given: &MatrixRequest,
+    typed: &Typed,
+) -> Vec<String> {
+    let mut diffs: Vec<String> = Vec::new();
     let stored_settle = Duration::from_millis(options.settle_max_ms);
     if typed.settle_max && given.settle_max != stored_settle {
         diffs.push(differs(
@@ -356,13 +407,20 @@ pub fn resumed_request(
             },
         ));
     }
-    if !diffs.is_empty() {
-        bail!(
-            "--resume {}: {}; leave these options out to continue with the stored ones, or start a new matrix with --out",
-            dir.display(),
-            diffs.join("; ")
-        );
-    }
+    diffs
+}
+
+/// The stored request, with what the command line may change (output, test hooks, pages).
+fn stored_request(
+    dir: &Path,
+    stored: &Meta,
+    options: &StoredOptions,
+    given: &MatrixRequest,
+    typed: &Typed,
+) -> Result<MatrixRequest> {
+    let plan = &stored.plan;
+    let stored_timeout = Duration::from_secs_f64(stored.timeout_s);
+    let stored_settle = Duration::from_millis(options.settle_max_ms);
     Ok(MatrixRequest {
         profiles: plan.profiles.join(","),
         profiles_dir: ProfileSource::Listed(stored.profiles.clone()),

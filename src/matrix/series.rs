@@ -54,11 +54,10 @@ pub fn run_series(
     signals::install();
     let manifest =
         crate::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
-    if let (Some(site), true) = (
-        &manifest.site,
-        req.browsers.contains(&crate::identity::BrowserId::Firefox),
-    ) {
-        crate::browser::firefox::check_site(&req.workload.name, site)?;
+    if let Some(site) = &manifest.site {
+        for b in &req.browsers {
+            crate::browser::check_site(*b, &req.workload.name, site)?;
+        }
     }
     if req.variant.as_recorded {
         match &manifest.site {

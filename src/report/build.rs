@@ -69,7 +69,18 @@ agree, the difference is the browser's (scheduler or QUIC stack: Chromium's own 
 neqo), not the protocol's. Firefox has no Layout Instability or Element Timing (no CLS, no hero \
 time) and no request priorities or connection ids over BiDi.";
 
+/// The "Setup" section's lines: the machine and builds, the servers, HTTP/3's mode, the
+/// plan and the statistics.
 fn setup(data: &ReportData) -> Vec<(String, String)> {
+    let mut kv = machine_lines(data);
+    kv.extend(server_lines(data));
+    kv.push(("HTTP/3 mode".into(), h3_mode(data)));
+    kv.extend(plan_lines(data));
+    kv
+}
+
+/// The machine, each browser's version and pagebench's.
+fn machine_lines(data: &ReportData) -> Vec<(String, String)> {
     let m = &data.meta;
     let mc = &m.machine;
     let mut kv: Vec<(String, String)> = Vec::new();
@@ -94,6 +105,13 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
         "pagebench".into(),
         format!("{} (git {})", m.pagebench_version, m.git_revision),
     ));
+    kv
+}
+
+/// Each server with the knobs it applied, and the viewpoints its runs were checked from.
+fn server_lines(data: &ReportData) -> Vec<(String, String)> {
+    let m = &data.meta;
+    let mut kv: Vec<(String, String)> = Vec::new();
     let servers: Vec<String> = data
         .servers
         .iter()
@@ -143,6 +161,11 @@ fn setup(data: &ReportData) -> Vec<(String, String)> {
             viewpoints.join("; "),
         ));
     }
+    kv
+}
+
+/// How HTTP/3 was reached, per variant and engine.
+fn h3_mode(data: &ReportData) -> String {
     let firefox = data.browsers.contains(&crate::identity::BrowserId::Firefox);
     let mut h3 = Vec::new();
     if data.has_variant(Variant::H3) {
@@ -169,14 +192,17 @@ takes as an Alt-Svc it learnt",
             );
         }
     }
-    kv.push((
-        "HTTP/3 mode".into(),
-        if h3.is_empty() {
-            "HTTP/3 not measured".into()
-        } else {
-            h3.join("; ")
-        },
-    ));
+    if h3.is_empty() {
+        "HTTP/3 not measured".into()
+    } else {
+        h3.join("; ")
+    }
+}
+
+/// Protocols, profiles, workloads, runs, statistics and dates.
+fn plan_lines(data: &ReportData) -> Vec<(String, String)> {
+    let m = &data.meta;
+    let mut kv: Vec<(String, String)> = Vec::new();
     kv.push((
         "protocols".into(),
         data.variants
@@ -324,7 +350,7 @@ fn figures_where(doc: &mut Document, charts: &[PlacedChart], pred: impl Fn(&Char
     }
 }
 
-/// The whole document, and the tables in it (for tests and callers).
+/// The whole document, and the tables in it (for tests and callers): its sections in order.
 pub fn document(
     data: &ReportData,
     title: &str,
@@ -337,6 +363,76 @@ pub fn document(
         blocks: Vec::new(),
     };
     let mut tables: Vec<Table> = Vec::new();
+    doc.para(opening(data));
+    setup_and_warnings(&mut doc, &mut tables, data, warnings);
+    super::attrition::section(&mut doc, data, &mut tables);
+    doc.heading(2, "Overview", "overview");
+    figures_where(&mut doc, charts, |c| {
+        matches!(c.data, ChartData::Heatmap(_))
+    });
+    study_and_breakdown(&mut doc, &mut tables, data, charts);
+    measured_sections(&mut doc, &mut tables, data, charts);
+    sites_and_sharding(&mut doc, &mut tables, data);
+    comparison_sections(&mut doc, &mut tables, data);
+    if let Some(d) = diagnosis.filter(|d| !d.transfers.is_empty()) {
+        diagnostics(&mut doc, d);
+    }
+    doc.heading(2, "Distributions", "distributions");
+    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Bars(_)));
+    figures_where(&mut doc, charts, |c| {
+        matches!(c.data, ChartData::Cdf(_)) && !is_visual(c)
+    });
+    every_series(&mut doc, &mut tables, data);
+    runs_and_machines(&mut doc, &mut tables, data);
+    problem_runs(&mut doc, data);
+    (doc, tables)
+}
+
+/// Appends `found` to the document and the table list.
+fn push_tables(doc: &mut Document, tables: &mut Vec<Table>, found: Vec<Table>) {
+    for t in found {
+        tables.push(t.clone());
+        doc.blocks.push(Block::Table(t));
+    }
+}
+
+/// A section of tables under a heading, with an optional introduction; none when `found` is
+/// empty.
+fn tables_section(
+    doc: &mut Document,
+    tables: &mut Vec<Table>,
+    (heading, id): (&str, &str),
+    intro: Option<&str>,
+    found: Vec<Table>,
+) {
+    if found.is_empty() {
+        return;
+    }
+    doc.heading(2, heading, id);
+    if let Some(intro) = intro {
+        doc.para(intro);
+    }
+    push_tables(doc, tables, found);
+}
+
+/// Per workload and setup, the tables `make` gives.
+fn per_workload_and_setup(
+    data: &ReportData,
+    make: impl Fn(&str, &crate::identity::Setup) -> Option<Table>,
+) -> Vec<Table> {
+    data.workloads
+        .iter()
+        .flat_map(|w| {
+            data.setups
+                .iter()
+                .filter_map(|s| make(w, s))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The first paragraph: what was measured, how many runs, and the question.
+fn opening(data: &ReportData) -> String {
     let s = &data.summary;
     let (valid, invalid, dnf) = s.series.iter().fold((0, 0, 0), |acc, x| {
         (
@@ -355,185 +451,155 @@ comparisons, counted per series under \"Invalid and unfinished runs\")",
     } else {
         String::new()
     };
-    doc.para(format!(
-        "{} series ({} profiles × {} workloads × {} protocols{}), {} measured runs: {valid} valid{without}, \
+    let mut more = String::new();
+    if data.servers.len() > 1 {
+        more.push_str(&format!(" × {} servers", data.servers.len()));
+    }
+    if data.browsers.len() > 1 {
+        more.push_str(&format!(" × {} browsers", data.browsers.len()));
+    }
+    format!(
+        "{} series ({} profiles × {} workloads × {} protocols{more}), {} measured runs: {valid} valid{without}, \
 {invalid} invalid, {dnf} did not finish. Is HTTP/1.1, HTTP/2 or HTTP/3 faster for these pages on \
 these networks — and why?",
         s.series.len(),
         data.profiles.len(),
         data.workloads.len(),
         data.variants.len(),
-        {
-            let mut more = String::new();
-            if data.servers.len() > 1 {
-                more.push_str(&format!(" × {} servers", data.servers.len()));
-            }
-            if data.browsers.len() > 1 {
-                more.push_str(&format!(" × {} browsers", data.browsers.len()));
-            }
-            more
-        },
         valid + invalid + dnf
-    ));
+    )
+}
 
+fn setup_and_warnings(
+    doc: &mut Document,
+    tables: &mut Vec<Table>,
+    data: &ReportData,
+    warnings: &[String],
+) {
     doc.heading(2, "Setup", "setup");
     doc.blocks.push(Block::KeyValues(setup(data)));
-    if let Some(t) = tables::link_table(data) {
-        tables.push(t.clone());
-        doc.blocks.push(Block::Table(t));
-    }
-
+    push_tables(doc, tables, tables::link_table(data).into_iter().collect());
     doc.heading(2, "How to read", "how-to-read");
     doc.blocks.push(Block::List(how_to_read(data)));
-
     doc.heading(2, "Warnings", "warnings");
     if warnings.is_empty() {
         doc.para("None.");
     } else {
         doc.blocks.push(Block::List(warnings.to_vec()));
     }
+}
 
-    super::attrition::section(&mut doc, data, &mut tables);
-
-    doc.heading(2, "Overview", "overview");
-    figures_where(&mut doc, charts, |c| {
-        matches!(c.data, ChartData::Heatmap(_))
-    });
-
+/// The study's tables, then the 50-file page taken apart with its on-wire and waterfall charts.
+fn study_and_breakdown(
+    doc: &mut Document,
+    tables: &mut Vec<Table>,
+    data: &ReportData,
+    charts: &[PlacedChart],
+) {
     doc.heading(2, "The study's tables, from our data", "study");
     for (i, setup) in data.setups.iter().enumerate() {
         let first = i == 0;
-        push_table(&mut doc, tables::h2_vs_h1(data, setup), &mut tables, first);
-        push_table(
-            &mut doc,
-            tables::h3_vs_h2(data, "page10", setup),
-            &mut tables,
-            first,
-        );
-        push_table(
-            &mut doc,
-            tables::h3_vs_h2(data, "page50", setup),
-            &mut tables,
-            first,
-        );
-        push_table(&mut doc, tables::download(data, setup), &mut tables, first);
+        push_table(doc, tables::h2_vs_h1(data, setup), tables, first);
+        push_table(doc, tables::h3_vs_h2(data, "page10", setup), tables, first);
+        push_table(doc, tables::h3_vs_h2(data, "page50", setup), tables, first);
+        push_table(doc, tables::download(data, setup), tables, first);
     }
-
     doc.heading(2, "Why: the 50-file page taken apart", "breakdown");
     for (i, setup) in data.setups.iter().enumerate() {
         push_table(
-            &mut doc,
+            doc,
             tables::breakdown(data, "page50", setup),
-            &mut tables,
+            tables,
             i == 0,
         );
     }
-    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Onwire(_)));
-    figures_where(&mut doc, charts, |c| {
-        matches!(c.data, ChartData::Waterfall(_))
-    });
+    figures_where(doc, charts, |c| matches!(c.data, ChartData::Onwire(_)));
+    figures_where(doc, charts, |c| matches!(c.data, ChartData::Waterfall(_)));
+}
 
+/// What only some matrices measure: paint, head-of-line blocking, a trace's capacity, a
+/// file-count sweep.
+fn measured_sections(
+    doc: &mut Document,
+    tables: &mut Vec<Table>,
+    data: &ReportData,
+    charts: &[PlacedChart],
+) {
     let paint: Vec<Table> = super::chart_data::key_pages(data)
         .iter()
         .flat_map(|w| data.setups.iter().filter_map(|s| tables::paint(data, w, s)))
         .collect();
     if !paint.is_empty() {
-        doc.heading(2, "What the user saw", "paint");
-        for t in paint {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-        figures_where(&mut doc, charts, is_visual);
+        tables_section(doc, tables, ("What the user saw", "paint"), None, paint);
+        figures_where(doc, charts, is_visual);
     }
-
-    let hol: Vec<Table> = data
-        .workloads
-        .iter()
-        .flat_map(|w| {
-            data.setups
-                .iter()
-                .filter_map(|s| tables::head_of_line(data, w, s))
-        })
-        .collect();
-    if !hol.is_empty() {
-        doc.heading(2, "Head-of-line blocking", "hol");
-        doc.para(tables::HEAD_OF_LINE_INTRO);
-        for t in hol {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
-
-    let traces: Vec<Table> = data
-        .workloads
-        .iter()
-        .flat_map(|w| {
-            data.setups
-                .iter()
-                .filter_map(|s| tables::trace_capacity(data, w, s))
-        })
-        .collect();
-    if !traces.is_empty() {
-        doc.heading(2, "Trace capacity offered", "trace");
-        doc.para(tables::TRACE_INTRO);
-        for t in traces {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
-
+    let hol = per_workload_and_setup(data, |w, s| tables::head_of_line(data, w, s));
+    let hol_heading = ("Head-of-line blocking", "hol");
+    tables_section(
+        doc,
+        tables,
+        hol_heading,
+        Some(tables::HEAD_OF_LINE_INTRO),
+        hol,
+    );
+    let traces = per_workload_and_setup(data, |w, s| tables::trace_capacity(data, w, s));
+    let trace_heading = ("Trace capacity offered", "trace");
+    tables_section(
+        doc,
+        tables,
+        trace_heading,
+        Some(tables::TRACE_INTRO),
+        traces,
+    );
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for setup in &data.setups {
             for metric in [Some(&crate::registry::QUEUEING_MEDIAN_MS), None] {
-                if let Some(t) = tables::sweep(data, setup, metric) {
-                    tables.push(t.clone());
-                    doc.blocks.push(Block::Table(t));
-                }
-            }
-        }
-        figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Sweep(_)));
-    }
-
-    let sites = super::sites::tables(data);
-    if !sites.is_empty() {
-        doc.heading(2, "Replayed sites", "sites");
-        doc.para(
-            "Each site was served from its archive by the embedded server: every recorded \
-origin on the server address it was given (origins that shared one when recorded share one here, \
-unless `--origin-addresses` said otherwise), with its own host name in the browser's resolver \
-rules and, for HTTP/3, forced or primed like the page's own origin.",
-        );
-        for t in sites {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-        for w in super::sites::recorded_sites(data) {
-            for (i, setup) in data.setups.iter().enumerate() {
-                push_table(
-                    &mut doc,
-                    tables::breakdown(data, &w, setup),
-                    &mut tables,
-                    i == 0,
+                push_tables(
+                    doc,
+                    tables,
+                    tables::sweep(data, setup, metric).into_iter().collect(),
                 );
             }
         }
+        figures_where(doc, charts, |c| matches!(c.data, ChartData::Sweep(_)));
     }
+}
 
+const SITES_INTRO: &str =
+    "Each site was served from its archive by the embedded server: every recorded \
+origin on the server address it was given (origins that shared one when recorded share one here, \
+unless `--origin-addresses` said otherwise), with its own host name in the browser's resolver \
+rules and, for HTTP/3, forced or primed like the page's own origin.";
+
+const SHARDING_INTRO: &str =
+    "The same page's files from one host and spread round-robin over K hosts \
+(`pageNsK`: host 1 is the page's own, the others `s2.`…`sK.` subdomains, each on its own server \
+address). Sharding was HTTP/1.1-era advice: more hosts, more connections; with HTTP/2 and HTTP/3 \
+each extra host costs a handshake and splits one multiplexed connection.";
+
+fn sites_and_sharding(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
+    let sites = super::sites::tables(data);
+    if !sites.is_empty() {
+        tables_section(
+            doc,
+            tables,
+            ("Replayed sites", "sites"),
+            Some(SITES_INTRO),
+            sites,
+        );
+        for w in super::sites::recorded_sites(data) {
+            for (i, setup) in data.setups.iter().enumerate() {
+                push_table(doc, tables::breakdown(data, &w, setup), tables, i == 0);
+            }
+        }
+    }
     match super::sharding::section(data) {
         Ok(None) => {}
         Ok(Some(sharding)) => {
             doc.heading(2, "Domain sharding", "sharding");
-            doc.para(
-                "The same page's files from one host and spread round-robin over K hosts \
-(`pageNsK`: host 1 is the page's own, the others `s2.`…`sK.` subdomains, each on its own server \
-address). Sharding was HTTP/1.1-era advice: more hosts, more connections; with HTTP/2 and HTTP/3 \
-each extra host costs a handshake and splits one multiplexed connection.",
-            );
-            for t in sharding.tables {
-                tables.push(t.clone());
-                doc.blocks.push(Block::Table(t));
-            }
+            doc.para(SHARDING_INTRO);
+            push_tables(doc, tables, sharding.tables);
             doc.blocks.push(Block::List(sharding.advice));
         }
         Err(e) => {
@@ -543,114 +609,77 @@ each extra host costs a handshake and splits one multiplexed connection.",
             ));
         }
     }
+}
 
+/// Uploads, repeat views, and the comparisons across servers and engines.
+fn comparison_sections(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
     let uploads: Vec<Table> = data
         .setups
         .iter()
         .flat_map(|s| tables::uploads(data, s))
         .collect();
-    if !uploads.is_empty() {
-        doc.heading(2, "Uploads", "uploads");
-        for t in uploads {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
-
-    let views: Vec<Table> = data
-        .workloads
-        .iter()
-        .flat_map(|w| {
-            data.setups
-                .iter()
-                .filter_map(|s| tables::views(data, w, s))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    if !views.is_empty() {
-        doc.heading(
-            2,
-            "Returning visitors: first visit and repeat view",
-            "views",
-        );
-        doc.para(tables::VIEWS_INTRO);
-        for t in views {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
-
+    tables_section(doc, tables, ("Uploads", "uploads"), None, uploads);
+    let views = per_workload_and_setup(data, |w, s| tables::views(data, w, s));
+    let views_heading = ("Returning visitors: first visit and repeat view", "views");
+    tables_section(doc, tables, views_heading, Some(tables::VIEWS_INTRO), views);
     let servers = tables::servers(data);
-    if !servers.is_empty() {
-        doc.heading(2, "Server against server", "servers");
-        for t in servers {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
-
+    tables_section(
+        doc,
+        tables,
+        ("Server against server", "servers"),
+        None,
+        servers,
+    );
     let engines = tables::engines(data);
-    if !engines.is_empty() {
-        doc.heading(2, "Browser against browser", "engines");
-        doc.para(ENGINES_INTRO);
-        for t in engines {
-            tables.push(t.clone());
-            doc.blocks.push(Block::Table(t));
-        }
-    }
+    let engines_heading = ("Browser against browser", "engines");
+    tables_section(doc, tables, engines_heading, Some(ENGINES_INTRO), engines);
+}
 
-    if let Some(d) = diagnosis.filter(|d| !d.transfers.is_empty()) {
-        doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");
-        doc.para(
-            "For each download/upload series: goodput × RTT is the window that was effectively in \
+fn diagnostics(doc: &mut Document, d: &crate::diagnose::Diagnosis) {
+    doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");
+    doc.para(
+        "For each download/upload series: goodput × RTT is the window that was effectively in \
 flight; far below what the path carried, with no loss, it means a fixed window capped the transfer. \
 UDP buffer overflows are read from `/proc/net/snmp` inside each namespace; retransmissions come from \
 the server's TCP_INFO and quinn's statistics, drops from the emulator.",
-        );
-        if d.findings.is_empty() {
-            doc.para("No finding: no transfer was window-limited, no UDP buffer overflowed, and retransmissions match the emulator's drops.");
-        } else {
-            doc.blocks.push(Block::List(
-                d.findings
-                    .iter()
-                    .map(|f| format!("{} ({} of {} runs)", f.sentence, f.runs, f.of))
-                    .collect(),
-            ));
-        }
+    );
+    if d.findings.is_empty() {
+        doc.para("No finding: no transfer was window-limited, no UDP buffer overflowed, and retransmissions match the emulator's drops.");
+    } else {
+        doc.blocks.push(Block::List(
+            d.findings
+                .iter()
+                .map(|f| format!("{} ({} of {} runs)", f.sentence, f.runs, f.of))
+                .collect(),
+        ));
     }
+}
 
-    doc.heading(2, "Distributions", "distributions");
-    figures_where(&mut doc, charts, |c| matches!(c.data, ChartData::Bars(_)));
-    figures_where(&mut doc, charts, |c| {
-        matches!(c.data, ChartData::Cdf(_)) && !is_visual(c)
-    });
-
+fn every_series(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
     doc.heading(2, "Every series", "all-series");
     doc.para(
         "Every workload on every server (and in every browser), with every protocol comparison \
 made (ratios a/b, verdicts after Holm).",
     );
-    for w in &data.workloads {
-        for setup in &data.setups {
-            if let Some(t) = tables::all_series(data, w, setup) {
-                tables.push(t.clone());
-                doc.blocks.push(Block::Table(t));
-            }
-        }
-    }
+    let all = per_workload_and_setup(data, |w, s| tables::all_series(data, w, s));
+    push_tables(doc, tables, all);
+}
 
+/// How many runs each series took, the machine during the runs, and the machines.
+fn runs_and_machines(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
     if let Some(t) = super::adaptive::table(data) {
         doc.heading(2, "Runs per series", "runs-per-series");
-        tables.push(t.clone());
-        doc.blocks.push(Block::Table(t));
+        push_tables(doc, tables, vec![t]);
     }
-    super::contention::section(&mut doc, data, &mut tables);
+    super::contention::section(doc, data, tables);
     if let Some(t) = super::machines::table(data) {
         doc.heading(2, "Machines", "machines");
-        tables.push(t.clone());
-        doc.blocks.push(Block::Table(t));
+        push_tables(doc, tables, vec![t]);
     }
+}
 
+/// Invalid and unfinished runs, and where the report came from.
+fn problem_runs(doc: &mut Document, data: &ReportData) {
     doc.heading(2, "Invalid and unfinished runs", "problem-runs");
     let s = &data.summary;
     if !s.invalid_by_reason.is_empty() || s.retries > 0 {
@@ -680,7 +709,6 @@ made (ratios a/b, verdicts after Holm).",
 median runs' records in `runs/`.",
         env!("CARGO_PKG_VERSION")
     ));
-    (doc, tables)
 }
 
 #[cfg(test)]

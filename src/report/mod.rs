@@ -244,43 +244,98 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
             meta.timeout_s * 1e3,
         )?
     } else {
-        let rows = summary::read_runs(dir)?;
-        let n = summary::final_attempts(&rows).len();
-        let metric = headline.metric();
-        if !rows.iter().any(|r| r.value(metric).is_some()) {
-            anyhow::bail!(
-                "{}: no run has {} ({}){}",
-                dir.join(store::RUNS_CSV).display(),
-                metric.label,
-                metric.name,
-                if headline.metric().name == crate::registry::SPEED_INDEX_MS.name {
-                    ": Speed Index needs runs made with --visual"
-                } else {
-                    ""
-                }
-            );
-        }
-        let s = summary::summarize_runs_on(
-            metric,
-            &rows,
-            meta.plan.seed,
-            RESAMPLES,
-            &meta.plan.servers,
-            meta.timeout_s * 1e3,
-        )
-        .with_context(|| {
-            format!(
-                "computing the statistics of {} on {}",
-                dir.display(),
-                metric.name
-            )
-        })?;
-        std::fs::create_dir_all(&out_dir)
-            .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        summary::write(&out_dir, &s)?;
-        (s, true, n)
+        headline_summary(dir, &meta, headline, &out_dir)?
     };
     let mut warnings: Vec<String> = summary.warnings.clone();
+    warnings.extend(matrix_warnings(dir, &meta, rows));
+    let data = ReportData::new(meta, summary);
+    let (records, frames) = median_runs(dir, &data, &mut warnings);
+    let mut charts = chart_data::all(&data, &records);
+    charts.extend(filmstrip::charts(&data, &frames)?);
+    let pngs = render_all(&charts)?;
+    let written = write_charts(&out_dir, &charts, &pngs)?;
+    let placed: Vec<build::PlacedChart> = charts
+        .iter()
+        .zip(&pngs)
+        .map(|(chart, png)| build::PlacedChart { chart, png })
+        .collect();
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| dir.display().to_string());
+    let title = format!("pagebench report — {name}");
+    let diagnosis = match crate::diagnose::analyze(dir) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            warnings.push(format!("the diagnostics could not be computed: {e:#}"));
+            None
+        }
+    };
+    let (document, tables) = build::document(&data, &title, &placed, &warnings, diagnosis.as_ref());
+    let markdown = out_dir.join(MARKDOWN);
+    atomic::write_file(&markdown, doc::to_markdown(&document).as_bytes())?;
+    let html = out_dir.join(HTML);
+    atomic::write_file(&html, doc::to_html(&document, glyph::FONT_TTF).as_bytes())?;
+    Ok(ReportOutput {
+        markdown,
+        html,
+        charts: written,
+        tables,
+        summary_computed,
+        warnings,
+    })
+}
+
+/// The statistics on another headline than the load (`report --metric`), written under
+/// `out_dir`: the summary, that it was computed, and how many runs are on record.
+fn headline_summary(
+    dir: &Path,
+    meta: &store::Meta,
+    headline: HeadlineMetric,
+    out_dir: &Path,
+) -> Result<(summary::Summary, bool, usize)> {
+    let rows = summary::read_runs(dir)?;
+    let n = summary::final_attempts(&rows).len();
+    let metric = headline.metric();
+    if !rows.iter().any(|r| r.value(metric).is_some()) {
+        anyhow::bail!(
+            "{}: no run has {} ({}){}",
+            dir.join(store::RUNS_CSV).display(),
+            metric.label,
+            metric.name,
+            if headline.metric().name == crate::registry::SPEED_INDEX_MS.name {
+                ": Speed Index needs runs made with --visual"
+            } else {
+                ""
+            }
+        );
+    }
+    let s = summary::summarize_runs_on(
+        metric,
+        &rows,
+        meta.plan.seed,
+        RESAMPLES,
+        &meta.plan.servers,
+        meta.timeout_s * 1e3,
+    )
+    .with_context(|| {
+        format!(
+            "computing the statistics of {} on {}",
+            dir.display(),
+            metric.name
+        )
+    })?;
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    summary::write(out_dir, &s)?;
+    Ok((s, true, n))
+}
+
+/// What the report must say about the matrix itself: unfinished, runs missing, a machine that
+/// was not quiet before the runs.
+fn matrix_warnings(dir: &Path, meta: &store::Meta, rows: usize) -> Vec<String> {
+    let mut warnings = Vec::new();
     if meta.status != "complete" {
         warnings.push(format!(
             "the matrix's status is {:?}: the tables show the runs that finished (resume it with \
@@ -301,11 +356,22 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
             c.problems.join("; ")
         ));
     }
-    let data = ReportData::new(meta, summary);
+    warnings
+}
 
+/// The median runs' per-resource metrics and screencast frames (for the waterfalls, on-wire
+/// lines and filmstrips); what cannot be read is said in `warnings`.
+fn median_runs(
+    dir: &Path,
+    data: &ReportData,
+    warnings: &mut Vec<String>,
+) -> (
+    BTreeMap<String, Vec<ResourceMetrics>>,
+    BTreeMap<String, filmstrip::RunFrames>,
+) {
     let mut records: BTreeMap<String, Vec<ResourceMetrics>> = BTreeMap::new();
     let mut frames: BTreeMap<String, filmstrip::RunFrames> = BTreeMap::new();
-    let needed = chart_data::needed_runs(&data);
+    let needed = chart_data::needed_runs(data);
     let mut unreadable = Vec::new();
     for id in &needed {
         let id = id.clone();
@@ -342,14 +408,15 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
             needed.len()
         ));
     }
+    (records, frames)
+}
 
-    let mut charts = chart_data::all(&data, &records);
-    charts.extend(filmstrip::charts(&data, &frames)?);
-    let pngs = render_all(&charts)?;
+/// Writes the charts' PNGs under `out_dir`, removing an earlier report's charts this one does
+/// not draw (they would mislead).
+fn write_charts(out_dir: &Path, charts: &[Chart], pngs: &[Vec<u8>]) -> Result<Vec<WrittenChart>> {
     let charts_dir = out_dir.join(CHARTS_DIR);
     std::fs::create_dir_all(&charts_dir)
         .with_context(|| format!("cannot create {}", charts_dir.display()))?;
-    // Charts of an earlier report that this one does not draw would mislead: remove them.
     if let Ok(entries) = std::fs::read_dir(&charts_dir) {
         for e in entries.flatten() {
             let name = format!("{CHARTS_DIR}/{}", e.file_name().to_string_lossy());
@@ -359,7 +426,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         }
     }
     let mut written = Vec::new();
-    for (c, png) in charts.iter().zip(&pngs) {
+    for (c, png) in charts.iter().zip(pngs) {
         let path = out_dir.join(&c.file);
         atomic::write_file(&path, png)?;
         written.push(WrittenChart {
@@ -367,38 +434,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
             chart: c.clone(),
         });
     }
-
-    let placed: Vec<build::PlacedChart> = charts
-        .iter()
-        .zip(&pngs)
-        .map(|(chart, png)| build::PlacedChart { chart, png })
-        .collect();
-    let name = dir
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
-        .unwrap_or_else(|| dir.display().to_string());
-    let title = format!("pagebench report — {name}");
-    let diagnosis = match crate::diagnose::analyze(dir) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            warnings.push(format!("the diagnostics could not be computed: {e:#}"));
-            None
-        }
-    };
-    let (document, tables) = build::document(&data, &title, &placed, &warnings, diagnosis.as_ref());
-    let markdown = out_dir.join(MARKDOWN);
-    atomic::write_file(&markdown, doc::to_markdown(&document).as_bytes())?;
-    let html = out_dir.join(HTML);
-    atomic::write_file(&html, doc::to_html(&document, glyph::FONT_TTF).as_bytes())?;
-    Ok(ReportOutput {
-        markdown,
-        html,
-        charts: written,
-        tables,
-        summary_computed,
-        warnings,
-    })
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -521,91 +521,200 @@ pub fn summarize_runs_on(
         headline.name
     );
     let alpha = 0.05;
-    let mut by_series: BTreeMap<SeriesKey, Vec<&RunRow>> = BTreeMap::new();
-    let mut retried: BTreeMap<SeriesKey, usize> = BTreeMap::new();
-    // Keep the plan's first-seen order of profiles/workloads/variants for presentation.
-    let mut order: Vec<SeriesKey> = Vec::new();
-    let counted = final_attempts(rows);
-    let mut profiles_seen: Vec<String> = Vec::new();
-    for r in rows {
-        if !profiles_seen.contains(&r.profile) {
-            profiles_seen.push(r.profile.clone());
-        }
-    }
-    for r in rows
-        .iter()
-        .filter(|r| r.phase == Phase::Measure && r.attempt > 1)
-    {
-        let key = SeriesKey::of(r);
-        *retried.entry(key).or_default() += 1;
-    }
-    for r in counted
-        .iter()
-        .copied()
-        .filter(|r| r.phase == Phase::Measure)
-    {
-        let key = SeriesKey::of(r);
-        if !by_series.contains_key(&key) {
-            order.push(key.clone());
-        }
-        by_series.entry(key).or_default().push(r);
-    }
-    let mut warnings = Vec::new();
+    let grouped = Grouped::of(rows);
+    let accounts = attempts::per_series(rows);
+    let settings = SeriesSettings {
+        headline,
+        seed,
+        resamples,
+        timeout_ms,
+    };
     let mut series = Vec::new();
     let mut inputs: BTreeMap<SeriesKey, SeriesInput> = BTreeMap::new();
-    let accounts = attempts::per_series(rows);
-    for key in &order {
-        let runs = &by_series[key];
-        let boot = BootstrapConfig {
-            resamples,
-            ..BootstrapConfig::default()
-        }
-        .with_seed(derive_seed(seed, &key.label()));
-        let input = completion_input(runs, headline, timeout_ms);
-        let completion =
-            summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
-        let mut breakdown = BTreeMap::new();
-        for metric in registry::breakdown() {
-            let inp = breakdown_input(runs, |r| r.value(metric));
-            if inp.values.is_empty() {
-                continue;
-            }
-            let name = metric.name;
-            let b = boot.with_seed(derive_seed(seed, &format!("{}/{name}", key.label())));
-            breakdown.insert(name.to_string(), summarize(&inp, &b)?);
-        }
-        let mut invalid_reasons: BTreeMap<ReasonKind, usize> = BTreeMap::new();
-        for r in runs.iter().filter(|r| r.outcome == Outcome::Invalid) {
-            for k in &r.invalid_kinds {
-                *invalid_reasons.entry(*k).or_default() += 1;
-            }
-        }
-        let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
-            runs.iter()
-                .filter(|r| r.outcome == Outcome::Valid)
-                .filter_map(|r| r.value(headline).map(|c| ((c - m).abs(), r.run_id.clone())))
-                .min_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, id)| id)
-        });
-        series.push(SeriesStats {
-            key: key.clone(),
-            completion,
-            breakdown,
-            invalid_reasons,
-            retries: retried.get(key).copied().unwrap_or(0),
-            attempts: accounts.get(key).cloned().unwrap_or_default(),
-            without_headline: without_value(runs, headline),
-            values: input.values.clone(),
-            median_run,
-        });
+    for key in &grouped.order {
+        let (stats, input) = series_stats(key, &grouped, &accounts, &settings)?;
+        series.push(stats);
         inputs.insert(key.clone(), input);
     }
+    let mut comparisons = all_comparisons(
+        &grouped.order,
+        &inputs,
+        server_order,
+        seed,
+        resamples,
+        alpha,
+    )?;
+    let attrition_families = attrition::annotate(
+        &mut comparisons,
+        rows,
+        &attrition::Settings {
+            headline,
+            timeout_ms,
+            seed,
+            resamples,
+            alpha,
+        },
+    )?;
+    let family = comparisons
+        .iter()
+        .filter(|c| c.comparison.p.is_some())
+        .count();
+    let mut warnings: Vec<String> = too_few_runs_warning(&comparisons, alpha)
+        .into_iter()
+        .collect();
+    warnings.extend(without_headline_warning(&series, headline));
+    warnings.extend(attempts::busy_warning(&accounts));
+    let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
+    for r in rows {
+        let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
+        *v = (*v).min(r.viewpoints);
+    }
+    Ok(Summary {
+        format: SUMMARY_FORMAT,
+        metric: headline.name.into(),
+        alpha,
+        bootstrap_resamples: resamples,
+        holm_family: family,
+        attrition_families,
+        series,
+        comparisons,
+        links: profile_links(rows, &grouped.profiles),
+        viewpoints,
+        invalid_by_reason: invalid_kinds(rows.iter()),
+        retries: rows.iter().filter(|r| r.attempt > 1).count(),
+        warnings,
+    })
+}
 
-    // Comparisons per cell: protocols within each setup (server × browser), then servers per
-    // protocol (against the first server, within each browser), then engines per protocol
-    // (against Chromium, within each server).
+/// The rows grouped for the statistics: each series' counted runs in the plan's first-seen
+/// order, how many attempts it retried, and the profiles in order.
+struct Grouped<'r> {
+    by_series: BTreeMap<SeriesKey, Vec<&'r RunRow>>,
+    order: Vec<SeriesKey>,
+    retried: BTreeMap<SeriesKey, usize>,
+    profiles: Vec<String>,
+}
+
+impl<'r> Grouped<'r> {
+    fn of(rows: &'r [RunRow]) -> Self {
+        let mut g = Grouped {
+            by_series: BTreeMap::new(),
+            order: Vec::new(),
+            retried: BTreeMap::new(),
+            profiles: Vec::new(),
+        };
+        for r in rows {
+            if !g.profiles.contains(&r.profile) {
+                g.profiles.push(r.profile.clone());
+            }
+        }
+        for r in rows
+            .iter()
+            .filter(|r| r.phase == Phase::Measure && r.attempt > 1)
+        {
+            *g.retried.entry(SeriesKey::of(r)).or_default() += 1;
+        }
+        for r in final_attempts(rows)
+            .into_iter()
+            .filter(|r| r.phase == Phase::Measure)
+        {
+            let key = SeriesKey::of(r);
+            if !g.by_series.contains_key(&key) {
+                g.order.push(key.clone());
+            }
+            g.by_series.entry(key).or_default().push(r);
+        }
+        g
+    }
+}
+
+/// What every series' statistics are computed with.
+struct SeriesSettings {
+    headline: &'static Metric,
+    seed: u64,
+    resamples: usize,
+    timeout_ms: f64,
+}
+
+/// One series' statistics (the headline, every breakdown metric, its invalid runs, its median
+/// run) and the headline's input for the comparisons.
+fn series_stats(
+    key: &SeriesKey,
+    grouped: &Grouped,
+    accounts: &BTreeMap<SeriesKey, attempts::Attempts>,
+    settings: &SeriesSettings,
+) -> Result<(SeriesStats, SeriesInput)> {
+    let SeriesSettings {
+        headline,
+        seed,
+        resamples,
+        timeout_ms,
+    } = *settings;
+    let retried = &grouped.retried;
+    let runs = &grouped.by_series[key];
+    let boot = BootstrapConfig {
+        resamples,
+        ..BootstrapConfig::default()
+    }
+    .with_seed(derive_seed(seed, &key.label()));
+    let input = completion_input(runs, headline, timeout_ms);
+    let completion = summarize(&input, &boot).with_context(|| format!("series {}", key.label()))?;
+    let mut breakdown = BTreeMap::new();
+    for metric in registry::breakdown() {
+        let inp = breakdown_input(runs, |r| r.value(metric));
+        if inp.values.is_empty() {
+            continue;
+        }
+        let name = metric.name;
+        let b = boot.with_seed(derive_seed(seed, &format!("{}/{name}", key.label())));
+        breakdown.insert(name.to_string(), summarize(&inp, &b)?);
+    }
+    let invalid_reasons = invalid_kinds(runs.iter().copied());
+    let median_run = completion.median.and_then(Censored::ms).and_then(|m| {
+        runs.iter()
+            .filter(|r| r.outcome == Outcome::Valid)
+            .filter_map(|r| r.value(headline).map(|c| ((c - m).abs(), r.run_id.clone())))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, id)| id)
+    });
+    let stats = SeriesStats {
+        key: key.clone(),
+        completion,
+        breakdown,
+        invalid_reasons,
+        retries: retried.get(key).copied().unwrap_or(0),
+        attempts: accounts.get(key).cloned().unwrap_or_default(),
+        without_headline: without_value(runs, headline),
+        values: input.values.clone(),
+        median_run,
+    };
+    Ok((stats, input))
+}
+
+/// A row's counts of invalid-run reason kinds, summed over `rows`.
+fn invalid_kinds<'r>(rows: impl Iterator<Item = &'r RunRow>) -> BTreeMap<ReasonKind, usize> {
+    let mut by_kind: BTreeMap<ReasonKind, usize> = BTreeMap::new();
+    for r in rows.filter(|r| r.outcome == Outcome::Invalid) {
+        for k in &r.invalid_kinds {
+            *by_kind.entry(*k).or_default() += 1;
+        }
+    }
+    by_kind
+}
+
+/// Comparisons per cell — protocols within each setup (server × browser), then servers per
+/// protocol (against the first server, within each browser), then engines per protocol
+/// (against Chromium, within each server) — with Holm over all of them.
+fn all_comparisons(
+    order: &[SeriesKey],
+    inputs: &BTreeMap<SeriesKey, SeriesInput>,
+    server_order: &[ServerId],
+    seed: u64,
+    resamples: usize,
+    alpha: f64,
+) -> Result<Vec<CellComparison>> {
     let mut cells: Vec<(String, String)> = Vec::new();
-    for k in &order {
+    for k in order {
         let c = (k.profile.clone(), k.workload.clone());
         if !cells.contains(&c) {
             cells.push(c);
@@ -619,7 +728,7 @@ pub fn summarize_runs_on(
             .collect();
         comparisons.extend(cell_comparisons(
             &in_cell,
-            &inputs,
+            inputs,
             server_order,
             seed,
             resamples,
@@ -631,75 +740,40 @@ pub fn summarize_runs_on(
     for (c, adjusted) in comparisons.iter_mut().zip(cmp) {
         c.comparison = adjusted;
     }
-    let attrition_families = attrition::annotate(
-        &mut comparisons,
-        rows,
-        &attrition::Settings {
-            headline,
-            timeout_ms,
-            seed,
-            resamples,
-            alpha,
-        },
-    )?;
+    Ok(comparisons)
+}
+
+/// When the runs are too few for any comparison to survive Holm, says so.
+fn too_few_runs_warning(comparisons: &[CellComparison], alpha: f64) -> Option<String> {
     let tested: Vec<&Comparison> = comparisons
         .iter()
         .map(|c| &c.comparison)
         .filter(|c| c.p.is_some())
         .collect();
     let family = tested.len();
-    if family > 0 {
-        // The best any tested comparison could do: its sample sizes bound its p-value.
-        let best = tested
-            .iter()
-            .map(|c| {
-                let (a, b) = c.runs();
-                smallest_attainable_p(a, b)
-            })
-            .fold(f64::INFINITY, f64::min);
-        if best * family as f64 >= alpha {
-            let n = tested
-                .iter()
-                .map(|c| {
-                    let (a, b) = c.runs();
-                    a.min(b)
-                })
-                .max()
-                .unwrap_or(0);
-            warnings.push(format!(
-                "with at most {n} runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
-                alpha / family as f64
-            ));
-        }
+    // The best any tested comparison could do: its sample sizes bound its p-value.
+    let best = tested
+        .iter()
+        .map(|c| {
+            let (a, b) = c.runs();
+            smallest_attainable_p(a, b)
+        })
+        .fold(f64::INFINITY, f64::min);
+    if family == 0 || best * (family as f64) < alpha {
+        return None;
     }
-    warnings.extend(without_headline_warning(&series, headline));
-    warnings.extend(attempts::busy_warning(&accounts));
-    let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
-    for r in rows {
-        let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
-        *v = (*v).min(r.viewpoints);
-    }
-    let mut invalid_by_reason: BTreeMap<ReasonKind, usize> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.outcome == Outcome::Invalid) {
-        for k in &r.invalid_kinds {
-            *invalid_by_reason.entry(*k).or_default() += 1;
-        }
-    }
-    Ok(Summary {
-        format: SUMMARY_FORMAT,
-        metric: headline.name.into(),
-        alpha,
-        bootstrap_resamples: resamples,
-        holm_family: family,
-        attrition_families,
-        series,
-        comparisons,
-        links: profile_links(rows, &profiles_seen),
-        viewpoints,
-        invalid_by_reason,
-        retries: rows.iter().filter(|r| r.attempt > 1).count(),
-        warnings,
-    })
+    let n = tested
+        .iter()
+        .map(|c| {
+            let (a, b) = c.runs();
+            a.min(b)
+        })
+        .max()
+        .unwrap_or(0);
+    Some(format!(
+        "with at most {n} runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
+        alpha / family as f64
+    ))
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -721,6 +795,13 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         &dir.join("summary.json"),
         (serde_json::to_string_pretty(s)? + "\n").as_bytes(),
     )?;
+    atomic::write_file(&dir.join("summary.csv"), &summary_csv(s)?)?;
+    atomic::write_file(&dir.join("comparisons.csv"), &comparisons_csv(s)?)?;
+    Ok(())
+}
+
+/// `summary.csv`: one row per series.
+fn summary_csv(s: &Summary) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = [
         "profile",
@@ -794,8 +875,11 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         );
         w.write_record(&row)?;
     }
-    atomic::write_file(&dir.join("summary.csv"), &w.into_inner()?)?;
+    Ok(w.into_inner()?)
+}
 
+/// `comparisons.csv`: one row per comparison, with its attrition.
+fn comparisons_csv(s: &Summary) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "profile",
@@ -863,8 +947,7 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         row.extend(attrition_fields(c.attrition.as_ref()));
         w.write_record(&row)?;
     }
-    atomic::write_file(&dir.join("comparisons.csv"), &w.into_inner()?)?;
-    Ok(())
+    Ok(w.into_inner()?)
 }
 
 /// The attrition columns of `comparisons.csv` (empty without one).

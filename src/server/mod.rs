@@ -142,35 +142,10 @@ impl EmbeddedServer {
             }
             None => None,
         };
-        let applied = AppliedKnobs {
-            bind: addr,
-            port,
-            tcp_alpn: tcp_tls
-                .as_ref()
-                .map(|c| {
-                    c.alpn_protocols
-                        .iter()
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            tcp_congestion: bound.tcp_congestion.clone(),
-            tcp_congestion_source: bound.tcp_congestion.as_ref().map(|_| {
-                if knobs.tcp_congestion.is_some() {
-                    "knob".to_string()
-                } else {
-                    "system default".to_string()
-                }
-            }),
-            udp_recv_buffer: bound.udp_recv_buffer.clone(),
-            udp_send_buffer: bound.udp_send_buffer.clone(),
-            gso_max_segments: bound.gso_max_segments,
-            h3_send_window_rule: h3.then(|| quic::send_window_rule(&knobs)),
-            alt_svc: alt_svc
-                .as_ref()
-                .and_then(|v| v.to_str().ok().map(str::to_string)),
-            knobs: knobs.clone(),
-        };
+        let alt_svc_text = alt_svc
+            .as_ref()
+            .and_then(|v| v.to_str().ok().map(str::to_string));
+        let applied = applied_knobs(addr, &bound, &knobs, tcp_tls.as_ref(), alt_svc_text);
         let tls_h1_only = match &tcp_tls {
             Some(_) if knobs.offers(Protocol::H1) => Some(tls::tcp_server_config_h1_only(
                 &config.cert,
@@ -195,58 +170,20 @@ impl EmbeddedServer {
         });
         let ctx_run = ctx.clone();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
         let (tcp_listener, udp_socket) = (bound.tcp, bound.udp);
         let threads: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
-        let (driver, workers) = (threads.clone(), threads.clone());
-        let note_thread = move |list: &std::sync::Mutex<Vec<i32>>| {
-            if let Ok(mut l) = list.lock() {
-                l.push(crate::procfs::thread_id());
-            }
+        let serve = move |ready_tx| {
+            run(
+                tcp_listener,
+                tcp_tls,
+                udp_socket,
+                quic_server,
+                ctx_run,
+                shutdown_rx,
+                ready_tx,
+            )
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("pagebench-server-{port}"))
-            .spawn(move || {
-                note_thread(&driver);
-                let rt = match tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .thread_name("pagebench-server-rt")
-                    .on_thread_start(move || note_thread(&workers))
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ =
-                            ready_tx
-                                .send(Err(anyhow::Error::new(e)
-                                    .context("cannot start the server runtime")));
-                        return;
-                    }
-                };
-                rt.block_on(run(
-                    tcp_listener,
-                    tcp_tls,
-                    udp_socket,
-                    quic_server,
-                    ctx_run,
-                    shutdown_rx,
-                    ready_tx,
-                ));
-                rt.shutdown_timeout(Duration::from_secs(1));
-            })
-            .context("cannot spawn the server thread")?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                return Err(e);
-            }
-            Err(_) => {
-                let _ = thread.join();
-                anyhow::bail!("the server thread ended during start-up");
-            }
-        }
+        let thread = spawn_serving(port, threads.clone(), serve)?;
         tracing::debug!("serving on {addr} ({:?})", applied.knobs.protocols);
         Ok(EmbeddedServer {
             ctx,
@@ -356,6 +293,98 @@ impl Drop for EmbeddedServer {
 /// Resolves once a shutdown was requested (or the server handle is gone).
 pub(crate) async fn stop_requested(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await.map(|_| ());
+}
+
+/// What the server applied, as `meta.json` records it.
+fn applied_knobs(
+    addr: SocketAddr,
+    bound: &sockets::Bound,
+    knobs: &EffectiveKnobs,
+    tcp_tls: Option<&Arc<rustls::ServerConfig>>,
+    alt_svc: Option<String>,
+) -> AppliedKnobs {
+    AppliedKnobs {
+        bind: addr,
+        port: bound.port,
+        tcp_alpn: tcp_tls
+            .map(|c| {
+                c.alpn_protocols
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        tcp_congestion: bound.tcp_congestion.clone(),
+        tcp_congestion_source: bound.tcp_congestion.as_ref().map(|_| {
+            if knobs.tcp_congestion.is_some() {
+                "knob".to_string()
+            } else {
+                "system default".to_string()
+            }
+        }),
+        udp_recv_buffer: bound.udp_recv_buffer.clone(),
+        udp_send_buffer: bound.udp_send_buffer.clone(),
+        gso_max_segments: bound.gso_max_segments,
+        h3_send_window_rule: knobs
+            .offers(Protocol::H3)
+            .then(|| quic::send_window_rule(knobs)),
+        alt_svc,
+        knobs: knobs.clone(),
+    }
+}
+
+/// Starts the thread that serves: a runtime of two workers driving `serve` (given the channel
+/// on which it says it is ready), the ids of its threads noted in `threads`. Returns once it
+/// serves, or with why it could not.
+fn spawn_serving<F>(
+    port: u16,
+    threads: Arc<std::sync::Mutex<Vec<i32>>>,
+    serve: impl FnOnce(std::sync::mpsc::Sender<Result<()>>) -> F + Send + 'static,
+) -> Result<JoinHandle<()>>
+where
+    F: std::future::Future<Output = ()>,
+{
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let (driver, workers) = (threads.clone(), threads);
+    let note_thread = move |list: &std::sync::Mutex<Vec<i32>>| {
+        if let Ok(mut l) = list.lock() {
+            l.push(crate::procfs::thread_id());
+        }
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("pagebench-server-{port}"))
+        .spawn(move || {
+            note_thread(&driver);
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("pagebench-server-rt")
+                .on_thread_start(move || note_thread(&workers))
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(
+                        anyhow::Error::new(e).context("cannot start the server runtime")
+                    ));
+                    return;
+                }
+            };
+            rt.block_on(serve(ready_tx));
+            rt.shutdown_timeout(Duration::from_secs(1));
+        })
+        .context("cannot spawn the server thread")?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(thread),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            anyhow::bail!("the server thread ended during start-up");
+        }
+    }
 }
 
 async fn run(

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -127,6 +127,35 @@ pub struct SplitServer {
 /// Starts the embedded TCP listener (h1/h2 as the knobs offer) and the helper (if h3 is
 /// offered) on the context's port.
 pub fn start(ctx: &StartContext, helper: H3Helper) -> Result<Box<dyn ServerUnderTest>> {
+    let tcp = start_tcp(ctx)?;
+    let stats = ctx.work.join("transport.jsonl");
+    let (quic, ready_info) = if ctx.knobs.effective().offers(Protocol::H3) {
+        let (child, ready) = start_helper(ctx, &helper, &stats)?;
+        (Some(child), Some(ready))
+    } else {
+        (None, None)
+    };
+    let description = describe(
+        ctx,
+        &helper,
+        tcp.as_deref(),
+        quic.as_ref(),
+        ready_info.as_ref(),
+    );
+    Ok(Box::new(SplitServer {
+        name: ServerId::new(helper.name),
+        tcp,
+        quic,
+        stats,
+        stats_mark: 0,
+        snapshots: 0,
+        reported: HashSet::new(),
+        description,
+    }))
+}
+
+/// The embedded server on TCP with the h1/h2 the knobs offer (None: neither).
+fn start_tcp(ctx: &StartContext) -> Result<Option<Box<dyn ServerUnderTest>>> {
     let eff = ctx.knobs.effective();
     let tcp_protocols: Vec<Protocol> = eff
         .protocols
@@ -134,7 +163,7 @@ pub fn start(ctx: &StartContext, helper: H3Helper) -> Result<Box<dyn ServerUnder
         .copied()
         .filter(|p| *p != Protocol::H3)
         .collect();
-    let tcp = if tcp_protocols.is_empty() {
+    Ok(if tcp_protocols.is_empty() {
         None
     } else {
         let mut knobs = ctx.knobs.clone();
@@ -151,70 +180,81 @@ pub fn start(ctx: &StartContext, helper: H3Helper) -> Result<Box<dyn ServerUnder
             namespace_tcp: ctx.namespace_tcp,
         };
         Some((embedded::SERVER.start)(&tcp_ctx)?)
-    };
-    let stats = ctx.work.join("transport.jsonl");
-    let mut ready_info = None;
-    let quic = if eff.offers(Protocol::H3) {
-        let mut site = Site::for_server(ctx, &[Protocol::H3])?;
-        site.log = ctx.work.join("requests.jsonl");
-        let ready = ctx.work.join("ready.json");
-        let program = helper
-            .command
-            .first()
-            .context("an h3 helper needs a program")?
-            .to_string_lossy()
-            .to_string();
-        let stats_path = stats.clone();
-        let ready_path = ready.clone();
-        let child = ChildServer::start_ready(
-            helper.name,
-            &program,
-            ctx.ns,
-            site,
-            Ready::File(ready.clone()),
-            |ns, site| {
-                let _ = std::fs::File::create(&stats_path);
-                let mut c = ns.command(&helper.command[0]);
-                c.args(&helper.command[1..])
-                    .arg("--listen")
-                    .arg(SocketAddr::new(site.ip, site.port).to_string())
-                    .arg("--root")
-                    .arg(&site.root)
-                    .arg("--cert")
-                    .arg(&site.cert)
-                    .arg("--key")
-                    .arg(&site.key)
-                    .arg("--log")
-                    .arg(&site.log)
-                    .arg("--stats")
-                    .arg(&stats_path)
-                    .arg("--ready")
-                    .arg(&ready_path)
-                    .args(&helper.knob_args);
-                Ok(c)
-            },
-        )?;
-        let text = std::fs::read_to_string(&ready)
-            .with_context(|| format!("{}: reading {}", helper.name, ready.display()))?;
-        ready_info = Some(
-            serde_json::from_str::<HelperReady>(&text)
-                .with_context(|| format!("{}: {} is not its ready line", helper.name, text))?,
-        );
-        Some(child)
-    } else {
-        None
-    };
+    })
+}
+
+/// The HTTP/3 helper in the server namespace, until its ready file says it listens.
+fn start_helper(
+    ctx: &StartContext,
+    helper: &H3Helper,
+    stats: &Path,
+) -> Result<(ChildServer, HelperReady)> {
+    let mut site = Site::for_server(ctx, &[Protocol::H3])?;
+    site.log = ctx.work.join("requests.jsonl");
+    let ready = ctx.work.join("ready.json");
+    let program = helper
+        .command
+        .first()
+        .context("an h3 helper needs a program")?
+        .to_string_lossy()
+        .to_string();
+    let stats_path = stats.to_path_buf();
+    let ready_path = ready.clone();
+    let child = ChildServer::start_ready(
+        helper.name,
+        &program,
+        ctx.ns,
+        site,
+        Ready::File(ready.clone()),
+        |ns, site| {
+            let _ = std::fs::File::create(&stats_path);
+            let mut c = ns.command(&helper.command[0]);
+            c.args(&helper.command[1..])
+                .arg("--listen")
+                .arg(SocketAddr::new(site.ip, site.port).to_string())
+                .arg("--root")
+                .arg(&site.root)
+                .arg("--cert")
+                .arg(&site.cert)
+                .arg("--key")
+                .arg(&site.key)
+                .arg("--log")
+                .arg(&site.log)
+                .arg("--stats")
+                .arg(&stats_path)
+                .arg("--ready")
+                .arg(&ready_path)
+                .args(&helper.knob_args);
+            Ok(c)
+        },
+    )?;
+    let text = std::fs::read_to_string(&ready)
+        .with_context(|| format!("{}: reading {}", helper.name, ready.display()))?;
+    let ready_info = serde_json::from_str::<HelperReady>(&text)
+        .with_context(|| format!("{}: {} is not its ready line", helper.name, text))?;
+    Ok((child, ready_info))
+}
+
+/// What `meta.json` says of the pair: the helper's command and version, the knobs each side
+/// applied, the UDP buffers the kernel gave.
+fn describe(
+    ctx: &StartContext,
+    helper: &H3Helper,
+    tcp: Option<&dyn ServerUnderTest>,
+    quic: Option<&ChildServer>,
+    ready_info: Option<&HelperReady>,
+) -> ServerDescription {
     let offered = OfferedProtocols {
-        h1: tcp.as_ref().is_some_and(|t| t.offers(Protocol::H1)),
-        h2: tcp.as_ref().is_some_and(|t| t.offers(Protocol::H2)),
+        h1: tcp.is_some_and(|t| t.offers(Protocol::H1)),
+        h2: tcp.is_some_and(|t| t.offers(Protocol::H2)),
         h3: quic.is_some(),
     };
-    let tcp_description = tcp.as_ref().map(|t| t.describe());
+    let tcp_description = tcp.map(|t| t.describe());
     let tcp_applied = tcp_description.as_ref().and_then(|d| d.applied.as_ref());
     let mut knobs_applied: Vec<String> =
         helper.knobs_applied.iter().map(|k| k.to_string()).collect();
     knobs_applied.extend(TCP_KNOBS.iter().map(|k| format!("{k} (h1/h2: embedded)")));
-    let version = match &ready_info {
+    let version = match ready_info {
         Some(r) => format!(
             "{}; h1/h2: pagebench {} (hyper 1)",
             r.server,
@@ -230,14 +270,14 @@ pub fn start(ctx: &StartContext, helper: H3Helper) -> Result<Box<dyn ServerUnder
         "h3 is served by {} ({}); h1 and h2 on the same port by pagebench's embedded server (hyper), which takes the h2 and TCP knobs",
         helper.name, helper.note
     );
-    if let Some(r) = &ready_info {
+    if let Some(r) = ready_info {
         note.push_str(&format!(
             "; UDP socket buffers as the kernel set them: SO_RCVBUF {}, SO_SNDBUF {}",
             r.udp_recv_buffer, r.udp_send_buffer
         ));
     }
-    let description = ServerDescription {
-        access_log: quic.as_ref().map(|q| AccessLogDescription {
+    ServerDescription {
+        access_log: quic.map(|q| AccessLogDescription {
             format: LogFormat::Pagebench.name().into(),
             path: q.site().log.clone(),
         }),
@@ -267,18 +307,8 @@ pub fn start(ctx: &StartContext, helper: H3Helper) -> Result<Box<dyn ServerUnder
         tcp_congestion: tcp_applied.and_then(|a| a.tcp_congestion.clone()),
         tcp_congestion_note: None,
         version,
-        windows: helper.windows,
-    };
-    Ok(Box::new(SplitServer {
-        name: ServerId::new(helper.name),
-        tcp,
-        quic,
-        stats,
-        stats_mark: 0,
-        snapshots: 0,
-        reported: HashSet::new(),
-        description,
-    }))
+        windows: helper.windows.clone(),
+    }
 }
 
 impl SplitServer {

@@ -262,161 +262,14 @@ pub fn import_as(
     let mut origins = BTreeSet::new();
     let mut builder = Builder::default();
     for (i, h) in log.entries.iter().enumerate() {
-        let at = || format!("{}: entry {i} ({})", from.display(), h.request.url);
         let Some(o) = origin(&h.request.url) else {
             summary.skipped.push(h.request.url.clone());
             continue;
         };
         origins.insert(o);
-        let status = Some(h.response.status)
-            .filter(|s| s.fract() == 0.0 && (100.0..=599.0).contains(s))
-            .map(|s| s as u16)
-            .with_context(|| {
-                format!(
-                    "{}: response.status {} is not an HTTP status",
-                    at(),
-                    h.response.status
-                )
-            })?;
-        let headers: Vec<(String, String)> = h
-            .response
-            .headers
-            .iter()
-            .map(|x| (x.name.clone(), x.value.clone()))
-            .collect();
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        };
-        let mut coding_header = header("content-encoding").map(str::to_string);
-        let coding = Coding::parse(coding_header.as_deref()).with_context(at)?;
-        if (300..400).contains(&status) && header("location").is_some() {
-            summary.redirects += 1;
-        }
-        let decoded: Option<Vec<u8>> = match (
-            &h.response.content.text,
-            h.response.content.encoding.as_deref(),
-        ) {
-            (None, _) => None,
-            (Some(t), Some("base64")) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(t.trim())
-                    .with_context(|| {
-                        format!("{}: response.content.text is not valid base64", at())
-                    })?,
-            ),
-            (Some(_), Some(other)) => bail!(
-                "{}: response.content.encoding {other:?} is not supported (base64 or none)",
-                at()
-            ),
-            (Some(t), None) => Some(t.as_bytes().to_vec()),
-        };
-        let recorded_size =
-            (h.response.content.size > 0.0).then_some(h.response.content.size.round() as u64);
-        let recorded_wire =
-            (h.response.body_size >= 0.0).then_some(h.response.body_size.round() as u64);
-        let mut missing = None;
-        let wire: Option<Vec<u8>> = if status == 304 {
-            missing = Some(Missing::NotModified);
-            None
-        } else {
-            match decoded {
-                Some(d) if recorded_size.is_some_and(|s| (d.len() as u64) < s) => {
-                    missing = Some(Missing::Truncated);
-                    let mut d = d;
-                    let want = recorded_size.unwrap_or(0) as usize;
-                    d.extend(filler(want - d.len()));
-                    Some(coding.encode(&d).with_context(at)?)
-                }
-                Some(d) if d.is_empty() && (300..400).contains(&status) => None,
-                Some(d) => Some(coding.encode(&d).with_context(at)?),
-                None => {
-                    let size = recorded_wire
-                        .filter(|s| *s > 0)
-                        .or(recorded_size)
-                        .unwrap_or(0);
-                    if size == 0 {
-                        None
-                    } else {
-                        missing = Some(Missing::NoBody);
-                        // Filler is sent as it is: the entry loses its coding.
-                        coding_header = None;
-                        Some(filler(size as usize))
-                    }
-                }
-            }
-        };
-        let headers = if coding_header.is_none() {
-            headers
-                .into_iter()
-                .filter(|(n, _)| !n.eq_ignore_ascii_case("content-encoding"))
-                .collect()
-        } else {
-            headers
-        };
-        if let Some(m) = missing {
-            summary.missing.push((h.request.url.clone(), m));
-        }
-        if let (Some(w), Some(r), None) = (&wire, recorded_wire.filter(|r| *r > 0), missing) {
-            if w.len() as u64 != r {
-                tracing::debug!(
-                    "{}: {} wire bytes here, {r} in the recording ({:?})",
-                    h.request.url,
-                    w.len(),
-                    coding
-                );
-            }
-            summary.compared_wire_bytes += w.len() as u64;
-            summary.recorded_wire_bytes += r;
-        }
-        summary.wire_bytes += wire.as_ref().map_or(0, |w| w.len() as u64);
-        if wire.is_some() {
-            let coding = coding_header.as_deref().unwrap_or("identity");
-            *summary
-                .encodings
-                .entry(coding.to_ascii_lowercase())
-                .or_default() += 1;
-        }
-
-        let decoded_size = match (&wire, Coding::parse(coding_header.as_deref())) {
-            (Some(w), Ok(c)) => c.decode(w).map(|d| d.len() as u64).unwrap_or(0),
-            _ => 0,
-        };
-        // `connection` is Chromium's socket id, not a port: the address is the IP alone.
-        let server_address =
-            h.server_ip
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .map(|ip| match h.server_port {
-                    Some(port) if ip.contains(':') && !ip.starts_with('[') => {
-                        format!("[{ip}]:{port}")
-                    }
-                    Some(port) => format!("{ip}:{port}"),
-                    None => ip.to_string(),
-                });
-        let timings = h.timings.as_ref();
-        builder.push(
-            Entry {
-                method: h.request.method.clone(),
-                url: h.request.url.clone(),
-                status,
-                headers,
-                body: None,
-                content_encoding: coding_header.filter(|c| !c.eq_ignore_ascii_case("identity")),
-                decoded_size,
-                server_address,
-                protocol: protocol(&h.response.http_version),
-                timings: Timings {
-                    start_ms: first_start.map_or(0.0, |t| ms_between(&t, &h.started)),
-                    wait_ms: timings.map_or(0.0, |t| t.wait.max(0.0)),
-                    receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
-                },
-                missing,
-            },
-            wire,
-        );
+        let at = || format!("{}: entry {i} ({})", from.display(), h.request.url);
+        let (entry, wire) = import_entry(h, &at, first_start.as_ref(), &mut summary)?;
+        builder.push(entry, wire);
     }
     summary.entries = builder.entries().len();
     summary.origins = origins.into_iter().collect();
@@ -446,6 +299,203 @@ pub fn import_as(
     });
     let archive = builder.write(out, source, page_url)?;
     Ok((archive, summary))
+}
+
+/// One HAR entry as an archive entry and its wire bytes, counted into `summary`.
+fn import_entry(
+    h: &HarEntry,
+    at: &dyn Fn() -> String,
+    first_start: Option<&chrono::DateTime<chrono::FixedOffset>>,
+    summary: &mut ImportSummary,
+) -> Result<(Entry, Option<Vec<u8>>)> {
+    let status = Some(h.response.status)
+        .filter(|s| s.fract() == 0.0 && (100.0..=599.0).contains(s))
+        .map(|s| s as u16)
+        .with_context(|| {
+            format!(
+                "{}: response.status {} is not an HTTP status",
+                at(),
+                h.response.status
+            )
+        })?;
+    let headers: Vec<(String, String)> = h
+        .response
+        .headers
+        .iter()
+        .map(|x| (x.name.clone(), x.value.clone()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let mut coding_header = header("content-encoding").map(str::to_string);
+    let coding = Coding::parse(coding_header.as_deref()).with_context(at)?;
+    if (300..400).contains(&status) && header("location").is_some() {
+        summary.redirects += 1;
+    }
+    let recorded_wire =
+        (h.response.body_size >= 0.0).then_some(h.response.body_size.round() as u64);
+    let (wire, missing) = wire_body(h, status, coding, &mut coding_header, at)?;
+    let headers = if coding_header.is_none() {
+        headers
+            .into_iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("content-encoding"))
+            .collect()
+    } else {
+        headers
+    };
+    summary.count(
+        h,
+        &wire,
+        recorded_wire,
+        missing,
+        coding,
+        coding_header.as_deref(),
+    );
+    let decoded_size = match (&wire, Coding::parse(coding_header.as_deref())) {
+        (Some(w), Ok(c)) => c.decode(w).map(|d| d.len() as u64).unwrap_or(0),
+        _ => 0,
+    };
+    let timings = h.timings.as_ref();
+    let entry = Entry {
+        method: h.request.method.clone(),
+        url: h.request.url.clone(),
+        status,
+        headers,
+        body: None,
+        content_encoding: coding_header.filter(|c| !c.eq_ignore_ascii_case("identity")),
+        decoded_size,
+        server_address: server_address(h),
+        protocol: protocol(&h.response.http_version),
+        timings: Timings {
+            start_ms: first_start.map_or(0.0, |t| ms_between(t, &h.started)),
+            wait_ms: timings.map_or(0.0, |t| t.wait.max(0.0)),
+            receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
+        },
+        missing,
+    };
+    Ok((entry, wire))
+}
+
+/// The body as the HAR keeps it: decoded, base64 or text.
+fn decoded_body(h: &HarEntry, at: &dyn Fn() -> String) -> Result<Option<Vec<u8>>> {
+    Ok(
+        match (
+            &h.response.content.text,
+            h.response.content.encoding.as_deref(),
+        ) {
+            (None, _) => None,
+            (Some(t), Some("base64")) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(t.trim())
+                    .with_context(|| {
+                        format!("{}: response.content.text is not valid base64", at())
+                    })?,
+            ),
+            (Some(_), Some(other)) => bail!(
+                "{}: response.content.encoding {other:?} is not supported (base64 or none)",
+                at()
+            ),
+            (Some(t), None) => Some(t.as_bytes().to_vec()),
+        },
+    )
+}
+
+/// The body as it goes over the wire (encoded again with its coding), and what the HAR lacked:
+/// a truncated body is padded to its recorded size, a missing one is filler of its size sent
+/// without a coding (`coding_header` is then cleared).
+fn wire_body(
+    h: &HarEntry,
+    status: u16,
+    coding: Coding,
+    coding_header: &mut Option<String>,
+    at: &dyn Fn() -> String,
+) -> Result<(Option<Vec<u8>>, Option<Missing>)> {
+    if status == 304 {
+        return Ok((None, Some(Missing::NotModified)));
+    }
+    let recorded_size =
+        (h.response.content.size > 0.0).then_some(h.response.content.size.round() as u64);
+    let recorded_wire =
+        (h.response.body_size >= 0.0).then_some(h.response.body_size.round() as u64);
+    Ok(match decoded_body(h, at)? {
+        Some(mut d) if recorded_size.is_some_and(|s| (d.len() as u64) < s) => {
+            let want = recorded_size.unwrap_or(0) as usize;
+            d.extend(filler(want - d.len()));
+            (
+                Some(coding.encode(&d).with_context(at)?),
+                Some(Missing::Truncated),
+            )
+        }
+        Some(d) if d.is_empty() && (300..400).contains(&status) => (None, None),
+        Some(d) => (Some(coding.encode(&d).with_context(at)?), None),
+        None => {
+            let size = recorded_wire
+                .filter(|s| *s > 0)
+                .or(recorded_size)
+                .unwrap_or(0);
+            if size == 0 {
+                (None, None)
+            } else {
+                // Filler is sent as it is: the entry loses its coding.
+                *coding_header = None;
+                (Some(filler(size as usize)), Some(Missing::NoBody))
+            }
+        }
+    })
+}
+
+/// The server's address as the HAR names it. `connection` is Chromium's socket id, not a
+/// port: the address is the IP alone.
+fn server_address(h: &HarEntry) -> Option<String> {
+    h.server_ip
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|ip| match h.server_port {
+            Some(port) if ip.contains(':') && !ip.starts_with('[') => format!("[{ip}]:{port}"),
+            Some(port) => format!("{ip}:{port}"),
+            None => ip.to_string(),
+        })
+}
+
+impl ImportSummary {
+    /// Counts one imported entry: what it lacked, its wire bytes against the recording's,
+    /// its coding.
+    fn count(
+        &mut self,
+        h: &HarEntry,
+        wire: &Option<Vec<u8>>,
+        recorded_wire: Option<u64>,
+        missing: Option<Missing>,
+        coding: Coding,
+        coding_header: Option<&str>,
+    ) {
+        if let Some(m) = missing {
+            self.missing.push((h.request.url.clone(), m));
+        }
+        if let (Some(w), Some(r), None) = (wire, recorded_wire.filter(|r| *r > 0), missing) {
+            if w.len() as u64 != r {
+                tracing::debug!(
+                    "{}: {} wire bytes here, {r} in the recording ({:?})",
+                    h.request.url,
+                    w.len(),
+                    coding
+                );
+            }
+            self.compared_wire_bytes += w.len() as u64;
+            self.recorded_wire_bytes += r;
+        }
+        self.wire_bytes += wire.as_ref().map_or(0, |w| w.len() as u64);
+        if wire.is_some() {
+            let coding = coding_header.unwrap_or("identity");
+            *self
+                .encodings
+                .entry(coding.to_ascii_lowercase())
+                .or_default() += 1;
+        }
+    }
 }
 
 /// Reads `file` and imports it into `out`.
