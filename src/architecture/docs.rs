@@ -65,7 +65,11 @@ fn exists_in_tree(name: &str) -> bool {
                 dirs.push(p);
                 continue;
             }
-            let rel = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = p
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             if rel == name || rel.ends_with(&format!("/{name}")) {
                 return true;
             }
@@ -103,7 +107,8 @@ fn every_source_file_architecture_md_names_exists() {
 
 #[test]
 fn a_planted_module_or_file_is_caught() {
-    let md = "# A\n\n## Modules\n\n| module | job |\n|---|---|\n| `plan`, `nope` | x |\n\n## Next\n";
+    let md =
+        "# A\n\n## Modules\n\n| module | job |\n|---|---|\n| `plan`, `nope` | x |\n\n## Next\n";
     assert_eq!(table_modules(md), ["plan", "nope"]);
     let named = named_files("see `src/matrix/gone.rs` and runner.rs::assemble");
     assert_eq!(
