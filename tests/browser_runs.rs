@@ -5,16 +5,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::identity::{BrowserId, View};
-use pagebench::profile::{self, Profile};
-use pagebench::protocol::Variant;
-use pagebench::protocol::{H3Mode, Protocol};
-use pagebench::record::RunRecord;
-use pagebench::runner::{run_counted, run_once, RunSpec};
-use pagebench::server::ServerKnobs;
-use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::validate::{Outcome, ReasonKind};
-use pagebench::workload::{self, Manifest, Workload};
+use pagebench::config::identity::{BrowserId, View};
+use pagebench::config::profile::{self, Profile};
+use pagebench::config::protocol::Variant;
+use pagebench::config::protocol::{H3Mode, Protocol};
+use pagebench::config::workload::{self, Manifest, Workload};
+use pagebench::origin::server::ServerKnobs;
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::runner::{run_counted, run_once, RunSpec};
+use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::probe::validate::{Outcome, ReasonKind};
 
 fn profile(name: &str) -> Profile {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
@@ -99,7 +99,7 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
         rec.id
     );
     // CDP's events for Chromium, BiDi's for Firefox: every response the browser reported.
-    let devtools = pagebench::metrics::network_requests(&rec.observation);
+    let devtools = pagebench::probe::metrics::network_requests(&rec.observation);
     assert!(
         devtools.len() > rec.metrics.resources,
         "{}: the page and every file in the DevTools view",
@@ -531,8 +531,8 @@ fn repeat(spec: RunSpec) -> RunSpec {
 }
 
 /// The navigation's timing entry.
-fn nav(rec: &RunRecord) -> pagebench::metrics::EntryTiming {
-    pagebench::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
+fn nav(rec: &RunRecord) -> pagebench::probe::metrics::EntryTiming {
+    pagebench::probe::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
 }
 
 #[test]

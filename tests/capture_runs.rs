@@ -13,16 +13,16 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use pagebench::capture::{CaptureSet, HolReport};
-use pagebench::fault::FaultInjection;
-use pagebench::profile::{self, Profile};
-use pagebench::protocol::{H3Mode, Protocol, Variant};
-use pagebench::record::RunRecord;
-use pagebench::runner::{run_once, RunSpec};
-use pagebench::server::ServerKnobs;
-use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::validate::Outcome;
-use pagebench::workload::{self, Manifest, Workload};
+use pagebench::config::profile::{self, Profile};
+use pagebench::config::protocol::{H3Mode, Protocol, Variant};
+use pagebench::config::workload::{self, Manifest, Workload};
+use pagebench::origin::server::ServerKnobs;
+use pagebench::probe::capture::{CaptureSet, HolReport};
+use pagebench::probe::fault::FaultInjection;
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::runner::{run_once, RunSpec};
+use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::probe::validate::Outcome;
 
 /// `wired` without jitter: the chosen drop is then the only thing that reorders delivery.
 fn steady_wired() -> Profile {
@@ -90,7 +90,7 @@ fn spec(id: &str, profile: &Profile, m: &Manifest, p: Protocol) -> RunSpec {
 }
 
 fn write_files(rec: &RunRecord, dir: &Path) {
-    pagebench::results::store::write_captures(dir, &rec.capture_files).unwrap();
+    pagebench::proof::results::store::write_captures(dir, &rec.capture_files).unwrap();
     let names: BTreeSet<&str> = rec.captures.iter().map(|c| c.name.as_str()).collect();
     for f in &rec.capture_files {
         assert!(names.contains(f.name.as_str()), "{} is listed", f.name);

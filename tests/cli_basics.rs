@@ -254,7 +254,7 @@ fn profiles_and_a_run_work_from_any_directory() {
     let cwd = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let text = succeeded(pagebench_elsewhere(cwd.path(), cache.path()).arg("profiles"));
-    for name in pagebench::profile::BUILT_IN
+    for name in pagebench::config::profile::BUILT_IN
         .iter()
         .map(|(file, _)| file.trim_end_matches(".toml"))
     {
@@ -351,7 +351,7 @@ fn import_turns_a_har_with_content_into_an_archive_or_refuses_with_strict() {
         stdout.contains("https://b.test/x.js: no body recorded"),
         "{stdout}"
     );
-    let archive = pagebench::site::read(&out).unwrap();
+    let archive = pagebench::config::site::read(&out).unwrap();
     assert_eq!(archive.page_url, "https://a.test/");
 
     let strict_out = dir.path().join("strict");
@@ -403,8 +403,8 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
         "{}",
         String::from_utf8_lossy(&imported.stderr)
     );
-    let a = pagebench::site::read(&archive).unwrap();
-    let manifest: pagebench::workload::Manifest = serde_json::from_slice(
+    let a = pagebench::config::site::read(&archive).unwrap();
+    let manifest: pagebench::config::workload::Manifest = serde_json::from_slice(
         &std::fs::read(cache.path().join("pagebench/pages/1/page10/manifest.json")).unwrap(),
     )
     .unwrap();
@@ -415,7 +415,7 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
             .iter()
             .find(|e| e.url.ends_with(&f.path))
             .unwrap_or_else(|| panic!("{} not in the archive", f.path));
-        let wire = pagebench::site::body(&archive, e).unwrap();
+        let wire = pagebench::config::site::body(&archive, e).unwrap();
         assert!(e.content_encoding.is_none(), "{}", e.url);
         assert_eq!(wire.len() as u64, f.size, "{}", e.url);
         assert_eq!(hex::encode(Sha256::digest(&wire)), f.sha256, "{}", e.url);

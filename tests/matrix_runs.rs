@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pagebench::plan::{self, PlanSpec};
-use pagebench::protocol::H3Mode;
-use pagebench::results::summary;
+use pagebench::config::plan::{self, PlanSpec};
+use pagebench::config::protocol::H3Mode;
+use pagebench::proof::results::summary;
 use runs_support::{namespaces_of, runs_csv};
 
 fn bin() -> Command {
@@ -123,9 +123,9 @@ fn planned_ids(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: vec!["embedded".into()],
-        browsers: vec![pagebench::identity::BrowserId::Chromium],
-        views: vec![pagebench::identity::View::First],
-        variants: pagebench::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
+        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        views: vec![pagebench::config::identity::View::First],
+        variants: pagebench::config::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
         runs,
         warmup,
         seed,
@@ -220,7 +220,7 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     let s = summary::read(&out).unwrap();
     assert_eq!(s.series.len(), 12);
     assert_eq!(s.comparisons.len(), 12);
-    let meta = pagebench::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "complete");
     assert!(meta.machine.chromium.contains("Chromium"));
     // The machine was watched before the first run, and every run's contention measured:
@@ -318,7 +318,7 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     );
     let after_int = rows_now(&out);
     assert!(after_int >= 3 && after_int < planned.len());
-    let meta = pagebench::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "interrupted");
 
     // 2. A resume with a different option is refused, naming the difference.
@@ -390,7 +390,9 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
     assert_eq!(h2.completion.n_valid, h2_valid, "warm-ups are not counted");
     assert_eq!(
-        pagebench::results::store::read_meta(&out).unwrap().status,
+        pagebench::proof::results::store::read_meta(&out)
+            .unwrap()
+            .status,
         "complete"
     );
 }
@@ -411,9 +413,9 @@ fn matrix_with_fault(
             .position(|a| *a == "--servers")
             .map_or("embedded", |i| extra[i + 1])
             .into()],
-        browsers: vec![pagebench::identity::BrowserId::Chromium],
-        views: vec![pagebench::identity::View::First],
-        variants: pagebench::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
+        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        views: vec![pagebench::config::identity::View::First],
+        variants: pagebench::config::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
         warmup: 0,
         seed: 3,
@@ -670,7 +672,7 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
     ] {
         assert!(report.contains(title), "{title} missing from the report");
     }
-    let meta = pagebench::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
     assert!(meta.machine.firefox.is_some());
     assert!(namespaces_of(std::process::id()).is_empty());
 }

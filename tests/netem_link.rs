@@ -10,9 +10,9 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use netem_support::{median, netns_list, serial, shipped, udp_round_trips, NetnsCheck};
-use pagebench::netem::stats::binomial_interval;
-use pagebench::netem::{Link, LinkOptions};
-use pagebench::profile::Profile;
+use pagebench::config::profile::Profile;
+use pagebench::link::netem::stats::binomial_interval;
+use pagebench::link::netem::{Link, LinkOptions};
 
 fn link(profile: &Profile) -> Link {
     Link::new(profile, LinkOptions::default()).expect("build link (needs root)")
@@ -160,10 +160,10 @@ fn loss_of_20000_udp_packets_is_inside_the_binomial_interval() {
         let c = if up { &check.up } else { &check.down };
         assert!((c.measured_loss_pct - 100.0 * lost as f64 / n as f64).abs() < 1e-9);
         assert!(
-            !check
-                .faults
-                .iter()
-                .any(|f| matches!(f, pagebench::netem::LinkFault::LossOutsideInterval { .. })),
+            !check.faults.iter().any(|f| matches!(
+                f,
+                pagebench::link::netem::LinkFault::LossOutsideInterval { .. }
+            )),
             "{:?}",
             check.faults
         );
@@ -316,7 +316,7 @@ fn tcp_download_on_a_recorded_trace_reaches_the_trace_s_rate() {
         !check_result
             .faults
             .iter()
-            .any(|f| matches!(f, pagebench::netem::LinkFault::RateOff { .. })),
+            .any(|f| matches!(f, pagebench::link::netem::LinkFault::RateOff { .. })),
         "{}",
         check_result.render()
     );
@@ -334,11 +334,11 @@ fn competing_tcp_flows_share_the_bottleneck_and_are_counted() {
     let check = NetnsCheck::start();
     let mut p = shipped("lte");
     p.name = "lte-x2".into();
-    p.cross_traffic = Some(pagebench::profile::CrossTraffic {
+    p.cross_traffic = Some(pagebench::config::profile::CrossTraffic {
         flows: 2,
-        protocol: pagebench::profile::CrossProtocol::Tcp,
+        protocol: pagebench::config::profile::CrossProtocol::Tcp,
         rate_mbit: None,
-        direction: pagebench::profile::CrossDirection::Down,
+        direction: pagebench::config::profile::CrossDirection::Down,
     });
     let rate = p.down_mbit.unwrap();
     let link = link(&p);
@@ -636,7 +636,7 @@ fn a_process_that_panics_leaves_no_namespace() {
         .split_whitespace()
         .map(str::to_string)
         .collect();
-    let pid = pagebench::netem::netns_dir::parse_name(&names[0])
+    let pid = pagebench::link::netem::netns_dir::parse_name(&names[0])
         .unwrap()
         .0;
     let listed = netns_list();

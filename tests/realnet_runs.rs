@@ -6,14 +6,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::profile::{self, Profile};
-use pagebench::protocol::{H3Mode, Protocol, Variant};
-use pagebench::record::RunRecord;
-use pagebench::runner::{run_counted, RunSpec};
-use pagebench::server::{ServerKnobs, Transport};
-use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::validate::Outcome;
-use pagebench::workload::{self, Manifest, Workload};
+use pagebench::config::profile::{self, Profile};
+use pagebench::config::protocol::{H3Mode, Protocol, Variant};
+use pagebench::config::workload::{self, Manifest, Workload};
+use pagebench::origin::server::{ServerKnobs, Transport};
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::runner::{run_counted, RunSpec};
+use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::probe::validate::Outcome;
 
 /// 10 Mbit/s, 40 ms: the 3 MB download takes ~3 s, so an event at 1 s falls in its middle.
 fn profile(name: &str, extra: &str) -> Profile {

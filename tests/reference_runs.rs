@@ -7,18 +7,18 @@ mod runs_support;
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::diagnose::{self, FindingKind};
-use pagebench::identity::ServerId;
-use pagebench::profile::Profile;
-use pagebench::protocol::Variant;
-use pagebench::protocol::{H3Mode, Protocol};
-use pagebench::runner::{run_counted, run_once, RunSpec};
-use pagebench::server::ServerKnobs;
-use pagebench::servers::reference::access_log::LogFormat;
-use pagebench::servers::{CustomLog, CustomServer};
-use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::validate::Outcome;
-use pagebench::workload::{self, Workload};
+use pagebench::config::identity::ServerId;
+use pagebench::config::profile::Profile;
+use pagebench::config::protocol::Variant;
+use pagebench::config::protocol::{H3Mode, Protocol};
+use pagebench::config::workload::{self, Workload};
+use pagebench::origin::server::ServerKnobs;
+use pagebench::origin::servers::reference::access_log::LogFormat;
+use pagebench::origin::servers::{CustomLog, CustomServer};
+use pagebench::probe::runner::{run_counted, run_once, RunSpec};
+use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::probe::validate::Outcome;
+use pagebench::proof::diagnose::{self, FindingKind};
 use runs_support::{matrix, profile};
 
 /// page10 generated below `root`, and a testbed on `profile` with `server` alone.

@@ -16,18 +16,19 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pagebench::browser::launch::BrowserOverhead;
-use pagebench::identity::{BrowserId, ServerId};
-use pagebench::metrics::{self, Observation};
-use pagebench::plan::PlanSpec;
-use pagebench::profile::Profile;
-use pagebench::protocol::Variant;
-use pagebench::protocol::{H3Mode, Protocol};
-use pagebench::record::{LinkSummary, RunRecord, TransportSummary};
-use pagebench::results::store::{Meta, Store};
-use pagebench::sysinfo::{MachineInfo, MachineSample};
-use pagebench::validate::{LoadEnd, Outcome, Reason, ReasonKind};
-use pagebench::workload::{self, FileKind, Manifest, Workload, WorkloadKind};
+use pagebench::config::identity::{BrowserId, ServerId};
+use pagebench::config::plan::PlanSpec;
+use pagebench::config::profile::Profile;
+use pagebench::config::protocol::Variant;
+use pagebench::config::protocol::{H3Mode, Protocol};
+use pagebench::config::workload::{self, FileKind, Manifest, Workload, WorkloadKind};
+use pagebench::origin::servers::TransportSummary;
+use pagebench::probe::browser::launch::BrowserOverhead;
+use pagebench::probe::metrics::{self, Observation};
+use pagebench::probe::record::{LinkSummary, RunRecord};
+use pagebench::probe::validate::{LoadEnd, Outcome, Reason, ReasonKind};
+use pagebench::proof::results::store::{Meta, Store};
+use pagebench::support::sysinfo::{MachineInfo, MachineSample};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -414,8 +415,8 @@ fn r3(v: f64) -> f64 {
 }
 
 fn round_metrics(
-    m: &mut pagebench::metrics::RunMetrics,
-    res: &mut [pagebench::metrics::ResourceMetrics],
+    m: &mut pagebench::probe::metrics::RunMetrics,
+    res: &mut [pagebench::probe::metrics::ResourceMetrics],
 ) {
     for x in [
         &mut m.completion_ms,
@@ -492,7 +493,7 @@ fn generate(
                 continue;
             }
             let mut rng = ChaCha8Rng::seed_from_u64(
-                SEED ^ pagebench::stats::derive_seed(SEED, &format!("{p}/{w}")),
+                SEED ^ pagebench::support::stats::derive_seed(SEED, &format!("{p}/{w}")),
             );
             let rounds = (1..=WARMUP)
                 .map(|r| ("warmup", r))
@@ -602,7 +603,7 @@ fn generate(
                     };
                     let attempt = if retried.is_some() { 2 } else { 1 };
                     let template = RunRecord {
-                        id: pagebench::record::attempt_id(&id, attempt),
+                        id: pagebench::probe::record::attempt_id(&id, attempt),
                         plan_id: id.clone(),
                         attempt,
                         started_at: clock.to_rfc3339(),
@@ -614,7 +615,7 @@ fn generate(
                         server: spec.server.into(),
                         browser: BrowserId::Chromium,
                         browser_version: None,
-                        view: pagebench::identity::View::First,
+                        view: pagebench::config::identity::View::First,
                         phase: phase.parse().unwrap(),
                         round,
                         position: pos as u32 + 1,
@@ -707,8 +708,8 @@ fn generate(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
-        browsers: vec![pagebench::identity::BrowserId::Chromium],
-        views: vec![pagebench::identity::View::First],
+        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        views: vec![pagebench::config::identity::View::First],
         variants: variants.iter().map(|v| variant(v)).collect(),
         runs,
         warmup: WARMUP,
@@ -838,7 +839,7 @@ fn bench_target(profile: &str, workload: &str, v: &str) -> f64 {
 #[ignore = "writes a 54-series matrix to $PAGEBENCH_BENCH_DIR for timing `pagebench report`"]
 fn make_benchmark_matrix() {
     let dir = PathBuf::from(std::env::var("PAGEBENCH_BENCH_DIR").expect("set PAGEBENCH_BENCH_DIR"));
-    let profiles = pagebench::profile::STUDY_PROFILES;
+    let profiles = pagebench::config::profile::STUDY_PROFILES;
     let workloads = ["page10", "page50", "download"];
     let mut specs = Vec::new();
     for p in profiles {
@@ -872,8 +873,8 @@ fn synthetic_hol(
     bytes: u64,
     loss_pct: f64,
     round: u32,
-) -> pagebench::capture::HolReport {
-    use pagebench::capture::{HolReport, HolSide};
+) -> pagebench::probe::capture::HolReport {
+    use pagebench::probe::capture::{HolReport, HolSide};
     let behind = (bytes as f64 * loss_pct / 100.0 * (6.0 + f64::from(round % 3))).round() as u64;
     let stall = loss_pct * (40.0 + f64::from(round % 4) * 5.0);
     let side = |blocked: u64, ms: f64, passed: u64| HolSide {

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine;
-use pagebench::browser::{cdp, ChromiumProcess, LaunchOptions, CHROMIUM};
-use pagebench::protocol::{H3Mode, Protocol};
+use pagebench::config::protocol::{H3Mode, Protocol};
+use pagebench::probe::browser::{cdp, ChromiumProcess, LaunchOptions, CHROMIUM};
 use serde_json::{json, Value};
 
 fn copy_dir(from: &Path, to: &Path) {

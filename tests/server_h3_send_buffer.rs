@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
-use pagebench::server::{sockets, tls, ByteSize, EmbeddedServer, ServerKnobs};
+use pagebench::origin::server::{sockets, tls, ByteSize, EmbeddedServer, ServerKnobs};
 use server_support::*;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

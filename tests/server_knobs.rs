@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Buf;
-use pagebench::server::client::ProbeConnection;
-use pagebench::server::{
+use pagebench::origin::server::client::ProbeConnection;
+use pagebench::origin::server::{
     tls, ByteSize, EmbeddedServer, Protocol, QuicCongestion, ServerKnobs, TcpCongestion,
 };
 use quinn_proto::crypto::{

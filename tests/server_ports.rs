@@ -5,7 +5,7 @@ mod server_support;
 
 use std::net::{TcpListener, UdpSocket};
 
-use pagebench::server::{Certificate, EmbeddedServer, Protocol, ServerConfig, ServerKnobs};
+use pagebench::origin::server::{Certificate, EmbeddedServer, Protocol, ServerConfig, ServerKnobs};
 use server_support::*;
 
 fn try_start(

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use pagebench::plan::{self, PlanSpec};
-use pagebench::protocol::H3Mode;
+use pagebench::config::plan::{self, PlanSpec};
+use pagebench::config::protocol::H3Mode;
 use runs_support::{namespaces_of, runs_csv};
 
 fn bin() -> Command {
@@ -86,9 +86,9 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         profiles: vec!["datacenter".into(), "wired".into()],
         workloads: vec!["page10".into()],
         servers: vec!["embedded".into()],
-        browsers: vec![pagebench::identity::BrowserId::Chromium],
-        views: vec![pagebench::identity::View::First],
-        variants: pagebench::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
+        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        views: vec![pagebench::config::identity::View::First],
+        variants: pagebench::config::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
         runs: 3,
         warmup: 0,
         seed: 5,

@@ -7,10 +7,10 @@ mod site_support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use pagebench::record::RunRecord;
-use pagebench::site::replay::ReplayMatch;
-use pagebench::site::{self, encoding::Coding};
-use pagebench::validate::{Outcome, ReasonKind};
+use pagebench::config::site::replay::ReplayMatch;
+use pagebench::config::site::{self, encoding::Coding};
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::validate::{Outcome, ReasonKind};
 use site_support::{Resource, PAGE_URL, REDIRECT};
 
 /// The decoded body of `url`'s entry in the archive at `dir`.
@@ -362,8 +362,8 @@ fn assert_replayed_as(
 fn origins_on_one_address_share_an_http2_connection() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("pages");
-    let w: pagebench::workload::Workload = "page10s4".parse().unwrap();
-    pagebench::workload::ensure(&root, &w, 1, Default::default()).unwrap();
+    let w: pagebench::config::workload::Workload = "page10s4".parse().unwrap();
+    pagebench::config::workload::ensure(&root, &w, 1, Default::default()).unwrap();
     let dir = root.join("page10s4");
     let median_connections = |mode: &str| {
         let (runs, _) = replay_with(&dir, "h2", 3, &["--origin-addresses", mode]);

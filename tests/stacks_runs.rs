@@ -9,16 +9,16 @@ mod runs_support;
 use std::path::Path;
 use std::time::Duration;
 
-use pagebench::diagnose::{self, FindingKind};
-use pagebench::identity::ServerId;
-use pagebench::profile::Profile;
-use pagebench::protocol::{H3Mode, Protocol, Variant};
-use pagebench::record::RunRecord;
-use pagebench::runner::{run_counted, RunSpec};
-use pagebench::server::{ServerKnobs, Transport};
-use pagebench::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::validate::Outcome;
-use pagebench::workload::{self, Workload};
+use pagebench::config::identity::ServerId;
+use pagebench::config::profile::Profile;
+use pagebench::config::protocol::{H3Mode, Protocol, Variant};
+use pagebench::config::workload::{self, Workload};
+use pagebench::origin::server::{ServerKnobs, Transport};
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::runner::{run_counted, RunSpec};
+use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::probe::validate::Outcome;
+use pagebench::proof::diagnose::{self, FindingKind};
 use runs_support::{matrix, profile};
 
 /// A temporary directory removed on drop (also when the test panics).

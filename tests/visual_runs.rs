@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagebench::record::RunRecord;
-use pagebench::site::{self, Builder, Entry, Source, Timings};
+use pagebench::config::site::{self, Builder, Entry, Source, Timings};
+use pagebench::probe::record::RunRecord;
 
 const PAGE_URL: &str = "https://calibration.pagebench.test/";
 /// When the blocks are scheduled, ms after navigation start.
@@ -139,7 +139,9 @@ fn speed_index_of_the_calibration_page_is_the_analytic_one_and_the_report_shows_
     ]));
     let measured: Vec<RunRecord> = records(&out)
         .into_iter()
-        .filter(|r| r.phase == pagebench::identity::Phase::Measure && r.outcome.name() == "valid")
+        .filter(|r| {
+            r.phase == pagebench::config::identity::Phase::Measure && r.outcome.name() == "valid"
+        })
         .collect();
     assert!(
         measured.len() >= 3,

@@ -4,7 +4,7 @@
 
 use super::doc::{Cell, CellClass, Table};
 use super::model::ReportData;
-use crate::results::summary::{widest_ci_pct, CellComparison, SeriesStats};
+use crate::proof::results::summary::{widest_ci_pct, CellComparison, SeriesStats};
 
 /// The table, when the matrix ran with `--runs auto`.
 pub fn table(data: &ReportData) -> Option<Table> {
@@ -25,7 +25,7 @@ pub fn table(data: &ReportData) -> Option<Table> {
             .iter()
             .filter(|c| c.profile == cell.profile && c.workload == cell.workload)
             .collect();
-        let summaries: Vec<&crate::stats::SeriesSummary> =
+        let summaries: Vec<&crate::support::stats::SeriesSummary> =
             series.iter().map(|x| &x.completion).collect();
         let widest = widest_ci_pct(&comparisons, &summaries);
         let rounds = series.iter().map(|x| x.counted_runs()).max().unwrap_or(0);

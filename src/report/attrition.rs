@@ -4,7 +4,7 @@
 
 use super::doc::{Block, Cell, CellClass, Document, Table};
 use super::model::{fmt_p, ReportData};
-use crate::results::attrition::words;
+use crate::proof::results::attrition::words;
 
 /// `3 of 13 rejected · 1 fell back` for one series (empty cell without one).
 fn series_cell(data: &ReportData, profile: &str, workload: &str, key: &SeriesRef) -> Cell {
@@ -31,8 +31,8 @@ fn series_cell(data: &ReportData, profile: &str, workload: &str, key: &SeriesRef
 }
 
 struct SeriesRef<'a> {
-    setup: &'a crate::identity::Setup,
-    variant: crate::protocol::Variant,
+    setup: &'a crate::config::identity::Setup,
+    variant: crate::config::protocol::Variant,
 }
 
 /// Attempts per series: one row per cell and setup, one column per protocol.
@@ -144,7 +144,7 @@ fn marked(data: &ReportData) -> Vec<String> {
 }
 
 /// `, p = 0.012` (empty without a test).
-fn p_text(x: &crate::stats::Comparison) -> String {
+fn p_text(x: &crate::support::stats::Comparison) -> String {
     x.p_holm
         .map(|p| format!(", p = {}", fmt_p(p)))
         .unwrap_or_default()

@@ -1,7 +1,7 @@
 //! Assembling the report document (pure): header, how to read, warnings, the study's tables,
 //! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
 
-use crate::protocol::Variant;
+use crate::config::protocol::Variant;
 use serde_json::Value;
 
 use super::chart_data::{Chart, ChartData};
@@ -93,8 +93,8 @@ fn machine_lines(data: &ReportData) -> Vec<(String, String)> {
     ));
     for b in &data.browsers {
         let version = match b {
-            crate::identity::BrowserId::Chromium => mc.chromium.clone(),
-            crate::identity::BrowserId::Firefox => mc
+            crate::config::identity::BrowserId::Chromium => mc.chromium.clone(),
+            crate::config::identity::BrowserId::Firefox => mc
                 .firefox
                 .as_ref()
                 .map_or_else(|| "Firefox".to_string(), |v| format!("Firefox {v}")),
@@ -166,7 +166,9 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
 
 /// How HTTP/3 was reached, per variant and engine.
 fn h3_mode(data: &ReportData) -> String {
-    let firefox = data.browsers.contains(&crate::identity::BrowserId::Firefox);
+    let firefox = data
+        .browsers
+        .contains(&crate::config::identity::BrowserId::Firefox);
     let mut h3 = Vec::new();
     if data.has_variant(Variant::H3) {
         h3.push(
@@ -356,7 +358,7 @@ pub fn document(
     title: &str,
     charts: &[PlacedChart],
     warnings: &[String],
-    diagnosis: Option<&crate::diagnose::Diagnosis>,
+    diagnosis: Option<&crate::proof::diagnose::Diagnosis>,
 ) -> (Document, Vec<Table>) {
     let mut doc = Document {
         title: title.to_string(),
@@ -418,7 +420,7 @@ fn tables_section(
 /// Per workload and setup, the tables `make` gives.
 fn per_workload_and_setup(
     data: &ReportData,
-    make: impl Fn(&str, &crate::identity::Setup) -> Option<Table>,
+    make: impl Fn(&str, &crate::config::identity::Setup) -> Option<Table>,
 ) -> Vec<Table> {
     data.workloads
         .iter()
@@ -446,7 +448,7 @@ fn opening(data: &ReportData) -> String {
         format!(
             " ({without} of the valid runs have no {}: they are left out of the medians and \
 comparisons, counted per series under \"Invalid and unfinished runs\")",
-            crate::results::summary::metric_word(&s.metric)
+            crate::proof::results::summary::metric_word(&s.metric)
         )
     } else {
         String::new()
@@ -554,7 +556,7 @@ fn measured_sections(
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for setup in &data.setups {
-            for metric in [Some(&crate::registry::QUEUEING_MEDIAN_MS), None] {
+            for metric in [Some(&crate::probe::registry::QUEUEING_MEDIAN_MS), None] {
                 push_tables(
                     doc,
                     tables,
@@ -635,7 +637,7 @@ fn comparison_sections(doc: &mut Document, tables: &mut Vec<Table>, data: &Repor
     tables_section(doc, tables, engines_heading, Some(ENGINES_INTRO), engines);
 }
 
-fn diagnostics(doc: &mut Document, d: &crate::diagnose::Diagnosis) {
+fn diagnostics(doc: &mut Document, d: &crate::proof::diagnose::Diagnosis) {
     doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");
     doc.para(
         "For each download/upload series: goodput × RTT is the window that was effectively in \

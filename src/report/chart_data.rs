@@ -1,8 +1,8 @@
 //! What each chart shows (pure): the numbers handed to the renderer, kept apart from drawing so
 //! tests can check a chart's data points against the results directory.
 
-use crate::identity::Setup;
-use crate::protocol::Variant;
+use crate::config::identity::Setup;
+use crate::config::protocol::Variant;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -11,9 +11,9 @@ use super::model::{
     finite_ci, headline_label, ratio_text, workload_title, ReportData, VerdictClass,
 };
 use super::tables::sweep_workloads;
-use crate::metrics::{onwire_timeline, ResourceMetrics};
-use crate::stats::Censored;
-use crate::visual::Rgb;
+use crate::probe::metrics::{onwire_timeline, ResourceMetrics};
+use crate::probe::visual::Rgb;
+use crate::support::stats::Censored;
 
 /// Width of every chart, px.
 pub const WIDTH: u32 = 1200;
@@ -674,7 +674,9 @@ pub fn sweep(data: &ReportData, setup: &Setup) -> Option<Chart> {
                             if s.completion.median_is_dnf() {
                                 return None;
                             }
-                            let b = s.breakdown.get(crate::registry::QUEUEING_MEDIAN_MS.name)?;
+                            let b = s
+                                .breakdown
+                                .get(crate::probe::registry::QUEUEING_MEDIAN_MS.name)?;
                             Some(SweepPoint {
                                 files: *files,
                                 median: b.median?.ms()?,

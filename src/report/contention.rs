@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::doc::{Block, Cell, Document, Table};
 use super::model::ReportData;
-use crate::registry::{self, Scope};
-use crate::results::summary::SeriesStats;
+use crate::probe::registry::{self, Scope};
+use crate::proof::results::summary::SeriesStats;
 
 /// The section.
 pub fn section(doc: &mut Document, data: &ReportData, tables: &mut Vec<Table>) {
@@ -65,8 +65,8 @@ fn disturbed(data: &ReportData) -> Option<String> {
         .collect();
     Some(format!(
         "{disturbed} of {attempts} measured attempts met a busy machine — other processes used more than {:.0} % of its CPU time during the load, or the hypervisor stole more than {:.0} % ({}); {disturbed_rejected} of the {rejected} rejected attempts were among them.",
-        crate::contention::DISTURBED_OTHERS_PCT,
-        crate::contention::DISTURBED_STEAL_PCT,
+        crate::support::contention::DISTURBED_OTHERS_PCT,
+        crate::support::contention::DISTURBED_STEAL_PCT,
         per.join(", ")
     ))
 }

@@ -27,7 +27,7 @@ fn ensure_font() -> Result<()> {
             .all(|s| register_font(FAMILY, s, FONT_TTF).is_ok())
     });
     if !ok || !glyph::font_ok() {
-        bail!("the bundled chart font (src/assets/DejaVuSans-subset.ttf) is not a valid TrueType font");
+        bail!("the bundled chart font (src/support/assets/DejaVuSans-subset.ttf) is not a valid TrueType font");
     }
     Ok(())
 }

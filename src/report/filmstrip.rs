@@ -11,7 +11,7 @@ use super::chart_data::{
     Filmstrip,
 };
 use super::model::{workload_title, ReportData};
-use crate::visual::{self, Rgb, VisualEvidence};
+use crate::probe::visual::{self, Rgb, VisualEvidence};
 
 /// A median run's screencast as the report read it: its evidence, its frames shrunk to
 /// [`THUMB`], and its loadEventEnd.
@@ -27,7 +27,7 @@ pub fn progress_chart(
     data: &ReportData,
     frames: &BTreeMap<String, RunFrames>,
     workload: &str,
-    setup: &crate::identity::Setup,
+    setup: &crate::config::identity::Setup,
 ) -> Option<Chart> {
     let panels: Vec<CdfPanel> = data
         .profiles_in(workload, setup)
@@ -281,7 +281,7 @@ names its Speed Index (SI), Visually Complete (VC) and loadEventEnd.",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::visual::{FrameRef, VisualMetrics};
+    use crate::probe::visual::{FrameRef, VisualMetrics};
 
     fn evidence(times: &[f64], vc: f64) -> VisualEvidence {
         VisualEvidence {

@@ -13,9 +13,9 @@ use plotters_backend::{
     FontStyle,
 };
 
-/// The bundled font (ASCII, Latin-1 and a few symbols: – — − ≤ ≥ → … ↑ ↓ Δ μ ≈ •): drawn
-/// here, registered with plotters by `draw`, embedded in the HTML report.
-pub const FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
+/// The bundled font: drawn here, registered with plotters by `draw`, embedded in the HTML
+/// report.
+pub use crate::support::font::FONT_TTF;
 
 fn font() -> Option<&'static FontRef<'static>> {
     static FONT: OnceLock<Option<FontRef<'static>>> = OnceLock::new();

@@ -7,6 +7,7 @@ pub mod adaptive;
 pub mod attrition;
 pub mod build;
 pub mod chart_data;
+pub mod compare;
 pub mod contention;
 pub mod doc;
 pub mod draw;
@@ -24,11 +25,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::atomic;
-use crate::identity::ServerId;
-use crate::metrics::ResourceMetrics;
-use crate::results::store::{self, read_meta, read_record};
-use crate::results::summary::{self, Summary};
+use crate::config::identity::ServerId;
+use crate::probe::metrics::ResourceMetrics;
+use crate::proof::results::store::{self, read_meta, read_record};
+use crate::proof::results::summary::{self, Summary};
+use crate::support::atomic;
 
 pub use chart_data::Chart;
 pub use doc::Table;
@@ -87,7 +88,7 @@ pub fn load_summary(
     let n = summary::final_attempts(&rows).len();
     if rows
         .iter()
-        .all(|r| r.phase != crate::identity::Phase::Measure)
+        .all(|r| r.phase != crate::config::identity::Phase::Measure)
     {
         anyhow::bail!(
             "{} has no measured runs yet: nothing to report (run or resume the matrix first)",
@@ -126,8 +127,8 @@ fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
 fn read_thumbnails(
     dir: &Path,
     id: &str,
-    evidence: &crate::visual::VisualEvidence,
-) -> Result<Vec<crate::visual::Rgb>> {
+    evidence: &crate::probe::visual::VisualEvidence,
+) -> Result<Vec<crate::probe::visual::Rgb>> {
     let (w, h) = filmstrip::THUMB;
     evidence
         .frames
@@ -136,9 +137,9 @@ fn read_thumbnails(
             let path = dir.join(store::FRAMES_DIR).join(id).join(&f.file);
             let jpeg =
                 std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let frame = crate::visual::decode_jpeg(&jpeg)
+            let frame = crate::probe::visual::decode_jpeg(&jpeg)
                 .with_context(|| format!("{} is not a readable JPEG", path.display()))?;
-            crate::visual::thumbnail(&frame, w, h)
+            crate::probe::visual::thumbnail(&frame, w, h)
         })
         .collect()
 }
@@ -148,13 +149,13 @@ fn read_thumbnails(
 /// `fcp`, `lcp`, `speed-index` (runs made with --visual). A new headline is one flag in the
 /// registry.
 #[derive(Debug, Clone, Copy)]
-pub struct HeadlineMetric(&'static crate::registry::Metric);
+pub struct HeadlineMetric(&'static crate::probe::registry::Metric);
 
 impl HeadlineMetric {
     /// The study's: each run's completion.
-    pub const LOAD: HeadlineMetric = HeadlineMetric(&crate::registry::COMPLETION_MS);
+    pub const LOAD: HeadlineMetric = HeadlineMetric(&crate::probe::registry::COMPLETION_MS);
 
-    pub fn metric(self) -> &'static crate::registry::Metric {
+    pub fn metric(self) -> &'static crate::probe::registry::Metric {
         self.0
     }
 
@@ -172,7 +173,7 @@ impl HeadlineMetric {
 
     /// Every metric the registry allows as a headline.
     pub fn all() -> impl Iterator<Item = HeadlineMetric> {
-        crate::registry::ALL
+        crate::probe::registry::ALL
             .iter()
             .filter(|m| m.headline)
             .map(|m| HeadlineMetric(m))
@@ -265,7 +266,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
         .unwrap_or_else(|| dir.display().to_string());
     let title = format!("pagebench report — {name}");
-    let diagnosis = match crate::diagnose::analyze(dir) {
+    let diagnosis = match crate::proof::diagnose::analyze(dir) {
         Ok(d) => Some(d),
         Err(e) => {
             warnings.push(format!("the diagnostics could not be computed: {e:#}"));
@@ -304,7 +305,7 @@ fn headline_summary(
             dir.join(store::RUNS_CSV).display(),
             metric.label,
             metric.name,
-            if headline.metric().name == crate::registry::SPEED_INDEX_MS.name {
+            if headline.metric().name == crate::probe::registry::SPEED_INDEX_MS.name {
                 ": Speed Index needs runs made with --visual"
             } else {
                 ""

@@ -2,13 +2,15 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
-use crate::identity::{BrowserId, ServerId, Setup, View};
-use crate::protocol::Variant;
-use crate::results::attrition::Attrition;
-use crate::results::store::Meta;
-use crate::results::summary::{CellComparison, SeriesStats, Summary};
-use crate::stats::{Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict};
-use crate::workload::{Workload, WorkloadKind};
+use crate::config::identity::{BrowserId, ServerId, Setup, View};
+use crate::config::protocol::Variant;
+use crate::config::workload::{Workload, WorkloadKind};
+use crate::proof::results::attrition::Attrition;
+use crate::proof::results::store::Meta;
+use crate::proof::results::summary::{CellComparison, SeriesStats, Summary};
+use crate::support::stats::{
+    Censored, RatioBound, SeriesSummary, Side, UndeterminedReason, Verdict,
+};
 
 /// The inputs of one report with their presentation order.
 #[derive(Debug, Clone)]
@@ -251,8 +253,8 @@ pub fn workload_kind(name: &str) -> Option<WorkloadKind> {
 /// registry name: a paint metric after `report --metric`), or for the default (`completion_ms`)
 /// the workload's own completion.
 pub fn headline_label(metric: &str, workload: &str) -> &'static str {
-    if metric != crate::registry::COMPLETION_MS.name {
-        if let Some(m) = crate::registry::by_name(metric) {
+    if metric != crate::probe::registry::COMPLETION_MS.name {
+        if let Some(m) = crate::probe::registry::by_name(metric) {
             return m.label;
         }
     }
@@ -372,7 +374,7 @@ pub fn finite_ci(s: &SeriesSummary) -> Option<(f64, f64)> {
 
 /// A ratio of medians as printed in tables and charts (see `summary::fmt_ratio`).
 pub fn ratio_text(ratio: f64, bound: RatioBound) -> String {
-    crate::results::summary::fmt_ratio(ratio, bound)
+    crate::proof::results::summary::fmt_ratio(ratio, bound)
 }
 
 /// The verdict of a comparison as a class (for colours) and a mark.
@@ -468,7 +470,7 @@ pub fn comparison_text(c: &CellComparison) -> String {
     if c.attrition.as_ref().is_some_and(|a| !a.marks.is_empty()) {
         text.push_str(" †");
     }
-    if let Some(f) = crate::results::attrition::words::failures(c) {
+    if let Some(f) = crate::proof::results::attrition::words::failures(c) {
         text.push_str(&format!(" · {f}"));
     }
     text
@@ -494,7 +496,7 @@ pub fn invert(c: &CellComparison) -> CellComparison {
 }
 
 /// A p-value in three significant figures, or `<0.001`.
-pub use crate::results::summary::fmt_p;
+pub use crate::proof::results::summary::fmt_p;
 
 #[cfg(test)]
 mod tests {

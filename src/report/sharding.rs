@@ -12,14 +12,14 @@ use anyhow::{Context, Result};
 use super::doc::{Cell, CellClass, Table};
 use super::model::{fmt_p, ratio_text, ReportData, VerdictClass};
 use super::tables::series_cell;
-use crate::identity::Setup;
-use crate::protocol::Variant;
-use crate::results::summary::SeriesStats;
-use crate::stats::{
+use crate::config::identity::Setup;
+use crate::config::protocol::Variant;
+use crate::config::workload::Workload;
+use crate::proof::results::summary::SeriesStats;
+use crate::support::stats::{
     apply_holm, compare, derive_seed, BootstrapConfig, CompareConfig, Comparison, RatioBound,
     SeriesInput, UndeterminedReason, Verdict,
 };
-use crate::workload::Workload;
 
 /// A page and the sharded versions of it the matrix measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -431,15 +431,15 @@ faster (Mann-Whitney U, Holm over this section's {} comparisons).",
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::plan::PlanSpec;
-    use crate::results::store::Meta;
-    use crate::results::summary::{summarize_runs, RunRow};
-    use crate::validate::Outcome;
+    use crate::config::plan::PlanSpec;
+    use crate::probe::validate::Outcome;
+    use crate::proof::results::store::Meta;
+    use crate::proof::results::summary::{summarize_runs, RunRow};
 
     pub(crate) fn row(profile: &str, workload: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("{profile}-{workload}-r{round:02}-embedded-{variant}");
         RunRow::measured(&id, profile, workload, "embedded", variant, round)
-            .with_value(&crate::registry::COMPLETION_MS, Some(ms))
+            .with_value(&crate::probe::registry::COMPLETION_MS, Some(ms))
     }
 
     pub(crate) fn data(rows: &[RunRow], workloads: &[&str]) -> ReportData {
@@ -448,9 +448,9 @@ pub(crate) mod tests {
             PlanSpec {
                 profiles: vec!["wired".into(), "lossy".into()],
                 workloads: workloads.iter().map(|w| w.to_string()).collect(),
-                servers: vec![crate::identity::ServerId::new("embedded")],
-                browsers: vec![crate::identity::BrowserId::Chromium],
-                views: vec![crate::identity::View::First],
+                servers: vec![crate::config::identity::ServerId::new("embedded")],
+                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                views: vec![crate::config::identity::View::First],
                 variants: ["h1", "h2"].iter().map(|v| v.parse().unwrap()).collect(),
                 runs: 12,
                 warmup: 0,
@@ -574,19 +574,19 @@ pub(crate) mod tests {
         // A DNF and an invalid run: the rebuilt input must give the summary's own p-value.
         let mut rows = rows();
         rows[0].outcome = Outcome::Dnf;
-        rows[0].set(&crate::registry::COMPLETION_MS, None);
+        rows[0].set(&crate::probe::registry::COMPLETION_MS, None);
         rows[1].outcome = Outcome::Invalid;
         let d = data(&rows, &["page50", "page50s2", "page50s4"]);
         let theirs = d
             .comparison(
                 "wired",
                 "page50",
-                &Setup::new("embedded", crate::identity::BrowserId::Chromium),
+                &Setup::new("embedded", crate::config::identity::BrowserId::Chromium),
                 Variant::H2,
                 Variant::H1,
             )
             .unwrap();
-        let server = Setup::new("embedded", crate::identity::BrowserId::Chromium);
+        let server = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
         let a = d.series("wired", "page50", &server, Variant::H2).unwrap();
         let b = d.series("wired", "page50", &server, Variant::H1).unwrap();
         assert_eq!(b.completion.n_dnf, 1);
@@ -632,8 +632,8 @@ pub(crate) mod tests {
     fn summary_files_and_charts_take_sharded_names() {
         let d = data(&rows(), &["page50", "page50s2", "page50s4"]);
         let dir = tempfile::tempdir().unwrap();
-        crate::results::summary::write(dir.path(), &d.summary).unwrap();
-        let back = crate::results::summary::read(dir.path()).unwrap();
+        crate::proof::results::summary::write(dir.path(), &d.summary).unwrap();
+        let back = crate::proof::results::summary::read(dir.path()).unwrap();
         assert!(back.series.iter().any(|s| s.key.workload == "page50s4"));
         let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
         assert!(csv.contains(",page50s2,"), "{csv}");

@@ -4,8 +4,8 @@
 
 use super::doc::{Cell, Table};
 use super::model::ReportData;
-use crate::site::origins::AddressMode;
-use crate::site::replay::ThinkTime;
+use crate::config::site::origins::AddressMode;
+use crate::config::site::replay::ThinkTime;
 
 fn fmt_kb(b: u64) -> String {
     format!("{:.1} KB", b as f64 / 1000.0)
@@ -20,7 +20,7 @@ pub fn recorded_sites(data: &ReportData) -> Vec<String> {
             data.meta.sites.contains_key(*w)
                 && !matches!(
                     super::model::workload_kind(w),
-                    Some(crate::workload::WorkloadKind::Sharded { .. })
+                    Some(crate::config::workload::WorkloadKind::Sharded { .. })
                 )
         })
         .cloned()
@@ -103,8 +103,8 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::workload::site::{SiteOptions, SiteOrigin, SitePlan};
     use crate::report::sharding::tests::{data, row};
-    use crate::workload::site::{SiteOptions, SiteOrigin, SitePlan};
 
     #[test]
     fn every_origin_of_a_replayed_site_is_listed_with_the_runs_that_counted() {

@@ -8,11 +8,11 @@ use super::model::{
     NumFormat, ReportData, VerdictClass,
 };
 use super::study::{study_ratio, study_value, StudyValue};
-use crate::identity::Setup;
-use crate::protocol::Variant;
-use crate::registry::{self, Metric, Precision, Scope};
-use crate::results::summary::{metric_word, SeriesStats};
-use crate::workload::WorkloadKind;
+use crate::config::identity::Setup;
+use crate::config::protocol::Variant;
+use crate::config::workload::WorkloadKind;
+use crate::probe::registry::{self, Metric, Precision, Scope};
+use crate::proof::results::summary::{metric_word, SeriesStats};
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
 pub const PAIRS: [(Variant, Variant); 6] = [
@@ -124,7 +124,7 @@ pub fn comparison_cell(
     }
 }
 
-fn verdict_cell_class(v: &crate::stats::Verdict) -> CellClass {
+fn verdict_cell_class(v: &crate::support::stats::Verdict) -> CellClass {
     match VerdictClass::of(v) {
         VerdictClass::Faster => CellClass::Faster,
         VerdictClass::Slower => CellClass::Slower,
@@ -590,7 +590,7 @@ fn spread_cell(s: &SeriesStats, metric: &Metric) -> Cell {
     let Some(b) = s.breakdown.get(metric.name) else {
         return Cell::missing();
     };
-    let ms = |c: Option<crate::stats::Censored>| c.and_then(|c| c.ms());
+    let ms = |c: Option<crate::support::stats::Censored>| c.and_then(|c| c.ms());
     match (ms(b.median), ms(b.min), ms(b.max)) {
         (Some(m), Some(lo), Some(hi)) => Cell::text(format!("{m:.2} [{lo:.2}–{hi:.2}]")),
         _ => Cell::missing(),
@@ -600,9 +600,9 @@ fn spread_cell(s: &SeriesStats, metric: &Metric) -> Cell {
 /// The mean capacity of a profile's traces, "down / up" Mbit/s (None: no trace or unreadable).
 fn trace_means(data: &ReportData, profile: &str) -> Option<String> {
     let p = data.meta.profiles.iter().find(|q| q.name == profile)?;
-    let mean = |t: &Option<crate::profile::TraceFile>| {
+    let mean = |t: &Option<crate::config::profile::TraceFile>| {
         let mut t = t.clone()?;
-        t.resolve(crate::profile::TraceBase::BuiltIn).ok()?;
+        t.resolve(crate::config::profile::TraceBase::BuiltIn).ok()?;
         t.trace().map(|t| format!("{:.2}", t.mean_rate_bps() / 1e6))
     };
     let (down, up) = (mean(&p.down_trace), mean(&p.up_trace));
@@ -749,7 +749,7 @@ handshake round trips.";
 /// First visit against repeat view on one workload, per profile and protocol (one table per
 /// server and browser that has both).
 pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> {
-    use crate::identity::View;
+    use crate::config::identity::View;
     if first.view != View::First {
         return None;
     }
@@ -1090,7 +1090,7 @@ pub fn engines(data: &ReportData) -> Vec<Table> {
             if data.servers.len() > 1 {
                 on.push(format!("server {server}"));
             }
-            if data.views.len() > 1 || *view != crate::identity::View::First {
+            if data.views.len() > 1 || *view != crate::config::identity::View::First {
                 on.push(format!("{view} view"));
             }
             let (on, on_id) = if on.is_empty() {
@@ -1117,7 +1117,10 @@ pub fn engines(data: &ReportData) -> Vec<Table> {
 /// Every (view, browser) of the matrix, views first.
 fn views_and_browsers(
     data: &ReportData,
-) -> Vec<(crate::identity::View, crate::identity::BrowserId)> {
+) -> Vec<(
+    crate::config::identity::View,
+    crate::config::identity::BrowserId,
+)> {
     data.views
         .iter()
         .flat_map(|v| data.browsers.iter().map(move |b| (*v, *b)))
@@ -1312,34 +1315,34 @@ fn transfer_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PlanSpec;
-    use crate::protocol::Variant;
-    use crate::results::store::Meta;
-    use crate::results::summary::{summarize_runs_on, RunRow};
+    use crate::config::plan::PlanSpec;
+    use crate::config::protocol::Variant;
+    use crate::proof::results::store::Meta;
+    use crate::proof::results::summary::{summarize_runs_on, RunRow};
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
         RunRow::measured(&id, "wired", workload, server, variant, round)
-            .with_value(&crate::registry::COMPLETION_MS, Some(ms))
-            .with_value(&crate::registry::QUEUEING_MEDIAN_MS, Some(1.0))
-            .with_value(&crate::registry::QUEUEING_P95_MS, Some(2.0))
-            .with_value(&crate::registry::TTFB_MEDIAN_MS, Some(40.0))
-            .with_value(&crate::registry::CONNECT_MS, Some(80.0))
-            .with_value(&crate::registry::HANDSHAKE_RTTS, Some(2.0))
-            .with_value(&crate::registry::ONWIRE_MID, Some(1.0))
-            .with_value(&crate::registry::ONWIRE_PEAK, Some(1.0))
+            .with_value(&crate::probe::registry::COMPLETION_MS, Some(ms))
+            .with_value(&crate::probe::registry::QUEUEING_MEDIAN_MS, Some(1.0))
+            .with_value(&crate::probe::registry::QUEUEING_P95_MS, Some(2.0))
+            .with_value(&crate::probe::registry::TTFB_MEDIAN_MS, Some(40.0))
+            .with_value(&crate::probe::registry::CONNECT_MS, Some(80.0))
+            .with_value(&crate::probe::registry::HANDSHAKE_RTTS, Some(2.0))
+            .with_value(&crate::probe::registry::ONWIRE_MID, Some(1.0))
+            .with_value(&crate::probe::registry::ONWIRE_PEAK, Some(1.0))
             .with_value(
-                &crate::registry::GOODPUT_MBIT,
+                &crate::probe::registry::GOODPUT_MBIT,
                 Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
             )
-            .with_value(&crate::registry::MODEL_RTT_MS, Some(40.0))
-            .with_value(&crate::registry::ACHIEVED_RTT_MS, Some(40.1))
-            .with_value(&crate::registry::OFFERED_RTT_MS, Some(40.0))
-            .with_value(&crate::registry::STEAL_MS, Some(0.0))
+            .with_value(&crate::probe::registry::MODEL_RTT_MS, Some(40.0))
+            .with_value(&crate::probe::registry::ACHIEVED_RTT_MS, Some(40.1))
+            .with_value(&crate::probe::registry::OFFERED_RTT_MS, Some(40.0))
+            .with_value(&crate::probe::registry::STEAL_MS, Some(0.0))
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        data_on(&crate::registry::COMPLETION_MS, rows, servers)
+        data_on(&crate::probe::registry::COMPLETION_MS, rows, servers)
     }
 
     /// The report data of `rows` deciding on `headline` (`report --metric`).
@@ -1351,10 +1354,10 @@ mod tests {
                 workloads: vec!["upload".into()],
                 servers: servers
                     .iter()
-                    .map(|s| crate::identity::ServerId::new(*s))
+                    .map(|s| crate::config::identity::ServerId::new(*s))
                     .collect(),
-                browsers: vec![crate::identity::BrowserId::Chromium],
-                views: vec![crate::identity::View::First],
+                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                views: vec![crate::config::identity::View::First],
                 variants: ["h2", "h3"]
                     .iter()
                     .map(|v| v.parse::<Variant>().unwrap())
@@ -1378,7 +1381,7 @@ mod tests {
             rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
         }
         let d = data(&rows, &["embedded"]);
-        let embedded = Setup::new("embedded", crate::identity::BrowserId::Chromium);
+        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
         let t = uploads(&d, &embedded);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].id, "upload-upload");
@@ -1399,7 +1402,7 @@ mod tests {
 
     #[test]
     fn valid_runs_without_the_headline_are_shown_per_series() {
-        use crate::registry::LCP_MS;
+        use crate::probe::registry::LCP_MS;
         let mut rows = Vec::new();
         for r in 1..=10 {
             let h2 = row("page10", "embedded", "h2", r, 500.0 + r as f64);
@@ -1413,7 +1416,7 @@ mod tests {
             problem_runs(&d),
             ["`wired/page10/embedded/h3`: 3 of 10 valid runs have no LCP: left out of its median and comparisons, which use the other 7"]
         );
-        let embedded = Setup::new("embedded", crate::identity::BrowserId::Chromium);
+        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
         let t = all_series(&d, "page10", &embedded).unwrap();
         let h3 = t.get(&["wired"], "h3 (ms)").unwrap();
         assert!(

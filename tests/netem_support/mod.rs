@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pagebench::netem::{cleanup, netns_dir, Link};
-use pagebench::profile::{self, Profile};
+use pagebench::config::profile::{self, Profile};
+use pagebench::link::netem::{cleanup, netns_dir, Link};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

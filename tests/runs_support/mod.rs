@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagebench::profile::{self, Profile};
+use pagebench::config::profile::{self, Profile};
 
 /// The checkout's profile `name`.
 pub fn profile(name: &str) -> Profile {

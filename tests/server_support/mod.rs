@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use pagebench::server::{Certificate, EmbeddedServer, RequestRecord, ServerConfig, ServerKnobs};
-use pagebench::workload::{self, Manifest};
+use pagebench::config::workload::{self, Manifest};
+use pagebench::origin::server::{
+    Certificate, EmbeddedServer, RequestRecord, ServerConfig, ServerKnobs,
+};
 
 pub struct Pages {
     pub dir: tempfile::TempDir,

@@ -1,0 +1,1729 @@
+//! The command line: one subcommand per job, each a thin shell over the library that composes
+//! the layers below (a matrix or a merge, then the diagnosis and the report); [`matrix`] runs a
+//! plan.
+
+pub mod matrix;
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::origin::server::{self, Certificate, EmbeddedServer, ServerConfig, ServerKnobs};
+use crate::{
+    config::locations, config::profile, config::workload, report, support::signals, NotBuilt,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "pagebench",
+    version,
+    about = "Is HTTP/1.1, HTTP/2 or HTTP/3 faster for this page on this network — and why?",
+    long_about = "Loads generated pages in real headless Chromium, forced onto h1, h2 or h3 and verified \
+on every resource, through a userspace packet-level link emulator between two network namespaces, \
+from a server that speaks all three protocols on one port; then says which differences are real."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// (Re)generate the workloads (pages/ in a checkout, else the cache directory) and list them.
+    Pages(PagesArgs),
+    /// List the network profiles.
+    Profiles(ProfilesArgs),
+    /// Run the study matrix: profiles × workloads × protocols, interleaved and resumable.
+    Matrix(MatrixArgs),
+    /// One or more page loads of one protocol, workload and profile.
+    Run(RunArgs),
+    /// Serve the workloads over h1/h2 (TCP) and h3 (QUIC) on one port.
+    Serve(ServeArgs),
+    /// Build the emulated link, run a server command and a client command through it.
+    Shell(ShellArgs),
+    /// Remove namespaces and TUN devices left behind by dead pagebench processes.
+    Cleanup,
+    /// Benchmarks (emulator precision and rate, server throughput).
+    Bench(BenchArgs),
+    /// Turn a results directory into tables, charts and an HTML page.
+    Report(ReportArgs),
+    /// Explain slow transfers in a results directory (windows, buffers, losses).
+    Diagnose(DiagnoseArgs),
+    /// Turn a HAR with content (DevTools "Save all as HAR with content", or `run --har`) into a
+    /// site archive: every response with its body as it went over the wire.
+    Import(ImportArgs),
+    /// Load a real site in Chromium (as a normal browser: no protocol forced) and keep every
+    /// response as a site archive. Chromium runs where pagebench runs: the one command that
+    /// reaches beyond the emulated link.
+    Record(RecordArgs),
+    /// Join the shards of one matrix (`matrix --shard K/N`, run on N machines) into one results
+    /// directory, with the statistics, the diagnosis and the report as if run on one machine.
+    Merge(MergeArgs),
+    /// Compare two results directories of the same cells (e.g. before and after a server
+    /// change) series by series: ratio with CI, Hodges–Lehmann shift, Mann-Whitney, Holm,
+    /// failure and rejection rates, a report page; with --fail-if-slower a gate for CI (exit 3:
+    /// slower or failing more often, exit 4: a series of BASE could not be judged).
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The merged results directory to write (new, or empty).
+    pub out: PathBuf,
+    /// The shard directories (`matrix --shard K/N --out DIR`), in any order.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Merge shards whose machines differ (CPU, cores, kernel, browser versions, pagebench
+    /// build); the report lists each shard's machine and calibration.
+    #[arg(long)]
+    pub allow_mixed_machines: bool,
+    /// Merge even when shards are missing or unfinished (the merged directory says it is
+    /// incomplete).
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// Skip the report (`pagebench report OUT` makes it later).
+    #[arg(long)]
+    pub no_report: bool,
+    /// No terminal summary.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline results directory.
+    pub base: PathBuf,
+    /// The results directory to compare with it.
+    pub new: PathBuf,
+    /// Make the comparison a gate. Exit 3 when a series is slower (its verdict: significant
+    /// after Holm, the ratio's CI above 1) with the lower bound of the ratio NEW/BASE's 95 % CI
+    /// above 1 + PCT/100 (surely slower by more than PCT %), or when its NEW runs failed as
+    /// loads of the protocol significantly more often than BASE's (Fisher, Holm over the
+    /// series). Exit 4 — before 3 — when a series of BASE could not be judged: missing from
+    /// NEW, no valid or DNF counted run in NEW, or undetermined (too few runs); see
+    /// --allow-missing.
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub fail_if_slower: Option<f64>,
+    /// With --fail-if-slower: a series of BASE that could not be judged (missing from NEW, no
+    /// valid or DNF run in NEW, undetermined) is a warning instead of exit 4. A series that
+    /// fails more often still fails the gate.
+    #[arg(long, requires = "fail_if_slower")]
+    pub allow_missing: bool,
+    /// Where compare.md, compare.html, compare.csv and compare.json go [default:
+    /// NEW/compare-<name of BASE>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Chromium runs here, with this machine's network and resolver (or inside `ip netns exec NS pagebench record …`): point it at the site you mean to record. It negotiates h1, h2 or h3 as a user's browser would. --ignore-cert-errors covers TCP (h1, h2) only: QUIC ignores it, so on a self-signed staging site h3 falls back to h2 unless you give the certificate's key with --ignore-cert-spki."
+)]
+pub struct RecordArgs {
+    /// The page to record (http:// or https://).
+    pub url: String,
+    /// The archive directory to write (`site.json` and `bodies/`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// When the page is done: `load` (the load event), `idle` (no request in flight for 500 ms
+    /// after it) or a time after the navigation starts (e.g. `5s`).
+    #[arg(long, default_value = "idle", value_name = "load|idle|DURATION",
+          value_parser = |s: &str| crate::probe::recording::parse_wait(s).map_err(|e| e.to_string()))]
+    pub wait: crate::probe::browser::load::WaitFor,
+    /// Map HOST to IP in Chromium's resolver (repeatable); without any, the system resolver.
+    #[arg(long, value_name = "HOST=IP",
+          value_parser = |s: &str| crate::probe::recording::parse_resolve(s).map_err(|e| format!("{e:#}")))]
+    pub resolve: Vec<(String, IpAddr)>,
+    /// Accept any certificate on TCP (h1, h2); QUIC ignores this (see --ignore-cert-spki).
+    #[arg(long)]
+    pub ignore_cert_errors: bool,
+    /// Accept certificates with this public key (base64 SHA-256 of the SPKI; repeatable), on
+    /// TCP and QUIC alike.
+    #[arg(long, value_name = "BASE64",
+          value_parser = |s: &str| crate::probe::recording::parse_spki(s).map_err(|e| e.to_string()))]
+    pub ignore_cert_spki: Vec<String>,
+    /// Give up on the page after this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The HAR 1.2 file.
+    pub har: PathBuf,
+    /// The archive directory to write (`site.json` and `bodies/`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Refuse a HAR in which a response lacks its body, instead of serving filler bytes of the
+    /// recorded size.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PagesArgs {
+    /// Workloads to generate (default: the standard set). E.g. page10 page50x900 download.
+    pub workloads: Vec<String>,
+    /// Where the workload trees go [default: pages/ in a pagebench checkout, else
+    /// $XDG_CACHE_HOME/pagebench/pages/<seed> (~/.cache/… without it)].
+    #[arg(long, value_name = "DIR")]
+    pub pages: Option<PathBuf>,
+    /// Generation seed (the same seed always gives the same bytes).
+    #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
+    pub pages_seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The results directory (as written by `pagebench matrix`).
+    pub dir: PathBuf,
+    /// What the statistics and the report decide on: `load` (loadEventEnd, the study's; the
+    /// report goes in DIR), `lcp`, `fcp` or `speed-index` (its report goes in DIR/by-<metric>/).
+    #[arg(long, default_value = "load")]
+    pub metric: report::HeadlineMetric,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfilesArgs {
+    /// Which profiles: names, sets (all, extended, every) or TOML paths, comma-separated.
+    #[arg(long, default_value = "every")]
+    pub profiles: String,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
+}
+
+const PROFILES_DIR_HELP: &str = "Directory of profiles that names and sets are looked up in \
+[default: profiles/ in a pagebench checkout, else the built-in profiles]";
+const PAGES_HELP: &str = "Where the workloads are generated [default: pages/ in a pagebench \
+checkout, else $XDG_CACHE_HOME/pagebench/pages/<seed> (~/.cache/… without it)]";
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The workload tree to serve (`pagebench pages` generates it) [default: as for `pages`,
+    /// of seed 1].
+    #[arg(long, value_name = "DIR")]
+    pub pages: Option<PathBuf>,
+    /// Port for TCP (h1, h2) and UDP (h3) alike; 0 picks one free on both.
+    #[arg(long, default_value_t = 8443)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Server knobs from the `[server]` table of a TOML file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub server_config: Option<PathBuf>,
+    /// JSON-lines request log (appended).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Where cert.pem and key.pem are cached (reused while valid, so the SPKI stays stable).
+    #[arg(long, default_value = "results/cert", value_name = "DIR")]
+    pub cert_dir: PathBuf,
+    /// Generate a new certificate for this run (written to --cert-dir, replacing the old one).
+    #[arg(long)]
+    pub fresh_cert: bool,
+    #[command(flatten)]
+    pub knobs: ServerKnobs,
+}
+
+/// Where the servers come from and how they are tuned (shared by `run` and `matrix`).
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Servers under test, comma-separated: embedded (hyper + quinn), caddy (Debian's, quic-go),
+    /// nginx (Debian's, h1/h2 only), quiche and aioquic (h3 from that stack, h1/h2 from the
+    /// embedded server), apache and h2o (Debian's, h1/h2 only). Several are interleaved in one
+    /// plan.
+    #[arg(
+        long,
+        alias = "server",
+        default_value = "embedded",
+        value_name = "LIST"
+    )]
+    pub servers: String,
+    /// Your own server as a command line, run in the server namespace with {port}, {root},
+    /// {cert}, {key}, {log}, {ip} and {work} filled in; added to --servers as `custom`.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
+    /// Format of --server-cmd's access log (caddy-json, nginx-json, combined, pagebench-json):
+    /// its lines become a third viewpoint that checks the protocol and the files of every run.
+    /// Without it the runs are cross-checked by the browser's two viewpoints only, and say so.
+    #[arg(long, value_name = "FORMAT")]
+    pub server_log_format: Option<String>,
+    /// The access log --server-cmd writes, if not the {log} path it was given (placeholders
+    /// such as {work} allowed).
+    #[arg(long, value_name = "FILE")]
+    pub server_log: Option<String>,
+    /// Server knobs from the `[server]` table of a TOML file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub server_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub knobs: ServerKnobs,
+}
+
+impl ServerArgs {
+    /// The knobs to apply: file, then flags; TCP congestion control defaults to cubic (like
+    /// quinn's default QUIC controller) so h2 and h3 differ by protocol, not by controller —
+    /// the system default here is bbr.
+    pub fn knobs(&self) -> Result<ServerKnobs> {
+        let base = match &self.server_config {
+            Some(p) => ServerKnobs::load_toml(p)?,
+            None => ServerKnobs::default(),
+        };
+        Ok(base.overlay(&self.knobs).with_default_tcp_congestion())
+    }
+
+    pub fn servers(&self) -> Result<Vec<crate::probe::testbed::ServerChoice>> {
+        crate::probe::testbed::parse_servers(
+            &self.servers,
+            self.server_cmd.as_deref(),
+            self.server_log_format.as_deref(),
+            self.server_log.as_deref(),
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MatrixArgs {
+    /// Network profiles: `all` (the study's six), `extended`, `every`, names or TOML paths.
+    #[arg(long, default_value = "all")]
+    pub profiles: String,
+    /// Browser protocols: h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed,
+    /// h3-discovered (repeat view), as-recorded (site workloads).
+    #[arg(long, default_value = "h1,h2,h3")]
+    pub protocols: String,
+    /// Workloads: page10, page50, download, upload, pageN, pageNxSIZE, uploadSIZE…
+    #[arg(long, default_value = "page10,page50,download")]
+    pub workloads: String,
+    /// Measured runs per series, or `auto`: per cell, interleaved rounds are added until the
+    /// 95 % CI of every ratio in the cell is within ±--precision (from --min-runs to --max-runs).
+    #[arg(long, default_value = "10", value_name = "N|auto", value_parser = parse_runs)]
+    pub runs: RunsArg,
+    /// With --runs auto: rounds every cell runs before its precision is judged.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub min_runs: u32,
+    /// With --runs auto: the most rounds a cell runs, precise or not.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub max_runs: u32,
+    /// With --runs auto: the half-width, in percent of the ratio, that the 95 % CI of every
+    /// ratio in a cell must be within for the cell to stop.
+    #[arg(long, default_value = "5", value_name = "PCT", value_parser = parse_pct)]
+    pub precision: f64,
+    /// Run only part K of N of the plan's cells (profile × workload, never split), for one of N
+    /// machines; `pagebench merge` joins the N results directories. A shard also records the
+    /// machine's fingerprint and a short calibration (machine.json).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::proof::results::shards::ShardSpec>,
+    /// Runs of the reference series (page10 over h2 on wired) a shard calibrates its machine
+    /// with, after a short emulator benchmark; 0: no calibration.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub calibration_runs: u32,
+    /// How long to watch the machine before the first run (other processes' CPU use, steal,
+    /// timer stalls); a machine that is not quiet is warned about and recorded in meta.json.
+    /// 0s: no check.
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub machine_check: Duration,
+    /// Warm-up rounds per cell (run, saved, left out of the statistics).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    /// Seed of the run order (and of the bootstrap and the emulator's draws).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Per-run limit; a run over it "did not finish".
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Refused: the variant is named in --protocols (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::config::protocol::H3Mode>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Results directory [default: results/<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Finish the missing runs of an interrupted matrix with the options stored there (options
+    /// given beside it must equal the stored ones).
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
+    /// No progress bar and no terminal summary.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Skip the report at the end (`pagebench report DIR` makes it later).
+    #[arg(long)]
+    pub no_report: bool,
+    /// Run a run again, up to this many times, when it failed as a measurement (the link did
+    /// not deliver the profile, a server exited, the browser crashed, the server's log missed
+    /// requests the browser made); every attempt is kept.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub retry_invalid: u32,
+    /// Test hook: RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or
+    /// RUN_ID=kill-server@AFTER (repeatable).
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub inject_fault: Vec<String>,
+    /// Let the emulator run the receiving stack's work itself, as before receive steering
+    /// (for comparison; the link gate then rejects more runs).
+    #[arg(long)]
+    pub no_receive_steering: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `--runs N` or `--runs auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsArg {
+    Fixed(u32),
+    Auto,
+}
+
+fn parse_runs(s: &str) -> Result<RunsArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(RunsArg::Auto);
+    }
+    s.parse::<u32>()
+        .map(RunsArg::Fixed)
+        .map_err(|_| format!("{s:?}: give a number of runs per series, or `auto`"))
+}
+
+/// `5`, `5%` or `5 %` → 5.
+fn parse_pct(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("{s:?}: give a percentage, e.g. 5"))
+}
+
+/// Paths and browser settings shared by `run` and `matrix`.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    #[arg(long, value_name = "DIR", help = PAGES_HELP)]
+    pub pages: Option<PathBuf>,
+    /// Seed of the generated workloads (as `pagebench pages --pages-seed`): pages of another seed are
+    /// regenerated.
+    #[arg(long, default_value_t = workload::DEFAULT_SEED, value_name = "SEED")]
+    pub pages_seed: u64,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
+    /// Browsers, comma-separated: chromium (Debian's, over CDP), firefox (Debian's Firefox ESR,
+    /// over WebDriver BiDi). Several are interleaved in one plan, like servers; every table
+    /// and comparison is per browser, and engines are compared per protocol.
+    #[arg(
+        long,
+        alias = "browser",
+        default_value = "chromium",
+        value_name = "LIST"
+    )]
+    pub browsers: String,
+    /// Visits, comma-separated: first (a fresh browser) and/or repeat (a returning visitor: the
+    /// same browser after a first navigation, its connections closed, its TLS sessions and
+    /// Alt-Svc knowledge kept). Several are interleaved in one plan, each its own series, and
+    /// compared per protocol. Repeat views run in Chromium.
+    #[arg(long, alias = "view", default_value = "first", value_name = "LIST")]
+    pub views: String,
+    /// A repeat view's HTTP cache between its two navigations: clear (the measured load fetches
+    /// every file again) or keep.
+    #[arg(long, value_enum, default_value = "clear")]
+    pub repeat_cache: crate::probe::browser::RepeatCache,
+    /// Upper bound of the wait for the browser's start-up CPU burst to end before navigating.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub settle_max: Duration,
+    /// Site replay (site:DIR workloads): which server address each recorded origin gets —
+    /// `recorded` (origins that shared a server share one, so connection coalescing is as
+    /// recorded), `per-origin`, or `single` (all on one, as Web Page Replay).
+    #[arg(long, default_value = "recorded", value_name = "MODE")]
+    pub origin_addresses: crate::config::site::origins::AddressMode,
+    /// Site replay: `none` answers at once; `recorded` waits the recorded server wait minus the
+    /// recording's round trip to that origin.
+    #[arg(long, default_value = "none", value_name = "MODE")]
+    pub think_time: crate::config::site::replay::ThinkTime,
+    /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
+    /// for the same URLs on every load.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Site replay: requests not in the archive (answered 404) a run may make and still count.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_misses: u32,
+    /// Record a screencast of every load: Speed Index, Visually Complete and First Visual
+    /// Change per run, the frames in `frames/<run id>/`, a filmstrip in the report.
+    #[arg(long)]
+    pub visual: bool,
+    /// Keep files of every run beside its record: any of pcap (the link's packets, both
+    /// sides, drops marked), keys (TLS key log of browser and server), netlog (Chromium's
+    /// NetLog; netlog-bytes with socket bytes), qlog (the embedded server's, per QUIC
+    /// connection) — e.g. `--capture pcap,keys`. Matrix: in `captures/<run id>/`.
+    #[arg(long, value_name = "KINDS")]
+    pub capture: Option<crate::probe::capture::CaptureSet>,
+}
+
+impl CommonArgs {
+    pub fn browsers(&self) -> Result<Vec<crate::config::identity::BrowserId>> {
+        crate::config::identity::parse_browsers(&self.browsers)
+    }
+
+    pub fn views(&self) -> Result<Vec<crate::config::identity::View>> {
+        crate::config::identity::parse_views(&self.views)
+    }
+
+    pub fn capture(&self) -> crate::probe::capture::CaptureSet {
+        self.capture.clone().unwrap_or_default()
+    }
+
+    pub fn profile_source(&self) -> profile::ProfileSource {
+        locations::profile_source(self.profiles_dir.as_deref())
+    }
+
+    pub fn site_options(&self) -> workload::site::SiteOptions {
+        workload::site::SiteOptions {
+            addresses: self.origin_addresses,
+            think: self.think_time,
+            deterministic: self.deterministic,
+            max_misses: self.max_misses,
+        }
+    }
+
+    pub fn pages_root(&self) -> Result<PathBuf> {
+        locations::pages_root(self.pages.as_deref(), self.pages_seed)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct DiagnoseArgs {
+    /// A results directory (from `pagebench matrix`).
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed or h3-discovered.
+    #[arg(long, required_unless_present = "as_recorded", value_parser = parse_forced_variant)]
+    pub protocol: Option<crate::config::protocol::Variant>,
+    /// For a site:DIR workload: each origin on the protocol it used when recorded (instead of
+    /// --protocol).
+    #[arg(long, conflicts_with = "protocol")]
+    pub as_recorded: bool,
+    /// page10, page50, download, upload, pageN, pageNxSIZE…
+    #[arg(long, default_value = "page10")]
+    pub workload: String,
+    /// A profile name or a TOML file.
+    #[arg(long, default_value = "datacenter")]
+    pub profile: String,
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    /// Refused: the variant is named in --protocol (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::config::protocol::H3Mode>,
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print each run record as one line of JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Where `--capture` keeps each run's files: DIR/<run id>/.
+    #[arg(long, value_name = "DIR", default_value = "captures")]
+    pub capture_dir: PathBuf,
+    /// Write a HAR 1.2 file of the run (with --runs N: FILE-1.har … FILE-N.har; a retried run's
+    /// later attempts: FILE-i.a2.har …).
+    #[arg(long, value_name = "FILE")]
+    pub har: Option<PathBuf>,
+    /// Run a run again, up to this many times, when it failed as a measurement (as for
+    /// `matrix`); every attempt is printed.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub retry_invalid: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Both commands see PAGEBENCH_CLIENT_IP, PAGEBENCH_SERVER_IP, PAGEBENCH_CLIENT_NS and \
+PAGEBENCH_SERVER_NS. Example:\n  pagebench shell --profile wired --server-cmd 'python3 -m http.server \
+--bind $PAGEBENCH_SERVER_IP 8000' --wait-tcp 8000 -- sh -c 'curl -so /dev/null -w \"%{time_total}\\n\" \
+http://$PAGEBENCH_SERVER_IP:8000/'"
+)]
+pub struct ShellArgs {
+    /// Network profile: a name (see `pagebench profiles`) or a path to a TOML file.
+    #[arg(long)]
+    pub profile: String,
+    #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
+    pub profiles_dir: Option<PathBuf>,
+    /// Command run with `sh -c` in the server namespace while the client command runs.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
+    /// Start the client command only once the server accepts TCP connections on this port.
+    #[arg(long, value_name = "PORT")]
+    pub wait_tcp: Option<u16>,
+    /// Seed of the link's loss and jitter draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run the emulator at normal priority instead of SCHED_FIFO.
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Let idle CPUs halt while the link runs (less host CPU, slower wake-ups on VMs).
+    #[arg(long)]
+    pub let_cpus_sleep: bool,
+    /// Also write the link's counters and self-check as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub stats_json: Option<PathBuf>,
+    /// Keep `pcap` (every packet of the session, `client.pcapng.gz` and `server.pcapng.gz`)
+    /// and/or `keys` (both commands get SSLKEYLOGFILE=DIR/keys.log) in --capture-dir.
+    #[arg(long, value_name = "KINDS")]
+    pub capture: Option<crate::probe::capture::CaptureSet>,
+    #[arg(long, value_name = "DIR", default_value = "captures/shell")]
+    pub capture_dir: PathBuf,
+    /// The command to run in the client namespace (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub target: BenchTarget,
+}
+
+/// What to benchmark.
+#[derive(Subcommand, Debug)]
+pub enum BenchTarget {
+    /// The link emulator: delay error at 0/20/75 ms (idle and under bulk TCP), forwarding rate.
+    Netem(BenchNetemArgs),
+    /// Loopback throughput of the embedded server per protocol (default: a 3 MB body).
+    Server(server::bench::BenchServerArgs),
+    /// Does the link deliver the profile whatever the protocol? A matrix (h1, h2, h3 × page50
+    /// and the 3 MB download on the study's profiles), then the achieved RTT per cell against
+    /// the profile and per run against the link model.
+    Link(BenchLinkArgs),
+    /// What `--visual` costs: loadEventEnd with and without the screencast, runs interleaved
+    /// (ABBA) on one testbed, compared as two series.
+    Visual(BenchVisualArgs),
+    /// What `--capture` costs (default `--capture pcap,keys`): loadEventEnd with and without
+    /// keeping the files, interleaved as `bench visual`, and the bytes kept per run.
+    Capture(BenchVisualArgs),
+    /// What tapping the link's packets (the head-of-line analysis, on in every run) costs:
+    /// loadEventEnd with and without the tap, interleaved as `bench visual`.
+    Tap(BenchVisualArgs),
+    /// How often `--runs auto` calls a difference that is not there: simulated cells of two
+    /// protocols drawn from one distribution, run until the stopping rule stops them, judged
+    /// by the summary's verdict; beside them the same cells at fixed run counts. CPU only.
+    Stopping(BenchStoppingArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchStoppingArgs {
+    /// Simulated cells per distribution (2000: the rate's 95 % CI within about ±1 % at 5 %).
+    #[arg(long, default_value_t = 2000)]
+    pub cells: usize,
+    /// Distributions of the load times, comma-separated: lognormalCV (CV in percent) or
+    /// stalls (5 % CV, one run in ten stalled by a Pareto factor).
+    #[arg(
+        long,
+        default_value = "lognormal5,lognormal10,lognormal20,stalls",
+        value_delimiter = ','
+    )]
+    pub shapes: Vec<String>,
+    #[arg(long, default_value_t = 5)]
+    pub min_runs: u32,
+    #[arg(long, default_value_t = 30)]
+    pub max_runs: u32,
+    /// `--precision` values to run the rule with, comma-separated.
+    #[arg(long, default_value = "5,10", value_delimiter = ',')]
+    pub precision: Vec<f64>,
+    /// Fixed run counts to compare with, comma-separated.
+    #[arg(long, default_value = "10,30", value_delimiter = ',')]
+    pub fixed_runs: Vec<u32>,
+    /// median(h3) / median(h2) of the simulated distributions: 1 (no difference) measures
+    /// false positives; below 1 measures power.
+    #[arg(long, default_value_t = 1.0)]
+    pub true_ratio: f64,
+    /// Bootstrap resamples per CI (the matrix's own count by default).
+    #[arg(long, default_value_t = crate::support::stats::DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchVisualArgs {
+    #[arg(long, default_value = "wired")]
+    pub profile: String,
+    #[arg(long, default_value = "page50")]
+    pub workload: String,
+    /// h1, h2, h3 (forced: same as h3-forced), h3-primed or h3-discovered.
+    #[arg(long, default_value = "h2", value_parser = parse_forced_variant)]
+    pub protocol: crate::config::protocol::Variant,
+    /// Refused: the variant is named in --protocol (h3-primed, h3-discovered).
+    #[arg(long, value_enum, hide = true)]
+    pub h3_mode: Option<crate::config::protocol::H3Mode>,
+    /// Runs per arm (after one warm-up each).
+    #[arg(long, default_value_t = 20)]
+    pub runs: usize,
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where the runs' records go [default: results/bench-visual-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchLinkArgs {
+    /// Only compute the table from an existing results directory (e.g. a study matrix); the
+    /// options that shape a new run do not go with it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "profiles", "workloads", "protocols", "runs", "jitter_model", "timeout", "seed", "out",
+    ])]
+    pub from: Option<PathBuf>,
+    /// Network profiles (as for `matrix`).
+    #[arg(long, default_value = "all")]
+    pub profiles: String,
+    #[arg(long, default_value = "page50,download")]
+    pub workloads: String,
+    #[arg(long, default_value = "h1,h2,h3")]
+    pub protocols: String,
+    /// Measured runs per cell.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Run the profiles with this jitter model instead of their own (varying, fifo, reorder):
+    /// `--jitter-model fifo` shows what the emulator did before the varying model.
+    #[arg(long, value_name = "MODEL")]
+    pub jitter_model: Option<String>,
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Results directory [default: results/bench-link-<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchNetemArgs {
+    /// Probing time per delay and load, in seconds.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// Blasting time of each forwarding-rate test, in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub rate_seconds: f64,
+    /// One-way delays to measure at, in ms, comma-separated.
+    #[arg(long, default_value = "0,20,75", value_delimiter = ',')]
+    pub delays: Vec<f64>,
+    /// Run the emulator at normal priority instead of SCHED_FIFO.
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Let idle CPUs halt during the benchmark (less host CPU, slower wake-ups on VMs).
+    #[arg(long)]
+    pub let_cpus_sleep: bool,
+    /// Let the emulator run the receiving stack's work itself (no pinning, no RPS): the
+    /// behaviour before receive steering, for comparison.
+    #[arg(long)]
+    pub no_receive_steering: bool,
+    /// Also write the figures as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub stats_json: Option<PathBuf>,
+}
+
+/// Entry point of the binary: runs the command, prints one clear error, picks the exit code.
+pub fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    init_tracing();
+    match run(cli, &matches) {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(nb) = e.downcast_ref::<NotBuilt>() {
+                eprintln!("pagebench: {nb}");
+                return ExitCode::from(2);
+            }
+            eprintln!("pagebench: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PAGEBENCH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,pagebench=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
+    match cli.command {
+        Command::Pages(a) => pages(a),
+        Command::Profiles(a) => profiles(a),
+        Command::Matrix(a) => {
+            let typed = matches
+                .subcommand_matches("matrix")
+                .map(typed_matrix_options)
+                .unwrap_or_default();
+            matrix(a, &typed)
+        }
+        Command::Run(a) => run_cmd(a),
+        Command::Serve(a) => serve(a),
+        Command::Shell(a) => shell(a),
+        Command::Cleanup => cleanup(),
+        Command::Bench(a) => bench(a),
+        Command::Report(a) => report(a),
+        Command::Diagnose(a) => diagnose(a),
+        Command::Import(a) => import(a),
+        Command::Record(a) => record(a),
+        Command::Merge(a) => merge(a),
+        Command::Compare(a) => compare(a),
+    }
+}
+
+/// After the statistics: why transfers were slow, and the report (tables, charts, HTML) when
+/// asked. A failure of either loses no run: it says how to retry.
+fn diagnosis_and_report(dir: &Path, report: bool) {
+    if let Err(e) = crate::proof::diagnose::run(dir) {
+        eprintln!(
+            "pagebench: the diagnosis could not be written ({e:#}); retry with `pagebench diagnose {}`",
+            dir.display()
+        );
+    }
+    if report {
+        match crate::report::generate(dir) {
+            Ok(out) => eprintln!("report: {}", out.html.display()),
+            Err(e) => eprintln!(
+                "pagebench: the report could not be written ({e:#}); the runs are safe: retry with `pagebench report {}`",
+                dir.display()
+            ),
+        }
+    }
+}
+
+fn merge(a: MergeArgs) -> Result<ExitCode> {
+    let out = crate::cli::matrix::merge::merge(&crate::cli::matrix::merge::MergeRequest {
+        out: a.out,
+        dirs: a.dirs,
+        allow_mixed_machines: a.allow_mixed_machines,
+        allow_incomplete: a.allow_incomplete,
+        quiet: a.quiet,
+    })?;
+    if out.summarized {
+        diagnosis_and_report(&out.out, !a.no_report);
+    }
+    for n in &out.notes {
+        eprintln!("note: {n}");
+    }
+    eprintln!(
+        "pagebench merge: {} shards, {} attempts in {}{}",
+        out.shards,
+        out.attempts,
+        out.out.display(),
+        if out.complete { "" } else { " — incomplete" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare(a: CompareArgs) -> Result<ExitCode> {
+    if let Some(p) = a.fail_if_slower {
+        anyhow::ensure!(
+            p.is_finite() && p >= 0.0,
+            "--fail-if-slower {p}: give a percentage of 0 or more"
+        );
+    }
+    let gate = a
+        .fail_if_slower
+        .map(|pct| crate::report::compare::Gate::new(pct, a.allow_missing));
+    let b = crate::report::compare::baseline(&a.base, &a.new, gate)?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let name = a
+            .base
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+            .unwrap_or_else(|| "base".into());
+        a.new.join(format!("compare-{name}"))
+    });
+    let written = crate::report::compare::write(&out, &b)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&b)?);
+    } else {
+        print!("{}", crate::report::compare::terminal(&b));
+        let diffs = b.setup_differences.iter().chain(&b.machine_differences);
+        for d in diffs.chain(&b.busy_difference) {
+            println!("differs: {d}");
+        }
+        for p in &written {
+            println!("wrote {}", p.display());
+        }
+    }
+    let Some(g) = &b.gate else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    for f in &g.failures {
+        eprintln!(
+            "pagebench compare: gate failed (exit {}): {}",
+            g.exit_code,
+            f.line()
+        );
+    }
+    for f in &g.warnings {
+        eprintln!("pagebench compare: warning: {}", f.line());
+    }
+    Ok(ExitCode::from(g.exit_code))
+}
+
+fn pages(a: PagesArgs) -> Result<ExitCode> {
+    let names: Vec<String> = if a.workloads.is_empty() {
+        workload::STANDARD_WORKLOADS
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        a.workloads
+    };
+    let root = locations::pages_root(a.pages.as_deref(), a.pages_seed)?;
+    let mut manifests = Vec::new();
+    for name in names {
+        let w: workload::Workload = name.parse()?;
+        manifests.push(workload::generate(&root, &w, a.pages_seed)?);
+    }
+    print!("{}", workload::listing(&manifests));
+    println!(
+        "(generated under {}, seed {})",
+        root.display(),
+        a.pages_seed
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn profiles(a: ProfilesArgs) -> Result<ExitCode> {
+    let source = locations::profile_source(a.profiles_dir.as_deref());
+    let selected = profile::select_from(&a.profiles, &source)?;
+    print!("{}", profile::table(&selected));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(a: ReportArgs) -> Result<ExitCode> {
+    let out = report::generate_as(&a.dir, a.metric)?;
+    if out.summary_computed {
+        println!(
+            "computed {}",
+            a.metric.out_dir(&a.dir).join("summary.json").display()
+        );
+    }
+    for p in out.paths() {
+        println!("wrote {}", p.display());
+    }
+    for w in &out.warnings {
+        println!("warning: {w}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(a: ServeArgs) -> Result<ExitCode> {
+    signals::install();
+    let root = locations::pages_root(a.pages.as_deref(), workload::DEFAULT_SEED)?;
+    let mut knobs = match &a.server_config {
+        Some(p) => ServerKnobs::load_toml(p)?,
+        None => ServerKnobs::default(),
+    };
+    knobs = knobs.overlay(&a.knobs).with_default_tcp_congestion();
+    let cert = if a.fresh_cert {
+        let mut c = Certificate::generate()?;
+        c.write_pem(&a.cert_dir)?;
+        c
+    } else {
+        Certificate::load_or_create(&a.cert_dir)?
+    };
+    let mut srv = EmbeddedServer::start(ServerConfig {
+        root: root.clone(),
+        bind: SocketAddr::new(a.bind, a.port),
+        knobs,
+        cert: cert.clone(),
+        log_path: a.log.clone(),
+    })?;
+    let applied = srv.knobs_applied().clone();
+    let port = srv.port();
+    let offered: Vec<&str> = applied.knobs.protocols.iter().map(|p| p.name()).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "pagebench serve: {} on {} (protocols {})",
+        root.display(),
+        srv.addr(),
+        offered.join(",")
+    )?;
+    writeln!(out, "port: {port}")?;
+    writeln!(out, "spki: {}", srv.spki())?;
+    if let (Some(c), Some(k)) = (cert.cert_path(), cert.key_path()) {
+        writeln!(out, "cert: {}  key: {}", c.display(), k.display())?;
+    }
+    writeln!(
+        out,
+        "chromium: --ignore-certificate-errors-spki-list={} --host-resolver-rules=\"MAP {} {}, MAP * ~NOTFOUND\" https://{}:{port}/page10/",
+        srv.spki(),
+        server::cert::HOST,
+        srv.addr().ip(),
+        server::cert::HOST
+    )?;
+    writeln!(
+        out,
+        "knobs applied: {}",
+        serde_json::to_string_pretty(&applied)?
+    )?;
+    let ready = serde_json::json!({
+        "port": port,
+        "spki": srv.spki(),
+        "cert": cert.cert_path(),
+        "key": cert.key_path(),
+        "applied": applied,
+    });
+    writeln!(out, "ready {ready}")?;
+    out.flush()?;
+    drop(out);
+    while !signals::interrupted() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    srv.shutdown();
+    let requests = srv.requests_since(0).len();
+    let connections = srv.transport_stats().len();
+    println!("pagebench serve: stopped after {requests} requests on {connections} connections");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(a: BenchArgs) -> Result<ExitCode> {
+    signals::install();
+    match a.target {
+        BenchTarget::Netem(n) => bench_netem(n),
+        BenchTarget::Link(l) => bench_link(l),
+        BenchTarget::Visual(v) => {
+            bench_visual(v, crate::cli::matrix::visual_bench::Treatment::Visual)
+        }
+        BenchTarget::Capture(v) => {
+            let kinds = v
+                .common
+                .capture
+                .clone()
+                .unwrap_or_else(|| "pcap,keys".parse().expect("a valid capture set"));
+            bench_visual(
+                v,
+                crate::cli::matrix::visual_bench::Treatment::Capture(kinds),
+            )
+        }
+        BenchTarget::Tap(v) => bench_visual(v, crate::cli::matrix::visual_bench::Treatment::Tap),
+        BenchTarget::Stopping(s) => bench_stopping(s),
+        BenchTarget::Server(args) => {
+            let report = server::bench::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "loopback, {} bytes per transfer, a fresh connection each, protocols interleaved:",
+                    report.size_bytes
+                );
+                print!("{}", server::bench::table(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Which matrix options the command line typed (clap filled in the others).
+fn typed_matrix_options(m: &ArgMatches) -> crate::cli::matrix::resume::Typed {
+    let typed: std::collections::BTreeSet<String> = m
+        .ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect();
+    let knob_ids: Vec<String> = <ServerKnobs as Args>::augment_args(clap::Command::new("knobs"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let t = |id: &str| typed.contains(id);
+    crate::cli::matrix::resume::Typed {
+        profiles: t("profiles"),
+        profiles_dir: t("profiles_dir"),
+        workloads: t("workloads"),
+        protocols: t("protocols"),
+        h3_mode: t("h3_mode"),
+        servers: ["servers", "server_cmd", "server_log_format", "server_log"]
+            .iter()
+            .any(|id| t(id)),
+        browsers: t("browsers"),
+        views: t("views"),
+        repeat_cache: t("repeat_cache"),
+        knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
+        runs: t("runs"),
+        adaptive: ["min_runs", "max_runs", "precision"].iter().any(|id| t(id)),
+        shard: t("shard"),
+        warmup: t("warmup"),
+        seed: t("seed"),
+        timeout: t("timeout"),
+        settle_max: t("settle_max"),
+        retry_invalid: t("retry_invalid"),
+        pages_seed: t("pages_seed"),
+        no_receive_steering: t("no_receive_steering"),
+        pages: t("pages"),
+        visual: t("visual"),
+        capture: t("capture"),
+    }
+}
+
+/// One spelling per variant: `--h3-mode M` is refused, naming `h3-M` in `flag`.
+fn refuse_h3_mode(mode: Option<crate::config::protocol::H3Mode>, flag: &str) -> Result<()> {
+    match mode {
+        None => Ok(()),
+        Some(m) => anyhow::bail!(
+            "--h3-mode is gone: name the variant in {flag} instead (h3-{}; plain h3 is the study's forced h3)",
+            m.name()
+        ),
+    }
+}
+
+/// `--protocol` of the single-series commands: a variant name, as `--protocols` spells it
+/// (as-recorded has its own flag there).
+fn parse_forced_variant(s: &str) -> std::result::Result<crate::config::protocol::Variant, String> {
+    let v: crate::config::protocol::Variant = s
+        .parse()
+        .map_err(|e: anyhow::Error| e.to_string().replace("in --protocols", "in --protocol"))?;
+    if v.as_recorded {
+        return Err("as-recorded is --as-recorded here (with a site:DIR workload)".into());
+    }
+    Ok(v)
+}
+
+fn matrix(a: MatrixArgs, typed: &crate::cli::matrix::resume::Typed) -> Result<ExitCode> {
+    let mut req = crate::cli::matrix::command::MatrixRequest {
+        profiles: a.profiles,
+        profiles_dir: a.common.profile_source(),
+        workloads: a.workloads,
+        protocols: a.protocols,
+        h3_mode: {
+            refuse_h3_mode(a.h3_mode, "--protocols")?;
+            crate::config::protocol::H3Mode::Forced
+        },
+        servers: a.server.servers()?,
+        browsers: a.common.browsers()?,
+        views: a.common.views()?,
+        repeat_cache: a.common.repeat_cache,
+        knobs: a.server.knobs()?,
+        runs: match a.runs {
+            RunsArg::Fixed(n) => n,
+            RunsArg::Auto => a.max_runs,
+        },
+        adaptive: match a.runs {
+            RunsArg::Fixed(_) => None,
+            RunsArg::Auto => Some(crate::config::plan::Adaptive::new(
+                a.min_runs,
+                a.max_runs,
+                a.precision,
+            )?),
+        },
+        shard: a.shard,
+        calibration_runs: a.calibration_runs,
+        machine_check: a.machine_check,
+        warmup: a.warmup,
+        seed: a.seed,
+        timeout: a.timeout,
+        settle_max: a.common.settle_max,
+        // Filled in below: the default depends on the pages seed, which a resume may restore.
+        pages_root: a.common.pages.clone().unwrap_or_default(),
+        out: a.out,
+        resume: a.resume,
+        quiet: a.quiet,
+        report: !a.no_report,
+        retry_invalid: a.retry_invalid,
+        pages_seed: a.common.pages_seed,
+        faults: a
+            .inject_fault
+            .iter()
+            .map(|f| f.parse())
+            .collect::<Result<_>>()?,
+        steer_receive: !a.no_receive_steering,
+        visual: a.common.visual,
+        capture: a.common.capture(),
+        sites: a.common.site_options(),
+    };
+    if let Some(dir) = &req.resume {
+        let stored = crate::proof::results::store::read_meta(dir)?;
+        req = crate::cli::matrix::resume::resumed_request(dir, &stored, &req, typed)?;
+    }
+    if req.pages_root.as_os_str().is_empty() {
+        req.pages_root = locations::pages_root(None, req.pages_seed)?;
+    }
+    if a.runs != RunsArg::Auto && typed.adaptive && req.adaptive.is_none() && req.resume.is_none() {
+        anyhow::bail!(
+            "--min-runs, --max-runs and --precision go with --runs auto; give --runs auto, or leave them out"
+        );
+    }
+    let out = crate::cli::matrix::command::run(&req)?;
+    if out.summarized {
+        diagnosis_and_report(&out.dir, req.report);
+    }
+    let interrupted = signals::interrupted() && !out.completed;
+    eprintln!(
+        "pagebench matrix: {} of {} planned runs{} in {}{}",
+        out.runs_done,
+        out.planned,
+        if out.adaptive {
+            " (--runs auto: the most it could take)"
+        } else {
+            ""
+        },
+        out.dir.display(),
+        if out.completed {
+            String::new()
+        } else {
+            format!(
+                " — incomplete: continue with `pagebench matrix --resume {}`",
+                out.dir.display()
+            )
+        }
+    );
+    // Interrupted: 130, as a shell reports Ctrl-C, so scripts know the matrix is incomplete.
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `FILE.har` for one run, `FILE-i.har` for run i of several; a retried run's later attempts
+/// get `.aN` (`FILE-2.a2.har`), so no attempt overwrites another.
+fn har_path(base: &std::path::Path, round: u32, attempt: u32, total: u32) -> PathBuf {
+    let stem = base.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
+    let ext = base.extension().and_then(|s| s.to_str()).unwrap_or("har");
+    let mut name = stem.to_string();
+    if total > 1 {
+        name.push_str(&format!("-{round}"));
+    }
+    if attempt > 1 {
+        name.push_str(&format!(".a{attempt}"));
+    }
+    if total <= 1 && attempt <= 1 {
+        return base.to_path_buf();
+    }
+    base.with_file_name(format!("{name}.{ext}"))
+}
+
+fn run_cmd(a: RunArgs) -> Result<ExitCode> {
+    refuse_h3_mode(a.h3_mode, "--protocol")?;
+    let profile = crate::config::profile::select_from(&a.profile, &a.common.profile_source())?;
+    if profile.len() != 1 {
+        anyhow::bail!(
+            "--profile takes one profile, not a set ({} profiles)",
+            profile.len()
+        );
+    }
+    let servers = a.server.servers()?;
+    if servers.len() != 1 {
+        anyhow::bail!("pagebench run tests one server: give one of --servers or --server-cmd");
+    }
+    let workload: crate::config::workload::Workload = a.workload.parse()?;
+    if workload.kind.is_replayed() {
+        servers[0].check_replay(&workload.name)?;
+    }
+    let variant = match a.protocol {
+        Some(v) => {
+            servers[0].check_protocol(v.protocol)?;
+            v
+        }
+        None if matches!(
+            workload.kind,
+            crate::config::workload::WorkloadKind::Site { .. }
+        ) =>
+        {
+            crate::config::protocol::Variant::AS_RECORDED
+        }
+        None => anyhow::bail!(
+            "--as-recorded replays a recorded site: give --workload site:DIR, or --protocol"
+        ),
+    };
+    let req = crate::cli::matrix::series::SeriesRequest {
+        profile: profile[0].clone(),
+        workload,
+        variant,
+        server: servers[0].clone(),
+        browsers: a.common.browsers()?,
+        views: a.common.views()?,
+        repeat_cache: a.common.repeat_cache,
+        knobs: a.server.knobs()?,
+        runs: a.runs,
+        timeout: a.timeout,
+        settle_max: a.common.settle_max,
+        pages_root: a.common.pages_root()?,
+        pages_seed: a.common.pages_seed,
+        seed: a.seed,
+        retry_invalid: a.retry_invalid,
+        keep_bodies: a.har.is_some(),
+        visual: a.common.visual,
+        capture: a.common.capture(),
+        sites: a.common.site_options(),
+    };
+    if req.runs == 0 {
+        anyhow::bail!("--runs must be at least 1");
+    }
+    for b in &req.browsers {
+        crate::probe::browser::check_request(
+            *b,
+            &crate::probe::browser::Asked {
+                visual: req.visual,
+                capture: &req.capture,
+                as_recorded: variant.as_recorded,
+                repeat_view: req.views.contains(&crate::config::identity::View::Repeat),
+            },
+        )?;
+    }
+    crate::config::plan::check_views(&[variant], &req.views)?;
+    if a.har.is_some()
+        && req
+            .browsers
+            .contains(&crate::config::identity::BrowserId::Firefox)
+    {
+        eprintln!(
+            "pagebench run: Firefox's HAR files have no response bodies (WebDriver BiDi hands \
+none over); Chromium's have them"
+        );
+    }
+    let chromium = crate::support::sysinfo::chromium_version();
+    crate::cli::matrix::series::run_series(&req, |rec| {
+        if a.json {
+            println!("{}", serde_json::to_string(rec)?);
+        } else {
+            print!("{}", crate::probe::runner::describe(rec));
+        }
+        if !rec.capture_files.is_empty() {
+            let dir = a.capture_dir.join(&rec.id);
+            crate::proof::results::store::write_captures(&dir, &rec.capture_files)?;
+            if !a.json {
+                println!("  capture: {}", dir.display());
+            }
+        }
+        if let Some(base) = &a.har {
+            let path = har_path(base, rec.round, rec.attempt, req.runs);
+            let browser = rec.browser_version.as_deref().unwrap_or(&chromium);
+            let har = crate::probe::har::build(&rec.observation, &rec.url, browser);
+            crate::support::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
+            if !a.json {
+                println!("  HAR: {}", path.display());
+            }
+        }
+        Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(a: ImportArgs) -> Result<ExitCode> {
+    let (_, summary) = crate::config::site::har_import::import_file(&a.har, &a.out, a.strict)?;
+    print!("{}", summary.text(&a.out));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn record(a: RecordArgs) -> Result<ExitCode> {
+    let o = crate::probe::recording::RecordOptions {
+        url: a.url,
+        out: a.out,
+        wait: a.wait,
+        network: crate::probe::browser::launch::NaturalOptions {
+            resolve: a.resolve,
+            ignore_cert_errors: a.ignore_cert_errors,
+            ignore_cert_spki: a.ignore_cert_spki,
+            settle_max: Duration::from_secs(2),
+        },
+        timeout: a.timeout,
+    };
+    let (_, summary) = crate::probe::recording::record(&o)?;
+    print!("{}", summary.text_as("recorded", &o.out));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn diagnose(a: DiagnoseArgs) -> Result<ExitCode> {
+    let d = crate::proof::diagnose::run(&a.dir)?;
+    print!("{}", crate::proof::diagnose::markdown(&d));
+    println!(
+        "wrote {} and {}",
+        a.dir.join("diagnosis.md").display(),
+        a.dir.join("diagnosis.json").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shell(a: ShellArgs) -> Result<ExitCode> {
+    use crate::probe::capture::CaptureKind;
+    let source = locations::profile_source(a.profiles_dir.as_deref());
+    let profile = single_profile(&a.profile, &source)?;
+    let capture = a.capture.clone().unwrap_or_default();
+    if let Some(k) = capture
+        .kinds()
+        .iter()
+        .find(|k| !matches!(k, CaptureKind::Pcap | CaptureKind::Keys))
+    {
+        anyhow::bail!(
+            "--capture {k}: shell keeps only pcap and keys (NetLog and qlog come from pagebench's own browser and server, in run and matrix)"
+        );
+    }
+    let mut env = Vec::new();
+    if !capture.is_empty() {
+        std::fs::create_dir_all(&a.capture_dir).with_context(|| {
+            format!(
+                "--capture-dir {}: cannot create it",
+                a.capture_dir.display()
+            )
+        })?;
+    }
+    let keys_path = std::path::absolute(a.capture_dir.join("keys.log"))?;
+    if capture.has(CaptureKind::Keys) {
+        env.push(("SSLKEYLOGFILE".to_string(), keys_path.display().to_string()));
+    }
+    let outcome = crate::link::netem::shell::run(&crate::link::netem::shell::ShellOptions {
+        tap: capture.has(CaptureKind::Pcap),
+        env,
+        profile,
+        server_cmd: a.server_cmd,
+        wait_tcp: a.wait_tcp,
+        command: a.command,
+        link: crate::link::netem::LinkOptions {
+            seed: a.seed,
+            realtime: !a.no_realtime,
+            hold_cpus_awake: !a.let_cpus_sleep,
+            ..Default::default()
+        },
+        stats_json: a.stats_json,
+    })?;
+    if let Some(trace) = &outcome.trace {
+        use crate::probe::capture::pcapng;
+        let mut files = Vec::new();
+        for v in [pcapng::Vantage::Client, pcapng::Vantage::Server] {
+            files.push(crate::probe::capture::CaptureFile {
+                name: format!("{}.gz", v.file_name()),
+                data: pcapng::gzip(&pcapng::write(trace, v, "pagebench shell")),
+            });
+        }
+        for f in &files {
+            crate::support::atomic::write_file(&a.capture_dir.join(&f.name), &f.data)?;
+        }
+        eprintln!(
+            "capture: {} packets in {}",
+            trace.packets.len(),
+            a.capture_dir.display()
+        );
+    }
+    Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+/// Exactly one profile from a `--profile` value.
+fn single_profile(spec: &str, source: &profile::ProfileSource) -> Result<profile::Profile> {
+    let mut selected = profile::select_from(spec, source)?;
+    if selected.len() != 1 {
+        anyhow::bail!(
+            "--profile {spec:?} selects {} profiles; give exactly one name or TOML path",
+            selected.len()
+        );
+    }
+    Ok(selected.remove(0))
+}
+
+fn cleanup() -> Result<ExitCode> {
+    let removed = crate::link::netem::cleanup::remove_stale()?;
+    if removed.is_empty() {
+        println!("no stale pagebench namespaces");
+    } else {
+        for name in &removed {
+            println!("removed {name}");
+        }
+    }
+    for dir in crate::link::netem::cleanup::remove_stale_temp_dirs() {
+        println!("removed {}", dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
+    use crate::cli::matrix::link_bench;
+    use crate::proof::results::{store, summary};
+    let dir = match &a.from {
+        Some(dir) => dir.clone(),
+        None => {
+            // A jitter model other than the profiles' own: the profiles' values with it.
+            let (profiles, profiles_dir) = match &a.jitter_model {
+                Some(m) => {
+                    let model: profile::JitterModel = serde_json::from_value(
+                        serde_json::Value::String(m.clone()),
+                    )
+                    .map_err(|_| {
+                        anyhow::anyhow!("--jitter-model {m:?}: use varying, fifo or reorder")
+                    })?;
+                    let mut changed =
+                        profile::select_from(&a.profiles, &a.common.profile_source())?;
+                    for p in &mut changed {
+                        if p.jitter_model != model {
+                            // The coherence time belongs to the varying model only.
+                            p.jitter_model = model;
+                            p.jitter_coherence_ms = None;
+                        }
+                    }
+                    let names: Vec<&str> = changed.iter().map(|p| p.name.as_str()).collect();
+                    (
+                        names.join(","),
+                        profile::ProfileSource::Listed(changed.clone()),
+                    )
+                }
+                None => (a.profiles.clone(), a.common.profile_source()),
+            };
+            let out = a.out.clone().unwrap_or_else(|| {
+                PathBuf::from("results").join(format!(
+                    "bench-link-{}",
+                    chrono::Local::now().format("%Y%m%d-%H%M%S")
+                ))
+            });
+            let req = crate::cli::matrix::command::MatrixRequest {
+                profiles,
+                profiles_dir,
+                workloads: a.workloads.clone(),
+                protocols: a.protocols.clone(),
+                h3_mode: crate::config::protocol::H3Mode::Forced,
+                servers: vec![crate::probe::testbed::ServerChoice::embedded()],
+                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                views: vec![crate::config::identity::View::First],
+                repeat_cache: Default::default(),
+                knobs: ServerKnobs::default().with_default_tcp_congestion(),
+                runs: a.runs,
+                warmup: 1,
+                seed: a.seed,
+                timeout: a.timeout,
+                settle_max: a.common.settle_max,
+                pages_root: a.common.pages_root()?,
+                out: Some(out),
+                resume: None,
+                quiet: true,
+                report: false,
+                retry_invalid: 2,
+                pages_seed: a.common.pages_seed,
+                faults: vec![],
+                steer_receive: true,
+                visual: a.common.visual,
+                capture: a.common.capture(),
+                sites: a.common.site_options(),
+                adaptive: None,
+                shard: None,
+                calibration_runs: 0,
+                machine_check: Duration::ZERO,
+            };
+            let out = crate::cli::matrix::command::run(&req)?;
+            if out.summarized {
+                diagnosis_and_report(&out.dir, false);
+            }
+            out.dir
+        }
+    };
+    let meta = store::read_meta(&dir)?;
+    let rows = summary::read_runs(&dir)?;
+    let cells = link_bench::table(&rows, &meta.profiles);
+    if cells.is_empty() {
+        anyhow::bail!("{}: no run with link figures", dir.display());
+    }
+    let text = link_bench::render(&cells);
+    crate::support::atomic::write_file(&dir.join("link-bench.md"), text.as_bytes())?;
+    print!("{text}");
+    println!("(from {}; also in link-bench.md there)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_stopping(a: BenchStoppingArgs) -> Result<ExitCode> {
+    use crate::cli::matrix::stopping_sim::{self, Shape, SimConfig};
+    let started = std::time::Instant::now();
+    let mut results = Vec::new();
+    for name in &a.shapes {
+        let shape: Shape = name.parse()?;
+        let cfg = SimConfig {
+            shape,
+            cells: a.cells,
+            seed: a.seed,
+            min_runs: a.min_runs,
+            max_runs: a.max_runs,
+            precisions: a.precision.clone(),
+            fixed_runs: a.fixed_runs.clone(),
+            resamples: a.resamples,
+            true_ratio: a.true_ratio,
+            threads: a.threads,
+        };
+        eprintln!(
+            "pagebench bench stopping: {} cells of {} …",
+            a.cells,
+            shape.describe()
+        );
+        results.push(stopping_sim::simulate(&cfg)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!(
+            "h3 against h2, median ratio {} (1: no true difference, so every difference called is a false positive); one comparison per cell (a Holm family of one); {} resamples; seed {}:\n",
+            a.true_ratio, a.resamples, a.seed
+        );
+        print!("{}", stopping_sim::table(&results, a.max_runs));
+        println!(
+            "\n{} cells per distribution in {:.0} s",
+            a.cells,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_visual(
+    a: BenchVisualArgs,
+    treatment: crate::cli::matrix::visual_bench::Treatment,
+) -> Result<ExitCode> {
+    use crate::cli::matrix::visual_bench;
+    let slug = treatment.slug();
+    let flag = treatment.flag();
+    let profiles = profile::select_from(&a.profile, &a.common.profile_source())?;
+    if profiles.len() != 1 {
+        anyhow::bail!(
+            "--profile takes one profile, not a set ({} profiles)",
+            profiles.len()
+        );
+    }
+    let w: workload::Workload = a.workload.parse()?;
+    let pages_root = a.common.pages_root()?;
+    let manifest = workload::ensure(
+        &pages_root,
+        &w,
+        a.common.pages_seed,
+        a.common.site_options(),
+    )?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "bench-{slug}-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    let req = visual_bench::VisualBenchRequest {
+        treatment,
+        profile: profiles[0].clone(),
+        manifest,
+        variant: {
+            refuse_h3_mode(a.h3_mode, "--protocol")?;
+            a.protocol
+        },
+        runs: a.runs,
+        pages_root,
+        out: out.clone(),
+        timeout: a.timeout,
+        seed: a.seed,
+    };
+    let r = visual_bench::run(&req, &signals::interrupted)?;
+    let json = serde_json::to_string_pretty(&r)?;
+    let json_name = format!("bench-{slug}.json");
+    crate::support::atomic::write_file(&out.join(&json_name), json.as_bytes())?;
+    if a.json {
+        println!("{json}");
+    } else {
+        let c = &r.comparison;
+        let med = |v: &[f64]| {
+            crate::support::stats::median(v).map_or("–".into(), |m| format!("{m:.1} ms"))
+        };
+        println!(
+            "{} on {} over {}: loadEventEnd median {} without {flag} ({} runs), {} with it ({} runs), interleaved",
+            r.workload,
+            r.profile,
+            r.variant,
+            med(&r.without_ms),
+            r.without_ms.len(),
+            med(&r.with_ms),
+            r.with_ms.len(),
+        );
+        println!(
+            "attempts run again after failing as a measurement: {} with, {} without",
+            r.retried_with, r.retried_without
+        );
+        if !r.kept_bytes.is_empty() {
+            let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();
+            println!(
+                "kept on disk per run: median {:.0} KB (captures/<run id>/)",
+                crate::support::stats::median(&kept).unwrap_or(0.0) / 1000.0
+            );
+        }
+        println!(
+            "ratio with/without {} [95 % CI {} – {}], Mann-Whitney p = {}{}",
+            c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+            c.ratio_ci_low.map_or("–".into(), |x| format!("{x:.3}")),
+            c.ratio_ci_high.map_or("–".into(), |x| format!("{x:.3}")),
+            c.p.map_or("–".into(), |p| format!("{p:.3}")),
+            if r.not_counted > 0 {
+                format!(" ({} runs did not count)", r.not_counted)
+            } else {
+                String::new()
+            }
+        );
+        println!("wrote {}", out.join(&json_name).display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
+    for (flag, v) in [("--seconds", a.seconds), ("--rate-seconds", a.rate_seconds)] {
+        if !(v.is_finite() && (0.5..=600.0).contains(&v)) {
+            anyhow::bail!("{flag} {v}: give a duration between 0.5 and 600 seconds");
+        }
+    }
+    if let Some(d) = a
+        .delays
+        .iter()
+        .find(|d| !(d.is_finite() && (0.0..=30_000.0).contains(*d)))
+    {
+        anyhow::bail!("--delays: {d} is not a one-way delay between 0 and 30000 ms");
+    }
+    let opts = crate::link::netem::bench::BenchOptions {
+        one_way_ms: a.delays,
+        probe_seconds: a.seconds,
+        rate_seconds: a.rate_seconds,
+        realtime: !a.no_realtime,
+        hold_cpus_awake: !a.let_cpus_sleep,
+        steer_receive: !a.no_receive_steering,
+        ..Default::default()
+    };
+    let report = crate::link::netem::bench::run(&opts, |step| eprintln!("bench: {step} …"))?;
+    print!("{}", crate::link::netem::bench::render(&report));
+    if let Some(path) = a.stats_json {
+        crate::support::atomic::write_file(
+            &path,
+            (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::har_path;
+    use std::path::Path;
+
+    #[test]
+    fn har_files_are_named_by_run_and_attempt() {
+        let base = Path::new("/tmp/out/load.har");
+        assert_eq!(har_path(base, 1, 1, 1), base);
+        assert_eq!(har_path(base, 1, 2, 1), Path::new("/tmp/out/load.a2.har"));
+        assert_eq!(har_path(base, 3, 1, 5), Path::new("/tmp/out/load-3.har"));
+        assert_eq!(har_path(base, 3, 2, 5), Path::new("/tmp/out/load-3.a2.har"));
+    }
+}

@@ -1,0 +1,12 @@
+//! What to run, before anything runs: the protocols and their variants, the ids a run carries,
+//! network profiles and their capacity traces, where inputs are found, workloads and replayed
+//! sites, and the plan (pure but for reading the input files).
+
+pub mod capacity;
+pub mod identity;
+pub mod locations;
+pub mod plan;
+pub mod profile;
+pub mod protocol;
+pub mod site;
+pub mod workload;

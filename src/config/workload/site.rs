@@ -1,0 +1,366 @@
+//! A site archive as a workload (`site:DIR`): what a replay run loads and checks — the page's
+//! URL, its origins with their replay addresses, and every recorded resource the page loads
+//! (keyed by URL, sized by its bytes on the wire) — built from the archive (pure once read).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{FileEntry, FileKind, Manifest, Workload};
+use crate::config::site::origins::{self, AddressMode};
+use crate::config::site::replay::ThinkTime;
+use crate::config::site::{Entry, SiteArchive};
+
+/// How site workloads are replayed (`--origin-addresses`, `--think-time`, `--deterministic`,
+/// `--max-misses`), the same for every site of a run or matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SiteOptions {
+    pub addresses: AddressMode,
+    pub think: ThinkTime,
+    pub deterministic: bool,
+    /// Requests not in the archive a run may make and still count.
+    pub max_misses: u32,
+}
+
+/// One recorded origin on replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteOrigin {
+    /// `https://host[:port]`.
+    pub origin: String,
+    pub host: String,
+    pub port: u16,
+    /// Which server address serves it (0: the server namespace's own).
+    pub address: usize,
+    /// The protocol most of its responses used in the recording.
+    pub recorded_protocol: Option<String>,
+    /// Recorded responses and their bytes on the wire.
+    pub responses: usize,
+    pub bytes: u64,
+}
+
+/// What the replay of a site needs beside the manifest's files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SitePlan {
+    pub dir: PathBuf,
+    pub page_url: String,
+    pub origins: Vec<SiteOrigin>,
+    /// Server addresses the origins need.
+    pub addresses: usize,
+    pub options: SiteOptions,
+    /// When the recording started (unix ms): `--deterministic`'s clock starts there.
+    pub recorded_start_ms: f64,
+}
+
+impl SitePlan {
+    /// The protocol the page's own origin used when recorded.
+    pub fn page_protocol(&self) -> Option<crate::config::protocol::Protocol> {
+        let host = self.page_url.split('/').nth(2)?;
+        self.origin_of_host(host)?
+            .recorded_protocol
+            .as_deref()?
+            .parse()
+            .ok()
+    }
+
+    /// Each origin's host and recorded protocol (for the `as-recorded` arm; an origin without
+    /// one is refused by [`SitePlan::check_as_recorded`]).
+    pub fn recorded_protocols(&self) -> Vec<(String, crate::config::protocol::Protocol)> {
+        self.origins
+            .iter()
+            .filter_map(|o| {
+                Some((
+                    o.host.clone(),
+                    o.recorded_protocol.as_deref()?.parse().ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Whether every origin has a recorded protocol (the `as-recorded` arm needs them).
+    pub fn check_as_recorded(&self, workload: &str) -> anyhow::Result<()> {
+        let lacking: Vec<&str> = self
+            .origins
+            .iter()
+            .filter(|o| {
+                o.recorded_protocol
+                    .as_deref()
+                    .and_then(|p| p.parse::<crate::config::protocol::Protocol>().ok())
+                    .is_none()
+            })
+            .map(|o| o.origin.as_str())
+            .collect();
+        if !lacking.is_empty() {
+            bail!(
+                "as-recorded: workload {workload}: the recording does not say which protocol {} used; record it with `pagebench record` (or a HAR with httpVersion), or leave as-recorded out",
+                lacking.join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    /// The origin of `host`, if the site has it.
+    pub fn origin_of_host(&self, host: &str) -> Option<&SiteOrigin> {
+        self.origins
+            .iter()
+            .find(|o| o.host.eq_ignore_ascii_case(host))
+    }
+}
+
+/// A recorded URL as validation keys it: without its fragment.
+pub fn url_key(url: &str) -> String {
+    url.split('#').next().unwrap_or(url).to_string()
+}
+
+fn kind_of(content_type: &str) -> FileKind {
+    let ct = content_type.to_ascii_lowercase();
+    if ct.contains("html") {
+        FileKind::Html
+    } else if ct.contains("css") {
+        FileKind::Css
+    } else if ct.contains("javascript") || ct.contains("ecmascript") {
+        FileKind::Js
+    } else if ct.starts_with("image/") {
+        FileKind::Image
+    } else if ct.starts_with("font/") || ct.contains("woff") || ct.contains("opentype") {
+        FileKind::Font
+    } else {
+        FileKind::Binary
+    }
+}
+
+/// Where a redirect (3xx with `Location`) of `e` points, as an absolute URL.
+fn redirect_target(e: &Entry) -> Option<String> {
+    if !(300..400).contains(&e.status) {
+        return None;
+    }
+    let loc = e.header("location")?;
+    if loc.contains("://") {
+        return Some(loc.to_string());
+    }
+    let origin = crate::config::site::har_import::origin(&e.url)?;
+    Some(if loc.starts_with('/') {
+        format!("{origin}{loc}")
+    } else {
+        let base = e.url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&origin);
+        format!("{base}/{loc}")
+    })
+}
+
+/// The manifest of `workload` replaying `archive` (read from `dir`).
+pub fn manifest(
+    workload: &Workload,
+    dir: &Path,
+    archive: &SiteArchive,
+    options: SiteOptions,
+) -> Result<Manifest> {
+    let (slots, addresses) = origins::plan(&archive.entries, options.addresses)?;
+    for s in &slots {
+        if s.port != 443 {
+            bail!(
+                "{}: origin {} uses port {}; replay serves every origin on port 443 (record the site on its default port)",
+                dir.display(),
+                s.origin,
+                s.port
+            );
+        }
+        if s.origin.starts_with("http://") {
+            bail!(
+                "{}: origin {} is plain http; replay serves https only (h2 and h3 need TLS)",
+                dir.display(),
+                s.origin
+            );
+        }
+    }
+    let page = url_key(&archive.page_url);
+    let Some(doc) = archive.entries.iter().find(|e| url_key(&e.url) == page) else {
+        bail!(
+            "{}: the page {} has no recorded response",
+            dir.display(),
+            archive.page_url
+        );
+    };
+    let size = |e: &Entry| e.body.as_ref().map_or(0, |b| b.size);
+    let mut files: Vec<FileEntry> = Vec::new();
+    for e in &archive.entries {
+        let key = url_key(&e.url);
+        if key == page || !e.method.eq_ignore_ascii_case("GET") {
+            continue;
+        }
+        // A redirect is one Resource Timing entry under its first URL with the final body;
+        // its target is then named after either.
+        if redirect_target(e).is_some() {
+            continue;
+        }
+        let aliases: Vec<String> = archive
+            .entries
+            .iter()
+            .filter(|r| redirect_target(r).map(|t| url_key(&t)) == Some(key.clone()))
+            .map(|r| url_key(&r.url))
+            .collect();
+        let content_type = e.header("content-type").unwrap_or("").to_string();
+        files.push(FileEntry {
+            path: key,
+            kind: kind_of(&content_type),
+            content_type,
+            size: size(e),
+            sha256: e
+                .body
+                .as_ref()
+                .map(|b| b.sha256.clone())
+                .unwrap_or_default(),
+            status: e.status,
+            aliases,
+        });
+    }
+    let origins = slots
+        .iter()
+        .map(|s| {
+            let mine: Vec<&Entry> = archive
+                .entries
+                .iter()
+                .filter(|e| {
+                    crate::config::site::har_import::origin(&e.url).as_deref() == Some(&s.origin)
+                })
+                .collect();
+            let mut protocols: Vec<&str> =
+                mine.iter().filter_map(|e| e.protocol.as_deref()).collect();
+            protocols.sort_unstable();
+            let recorded_protocol = protocols
+                .chunk_by(|a, b| a == b)
+                .max_by_key(|c| c.len())
+                .map(|c| c[0].to_string());
+            SiteOrigin {
+                origin: s.origin.clone(),
+                host: s.host.clone(),
+                port: s.port,
+                address: s.address,
+                recorded_protocol,
+                responses: mine.len(),
+                bytes: mine.iter().map(|e| size(e)).sum(),
+            }
+        })
+        .collect();
+    let subresource_bytes = files.iter().map(|f| f.size).sum();
+    let entry = url_key(&archive.page_url);
+    Ok(Manifest {
+        workload: workload.clone(),
+        generator_version: 0,
+        seed: 0,
+        entry,
+        entry_size: size(doc),
+        files,
+        subresource_bytes,
+        upload_bytes: None,
+        site: Some(SitePlan {
+            dir: dir.to_path_buf(),
+            page_url: archive.page_url.clone(),
+            origins,
+            addresses,
+            options,
+            recorded_start_ms: crate::config::site::replay::recording_start_ms(archive),
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::site::tests::entry;
+    use crate::config::site::BodyRef;
+
+    fn with_body(url: &str, size: u64, ip: &str, proto: &str) -> Entry {
+        let mut e = entry(url, 200);
+        e.body = Some(BodyRef {
+            sha256: format!("{size:064x}"),
+            size,
+        });
+        e.server_address = Some(ip.into());
+        e.protocol = Some(proto.into());
+        e
+    }
+
+    fn archive() -> SiteArchive {
+        let mut moved = entry("https://www.a.test/old.css", 301);
+        moved.headers = vec![("Location".into(), "https://cdn.a.test/new.css".into())];
+        moved.server_address = Some("192.0.2.1".into());
+        SiteArchive {
+            format: 1,
+            source: crate::config::site::Source {
+                kind: "import".into(),
+                from: "x.har".into(),
+                creator: String::new(),
+                started: None,
+            },
+            page_url: "https://www.a.test/#top".into(),
+            entries: vec![
+                with_body("https://www.a.test/", 1000, "192.0.2.1", "h2"),
+                moved,
+                with_body("https://cdn.a.test/new.css", 300, "192.0.2.2", "h2"),
+                with_body("https://cdn.a.test/i.png?v=2", 5000, "192.0.2.2", "h3"),
+                with_body("https://cdn.a.test/j.png", 7000, "192.0.2.2", "h3"),
+                with_body("https://fonts.a.test/f.woff2", 20000, "192.0.2.1", "h2"),
+            ],
+        }
+    }
+
+    #[test]
+    fn files_are_keyed_by_url_and_redirects_fold_into_their_target() {
+        let w = Workload {
+            name: "site-a".into(),
+            kind: super::super::WorkloadKind::Site {
+                dir: "/tmp/a".into(),
+            },
+        };
+        let m = manifest(&w, Path::new("/tmp/a"), &archive(), SiteOptions::default()).unwrap();
+        assert_eq!(m.entry, "https://www.a.test/");
+        assert_eq!(m.entry_size, 1000);
+        let keys: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "https://cdn.a.test/new.css",
+                "https://cdn.a.test/i.png?v=2",
+                "https://cdn.a.test/j.png",
+                "https://fonts.a.test/f.woff2"
+            ]
+        );
+        assert_eq!(m.files[0].aliases, ["https://www.a.test/old.css"]);
+        assert_eq!(m.subresource_bytes, 300 + 5000 + 7000 + 20000);
+        let site = m.site.as_ref().unwrap();
+        // www and fonts shared 192.0.2.1 in the recording: one address.
+        let addr: Vec<(&str, usize)> = site
+            .origins
+            .iter()
+            .map(|o| (o.host.as_str(), o.address))
+            .collect();
+        assert_eq!(
+            addr,
+            [("www.a.test", 0), ("cdn.a.test", 1), ("fonts.a.test", 0)]
+        );
+        assert_eq!(site.addresses, 2);
+        let cdn = site.origin_of_host("CDN.a.test").unwrap();
+        assert_eq!(cdn.recorded_protocol.as_deref(), Some("h3"));
+        assert_eq!((cdn.responses, cdn.bytes), (3, 12300));
+        assert_eq!(m.files[0].kind, FileKind::Css);
+    }
+
+    #[test]
+    fn other_ports_and_plain_http_are_refused_clearly() {
+        let w = Workload {
+            name: "site-a".into(),
+            kind: super::super::WorkloadKind::Site {
+                dir: "/tmp/a".into(),
+            },
+        };
+        let mut a = archive();
+        a.entries
+            .push(with_body("https://x.a.test:8443/y", 1, "192.0.2.9", "h2"));
+        let e = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("port 8443"), "{e}");
+        let mut a = archive();
+        a.page_url = "https://www.a.test/missing".into();
+        let e = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("no recorded response"), "{e}");
+    }
+}

@@ -1,0 +1,243 @@
+//! `pagebench shell`: build a link, run an optional server command in the server namespace and a
+//! command in the client namespace, tear everything down, and print the link's self-check.
+//! Like mahimahi's `mm-delay` shell, with loss, rate limits and a check of what the link did.
+//!
+//! Both commands see `PAGEBENCH_CLIENT_IP`, `PAGEBENCH_SERVER_IP`, `PAGEBENCH_CLIENT_NS` and
+//! `PAGEBENCH_SERVER_NS`. The client command stays in pagebench's process group (so it can be
+//! interactive and receives Ctrl-C from the terminal); the server command writes to stderr (so
+//! stdout is the client's alone), gets its own process group,
+//! is killed with its children when the client is done, and dies with pagebench
+//! (`PR_SET_PDEATHSIG`) even if pagebench is killed.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::link::{Link, LinkOptions};
+use super::stats::{LinkStats, SelfCheck};
+use crate::config::profile::Profile;
+use crate::support::signals;
+
+/// How long `--wait-tcp` waits for the server to listen.
+pub const WAIT_TCP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a command gets between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// What `pagebench shell` runs.
+#[derive(Debug, Clone)]
+pub struct ShellOptions {
+    pub profile: Profile,
+    /// Run through `sh -c` in the server namespace.
+    pub server_cmd: Option<String>,
+    /// Wait until the server accepts TCP connections on this port before starting the client.
+    pub wait_tcp: Option<u16>,
+    /// Program and arguments run in the client namespace.
+    pub command: Vec<String>,
+    pub link: LinkOptions,
+    /// Write the link's stats and self-check as JSON here.
+    pub stats_json: Option<PathBuf>,
+    /// Record every packet from before the server starts until both commands ended.
+    pub tap: bool,
+    /// More environment for both commands (e.g. `SSLKEYLOGFILE`).
+    pub env: Vec<(String, String)>,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct ShellOutcome {
+    /// The client command's exit code (128 + signal if it was killed by one).
+    pub exit_code: i32,
+    pub stats: LinkStats,
+    pub check: SelfCheck,
+    /// The packets, when `tap` was asked for.
+    pub trace: Option<super::PacketTrace>,
+}
+
+/// Runs the shell; the self-check is printed to stderr.
+pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
+    let Some(program) = opts.command.first() else {
+        bail!("no command given: put the command to run in the client namespace after `--`");
+    };
+    signals::install();
+    let link = Link::new(&opts.profile, opts.link.clone())?;
+    let mut env: Vec<(String, String)> = [
+        ("PAGEBENCH_CLIENT_IP", link.client_ip().to_string()),
+        ("PAGEBENCH_SERVER_IP", link.server_ip().to_string()),
+        ("PAGEBENCH_CLIENT_NS", link.client().name().to_string()),
+        ("PAGEBENCH_SERVER_NS", link.server().name().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    env.extend(opts.env.iter().cloned());
+    let tap = if opts.tap {
+        Some(link.start_tap()?)
+    } else {
+        None
+    };
+    let mut server = match &opts.server_cmd {
+        Some(cmd) => {
+            let mut c = link.server().command("sh");
+            c.arg("-c")
+                .arg(cmd)
+                .envs(env.iter().cloned())
+                .process_group(0);
+            // The server's output goes to stderr: stdout stays the client's, for pipes.
+            if let Ok(err) = std::io::stderr().as_fd().try_clone_to_owned() {
+                c.stdout(Stdio::from(err));
+            }
+            // SAFETY: prctl is async-signal-safe.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let child = c
+                .spawn()
+                .with_context(|| format!("starting the server command `{cmd}`"))?;
+            Some(ServerProcess::new(child))
+        }
+        None => None,
+    };
+    if let Some(port) = opts.wait_tcp {
+        wait_for_listener(&link, port, server.as_mut())?;
+    }
+    let mut client = link.client().command(program);
+    client.args(&opts.command[1..]).envs(env.iter().cloned());
+    let status = run_client(client, program);
+    if let Some(s) = server.take() {
+        s.stop();
+    }
+    let status = status?;
+    let trace = tap.map(|t| link.finish_tap(t)).transpose()?;
+    let stats = link.take_stats()?;
+    let check = link.self_check(&stats, &opts.profile);
+    eprint!("{}", check.render());
+    if let Some(path) = &opts.stats_json {
+        let json = serde_json::json!({ "stats": stats, "self_check": check });
+        crate::support::atomic::write_file(
+            path,
+            (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
+        )?;
+    }
+    drop(link);
+    Ok(ShellOutcome {
+        exit_code: exit_code(status),
+        stats,
+        check,
+        trace,
+    })
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Runs the client command to its end; on Ctrl-C it is asked to stop (and killed if it won't).
+fn run_client(mut cmd: Command, program: &str) -> Result<ExitStatus> {
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting `{program}` in the client namespace"))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if signals::interrupted() {
+            return Ok(terminate(&mut child, libc::SIGINT));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal`, waits [`TERM_GRACE`], then SIGKILL.
+fn terminate(child: &mut Child, signal: i32) -> ExitStatus {
+    // SAFETY: signalling our own child by PID.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let until = Instant::now() + TERM_GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child
+        .wait()
+        .unwrap_or_else(|_| ExitStatus::from_raw(libc::SIGKILL))
+}
+
+/// The server command's process group: stopped with all its children.
+struct ServerProcess {
+    child: Child,
+    _cleanup: signals::CleanupGuard,
+}
+
+impl ServerProcess {
+    fn new(child: Child) -> ServerProcess {
+        let pgid = child.id() as i32;
+        let cleanup = signals::register_cleanup(move || {
+            // SAFETY: killing the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        });
+        ServerProcess {
+            child,
+            _cleanup: cleanup,
+        }
+    }
+
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    fn stop(mut self) {
+        let pgid = self.child.id() as i32;
+        if self.exited().is_none() {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGTERM) };
+            let until = Instant::now() + TERM_GRACE;
+            while Instant::now() < until && self.exited().is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // Whatever is left of the group (children of `sh -c`) goes too.
+        // SAFETY: as above.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until something in the server namespace accepts TCP connections on `port`.
+fn wait_for_listener(link: &Link, port: u16, mut server: Option<&mut ServerProcess>) -> Result<()> {
+    let addr = SocketAddr::from((link.server_ip(), port));
+    let deadline = Instant::now() + WAIT_TCP_TIMEOUT;
+    loop {
+        let up = link
+            .server()
+            .run(move || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok())?;
+        if up {
+            return Ok(());
+        }
+        if let Some(status) = server.as_deref_mut().and_then(|s| s.exited()) {
+            bail!("the server command exited ({status}) before listening on TCP port {port}");
+        }
+        if signals::interrupted() {
+            return Err(signals::Interrupted.into());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "nothing listened on {addr} in the server namespace within {} s (--wait-tcp {port})",
+                WAIT_TCP_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,237 @@
+//! What the server answers, independent of the protocol: files from the workload root,
+//! `POST /upload`, and the errors. The h1/h2 and h3 front ends only move the bytes.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, SERVER};
+use http::{Method, Response, StatusCode};
+
+use super::paths::{self, Resolved};
+use crate::config::site::replay::{request_url, Replay, ReplayMatch};
+
+const TIMING_ALLOW_ORIGIN: http::header::HeaderName =
+    http::header::HeaderName::from_static("timing-allow-origin");
+
+/// Recorded response headers, in order.
+pub(crate) type Headers = Arc<[(http::header::HeaderName, HeaderValue)]>;
+
+/// Bodies go to the transport in slices of this size (`Bytes::slice`, no copies).
+pub(crate) const CHUNK: usize = 128 * 1024;
+pub const UPLOAD_PATH: &str = "/upload";
+
+/// The static part of every response.
+pub(crate) struct Site {
+    /// Canonical workload root.
+    pub root: PathBuf,
+    /// `h3=":<port>"; ma=86400` when h3 is offered.
+    pub alt_svc: Option<HeaderValue>,
+    /// Send it on HTTP/3 responses too (see the `alt_svc_over_h3` knob).
+    pub alt_svc_over_h3: bool,
+    /// The site archive being replayed, if any: then every request is answered from it.
+    pub replay: RwLock<Option<Replay>>,
+}
+
+/// The authority a request was sent to: `:authority` (h2, h3) or `Host` (h1).
+pub(crate) fn authority<B>(req: &http::Request<B>) -> Option<String> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+}
+
+/// What to do with a request.
+pub(crate) enum Plan {
+    /// Answer with this status and body (for HEAD: the head of it only).
+    Respond(Reply),
+    /// Read the request body, then answer with [`upload_reply`].
+    Upload,
+}
+
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub content_type: &'static str,
+    pub body: Bytes,
+    /// HEAD: send the head (with the full Content-Length) and no body.
+    pub head_only: bool,
+    pub allow: Option<&'static str>,
+    /// A replayed response: its recorded headers (sent instead of pagebench's own).
+    pub recorded: Option<Headers>,
+    /// How a replayed request was matched.
+    pub replay: Option<ReplayMatch>,
+    /// Leave Alt-Svc out (an origin replayed on its recorded protocol, which was not h3).
+    pub no_alt_svc: bool,
+}
+
+impl Reply {
+    fn text(status: StatusCode, msg: &str) -> Reply {
+        Reply {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: Bytes::from(format!("{msg}\n")),
+            head_only: false,
+            allow: None,
+            recorded: None,
+            replay: None,
+            no_alt_svc: false,
+        }
+    }
+}
+
+impl Site {
+    /// Starts (or, with `None`, stops) replaying a site archive.
+    pub fn set_replay(&self, replay: Option<Replay>) {
+        *self.replay.write().unwrap_or_else(|p| p.into_inner()) = replay;
+    }
+
+    pub fn replaying(&self) -> Option<Replay> {
+        self.replay
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What to do with `req` (whose target is `target`), with the authority it asked noted in
+    /// its log record.
+    pub async fn plan_request<B>(
+        &self,
+        req: &http::Request<B>,
+        target: &str,
+        pending: &mut super::log::PendingRecord,
+    ) -> Plan {
+        pending.rec.authority = authority(req);
+        self.plan(req.method(), pending.rec.authority.as_deref(), target)
+            .await
+    }
+
+    /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`).
+    pub async fn plan(&self, method: &Method, authority: Option<&str>, target: &str) -> Plan {
+        if let Some(replay) = self.replaying() {
+            let head_only = method == Method::HEAD;
+            let get = if head_only { "GET" } else { method.as_str() };
+            let authority = authority.unwrap_or("");
+            let answer = replay.site.answer(get, &request_url(authority, target));
+            let no_alt_svc = replay
+                .recorded_protocol(authority)
+                .is_some_and(|p| p != crate::config::protocol::Protocol::H3);
+            if !answer.think.is_zero() {
+                tokio::time::sleep(answer.think).await;
+            }
+            return Plan::Respond(Reply {
+                status: answer.status,
+                content_type: "",
+                body: answer.body,
+                head_only,
+                allow: None,
+                recorded: Some(answer.headers),
+                replay: Some(answer.matched),
+                no_alt_svc,
+            });
+        }
+        let path = target.split('?').next().unwrap_or("");
+        if path == UPLOAD_PATH {
+            if method == Method::POST {
+                return Plan::Upload;
+            }
+            let mut r = Reply::text(StatusCode::METHOD_NOT_ALLOWED, "use POST for /upload");
+            r.allow = Some("POST");
+            return Plan::Respond(r);
+        }
+        let head_only = method == Method::HEAD;
+        if method != Method::GET && !head_only {
+            let mut r = Reply::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+            r.allow = Some("GET, HEAD");
+            return Plan::Respond(r);
+        }
+        let mut reply = match paths::resolve(&self.root, target) {
+            Resolved::File(file) => match tokio::fs::read(&file).await {
+                Ok(bytes) => Reply {
+                    status: StatusCode::OK,
+                    content_type: crate::config::workload::content_type_for(&file),
+                    body: Bytes::from(bytes),
+                    head_only: false,
+                    allow: None,
+                    recorded: None,
+                    replay: None,
+                    no_alt_svc: false,
+                },
+                Err(e) => {
+                    tracing::warn!("cannot read {}: {e}", file.display());
+                    Reply::text(StatusCode::NOT_FOUND, "not found")
+                }
+            },
+            Resolved::NotFound => Reply::text(StatusCode::NOT_FOUND, "not found"),
+            Resolved::BadRequest(why) => Reply::text(StatusCode::BAD_REQUEST, why),
+        };
+        reply.head_only = head_only;
+        Plan::Respond(reply)
+    }
+
+    /// The response head: never compressed, never cached, Alt-Svc when h3 is offered (on
+    /// HTTP/3 responses only with the `alt_svc_over_h3` knob). A replayed response has its
+    /// recorded headers instead (and `Timing-Allow-Origin: *` unless it had one).
+    pub fn head(&self, reply: &Reply, over_h3: bool) -> Response<()> {
+        let mut r = Response::new(());
+        *r.status_mut() = reply.status;
+        let h = r.headers_mut();
+        match &reply.recorded {
+            Some(recorded) => {
+                for (n, v) in recorded.iter() {
+                    h.append(n.clone(), v.clone());
+                }
+                // Resource Timing hides the protocol and sizes of cross-origin responses
+                // without it, and validation reads them.
+                if !h.contains_key(TIMING_ALLOW_ORIGIN) {
+                    h.insert(TIMING_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+                }
+            }
+            None => {
+                h.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+                h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                h.insert(SERVER, HeaderValue::from_static("pagebench"));
+            }
+        }
+        h.insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+        if let Some(a) = self
+            .alt_svc
+            .as_ref()
+            .filter(|_| !reply.no_alt_svc)
+            .filter(|_| !over_h3 || self.alt_svc_over_h3)
+        {
+            h.insert(http::header::ALT_SVC, a.clone());
+        }
+        if let Some(allow) = reply.allow {
+            h.insert(ALLOW, HeaderValue::from_static(allow));
+        }
+        r
+    }
+}
+
+/// `{"bytes": N, "duration_ms": F}`: what the upload page reads back.
+pub(crate) fn upload_reply(bytes: u64, took: Duration) -> Reply {
+    let json = serde_json::json!({
+        "bytes": bytes,
+        "duration_ms": took.as_secs_f64() * 1000.0,
+    });
+    Reply {
+        status: StatusCode::OK,
+        content_type: "application/json",
+        body: Bytes::from(json.to_string()),
+        head_only: false,
+        allow: None,
+        recorded: None,
+        replay: None,
+        no_alt_svc: false,
+    }
+}
+
+pub(crate) fn alt_svc(port: u16) -> HeaderValue {
+    HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).expect("ascii header")
+}

@@ -1,0 +1,41 @@
+//! What a server under test tells of one run: the requests as it logged them, its transport
+//! figures summed over its connections. Validation checks the browser's view against these;
+//! the record keeps them.
+
+use serde::{Deserialize, Serialize};
+
+/// One request as the server logged it (from the embedded server or an external one's log).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerView {
+    /// As Chromium names it: `http/1.1`, `h2`, `h3`.
+    pub protocol: String,
+    pub method: String,
+    pub path: String,
+    /// The whole URL asked, when the server says which authority was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// How a replayed request was matched (site replay only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::config::site::replay::ReplayMatch>,
+    pub status: u16,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Whether the request came on a resumed TLS session, where the server's log says (Caddy
+    /// over TCP); None: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resumed: Option<bool>,
+}
+
+/// The server's transport figures for one run, summed over its connections.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransportSummary {
+    pub tcp_connections: u64,
+    pub tcp_retransmits: u64,
+    pub quic_connections: u64,
+    pub quic_lost_packets: u64,
+    pub quic_congestion_events: u64,
+    /// Smoothed RTT the server measured (median over connections), ms.
+    pub server_rtt_ms: Option<f64>,
+    /// Congestion window at the end (largest over connections), bytes.
+    pub cwnd_bytes: Option<u64>,
+}

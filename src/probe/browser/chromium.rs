@@ -1,0 +1,94 @@
+//! Chromium as a [`Browser`]: a fresh [`ChromiumProcess`] per launch, loads driven over its
+//! DevTools pipe ([`super::load`]).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+
+use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
+use super::{load, repeat, Browser, ClientSide};
+use crate::config::identity::BrowserId;
+use crate::config::workload::WorkloadKind;
+use crate::probe::metrics::Observation;
+use crate::probe::validate::LoadEnd;
+
+/// Debian's Chromium; one process between `launch` and `close`.
+#[derive(Default)]
+pub struct Chromium {
+    running: Option<ChromiumProcess>,
+    /// Keep the response bodies of the loads (the launch options say).
+    keep_bodies: bool,
+    /// Run before the page's own scripts in every document (the launch options say).
+    init_script: Option<String>,
+    /// Record a screencast of each load (the launch options say).
+    visual: bool,
+    /// The version the last launch reported (kept after close).
+    version: Option<String>,
+}
+
+impl Browser for Chromium {
+    fn id(&self) -> BrowserId {
+        BrowserId::Chromium
+    }
+
+    fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
+        self.close();
+        let launched = ChromiumProcess::launch(client.command(CHROMIUM), opts).and_then(|mut p| {
+            repeat::first_view(&mut p, opts)?;
+            Ok(p)
+        });
+        let process = launched.context("Chromium did not start")?;
+        self.version = process.version.clone();
+        self.running = Some(process);
+        self.keep_bodies = opts.keep_bodies;
+        self.init_script = opts.init_script.clone();
+        self.visual = opts.visual;
+        Ok(())
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.clone()
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        self.running.as_ref().map(|p| p.pgid())
+    }
+
+    fn load(
+        &mut self,
+        url: &str,
+        kind: &WorkloadKind,
+        expected_resources: usize,
+        timeout: Duration,
+    ) -> Result<(Observation, LoadEnd)> {
+        let process = self
+            .running
+            .as_mut()
+            .ok_or_else(|| anyhow!("Chromium is not running: launch it first"))?;
+        let first_view = process.first_view.clone();
+        let (mut obs, end) = load::load(
+            process,
+            url,
+            kind,
+            expected_resources,
+            timeout,
+            load::LoadExtras {
+                keep_bodies: self.keep_bodies,
+                init_script: self.init_script.as_deref(),
+                visual: self.visual,
+            },
+        )?;
+        obs.first_view = first_view;
+        Ok((obs, end))
+    }
+
+    fn close(&mut self) -> BrowserOverhead {
+        match self.running.take() {
+            Some(mut process) => {
+                process.close();
+                process.overhead.clone()
+            }
+            None => BrowserOverhead::default(),
+        }
+    }
+}

@@ -1,0 +1,818 @@
+//! Firefox as a [`Browser`]: Debian's `firefox-esr`, headless, a fresh profile per launch (prefs
+//! in `user.js`, the server certificate trusted in the profile's NSS database), driven over
+//! WebDriver BiDi on `--remote-debugging-port` (no geckodriver). The WebSocket is opened from
+//! inside the client namespace, where Firefox listens on its loopback.
+//!
+//! Protocols (verified on Firefox ESR 153): h1 = HTTP/2 and HTTP/3 off; h2 = HTTP/3 off; h3 forced = the
+//! alt-svc testing mapping with `force-use`; h3 primed = the same mapping without `force-use`,
+//! which Firefox treats like an Alt-Svc it learnt (a returning visitor's state). Every h3 arm
+//! also needs `disable_when_third_party_roots_found = false`, else Firefox silently drops h3
+//! for a certificate that is not under a built-in root.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::bidi::{self, Bidi, BidiError};
+use super::launch::{BrowserOverhead, LaunchOptions};
+use super::{process, scripts, Browser, ClientSide};
+use crate::config::identity::BrowserId;
+use crate::config::protocol::{H3Mode, Protocol};
+use crate::config::workload::WorkloadKind;
+use crate::probe::metrics::{BidiEvent, Observation};
+use crate::probe::validate::LoadEnd;
+use crate::support::signals;
+use crate::support::tempdir::{self, TempDir};
+
+/// The real binary of Debian's package (`/usr/bin/firefox-esr` links to it).
+pub const FIREFOX: &str = "/usr/lib/firefox-esr/firefox-esr";
+/// NSS's database tool (Debian's libnss3-tools), to trust the server certificate.
+pub const CERTUTIL: &str = "/usr/bin/certutil";
+/// The oldest Firefox whose BiDi, HTTP/3 prefs and paint entries pagebench relies on (ESR 128).
+pub const MIN_MAJOR: u32 = 128;
+
+/// A closed port on the client namespace's loopback, not on Firefox's banned-port list: the
+/// warm-up navigation is refused at once, without a packet on the link.
+const WARMUP_URL: &str = "https://127.0.0.1:2/";
+/// How long the alt-svc storage is given after the warm-up: until it is ready, Firefox skips
+/// the h3 mapping and the first navigation goes over h2 (with this pause: h3 in 5 of 5 probes).
+const WARMUP_PAUSE: Duration = Duration::from_millis(500);
+
+/// The BiDi events a load keeps (network events of its own browsing context).
+const KEPT_EVENTS: [&str; 4] = [
+    "network.beforeRequestSent",
+    "network.responseStarted",
+    "network.responseCompleted",
+    "network.fetchError",
+];
+
+/// The installed Firefox's version (`153.8.0esr`), from `application.ini` beside the binary;
+/// an error naming the fix when it is missing or older than ESR [`MIN_MAJOR`].
+pub fn installed_version() -> Result<String> {
+    let fix = "install Debian's firefox-esr and libnss3-tools (./setup.sh does)";
+    if !Path::new(FIREFOX).exists() {
+        bail!("{FIREFOX} not found: {fix}");
+    }
+    if !Path::new(CERTUTIL).exists() {
+        bail!("{CERTUTIL} not found (Firefox's certificate database tool): {fix}");
+    }
+    let ini = Path::new(FIREFOX).with_file_name("application.ini");
+    let text =
+        std::fs::read_to_string(&ini).with_context(|| format!("reading {}", ini.display()))?;
+    let version = application_version(&text)
+        .ok_or_else(|| anyhow!("{} has no Version line: {fix}", ini.display()))?;
+    check_version(&version)?;
+    Ok(version)
+}
+
+/// `Version=153.8.0esr` of an `application.ini`.
+fn application_version(ini: &str) -> Option<String> {
+    ini.lines()
+        .find_map(|l| l.trim().strip_prefix("Version="))
+        .map(|v| v.trim().to_string())
+}
+
+fn check_version(version: &str) -> Result<()> {
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| anyhow!("cannot read Firefox's version {version:?}"))?;
+    if major < MIN_MAJOR {
+        bail!(
+            "Firefox {version} is too old: pagebench needs Firefox ESR {MIN_MAJOR} or newer \
+             (WebDriver BiDi network events, the HTTP/3 testing prefs); upgrade Debian's \
+             firefox-esr (apt-get install firefox-esr)"
+        );
+    }
+    Ok(())
+}
+
+/// A `user.js` value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pref {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+impl Pref {
+    fn js(&self) -> String {
+        match self {
+            Pref::Bool(b) => b.to_string(),
+            Pref::Int(i) => i.to_string(),
+            Pref::Str(s) => Value::String(s.clone()).to_string(),
+        }
+    }
+}
+
+/// Prefs every launch gets: names resolve only as pagebench says (no DoH, no IPv6, no
+/// HTTPS-RR/ECH lookups), nothing in the background (captive portal, connectivity checks,
+/// speculative connections, prefetch, safe browsing, telemetry, updates, remote settings,
+/// OCSP), and full-precision timers.
+fn quiet_prefs() -> Vec<(&'static str, Pref)> {
+    use Pref::*;
+    vec![
+        ("network.trr.mode", Int(5)),
+        ("network.dns.disableIPv6", Bool(true)),
+        ("network.dns.native_https_query", Bool(false)),
+        ("network.dns.use_https_rr_as_altsvc", Bool(false)),
+        ("network.dns.echconfig.enabled", Bool(false)),
+        ("network.dns.http3_echconfig.enabled", Bool(false)),
+        ("network.dns.disablePrefetch", Bool(true)),
+        ("network.proxy.type", Int(0)),
+        ("network.captive-portal-service.enabled", Bool(false)),
+        ("network.connectivity-service.enabled", Bool(false)),
+        ("network.prefetch-next", Bool(false)),
+        ("network.predictor.enabled", Bool(false)),
+        // No preconnect at navigation start (Chromium: network_prediction_options = 2).
+        ("network.http.speculative-parallel-limit", Int(0)),
+        ("browser.safebrowsing.malware.enabled", Bool(false)),
+        ("browser.safebrowsing.phishing.enabled", Bool(false)),
+        ("browser.safebrowsing.downloads.enabled", Bool(false)),
+        ("browser.safebrowsing.blockedURIs.enabled", Bool(false)),
+        (
+            "browser.safebrowsing.provider.google4.updateURL",
+            Str(String::new()),
+        ),
+        (
+            "browser.safebrowsing.provider.mozilla.updateURL",
+            Str(String::new()),
+        ),
+        ("datareporting.policy.dataSubmissionEnabled", Bool(false)),
+        ("datareporting.healthreport.uploadEnabled", Bool(false)),
+        ("toolkit.telemetry.enabled", Bool(false)),
+        ("toolkit.telemetry.unified", Bool(false)),
+        ("toolkit.telemetry.server", Str(String::new())),
+        ("app.normandy.enabled", Bool(false)),
+        ("app.update.auto", Bool(false)),
+        ("app.update.checkInstallTime", Bool(false)),
+        ("extensions.update.enabled", Bool(false)),
+        ("extensions.getAddons.cache.enabled", Bool(false)),
+        ("extensions.blocklist.enabled", Bool(false)),
+        ("browser.search.update", Bool(false)),
+        ("browser.startup.page", Int(0)),
+        ("browser.startup.homepage", Str("about:blank".into())),
+        (
+            "browser.startup.homepage_override.mstone",
+            Str("ignore".into()),
+        ),
+        ("browser.newtabpage.enabled", Bool(false)),
+        ("browser.shell.checkDefaultBrowser", Bool(false)),
+        ("browser.aboutwelcome.enabled", Bool(false)),
+        ("security.OCSP.enabled", Int(0)),
+        (
+            "security.remote_settings.crlite_filters.enabled",
+            Bool(false),
+        ),
+        // Honoured with MOZ_REMOTE_SETTINGS_DEVTOOLS=1: a dead loopback address.
+        (
+            "services.settings.server",
+            Str("http://127.0.0.1:9/v1".into()),
+        ),
+        ("media.gmp-manager.url", Str("http://127.0.0.1:9/".into())),
+        ("network.http.rcwn.enabled", Bool(false)),
+        ("privacy.reduceTimerPrecision", Bool(false)),
+    ]
+}
+
+/// Every pref of one launch: the quiet ones, name resolution (every host the page may contact
+/// resolves to the server's one address: `forceResolve`), and the protocol's.
+pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
+    use Pref::*;
+    let hosts = o.host_map();
+    let address = single_address(&hosts)?;
+    let mut p = quiet_prefs();
+    p.push(("network.dns.forceResolve", Str(address.to_string())));
+    if !o.as_recorded.is_empty() {
+        bail!("the as-recorded arm of a replayed site runs in Chromium only");
+    }
+    match o.protocol {
+        Protocol::H1 => {
+            p.push(("network.http.http2.enabled", Bool(false)));
+            p.push(("network.http.http3.enable", Bool(false)));
+        }
+        Protocol::H2 => p.push(("network.http.http3.enable", Bool(false))),
+        Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
+            bail!("h3-discovered needs a repeat view, which runs in Chromium only")
+        }
+        Protocol::H3 => {
+            let mapping: Vec<String> = hosts
+                .iter()
+                .map(|(h, _)| format!("{h};h3=:{}", o.port))
+                .collect();
+            p.push(("network.http.http3.enable", Bool(true)));
+            p.push((
+                "network.http.http3.alt-svc-mapping-for-testing",
+                Str(mapping.join(",")),
+            ));
+            p.push((
+                "network.http.http3.force-use-alt-svc-mapping-for-testing",
+                Bool(o.h3_mode == H3Mode::Forced),
+            ));
+        }
+    }
+    // Without it Firefox drops h3 (and only h3) for a certificate under a non-built-in root.
+    p.push((
+        "network.http.http3.disable_when_third_party_roots_found",
+        Bool(false),
+    ));
+    Ok(p)
+}
+
+/// The one address every host maps to: Firefox has no per-host resolver rule, only
+/// `network.dns.forceResolve` for every name.
+fn single_address(hosts: &[(String, IpAddr)]) -> Result<IpAddr> {
+    let first = hosts
+        .first()
+        .map(|(_, ip)| *ip)
+        .ok_or_else(|| anyhow!("no host to load"))?;
+    if let Some((h, ip)) = hosts.iter().find(|(_, ip)| *ip != first) {
+        bail!(
+            "Firefox resolves every host to one address, but {h} is at {ip} and {} at {first}: \
+             replay the site with --origin-addresses single for Firefox",
+            hosts[0].0
+        );
+    }
+    Ok(first)
+}
+
+/// Refuses a replayed site whose origins need more than one server address (Firefox maps every
+/// name to one address), before any run.
+pub fn check_site(workload: &str, site: &crate::config::workload::site::SitePlan) -> Result<()> {
+    if site.addresses > 1 {
+        bail!(
+            "--browsers firefox: workload {workload} puts its origins on {} server addresses, but Firefox resolves every host to one: add --origin-addresses single",
+            site.addresses
+        );
+    }
+    Ok(())
+}
+
+/// The `user.js` text of `prefs`.
+pub fn user_js(prefs: &[(&str, Pref)]) -> String {
+    prefs
+        .iter()
+        .map(|(k, v)| format!("user_pref({}, {});\n", Value::String(k.to_string()), v.js()))
+        .collect()
+}
+
+/// Writes a fresh profile: `user.js`, and an NSS database that trusts `cert_pem` as the
+/// issuer of TLS servers (the self-signed leaf is its own anchor; `P,,` is not enough).
+fn write_profile(dir: &Path, prefs: &str, cert_pem: &str) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(dir.join("user.js"), prefs)?;
+    let cert = dir.join("pagebench-cert.pem");
+    std::fs::write(&cert, cert_pem)?;
+    let db = format!("sql:{}", dir.display());
+    let certutil = |args: &[&str]| -> Result<()> {
+        let out = Command::new(CERTUTIL)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {CERTUTIL}: install libnss3-tools"))?;
+        if !out.status.success() {
+            bail!(
+                "certutil {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    };
+    certutil(&["-N", "-d", &db, "--empty-password"])?;
+    let cert_path = cert.display().to_string();
+    certutil(&[
+        "-A",
+        "-d",
+        &db,
+        "-n",
+        crate::config::workload::PAGE_HOST,
+        "-t",
+        "C,,",
+        "-i",
+        &cert_path,
+    ])
+}
+
+/// `WebDriver BiDi listening on ws://127.0.0.1:PORT` → the port.
+fn bidi_port(stderr: &str) -> Option<u16> {
+    stderr.lines().find_map(|l| {
+        let url = l.split("WebDriver BiDi listening on ws://").nth(1)?;
+        url.trim()
+            .rsplit(':')
+            .next()?
+            .trim_end_matches('/')
+            .parse()
+            .ok()
+    })
+}
+
+/// A running Firefox with its BiDi session and the browsing context pages load in.
+struct FirefoxProcess {
+    child: Child,
+    bidi: Bidi,
+    context: String,
+    pgid: i32,
+    /// The profile, HOME and TMPDIR; removed by `close`.
+    tmp: TempDir,
+    stderr_path: PathBuf,
+    version: String,
+    overhead: BrowserOverhead,
+    _cleanup: signals::CleanupGuard,
+    closed: bool,
+}
+
+impl FirefoxProcess {
+    fn launch(client: &dyn ClientSide, o: &LaunchOptions) -> Result<FirefoxProcess> {
+        installed_version()?;
+        let tmp = tempdir::create("firefox")?;
+        let profile = tmp.path().join("profile");
+        let home = tmp.path().join("home");
+        let browser_tmp = tmp.path().join("tmp");
+        std::fs::create_dir_all(&home)?;
+        std::fs::create_dir_all(&browser_tmp)?;
+        write_profile(&profile, &user_js(&prefs(o)?), &o.cert_pem)?;
+        let stderr_path = tmp.path().join("firefox.stderr");
+        let stderr = std::fs::File::create(&stderr_path)?;
+
+        let mut cmd = client.command(FIREFOX);
+        cmd.args(["--headless", "--no-remote", "--profile"])
+            .arg(&profile)
+            .args(["--remote-debugging-port", "0"])
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("TMPDIR", &browser_tmp)
+            .env("MOZ_HEADLESS", "1")
+            .env("MOZ_CRASHREPORTER_DISABLE", "1")
+            // Makes a release build honour `services.settings.server` (a dead address).
+            .env("MOZ_REMOTE_SETTINGS_DEVTOOLS", "1")
+            .env_remove("DISPLAY")
+            .env_remove("SSLKEYLOGFILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0);
+        if let Some(path) = &o.key_log {
+            // NSS writes TLS and QUIC secrets alike.
+            cmd.env("SSLKEYLOGFILE", path);
+        }
+        let started = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {FIREFOX}"))?;
+        let pgid = child.id() as i32;
+        let tmp_for_cleanup = tmp.path().to_path_buf();
+        let guard = signals::register_cleanup(move || {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = std::fs::remove_dir_all(&tmp_for_cleanup);
+        });
+        let session = (|| -> Result<(Bidi, String)> {
+            let port = wait_for_port(&mut child, &stderr_path, Duration::from_secs(30))?;
+            let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+            let stream = client
+                .connect(addr, Duration::from_secs(10))
+                .with_context(|| format!("connecting to Firefox's BiDi port {port}"))?;
+            let bidi = Bidi::connect(stream, &format!("ws://127.0.0.1:{port}/session"))?;
+            let caps = bidi.call(
+                "session.new",
+                json!({ "capabilities": { "alwaysMatch": { "acceptInsecureCerts": false } } }),
+                Duration::from_secs(30),
+            )?;
+            let version = caps
+                .pointer("/capabilities/browserVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            Ok((bidi, version))
+        })();
+        let (bidi, version) = match session {
+            Ok(s) => s,
+            Err(e) => {
+                process::end_group(&mut child, pgid, Duration::ZERO);
+                bail!(
+                    "Firefox did not open a BiDi session: {e:#}; stderr: {}",
+                    process::stderr_tail(&stderr_path)
+                );
+            }
+        };
+        let mut browser = FirefoxProcess {
+            child,
+            bidi,
+            context: String::new(),
+            pgid,
+            tmp,
+            stderr_path,
+            version,
+            overhead: BrowserOverhead::default(),
+            _cleanup: guard,
+            closed: false,
+        };
+        browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Err(e) = browser.prepare(o) {
+            let tail = process::stderr_tail(&browser.stderr_path);
+            browser.close();
+            bail!("Firefox could not be prepared for the load: {e:#}; stderr: {tail}");
+        }
+        // The settle wait starts after the warm-up: both are part of the launch, and what it
+        // measures is the browser's own start-up burst.
+        let settle = process::settle(pgid, o.settle_max);
+        browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
+        browser.overhead.settled = settle.settled;
+        browser.overhead.settle_cpu = settle.last_cpu;
+        Ok(browser)
+    }
+
+    /// The tab, its viewport, the scripts every document runs first, the events a load keeps,
+    /// and the warm-up navigation.
+    fn prepare(&mut self, o: &LaunchOptions) -> Result<()> {
+        let t = Duration::from_secs(10);
+        let tree = self.bidi.call("browsingContext.getTree", json!({}), t)?;
+        self.context = tree
+            .pointer("/contexts/0/context")
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("Firefox has no browsing context"))?
+            .to_string();
+        // A fixed viewport: what the page paints (LCP) does not depend on a default.
+        self.bidi.call(
+            "browsingContext.setViewport",
+            json!({ "context": self.context, "viewport": { "width": 1280, "height": 720 } }),
+            t,
+        )?;
+        let mut preload = vec![scripts::KEEP_RESOURCE_ENTRIES.to_string()];
+        preload.extend(o.init_script.clone());
+        for source in preload {
+            self.bidi.call(
+                "script.addPreloadScript",
+                json!({ "functionDeclaration": format!("() => {{ {source} }}") }),
+                t,
+            )?;
+        }
+        self.bidi
+            .call("session.subscribe", json!({ "events": KEPT_EVENTS }), t)?;
+        // Until Firefox's alt-svc storage is read, an HTTP/3 mapping is skipped: an https
+        // navigation that is refused at once makes it read the storage.
+        let _ = self.bidi.call(
+            "browsingContext.navigate",
+            json!({ "context": self.context, "url": WARMUP_URL, "wait": "complete" }),
+            t,
+        );
+        std::thread::sleep(WARMUP_PAUSE);
+        let _ = self.bidi.drain_events();
+        Ok(())
+    }
+
+    fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let t = Instant::now();
+        let _ = self
+            .bidi
+            .call("browser.close", json!({}), Duration::from_secs(3));
+        process::end_group(&mut self.child, self.pgid, Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(self.tmp.path());
+        self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
+    }
+}
+
+impl Drop for FirefoxProcess {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Waits for Firefox to say where BiDi listens (its stderr), or to exit.
+fn wait_for_port(child: &mut Child, stderr: &Path, timeout: Duration) -> Result<u16> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(port) = std::fs::read_to_string(stderr)
+            .ok()
+            .and_then(|s| bidi_port(&s))
+        {
+            return Ok(port);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("Firefox exited ({status}) before opening its BiDi port");
+        }
+        if Instant::now() >= end {
+            bail!("Firefox did not open its BiDi port within {timeout:?}");
+        }
+        if signals::interrupted() {
+            return Err(signals::Interrupted.into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Debian's Firefox ESR; one process between `launch` and `close`.
+#[derive(Default)]
+pub struct Firefox {
+    running: Option<FirefoxProcess>,
+    version: Option<String>,
+}
+
+impl Browser for Firefox {
+    fn id(&self) -> BrowserId {
+        BrowserId::Firefox
+    }
+
+    fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
+        self.close();
+        if opts.visual {
+            bail!("--visual needs Chromium's screencast: Firefox has none over WebDriver BiDi");
+        }
+        if opts.net_log.is_some() {
+            bail!("--capture netlog is Chromium's NetLog: Firefox runs have none");
+        }
+        let process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
+        self.version = Some(format!("Firefox {}", process.version));
+        self.running = Some(process);
+        Ok(())
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.clone()
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        self.running.as_ref().map(|p| p.pgid)
+    }
+
+    fn load(
+        &mut self,
+        url: &str,
+        kind: &WorkloadKind,
+        expected_resources: usize,
+        timeout: Duration,
+    ) -> Result<(Observation, LoadEnd)> {
+        let browser = self
+            .running
+            .as_mut()
+            .ok_or_else(|| anyhow!("Firefox is not running: launch it first"))?;
+        load(browser, url, expected_resources, !kind.is_page(), timeout)
+    }
+
+    fn close(&mut self) -> BrowserOverhead {
+        match self.running.take() {
+            Some(mut process) => {
+                process.close();
+                process.overhead.clone()
+            }
+            None => BrowserOverhead::default(),
+        }
+    }
+}
+
+/// One navigation: navigate and wait for the load event, then (within the timeout) for the
+/// expected Resource Timing entries and the page's own end of transfer; then the timing and
+/// paint entries and the network events.
+fn load(
+    browser: &mut FirefoxProcess,
+    url: &str,
+    expected: usize,
+    transfer: bool,
+    timeout: Duration,
+) -> Result<(Observation, LoadEnd)> {
+    let deadline = Instant::now() + timeout;
+    let mut obs = Observation::default();
+    let _ = browser.bidi.drain_events();
+    let nav = browser.bidi.call_until(
+        "browsingContext.navigate",
+        json!({ "context": browser.context, "url": url, "wait": "complete" }),
+        timeout,
+        &signals::interrupted,
+    );
+    match nav {
+        Ok(_) => {}
+        Err(BidiError::Interrupted { .. }) => return Err(signals::Interrupted.into()),
+        Err(BidiError::Timeout { .. }) => {
+            collect(browser, &mut obs);
+            return Ok((obs, timed_out(timeout, "no load event")));
+        }
+        Err(BidiError::Command { message, .. }) => {
+            collect_events(browser, &mut obs);
+            return Ok((
+                obs,
+                LoadEnd::NavigationFailed(format!("{message} loading {url}")),
+            ));
+        }
+        Err(BidiError::Closed) => return Ok((obs, crashed(browser))),
+    }
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    let wait = scripts::load_finished(expected, transfer);
+    if let Err(e) = bidi::evaluate(&browser.bidi, &browser.context, &wait, left) {
+        if matches!(e.downcast_ref(), Some(BidiError::Interrupted { .. })) {
+            return Err(signals::Interrupted.into());
+        }
+        if browser.bidi.is_closed() || browser.has_exited() {
+            return Ok((obs, crashed(browser)));
+        }
+        tracing::debug!("the load did not finish: {e:#}");
+        collect(browser, &mut obs);
+        let what = if transfer {
+            "the transfer did not complete"
+        } else {
+            "the page did not finish loading"
+        };
+        return Ok((obs, timed_out(timeout, what)));
+    }
+    collect(browser, &mut obs);
+    if obs.navigation.is_none() {
+        return Ok((
+            obs,
+            LoadEnd::NavigationFailed("no navigation entry after load".into()),
+        ));
+    }
+    Ok((obs, LoadEnd::Completed))
+}
+
+fn timed_out(timeout: Duration, what: &str) -> LoadEnd {
+    LoadEnd::TimedOut(format!(
+        "{what} within {}",
+        humantime::format_duration(timeout)
+    ))
+}
+
+fn crashed(browser: &mut FirefoxProcess) -> LoadEnd {
+    LoadEnd::Crashed(format!(
+        "Firefox exited during the load; stderr: {}",
+        process::stderr_tail(&browser.stderr_path)
+    ))
+}
+
+/// Reads the timing and paint entries and the page result (whatever exists, also after a
+/// timeout), then the network events.
+fn collect(browser: &FirefoxProcess, obs: &mut Observation) {
+    let t = Duration::from_secs(10);
+    if let Ok(v) = bidi::evaluate(&browser.bidi, &browser.context, scripts::TIMING_ENTRIES, t) {
+        scripts::read_timing_entries(&v, obs);
+    }
+    obs.paint = scripts::read_paint_entries(bidi::evaluate(
+        &browser.bidi,
+        &browser.context,
+        scripts::PAINT_ENTRIES,
+        Duration::from_secs(5),
+    ));
+    // Let the last responseCompleted events arrive.
+    std::thread::sleep(Duration::from_millis(50));
+    collect_events(browser, obs);
+}
+
+fn collect_events(browser: &FirefoxProcess, obs: &mut Observation) {
+    for e in browser.bidi.drain_events() {
+        if KEPT_EVENTS.contains(&e.method.as_str())
+            && e.params.get("context").and_then(Value::as_str) == Some(browser.context.as_str())
+        {
+            obs.bidi_events.push(BidiEvent {
+                method: e.method,
+                params: e.params,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(p: Protocol, mode: H3Mode) -> LaunchOptions {
+        LaunchOptions {
+            h3_mode: mode,
+            ..LaunchOptions::fixture(p)
+        }
+    }
+
+    fn get<'a>(p: &'a [(&str, Pref)], k: &str) -> Option<&'a Pref> {
+        p.iter().find(|(n, _)| *n == k).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn prefs_force_each_protocol() {
+        let h1 = prefs(&opts(Protocol::H1, H3Mode::Forced)).unwrap();
+        assert_eq!(
+            get(&h1, "network.http.http2.enabled"),
+            Some(&Pref::Bool(false))
+        );
+        assert_eq!(
+            get(&h1, "network.http.http3.enable"),
+            Some(&Pref::Bool(false))
+        );
+        let h2 = prefs(&opts(Protocol::H2, H3Mode::Forced)).unwrap();
+        assert_eq!(get(&h2, "network.http.http2.enabled"), None);
+        assert_eq!(
+            get(&h2, "network.http.http3.enable"),
+            Some(&Pref::Bool(false))
+        );
+        let h3 = prefs(&opts(Protocol::H3, H3Mode::Forced)).unwrap();
+        assert_eq!(
+            get(&h3, "network.http.http3.alt-svc-mapping-for-testing"),
+            Some(&Pref::Str("pagebench.test;h3=:443".into()))
+        );
+        assert_eq!(
+            get(
+                &h3,
+                "network.http.http3.force-use-alt-svc-mapping-for-testing"
+            ),
+            Some(&Pref::Bool(true))
+        );
+        let primed = prefs(&opts(Protocol::H3, H3Mode::Primed)).unwrap();
+        assert_eq!(
+            get(
+                &primed,
+                "network.http.http3.force-use-alt-svc-mapping-for-testing"
+            ),
+            Some(&Pref::Bool(false))
+        );
+        for p in [&h1, &h2, &h3, &primed] {
+            assert_eq!(
+                get(p, "network.dns.forceResolve"),
+                Some(&Pref::Str("10.1.2.2".into()))
+            );
+            assert_eq!(
+                get(p, "network.http.http3.disable_when_third_party_roots_found"),
+                Some(&Pref::Bool(false))
+            );
+            assert_eq!(
+                get(p, "privacy.reduceTimerPrecision"),
+                Some(&Pref::Bool(false))
+            );
+            assert_eq!(
+                get(p, "network.http.speculative-parallel-limit"),
+                Some(&Pref::Int(0))
+            );
+        }
+    }
+
+    #[test]
+    fn every_host_of_a_site_is_mapped_but_only_to_one_address() {
+        let mut o = opts(Protocol::H3, H3Mode::Forced);
+        o.hosts = vec![
+            ("www.site.test".into(), "10.1.2.2".parse().unwrap()),
+            ("static.site.test".into(), "10.1.2.2".parse().unwrap()),
+        ];
+        let p = prefs(&o).unwrap();
+        assert_eq!(
+            get(&p, "network.http.http3.alt-svc-mapping-for-testing"),
+            Some(&Pref::Str(
+                "www.site.test;h3=:443,static.site.test;h3=:443".into()
+            ))
+        );
+        o.hosts[1].1 = "10.250.0.1".parse().unwrap();
+        let e = prefs(&o).unwrap_err().to_string();
+        assert!(e.contains("--origin-addresses single"), "{e}");
+        o.hosts[1].1 = "10.1.2.2".parse().unwrap();
+        o.as_recorded = vec![("www.site.test".into(), Protocol::H2)];
+        assert!(prefs(&o).is_err());
+    }
+
+    #[test]
+    fn user_js_quotes_strings_only() {
+        let js = user_js(&[
+            ("a.b", Pref::Bool(true)),
+            ("c", Pref::Int(5)),
+            ("d", Pref::Str("x\"y".into())),
+        ]);
+        assert_eq!(
+            js,
+            "user_pref(\"a.b\", true);\nuser_pref(\"c\", 5);\nuser_pref(\"d\", \"x\\\"y\");\n"
+        );
+    }
+
+    #[test]
+    fn versions_are_read_and_checked() {
+        let ini = "[App]\nVendor=Mozilla\nName=Firefox\nVersion=153.8.0esr\nBuildID=1\n";
+        assert_eq!(application_version(ini).as_deref(), Some("153.8.0esr"));
+        assert!(check_version("153.8.0esr").is_ok());
+        assert!(check_version("128.0").is_ok());
+        let e = check_version("115.9.1esr").unwrap_err().to_string();
+        assert!(
+            e.contains("too old") && e.contains("apt-get install firefox-esr"),
+            "{e}"
+        );
+        assert!(check_version("esr").is_err());
+        assert_eq!(application_version("[App]\n"), None);
+    }
+
+    #[test]
+    fn the_bidi_port_is_read_from_stderr() {
+        let err = "1764000000000\taddons.xpi\tWARN\tx\n\
+                   WebDriver BiDi listening on ws://127.0.0.1:41235\n";
+        assert_eq!(bidi_port(err), Some(41235));
+        assert_eq!(bidi_port("nothing yet"), None);
+    }
+}

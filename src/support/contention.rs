@@ -1,0 +1,338 @@
+//! Contention, measured for every run and every side: how much CPU the browser, the server and
+//! the link emulator used between the run's mark and the end of its load, how long their
+//! threads were runnable but waiting for a CPU (the kernel's `schedstat`), how much CPU time
+//! everything else on the machine took in the same window, and the hypervisor's steal.
+//!
+//! A busy machine (a compiler beside the matrix, a noisy neighbour VM) starves the browser,
+//! the server and the emulator together; the link gate sees only the emulator. These figures
+//! see all of them, so a report can say the machine was busy — and a user can read what a
+//! protocol costs in CPU on each side.
+//!
+//! The IO shell ([`Snapshot::take`]) reads `/proc`; [`Contention::between`] is pure.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::support::procfs::{self, CpuTicks, SchedStat};
+
+/// Where a side's threads are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tasks {
+    /// Every thread of every process of a process group (a browser, a reference server).
+    Group(i32),
+    /// Every thread of one process.
+    Process(i32),
+    /// Some threads of one process (the embedded server's runtime, the emulator thread).
+    Threads { pid: i32, tids: Vec<i32> },
+}
+
+/// The threads a run's figures are summed over, per side.
+#[derive(Debug, Clone, Default)]
+pub struct Sides {
+    pub browser: Vec<Tasks>,
+    pub server: Vec<Tasks>,
+    pub emulator: Vec<Tasks>,
+}
+
+impl Sides {
+    /// Everything of this run's: pagebench's own process (emulator, embedded server, drivers)
+    /// and the browser's and the reference server's processes.
+    fn ours(&self) -> Vec<Tasks> {
+        let mut all = vec![Tasks::Process(std::process::id() as i32)];
+        all.extend(
+            self.browser
+                .iter()
+                .chain(&self.server)
+                .filter(|t| matches!(t, Tasks::Group(_)))
+                .cloned(),
+        );
+        all
+    }
+}
+
+/// Each thread's scheduler statistics at one moment, keyed by (pid, tid).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading(pub BTreeMap<(i32, i32), SchedStat>);
+
+impl Reading {
+    /// Reads the threads of `tasks` now (threads that vanish while being read are left out).
+    pub fn take(tasks: &[Tasks]) -> Reading {
+        let mut out = BTreeMap::new();
+        for t in tasks {
+            for (pid, tid) in threads_of(t) {
+                if let Ok(s) = procfs::task_schedstat(pid, tid) {
+                    out.insert((pid, tid), s);
+                }
+            }
+        }
+        Reading(out)
+    }
+}
+
+fn threads_of(t: &Tasks) -> Vec<(i32, i32)> {
+    let of_process = |pid: i32| -> Vec<(i32, i32)> {
+        procfs::tids(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|tid| (pid, tid))
+            .collect()
+    };
+    match t {
+        Tasks::Process(pid) => of_process(*pid),
+        Tasks::Threads { pid, tids } => tids.iter().map(|t| (*pid, *t)).collect(),
+        Tasks::Group(pgid) => procfs::pids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|pid| procfs::pid_stat(*pid).is_ok_and(|s| s.pgrp == *pgid))
+            .flat_map(of_process)
+            .collect(),
+    }
+}
+
+/// What a side's threads did in a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// CPU time, summed over the threads.
+    pub cpu_ms: f64,
+    /// Time runnable but waiting for a CPU, summed over the threads.
+    pub runq_ms: f64,
+    /// Threads seen.
+    pub threads: u32,
+}
+
+impl Usage {
+    /// From two readings (pure): each thread's growth; a thread born in the window counts
+    /// whole, one gone by its end is lost (its last figures are not readable).
+    pub fn between(a: &Reading, b: &Reading) -> Usage {
+        let mut u = Usage::default();
+        for (key, end) in &b.0 {
+            let start = a.0.get(key).copied().unwrap_or_default();
+            u.cpu_ms += end.cpu_ns.saturating_sub(start.cpu_ns) as f64 / 1e6;
+            u.runq_ms += end.wait_ns.saturating_sub(start.wait_ns) as f64 / 1e6;
+            u.threads += 1;
+        }
+        u
+    }
+}
+
+/// One moment of a run: the machine's CPU times and every side's threads.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    at: Instant,
+    cpu: CpuTicks,
+    browser: Reading,
+    server: Reading,
+    emulator: Reading,
+    ours: Reading,
+}
+
+impl Snapshot {
+    pub fn take(sides: &Sides) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            cpu: procfs::cpu_ticks().unwrap_or_default(),
+            browser: Reading::take(&sides.browser),
+            server: Reading::take(&sides.server),
+            emulator: Reading::take(&sides.emulator),
+            ours: Reading::take(&sides.ours()),
+        }
+    }
+}
+
+/// What the machine did during one run's load, per side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Contention {
+    /// The window: from the run's mark to the end of its load.
+    pub window_ms: f64,
+    pub cpus: usize,
+    pub browser: Usage,
+    /// None when the server's threads are not known.
+    pub server: Option<Usage>,
+    pub emulator: Option<Usage>,
+    /// CPU time of everything of this run's (pagebench, the browser, a reference server).
+    pub ours_cpu_ms: f64,
+    /// CPU time the whole machine spent running something (all CPUs, `/proc/stat`, tick
+    /// resolution), and the time the hypervisor stole.
+    pub machine_busy_ms: f64,
+    pub steal_ms: f64,
+    /// CPU time of everything else: other processes, kernel threads (never below 0).
+    pub others_cpu_ms: f64,
+}
+
+impl Contention {
+    /// The window between two snapshots (pure, given the snapshots).
+    pub fn between(a: &Snapshot, b: &Snapshot, cpus: usize) -> Contention {
+        let hz = procfs::clock_ticks_per_second();
+        let ticks_ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz * 1e3;
+        let ours = Usage::between(&a.ours, &b.ours);
+        let machine_busy_ms = ticks_ms(a.cpu.busy(), b.cpu.busy());
+        let side = |x: &Reading, y: &Reading| (!y.0.is_empty()).then(|| Usage::between(x, y));
+        Contention {
+            window_ms: b.at.duration_since(a.at).as_secs_f64() * 1e3,
+            cpus,
+            browser: Usage::between(&a.browser, &b.browser),
+            server: side(&a.server, &b.server),
+            emulator: side(&a.emulator, &b.emulator),
+            ours_cpu_ms: ours.cpu_ms,
+            machine_busy_ms,
+            steal_ms: ticks_ms(a.cpu.steal, b.cpu.steal),
+            others_cpu_ms: (machine_busy_ms - ours.cpu_ms).max(0.0),
+        }
+    }
+
+    /// The CPU time the window offered: its length on every CPU.
+    pub fn capacity_ms(&self) -> f64 {
+        self.window_ms * self.cpus.max(1) as f64
+    }
+
+    /// Others' CPU time as a share of the window's capacity, in percent.
+    pub fn others_pct(&self) -> f64 {
+        pct(self.others_cpu_ms, self.capacity_ms())
+    }
+
+    /// Steal as a share of the window's capacity, in percent.
+    pub fn steal_pct(&self) -> f64 {
+        pct(self.steal_ms, self.capacity_ms())
+    }
+
+    /// One line: each side's CPU and wait, everything else's CPU and steal, and whether
+    /// that disturbed the run.
+    pub fn describe(&self) -> String {
+        let side = |name: &str, u: Option<Usage>| {
+            u.map(|u| format!("{name} {:.0} ms CPU (waited {:.0} ms)", u.cpu_ms, u.runq_ms))
+        };
+        let mut parts: Vec<String> = [
+            side("browser", Some(self.browser)),
+            side("server", self.server),
+            side("emulator", self.emulator),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        parts.push(format!(
+            "others {:.0} ms ({:.0} % of the machine), steal {:.0} ms over {:.0} ms",
+            self.others_cpu_ms,
+            self.others_pct(),
+            self.steal_ms,
+            self.window_ms
+        ));
+        let verdict = self
+            .disturbance()
+            .map_or(String::new(), |why| format!(" — busy: {why}"));
+        format!("{}{verdict}", parts.join(", "))
+    }
+
+    /// Why this run met a disturbed machine (None: it did not), by [`DISTURBED_OTHERS_PCT`]
+    /// and [`DISTURBED_STEAL_PCT`].
+    pub fn disturbance(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.others_pct() > DISTURBED_OTHERS_PCT {
+            why.push(format!(
+                "other processes used {:.0} ms of CPU ({:.0} % of the machine)",
+                self.others_cpu_ms,
+                self.others_pct()
+            ));
+        }
+        if self.steal_pct() > DISTURBED_STEAL_PCT {
+            why.push(format!(
+                "the hypervisor stole {:.0} ms ({:.1} %)",
+                self.steal_ms,
+                self.steal_pct()
+            ));
+        }
+        (!why.is_empty()).then(|| why.join(", "))
+    }
+}
+
+/// A run whose window saw other processes use more than this share of the machine's CPU
+/// time met a busy machine.
+pub const DISTURBED_OTHERS_PCT: f64 = 10.0;
+/// … or whose window lost more than this share to the hypervisor.
+pub const DISTURBED_STEAL_PCT: f64 = 2.0;
+
+fn pct(x: f64, of: f64) -> f64 {
+    if of > 0.0 {
+        100.0 * x / of
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(cpu_ms: u64, wait_ms: u64) -> SchedStat {
+        SchedStat {
+            cpu_ns: cpu_ms * 1_000_000,
+            wait_ns: wait_ms * 1_000_000,
+            slices: 1,
+        }
+    }
+
+    #[test]
+    fn usage_counts_each_thread_s_growth_and_threads_born_in_the_window_whole() {
+        let a = Reading(BTreeMap::from([
+            ((1, 1), stat(100, 10)),
+            ((1, 2), stat(50, 5)),
+            ((1, 3), stat(7, 7)),
+        ]));
+        let b = Reading(BTreeMap::from([
+            ((1, 1), stat(160, 30)),
+            ((1, 2), stat(50, 5)),
+            ((2, 9), stat(25, 4)),
+        ]));
+        let u = Usage::between(&a, &b);
+        assert_eq!(u.threads, 3);
+        assert!((u.cpu_ms - 85.0).abs() < 1e-9, "{}", u.cpu_ms);
+        assert!((u.runq_ms - 24.0).abs() < 1e-9, "{}", u.runq_ms);
+    }
+
+    #[test]
+    fn a_busy_machine_is_a_disturbance_and_a_quiet_one_is_not() {
+        let quiet = Contention {
+            window_ms: 1000.0,
+            cpus: 2,
+            others_cpu_ms: 60.0,
+            steal_ms: 5.0,
+            ..Contention::default()
+        };
+        assert!(quiet.disturbance().is_none(), "{:?}", quiet.disturbance());
+        let busy = Contention {
+            others_cpu_ms: 900.0,
+            steal_ms: 80.0,
+            ..quiet.clone()
+        };
+        let why = busy.disturbance().unwrap();
+        assert!(why.contains("900 ms") && why.contains("45 %"), "{why}");
+        assert!(why.contains("stole 80 ms"), "{why}");
+    }
+
+    #[test]
+    fn this_process_s_threads_are_read() {
+        let me = std::process::id() as i32;
+        let sides = Sides {
+            emulator: vec![Tasks::Threads {
+                pid: me,
+                tids: vec![procfs::thread_id()],
+            }],
+            ..Sides::default()
+        };
+        let a = Snapshot::take(&sides);
+        let t = Instant::now();
+        while t.elapsed().as_millis() < 100 {
+            std::hint::black_box(0u64.wrapping_add(1));
+        }
+        let b = Snapshot::take(&sides);
+        let c = Contention::between(&a, &b, 2);
+        let spun = c.emulator.unwrap();
+        assert_eq!(spun.threads, 1);
+        assert!(spun.cpu_ms > 1.0, "{spun:?}");
+        // The process's threads are read a moment after this one's, at both ends: the two
+        // windows differ by the time of reading /proc, well under a millisecond or two.
+        assert!(c.ours_cpu_ms >= spun.cpu_ms - 5.0, "{c:?}");
+        assert!(c.window_ms >= 100.0);
+    }
+}

@@ -1,0 +1,15 @@
+//! What every layer may use: OS helpers (`/proc`, temporary directories, atomic writes,
+//! signals, machine facts, CPU accounting and the quiet-machine check) and pure libraries
+//! (statistics, terminal text, the bundled font).
+
+pub mod atomic;
+pub mod contention;
+pub mod font;
+pub mod machine_check;
+pub mod procfs;
+pub mod signals;
+pub mod snmp;
+pub mod stats;
+pub mod sysinfo;
+pub mod tempdir;
+pub mod textfmt;
