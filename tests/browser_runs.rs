@@ -98,8 +98,9 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
         "{}",
         rec.id
     );
-    // CDP's events for Chromium, BiDi's for Firefox: every response the browser reported.
-    let devtools = pagebench::probe::metrics::network_requests(&rec.observation);
+    // CDP's events for Chromium, BiDi's for Firefox, typed: every response the browser
+    // reported.
+    let devtools = &rec.observation.network.requests;
     assert!(
         devtools.len() > rec.metrics.resources,
         "{}: the page and every file in the DevTools view",
@@ -427,7 +428,7 @@ fn intercontinental_floors_hold() {
 
 fn firefox(spec: RunSpec) -> RunSpec {
     RunSpec {
-        browser: BrowserId::Firefox,
+        browser: BrowserId::new("firefox"),
         ..spec
     }
 }
@@ -436,7 +437,7 @@ fn firefox(spec: RunSpec) -> RunSpec {
 /// Paint Timing and LCP), and no CLS or hero time — it has no Layout Instability and no
 /// Element Timing, so those are unknown, not zero.
 fn assert_firefox(rec: &RunRecord) {
-    assert_eq!(rec.browser, BrowserId::Firefox);
+    assert_eq!(rec.browser, BrowserId::new("firefox"));
     assert!(
         rec.browser_version
             .as_deref()
@@ -444,7 +445,8 @@ fn assert_firefox(rec: &RunRecord) {
         "{:?}",
         rec.browser_version
     );
-    assert!(rec.observation.cdp_events.is_empty() && !rec.observation.bidi_events.is_empty());
+    assert_eq!(rec.observation.network.protocol, "BiDi");
+    assert!(!rec.observation.network.events.is_empty());
     // Nothing but the page's own traffic: no packet to any other address reached the link.
     let link = rec
         .link_stats

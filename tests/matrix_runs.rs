@@ -123,7 +123,7 @@ fn planned_ids(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: vec!["embedded".into()],
-        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        browsers: vec![pagebench::config::identity::BrowserId::default()],
         views: vec![pagebench::config::identity::View::First],
         variants: pagebench::config::protocol::parse_variants(protocols, H3Mode::Forced).unwrap(),
         runs,
@@ -222,7 +222,7 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     assert_eq!(s.comparisons.len(), 12);
     let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "complete");
-    assert!(meta.machine.chromium.contains("Chromium"));
+    assert!(meta.machine.browsers["chromium"].contains("Chromium"));
     // The machine was watched before the first run, and every run's contention measured:
     // the browser and the embedded server used CPU, the emulator's thread was seen.
     assert_eq!(meta.machine_checks.len(), 1);
@@ -413,7 +413,7 @@ fn matrix_with_fault(
             .position(|a| *a == "--servers")
             .map_or("embedded", |i| extra[i + 1])
             .into()],
-        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        browsers: vec![pagebench::config::identity::BrowserId::default()],
         views: vec![pagebench::config::identity::View::First],
         variants: pagebench::config::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 2,
@@ -673,6 +673,6 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
         assert!(report.contains(title), "{title} missing from the report");
     }
     let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
-    assert!(meta.machine.firefox.is_some());
+    assert!(meta.machine.browsers.contains_key("firefox"));
     assert!(namespaces_of(std::process::id()).is_empty());
 }

@@ -23,7 +23,7 @@ use pagebench::config::protocol::Variant;
 use pagebench::config::protocol::{H3Mode, Protocol};
 use pagebench::config::workload::{self, FileKind, Manifest, Workload, WorkloadKind};
 use pagebench::origin::servers::TransportSummary;
-use pagebench::probe::browser::launch::BrowserOverhead;
+use pagebench::probe::browser::BrowserOverhead;
 use pagebench::probe::metrics::{self, Observation};
 use pagebench::probe::record::{LinkSummary, RunRecord};
 use pagebench::probe::validate::{LoadEnd, Outcome, Reason, ReasonKind};
@@ -538,7 +538,6 @@ fn generate(
                         navigation: Some(sim.nav.clone()),
                         resources: sim.resources.clone(),
                         page_result: (!is_page).then(|| json!({"done": true, "ok": true})),
-                        cdp_events: vec![],
                         ..Default::default()
                     };
                     if dnf {
@@ -613,7 +612,7 @@ fn generate(
                         workload: w.to_string(),
                         profile: p.to_string(),
                         server: spec.server.into(),
-                        browser: BrowserId::Chromium,
+                        browser: BrowserId::default(),
                         browser_version: None,
                         view: pagebench::config::identity::View::First,
                         phase: phase.parse().unwrap(),
@@ -708,7 +707,7 @@ fn generate(
         profiles: profiles.iter().map(|s| s.to_string()).collect(),
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         servers: servers.iter().map(|s| ServerId::new(*s)).collect(),
-        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        browsers: vec![pagebench::config::identity::BrowserId::default()],
         views: vec![pagebench::config::identity::View::First],
         variants: variants.iter().map(|v| variant(v)).collect(),
         runs,
@@ -736,8 +735,11 @@ fn generate(
             cpu_model: "Fixture CPU @ 2.0GHz".into(),
             cpus: 2,
             memory_gib: 23.5,
-            chromium: "Chromium 156.0.7000.0 (fixture)".into(),
-            firefox: None,
+            browsers: [(
+                "chromium".to_string(),
+                "Chromium 156.0.7000.0 (fixture)".to_string(),
+            )]
+            .into(),
         },
         started_at: "2025-06-02T09:00:00+00:00".into(),
         ended_at: Some(clock.to_rfc3339()),

@@ -86,7 +86,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         profiles: vec!["datacenter".into(), "wired".into()],
         workloads: vec!["page10".into()],
         servers: vec!["embedded".into()],
-        browsers: vec![pagebench::config::identity::BrowserId::Chromium],
+        browsers: vec![pagebench::config::identity::BrowserId::default()],
         views: vec![pagebench::config::identity::View::First],
         variants: pagebench::config::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
         runs: 3,

@@ -138,7 +138,7 @@ pub struct RecordArgs {
     /// after it) or a time after the navigation starts (e.g. `5s`).
     #[arg(long, default_value = "idle", value_name = "load|idle|DURATION",
           value_parser = |s: &str| crate::probe::recording::parse_wait(s).map_err(|e| e.to_string()))]
-    pub wait: crate::probe::browser::load::WaitFor,
+    pub wait: crate::probe::browser::chromium::load::WaitFor,
     /// Map HOST to IP in Chromium's resolver (repeatable); without any, the system resolver.
     #[arg(long, value_name = "HOST=IP",
           value_parser = |s: &str| crate::probe::recording::parse_resolve(s).map_err(|e| format!("{e:#}")))]
@@ -463,7 +463,7 @@ pub struct CommonArgs {
 
 impl CommonArgs {
     pub fn browsers(&self) -> Result<Vec<crate::config::identity::BrowserId>> {
-        crate::config::identity::parse_browsers(&self.browsers)
+        crate::probe::browser::parse_browsers(&self.browsers)
     }
 
     pub fn views(&self) -> Result<Vec<crate::config::identity::View>> {
@@ -1293,17 +1293,13 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         )?;
     }
     crate::config::plan::check_views(&[variant], &req.views)?;
-    if a.har.is_some()
-        && req
-            .browsers
-            .contains(&crate::config::identity::BrowserId::Firefox)
-    {
-        eprintln!(
-            "pagebench run: Firefox's HAR files have no response bodies (WebDriver BiDi hands \
-none over); Chromium's have them"
-        );
+    if a.har.is_some() {
+        for b in &req.browsers {
+            if let Some(lacks) = crate::probe::browser::engine(*b)?.har_lacks {
+                eprintln!("pagebench run: {lacks}");
+            }
+        }
     }
-    let chromium = crate::support::sysinfo::chromium_version();
     crate::cli::matrix::series::run_series(&req, |rec| {
         if a.json {
             println!("{}", serde_json::to_string(rec)?);
@@ -1319,8 +1315,7 @@ none over); Chromium's have them"
         }
         if let Some(base) = &a.har {
             let path = har_path(base, rec.round, rec.attempt, req.runs);
-            let browser = rec.browser_version.as_deref().unwrap_or(&chromium);
-            let har = crate::probe::har::build(&rec.observation, &rec.url, browser);
+            let har = run_har(rec)?;
             crate::support::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
             if !a.json {
                 println!("  HAR: {}", path.display());
@@ -1329,6 +1324,21 @@ none over); Chromium's have them"
         Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The HAR of one run, made by its engine's adapter from the run's observation.
+fn run_har(rec: &crate::probe::record::RunRecord) -> Result<serde_json::Value> {
+    let engine = crate::probe::browser::engine(rec.browser)?;
+    let entries = (engine.har)(&rec.observation);
+    let version = rec.browser_version.as_deref().unwrap_or_default();
+    let label = rec.browser.label();
+    Ok(crate::probe::har::build(
+        &rec.observation,
+        entries,
+        &rec.url,
+        &label,
+        version,
+    ))
 }
 
 fn import(a: ImportArgs) -> Result<ExitCode> {
@@ -1342,7 +1352,7 @@ fn record(a: RecordArgs) -> Result<ExitCode> {
         url: a.url,
         out: a.out,
         wait: a.wait,
-        network: crate::probe::browser::launch::NaturalOptions {
+        network: crate::probe::browser::chromium::launch::NaturalOptions {
             resolve: a.resolve,
             ignore_cert_errors: a.ignore_cert_errors,
             ignore_cert_spki: a.ignore_cert_spki,
@@ -1501,7 +1511,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 protocols: a.protocols.clone(),
                 h3_mode: crate::config::protocol::H3Mode::Forced,
                 servers: vec![crate::probe::testbed::ServerChoice::embedded()],
-                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
                 repeat_cache: Default::default(),
                 knobs: ServerKnobs::default().with_default_tcp_congestion(),

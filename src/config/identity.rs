@@ -163,7 +163,7 @@ impl Setup {
     /// single-engine first-view matrices keep their names.
     pub fn slug(&self) -> String {
         let mut s = self.server.to_string();
-        if self.browser != BrowserId::Chromium {
+        if self.browser != BrowserId::default() {
             s.push_str(&format!("-{}", self.browser));
         }
         if self.view != View::First {
@@ -173,75 +173,87 @@ impl Setup {
     }
 }
 
-/// The browser engine that ran a run. Records written before there was a choice were all
-/// Chromium's, so a record without the field reads as Chromium.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum BrowserId {
-    #[default]
-    Chromium,
-    Firefox,
-}
+/// A browser engine by its name in flags and files (`chromium`, `firefox`): the browser registry
+/// (`probe::browser::ENGINES`) knows what each can do and makes it; the plan, the records, the
+/// summary and the report carry it. Records written before there was a choice were all
+/// Chromium's, so a record without the field reads as Chromium, the default engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BrowserId(&'static str);
 
 impl BrowserId {
-    pub const ALL: [BrowserId; 2] = [BrowserId::Chromium, BrowserId::Firefox];
+    /// The id of the engine `name` (an engine's adapter names its own).
+    pub const fn new(name: &'static str) -> BrowserId {
+        BrowserId(name)
+    }
+
+    /// The id of an engine named in a file or a flag: a name of lowercase letters, digits and
+    /// dashes (whether an engine of that name exists is the registry's to say).
+    pub fn named(name: &str) -> anyhow::Result<BrowserId> {
+        anyhow::ensure!(
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{name:?} is not a browser name (lowercase letters, digits and dashes)"
+        );
+        Ok(BrowserId(intern(name)))
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            BrowserId::Chromium => "chromium",
-            BrowserId::Firefox => "firefox",
-        }
+        self.0
     }
 
-    /// The engine's name for people (tables, titles).
-    pub fn label(self) -> &'static str {
-        match self {
-            BrowserId::Chromium => "Chromium",
-            BrowserId::Firefox => "Firefox",
-        }
-    }
-
-    /// What the browser-side network view (the second viewpoint) is called for this engine.
-    pub fn devtools(self) -> &'static str {
-        match self {
-            BrowserId::Chromium => "CDP",
-            BrowserId::Firefox => "BiDi",
-        }
+    /// The engine's name for people (tables, titles): its name capitalised, `Chromium`.
+    pub fn label(self) -> String {
+        let mut c = self.0.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect())
+            .unwrap_or_default()
     }
 }
 
-/// `chromium,firefox` → the engines, in the order given, each once.
-pub fn parse_browsers(list: &str) -> anyhow::Result<Vec<BrowserId>> {
-    let mut out = Vec::new();
-    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let b: BrowserId = name
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--browsers: {e}"))?;
-        anyhow::ensure!(!out.contains(&b), "--browsers: {name} is listed twice");
-        out.push(b);
+impl Default for BrowserId {
+    fn default() -> BrowserId {
+        BrowserId("chromium")
     }
-    anyhow::ensure!(
-        !out.is_empty(),
-        "--browsers: give at least one of chromium, firefox"
-    );
-    Ok(out)
+}
+
+/// Names read from files or flags, each kept once for the process's life (there are a few).
+fn intern(name: &str) -> &'static str {
+    use std::sync::Mutex;
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.iter().find(|n| **n == name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.push(n);
+    n
+}
+
+impl Serialize for BrowserId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for BrowserId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BrowserId, D::Error> {
+        let name = String::deserialize(d)?;
+        BrowserId::named(&name).map_err(serde::de::Error::custom)
+    }
 }
 
 impl std::fmt::Display for BrowserId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.0)
     }
 }
 
 impl std::str::FromStr for BrowserId {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> anyhow::Result<BrowserId> {
-        BrowserId::ALL
-            .into_iter()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| anyhow::anyhow!("unknown browser {s:?}: chromium or firefox"))
+        BrowserId::named(s.trim())
     }
 }
 
@@ -269,29 +281,24 @@ mod tests {
 
     #[test]
     fn browser_ids_read_back_by_name() {
-        for b in BrowserId::ALL {
+        for b in [BrowserId::default(), BrowserId::new("firefox")] {
             assert_eq!(b.name().parse::<BrowserId>().unwrap(), b);
             let json = serde_json::to_string(&b).unwrap();
             assert_eq!(json, format!("\"{b}\""));
             assert_eq!(serde_json::from_str::<BrowserId>(&json).unwrap(), b);
         }
-        let e = "lynx".parse::<BrowserId>().unwrap_err().to_string();
-        assert_eq!(e, "unknown browser \"lynx\": chromium or firefox");
-    }
-
-    #[test]
-    fn a_browser_list_parses_in_order_once_each() {
-        assert_eq!(
-            parse_browsers("firefox, chromium").unwrap(),
-            [BrowserId::Firefox, BrowserId::Chromium]
-        );
-        let e = parse_browsers("chromium,chromium").unwrap_err().to_string();
-        assert_eq!(e, "--browsers: chromium is listed twice");
-        let e = parse_browsers("chromium,safari").unwrap_err().to_string();
+        assert_eq!(BrowserId::default().name(), "chromium");
+        assert_eq!(BrowserId::new("firefox").label(), "Firefox");
+        // A name read twice is one id, however it was made.
+        let a: BrowserId = "lynx".parse().unwrap();
+        assert_eq!(a, serde_json::from_str::<BrowserId>("\"lynx\"").unwrap());
+        assert_eq!(a, BrowserId::new("lynx"));
+        assert!(BrowserId::default() < BrowserId::new("firefox"));
+        let e = "Lynx 2".parse::<BrowserId>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "--browsers: unknown browser \"safari\": chromium or firefox"
+            "\"Lynx 2\" is not a browser name (lowercase letters, digits and dashes)"
         );
-        assert!(parse_browsers(" , ").is_err());
+        assert!(serde_json::from_str::<BrowserId>("\"\"").is_err());
     }
 }

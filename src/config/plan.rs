@@ -151,7 +151,7 @@ impl PlannedRun {
 }
 
 fn chromium_only() -> Vec<BrowserId> {
-    vec![BrowserId::Chromium]
+    vec![BrowserId::default()]
 }
 
 fn first_only() -> Vec<View> {
@@ -275,7 +275,7 @@ mod tests {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into(), "download".into()],
             servers: vec!["embedded".into()],
-            browsers: vec![BrowserId::Chromium],
+            browsers: vec![BrowserId::default()],
             views: vec![View::First],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 5,
@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn browsers_interleave_within_rounds_and_name_their_runs() {
         let mut two = spec(3);
-        two.browsers = vec![BrowserId::Chromium, BrowserId::Firefox];
+        two.browsers = vec![BrowserId::default(), BrowserId::new("firefox")];
         two.variants = parse_variants("h2,h3", H3Mode::Forced).unwrap();
         let p = plan(&two);
         assert_eq!(p.len(), 2 * 2 * (5 + 1) * 4);
@@ -373,10 +373,10 @@ mod tests {
             assert_eq!(
                 combos,
                 [
-                    (BrowserId::Chromium, "h2".to_string()),
-                    (BrowserId::Chromium, "h3".to_string()),
-                    (BrowserId::Firefox, "h2".to_string()),
-                    (BrowserId::Firefox, "h3".to_string()),
+                    (BrowserId::default(), "h2".to_string()),
+                    (BrowserId::default(), "h3".to_string()),
+                    (BrowserId::new("firefox"), "h2".to_string()),
+                    (BrowserId::new("firefox"), "h3".to_string()),
                 ]
             );
         }
@@ -390,7 +390,7 @@ mod tests {
         // A plan from before the choice reads as Chromium's.
         let old = r#"{"profiles":[],"workloads":[],"servers":[],"variants":[],"runs":1,"warmup":0,"seed":1}"#;
         let s: PlanSpec = serde_json::from_str(old).unwrap();
-        assert_eq!(s.browsers, [BrowserId::Chromium]);
+        assert_eq!(s.browsers, [BrowserId::default()]);
         assert_eq!(s.views, [View::First]);
     }
 

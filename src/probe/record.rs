@@ -10,7 +10,7 @@ use crate::config::protocol::{H3Mode, Protocol, Variant};
 use crate::link::netem::{LinkStats, SelfCheck};
 use crate::origin::server::ConnectionStats;
 use crate::origin::servers::{ServerView, TransportSummary};
-use crate::probe::browser::launch::BrowserOverhead;
+use crate::probe::browser::BrowserOverhead;
 use crate::probe::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::probe::validate::{self, LoadEnd, Outcome, Reason};
 pub use crate::probe::visual::{FrameRef, VisualEvidence};
@@ -199,7 +199,7 @@ impl RunRecord {
             workload: "page10".into(),
             profile: "wired".into(),
             server: "embedded".into(),
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             browser_version: None,
             view: View::First,
             phase: Phase::Measure,
@@ -252,7 +252,7 @@ mod tests {
             "the example predates the field"
         );
         let rec: RunRecord = serde_json::from_str(&text).unwrap();
-        assert_eq!(rec.browser, BrowserId::Chromium);
+        assert_eq!(rec.browser, BrowserId::default());
         assert_eq!(rec.server, ServerId::new("embedded"));
         // Written again, it names its browser and keeps the server's bare name.
         let again = serde_json::to_value(&rec).unwrap();

@@ -29,8 +29,8 @@ use base64::Engine;
 
 use crate::config::site::har_import::{self, ImportSummary};
 use crate::config::site::{SiteArchive, Source};
-use crate::probe::browser::launch::{ChromiumProcess, NaturalOptions, CHROMIUM};
-use crate::probe::browser::load::{load_until, LoadExtras, WaitFor};
+use crate::probe::browser::chromium::launch::{ChromiumProcess, NaturalOptions, CHROMIUM};
+use crate::probe::browser::chromium::load::{load_until, LoadExtras, WaitFor};
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
 
@@ -128,7 +128,7 @@ pub fn check(o: &RecordOptions) -> Result<()> {
 /// Records `o.url` into `o.out`.
 pub fn record(o: &RecordOptions) -> Result<(SiteArchive, ImportSummary)> {
     check(o)?;
-    let chromium = crate::support::sysinfo::chromium_version();
+    let chromium = crate::probe::browser::chromium::installed()?;
     let mut browser = ChromiumProcess::launch_natural(Command::new(CHROMIUM), &o.network)
         .context("Chromium did not start")?;
     let (obs, end) = load_until(
@@ -165,7 +165,8 @@ pub fn write_archive(
     chromium: &str,
     out: &Path,
 ) -> Result<(SiteArchive, ImportSummary)> {
-    let har = crate::probe::har::build(obs, url, chromium);
+    let entries = crate::probe::browser::chromium::har::entries(obs);
+    let har = crate::probe::har::build(obs, entries, url, "Chromium", chromium);
     let creator = format!("pagebench {} / {chromium}", env!("CARGO_PKG_VERSION"));
     har_import::import_as(&har.to_string(), Path::new(url), out, false, |s| Source {
         kind: "record".into(),
@@ -179,7 +180,7 @@ pub fn write_archive(
 mod tests {
     use super::*;
     use crate::config::site::encoding::Coding;
-    use crate::probe::metrics::{CdpEvent, ResponseBody};
+    use crate::probe::metrics::{DevtoolsEvent, ResponseBody};
     use serde_json::{json, Value};
 
     #[test]
@@ -254,8 +255,8 @@ mod tests {
         );
     }
 
-    fn event(method: &str, params: Value) -> CdpEvent {
-        CdpEvent {
+    fn event(method: &str, params: Value) -> DevtoolsEvent {
+        DevtoolsEvent {
             method: method.into(),
             params,
         }
@@ -270,7 +271,7 @@ mod tests {
                           "sendEnd": 1.5, "receiveHeadersEnd": 21.5}})
     }
 
-    fn sent(id: &str, url: &str, ts: f64, redirect: Option<Value>) -> CdpEvent {
+    fn sent(id: &str, url: &str, ts: f64, redirect: Option<Value>) -> DevtoolsEvent {
         let mut p = json!({"requestId": id, "request": {"url": url, "method": "GET", "headers": {}},
                            "timestamp": ts, "wallTime": 1_800_000_000.0 + ts});
         if let Some(r) = redirect {
@@ -322,7 +323,7 @@ mod tests {
             ),
         ];
         let mut obs = Observation {
-            cdp_events: events,
+            network: crate::probe::browser::chromium::network::view(events),
             ..Observation::default()
         };
         obs.bodies.insert(

@@ -284,7 +284,7 @@ pub static CONNECTIONS: Metric = Metric {
     csv: CsvFormat::Int,
     // Connection ids come from CDP: Firefox's BiDi events have none.
     ..metric("connections", "connections", Unit::Count, |r| {
-        (r.browser == crate::config::identity::BrowserId::Chromium)
+        (r.browser == crate::config::identity::BrowserId::default())
             .then_some(r.metrics.connections as f64)
     })
 };

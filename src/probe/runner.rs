@@ -77,7 +77,7 @@ impl RunSpec {
             manifest: manifest.clone(),
             variant,
             server: server.clone(),
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             view: View::First,
             repeat_cache: Default::default(),
             phase: Phase::Measure,
@@ -520,8 +520,8 @@ fn describe_load(rec: &RunRecord) -> String {
         rec.profile,
         rec.server,
         rec.browser_version
-            .as_deref()
-            .unwrap_or(rec.browser.label()),
+            .clone()
+            .unwrap_or_else(|| rec.browser.label()),
         rec.outcome.name().to_uppercase()
     );
     for r in &rec.reasons {
@@ -624,7 +624,7 @@ fn describe_protocol(rec: &RunRecord) -> String {
                 | ReasonKind::ServerProtocolMismatch
         )
     });
-    let devtools = rec.browser.devtools();
+    let devtools = crate::probe::browser::engine(rec.browser).map_or("DevTools", |e| e.devtools);
     if rec.viewpoints >= 3 {
         format!(
             "  protocol {}: Resource Timing, {devtools} and the server log ({} requests) {}\n",
@@ -757,7 +757,7 @@ mod tests {
             },
             observation: obs,
             end: LoadEnd::Completed,
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             browser_version: Some("Chromium 156".into()),
             overhead: BrowserOverhead {
                 launch_ms: 300.0,
@@ -806,7 +806,7 @@ mod tests {
             (rec.id.as_str(), rec.variant, rec.server.as_str()),
             ("wired-page10-h2-r1", Variant::H2, "embedded")
         );
-        assert_eq!(rec.browser, BrowserId::Chromium);
+        assert_eq!(rec.browser, BrowserId::default());
         assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
         assert!(rec.metrics.completion_ms.is_some());
         assert_eq!(rec.resources.len(), rec.observation.resources.len());

@@ -519,7 +519,7 @@ impl BrowserSource for LaunchEach {
         client: &dyn ClientSide,
         opts: &LaunchOptions,
     ) -> Result<Ready> {
-        prelaunch::launch_now(crate::probe::browser::make(id), client, opts)
+        prelaunch::launch_now(crate::probe::browser::make(id)?, client, opts)
     }
 }
 
@@ -550,7 +550,7 @@ impl BrowserSource for Launcher {
             // ended here, on this run's time.
             drop(p);
         }
-        prelaunch::launch_now(crate::probe::browser::make(id), client, opts)
+        prelaunch::launch_now(crate::probe::browser::make(id)?, client, opts)
     }
 
     fn window_closed(&mut self) {
@@ -564,7 +564,9 @@ impl BrowserSource for Launcher {
         }) else {
             return;
         };
-        match Prelaunch::start(id, crate::probe::browser::make(id), Box::new(client), &opts) {
+        let started = crate::probe::browser::engine(id)
+            .and_then(|e| Prelaunch::start(e, (e.make)(), Box::new(client), &opts));
+        match started {
             Ok(p) => self.pending = Some(p),
             Err(e) => tracing::warn!("cannot launch the next browser ahead: {e:#}"),
         }
@@ -929,7 +931,7 @@ mod tests {
 
     impl Browser for FakeBrowser {
         fn id(&self) -> BrowserId {
-            BrowserId::Chromium
+            BrowserId::default()
         }
         fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
             let _ = client.command("fake-browser");
@@ -985,7 +987,7 @@ mod tests {
         let server_id = ServerId::new("fake");
         let req = LoadRequest {
             server: &server_id,
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             variant: Variant::new(Protocol::H2, H3Mode::Forced),
             manifest: &m,
             timeout: Duration::from_secs(1),
@@ -1037,7 +1039,7 @@ mod tests {
             ]
         );
         assert_eq!(parts.end, LoadEnd::Completed);
-        assert_eq!(parts.browser, BrowserId::Chromium);
+        assert_eq!(parts.browser, BrowserId::default());
         assert_eq!(parts.browser_version.as_deref(), Some("Fake 1"));
         assert_eq!(parts.overhead.teardown_ms, 7.0);
         assert_eq!(parts.url, "https://pagebench.test:8443/page10/index.html");

@@ -2,6 +2,7 @@
 //! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
 
 use crate::config::protocol::Variant;
+use crate::probe::browser::{engine, Engine};
 use serde_json::Value;
 
 use super::chart_data::{Chart, ChartData};
@@ -55,7 +56,7 @@ pub fn flatten_knobs(v: &Value) -> Vec<String> {
 fn devtools(data: &ReportData) -> String {
     data.browsers
         .iter()
-        .map(|b| b.devtools())
+        .map(|b| engine(*b).map_or("DevTools", |e| e.devtools))
         .collect::<Vec<_>>()
         .join(" or ")
 }
@@ -92,14 +93,11 @@ fn machine_lines(data: &ReportData) -> Vec<(String, String)> {
         ),
     ));
     for b in &data.browsers {
-        let version = match b {
-            crate::config::identity::BrowserId::Chromium => mc.chromium.clone(),
-            crate::config::identity::BrowserId::Firefox => mc
-                .firefox
-                .as_ref()
-                .map_or_else(|| "Firefox".to_string(), |v| format!("Firefox {v}")),
-        };
-        kv.push(("browser".into(), version));
+        let version = mc.browsers.get(b.name()).map(String::as_str);
+        kv.push((
+            "browser".into(),
+            super::machines::engine_version(*b, version),
+        ));
     }
     kv.push((
         "pagebench".into(),
@@ -166,33 +164,26 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
 
 /// How HTTP/3 was reached, per variant and engine.
 fn h3_mode(data: &ReportData) -> String {
-    let firefox = data
-        .browsers
-        .contains(&crate::config::identity::BrowserId::Firefox);
+    let notes = |note: fn(&Engine) -> Option<&'static str>| {
+        data.browsers
+            .iter()
+            .filter_map(|b| engine(*b).ok().and_then(note))
+            .collect::<Vec<_>>()
+    };
     let mut h3 = Vec::new();
     if data.has_variant(Variant::H3) {
         h3.push(
             "forced (`h3`): cold, `--origin-to-force-quic-on`, the study's method; Chromium then \
 throttles low-priority requests as for HTTP/1.1",
         );
-        if firefox {
-            h3.push(
-                "Firefox forced: the alt-svc testing mapping with `force-use` (no throttle of \
-multiplexed requests)",
-            );
-        }
+        h3.extend(notes(|e| e.forced_h3));
     }
     if data.has_variant(Variant::H3_PRIMED) {
         h3.push(
             "primed (`h3-primed`): the profile already knows the origin's QUIC alternative \
 service, as a returning visitor's browser does",
         );
-        if firefox {
-            h3.push(
-                "Firefox primed: the alt-svc testing mapping without `force-use`, which Firefox \
-takes as an Alt-Svc it learnt",
-            );
-        }
+        h3.extend(notes(|e| e.primed_h3));
     }
     if h3.is_empty() {
         "HTTP/3 not measured".into()

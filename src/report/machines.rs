@@ -3,6 +3,7 @@
 
 use super::doc::{Cell, Table};
 use super::model::ReportData;
+use crate::config::identity::BrowserId;
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("—".into(), |x| format!("{x:.0}"))
@@ -26,13 +27,7 @@ pub fn table(data: &ReportData) -> Option<Table> {
                 Cell::text(&s.hostname),
                 Cell::text(format!("{} × {}", f.cpus, f.cpu_model)),
                 Cell::text(&f.kernel),
-                Cell::text(format!(
-                    "{}{}",
-                    f.chromium,
-                    f.firefox
-                        .as_ref()
-                        .map_or(String::new(), |v| format!(", Firefox {v}"))
-                )),
+                Cell::text(browsers(&f.browsers)),
                 Cell::text(format!("{} ({})", f.pagebench_version, f.git_revision)),
                 Cell::text(format!("{} ({} attempts)", s.status, s.attempts)),
                 Cell::text(netem.map_or("—".into(), |n| {
@@ -72,4 +67,30 @@ pub fn table(data: &ReportData) -> Option<Table> {
         rows,
         notes: vec![],
     })
+}
+
+/// A machine's engines with their versions, the default engine first (`Chromium 156.0.…,
+/// Firefox 153.8.0esr`).
+fn browsers(versions: &std::collections::BTreeMap<String, String>) -> String {
+    let mut ids: Vec<BrowserId> = versions
+        .keys()
+        .filter_map(|n| BrowserId::named(n).ok())
+        .collect();
+    ids.sort();
+    ids.iter()
+        .map(|b| engine_version(*b, versions.get(b.name()).map(String::as_str)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An engine and its version for people: the version as the engine reported it when that
+/// names it (`Chromium 156.0.…`), else after its name (`Firefox 153.8.0esr`), or its name
+/// alone.
+pub fn engine_version(b: BrowserId, version: Option<&str>) -> String {
+    let label = b.label();
+    match version {
+        Some(v) if v.starts_with(&label) => v.to_string(),
+        Some(v) => format!("{label} {v}"),
+        None => label,
+    }
 }

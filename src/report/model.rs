@@ -70,9 +70,13 @@ impl ReportData {
             }
         }
         variants.sort();
-        let browsers: Vec<BrowserId> = BrowserId::ALL
+        // In the engines' order (the default engine, Chromium, first).
+        let browsers: Vec<BrowserId> = summary
+            .series
+            .iter()
+            .map(|s| s.key.browser)
+            .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
-            .filter(|b| summary.series.iter().any(|s| s.key.browser == *b))
             .collect();
         let views: Vec<View> = View::ALL
             .into_iter()
@@ -117,7 +121,7 @@ impl ReportData {
     /// alone) and its view (unless it has first visits alone).
     pub fn engine_and_view(&self, setup: &Setup) -> Vec<String> {
         let mut parts = Vec::new();
-        if self.browsers.len() > 1 || setup.browser != BrowserId::Chromium {
+        if self.browsers.len() > 1 || setup.browser != BrowserId::default() {
             parts.push(setup.browser.label().to_string());
         }
         if self.views.len() > 1 || setup.view != View::First {

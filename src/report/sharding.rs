@@ -449,7 +449,7 @@ pub(crate) mod tests {
                 profiles: vec!["wired".into(), "lossy".into()],
                 workloads: workloads.iter().map(|w| w.to_string()).collect(),
                 servers: vec![crate::config::identity::ServerId::new("embedded")],
-                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
                 variants: ["h1", "h2"].iter().map(|v| v.parse().unwrap()).collect(),
                 runs: 12,
@@ -581,12 +581,12 @@ pub(crate) mod tests {
             .comparison(
                 "wired",
                 "page50",
-                &Setup::new("embedded", crate::config::identity::BrowserId::Chromium),
+                &Setup::new("embedded", crate::config::identity::BrowserId::default()),
                 Variant::H2,
                 Variant::H1,
             )
             .unwrap();
-        let server = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
+        let server = Setup::new("embedded", crate::config::identity::BrowserId::default());
         let a = d.series("wired", "page50", &server, Variant::H2).unwrap();
         let b = d.series("wired", "page50", &server, Variant::H1).unwrap();
         assert_eq!(b.completion.n_dnf, 1);

@@ -1356,7 +1356,7 @@ mod tests {
                     .iter()
                     .map(|s| crate::config::identity::ServerId::new(*s))
                     .collect(),
-                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
                 variants: ["h2", "h3"]
                     .iter()
@@ -1381,7 +1381,7 @@ mod tests {
             rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
         }
         let d = data(&rows, &["embedded"]);
-        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
+        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::default());
         let t = uploads(&d, &embedded);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].id, "upload-upload");
@@ -1416,7 +1416,7 @@ mod tests {
             problem_runs(&d),
             ["`wired/page10/embedded/h3`: 3 of 10 valid runs have no LCP: left out of its median and comparisons, which use the other 7"]
         );
-        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::Chromium);
+        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::default());
         let t = all_series(&d, "page10", &embedded).unwrap();
         let h3 = t.get(&["wired"], "h3 (ms)").unwrap();
         assert!(

@@ -52,14 +52,17 @@ pub struct MachineInfo {
     pub cpu_model: String,
     pub cpus: usize,
     pub memory_gib: f64,
-    pub chromium: String,
-    /// Firefox's version when it is installed (`153.8.0esr`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub firefox: Option<String>,
+    /// Each installed engine's version as it reported it, by the engine's name
+    /// (`"chromium": "Chromium 156.0.…"`, `"firefox": "153.8.0esr"`): on disk, beside the other
+    /// facts, as these files always had them.
+    #[serde(flatten)]
+    pub browsers: std::collections::BTreeMap<String, String>,
 }
 
 impl MachineInfo {
-    pub fn collect() -> MachineInfo {
+    /// This machine's facts, with the engines' versions the caller read (the browser
+    /// registry's `installed_versions`).
+    pub fn collect(browsers: std::collections::BTreeMap<String, String>) -> MachineInfo {
         // Descriptive metadata: an unreadable fact is left empty rather than failing the run.
         let mem_kb = procfs::memory_total_kib().unwrap_or(0) as f64;
         MachineInfo {
@@ -70,21 +73,9 @@ impl MachineInfo {
                 .map(|n| n.get())
                 .unwrap_or(1),
             memory_gib: (mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0,
-            chromium: chromium_version(),
-            firefox: crate::probe::browser::firefox::installed_version().ok(),
+            browsers,
         }
     }
-}
-
-/// `Chromium 156.0.8078.108 …` → the version string, or "not installed".
-pub fn chromium_version() -> String {
-    Command::new(crate::probe::browser::CHROMIUM)
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "not installed".into())
 }
 
 /// The git revision of the source tree the binary runs from, if it is a checkout.

@@ -99,7 +99,7 @@ fn reference(
         workload: REFERENCE_WORKLOAD.parse()?,
         variant: Variant::new(Protocol::H2, crate::config::protocol::H3Mode::Forced),
         server: crate::probe::testbed::ServerChoice::embedded(),
-        browsers: vec![BrowserId::Chromium],
+        browsers: vec![BrowserId::default()],
         views: vec![crate::config::identity::View::First],
         repeat_cache: Default::default(),
         knobs: ServerKnobs::default().with_default_tcp_congestion(),

@@ -168,7 +168,7 @@ fn meta_for(
 ) -> Meta {
     Meta {
         git_revision: sysinfo::git_revision(),
-        machine: MachineInfo::collect(),
+        machine: MachineInfo::collect(crate::probe::browser::installed_versions()),
         started_at: chrono::Utc::now().to_rfc3339(),
         profiles: r.profiles.clone(),
         servers,

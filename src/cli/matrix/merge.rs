@@ -595,7 +595,7 @@ mod tests {
             profiles: vec!["wired".into(), "mobile".into()],
             workloads: vec!["page10".into()],
             servers: vec!["embedded".into()],
-            browsers: vec![BrowserId::Chromium],
+            browsers: vec![BrowserId::default()],
             views: vec![crate::config::identity::View::First],
             variants: parse_variants("h2,h3", H3Mode::Forced).unwrap(),
             runs: 3,

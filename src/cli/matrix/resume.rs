@@ -494,7 +494,7 @@ mod tests {
             protocols: "h1,h2,h3".into(),
             h3_mode: H3Mode::Forced,
             servers: vec![ServerChoice::embedded()],
-            browsers: vec![crate::config::identity::BrowserId::Chromium],
+            browsers: vec![crate::config::identity::BrowserId::default()],
             views: vec![crate::config::identity::View::First],
             repeat_cache: Default::default(),
             knobs: ServerKnobs::default().with_default_tcp_congestion(),
@@ -765,8 +765,8 @@ mod tests {
         );
         let both = MatrixRequest {
             browsers: vec![
-                crate::config::identity::BrowserId::Chromium,
-                crate::config::identity::BrowserId::Firefox,
+                crate::config::identity::BrowserId::default(),
+                crate::probe::browser::firefox::ID,
             ],
             ..defaults()
         };

@@ -92,7 +92,7 @@ fn matrix(faults: &[&str]) -> (summary::Summary, String) {
         profiles: vec!["wired".into()],
         workloads: vec!["page10".into()],
         servers: vec!["embedded".into()],
-        browsers: vec![BrowserId::Chromium],
+        browsers: vec![BrowserId::default()],
         views: vec![View::First],
         variants: crate::config::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
         runs: 30,

@@ -159,7 +159,7 @@ mod tests {
             profiles: profiles.iter().map(|p| p.name.clone()).collect(),
             workloads: workloads.iter().map(|w| w.name.clone()).collect(),
             servers: vec!["embedded".into()],
-            browsers: vec![BrowserId::Chromium],
+            browsers: vec![BrowserId::default()],
             views: vec![crate::config::identity::View::First],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 10,

@@ -1,17 +1,19 @@
 //! The measuring hand: one page load in a real browser, forced onto a protocol, observed
-//! through its DevTools protocol. [`Browser`] is the extension point: Chromium (CDP over a
-//! pipe) and Firefox (WebDriver BiDi over a WebSocket); the run protocol (`testbed::measure`)
-//! drives it, [`make`] builds the one a run names.
+//! through its DevTools protocol. Two extension points: the [`Browser`] trait (what a run does
+//! with a browser: launch, load, close) and the registry [`ENGINES`] (what pagebench knows of
+//! each engine before it runs: its name, how to make one, whether it is installed, what it
+//! cannot do, its HAR). Each engine lives in its own folder and turns its protocol's events
+//! into the engine-neutral evidence (`metrics::Observation`: Resource Timing and paint entries,
+//! a typed `NetworkView`; HAR entries): Chromium (CDP over a pipe) and Firefox (WebDriver BiDi
+//! over a WebSocket). The run protocol (`testbed::measure`) drives them; [`make`] builds the
+//! one a run names.
 
-pub mod bidi;
-pub mod cdp;
 pub mod chromium;
 pub mod firefox;
-pub mod launch;
-pub mod load;
+pub mod options;
 pub mod prelaunch;
 pub mod process;
-pub mod repeat;
+pub mod requests;
 pub mod rpc;
 pub mod scripts;
 
@@ -23,13 +25,15 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::config::identity::BrowserId;
+use crate::config::workload::site::SitePlan;
 use crate::config::workload::WorkloadKind;
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
 
+pub use chromium::launch::{ChromiumProcess, CHROMIUM};
 pub use chromium::Chromium;
 pub use firefox::Firefox;
-pub use launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
+pub use options::{BrowserOverhead, LaunchOptions, HOST};
 
 /// The client's side of the link as a browser needs it: programs and sockets inside the
 /// client namespace (where the browser runs, and where its DevTools port is visible).
@@ -109,12 +113,68 @@ pub trait Browser {
     fn close(&mut self) -> BrowserOverhead;
 }
 
-/// A fresh browser of engine `id` (it may be launched on another thread: `prelaunch`).
-pub fn make(id: BrowserId) -> Box<dyn Browser + Send> {
-    match id {
-        BrowserId::Chromium => Box::new(Chromium::default()),
-        BrowserId::Firefox => Box::new(Firefox::default()),
+/// One engine as the registry knows it: everything pagebench asks of an engine before and
+/// after its runs (the runs themselves go through [`Browser`]).
+pub struct Engine {
+    /// Its name in flags and files.
+    pub id: BrowserId,
+    /// What its DevTools protocol, the network view's source, is called (`CDP`, `BiDi`).
+    pub devtools: &'static str,
+    /// A fresh browser of this engine (it may be launched on another thread: `prelaunch`).
+    pub make: fn() -> Box<dyn Browser + Send>,
+    /// Whether it is installed and recent enough: its version as `meta.json` records it, or an
+    /// error naming the fix.
+    pub installed: fn() -> Result<String>,
+    /// What of a request it cannot do, in words that say why (None: it can do all of it).
+    pub cannot: fn(&Asked) -> Option<&'static str>,
+    /// Refuses a replayed site it cannot load as planned (`workload` names it).
+    pub check_site: fn(&str, &SitePlan) -> Result<()>,
+    /// The HAR entries of one of its loads (from the events its network view kept).
+    pub har: fn(&Observation) -> Vec<crate::probe::har::Entry>,
+    /// Its network view tells which connection carried each request.
+    pub tells_connections: bool,
+    /// What a run's `--har` file lacks with this engine, if anything.
+    pub har_lacks: Option<&'static str>,
+    /// How it reaches forced and primed HTTP/3, when that differs from Chromium's flags (the
+    /// report's "HTTP/3 mode").
+    pub forced_h3: Option<&'static str>,
+    pub primed_h3: Option<&'static str>,
+}
+
+/// Every engine pagebench can drive, in the order reports list them.
+pub static ENGINES: &[&Engine] = &[&chromium::ENGINE, &firefox::ENGINE];
+
+/// The registry's entry of `id`, or an error naming the engines there are.
+pub fn engine(id: BrowserId) -> Result<&'static Engine> {
+    ENGINES.iter().copied().find(|e| e.id == id).ok_or_else(|| {
+        let names: Vec<&str> = ENGINES.iter().map(|e| e.id.name()).collect();
+        anyhow::anyhow!("unknown browser {:?}: {}", id.name(), names.join(" or "))
+    })
+}
+
+/// `chromium,firefox` → the engines, in the order given, each once.
+pub fn parse_browsers(list: &str) -> Result<Vec<BrowserId>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let b = name
+            .parse::<BrowserId>()
+            .and_then(|b| engine(b).map(|e| e.id))
+            .map_err(|e| anyhow::anyhow!("--browsers: {e}"))?;
+        anyhow::ensure!(!out.contains(&b), "--browsers: {name} is listed twice");
+        out.push(b);
     }
+    let names: Vec<&str> = ENGINES.iter().map(|e| e.id.name()).collect();
+    anyhow::ensure!(
+        !out.is_empty(),
+        "--browsers: give at least one of {}",
+        names.join(", ")
+    );
+    Ok(out)
+}
+
+/// A fresh browser of engine `id` (it may be launched on another thread: `prelaunch`).
+pub fn make(id: BrowserId) -> Result<Box<dyn Browser + Send>> {
+    Ok((engine(id)?.make)())
 }
 
 /// What a run or matrix asks of its browsers beyond a load.
@@ -132,50 +192,26 @@ pub struct Asked<'a> {
 /// Refuses, before any run, an engine that is not installed or cannot do what is asked; the
 /// error names the fix.
 pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
-    check_installed(id)?;
-    if id == BrowserId::Firefox {
-        let refuse = |what: &str| -> Result<()> {
-            anyhow::bail!("--browsers firefox: {what}; run it with --browsers chromium")
-        };
-        if asked.visual {
-            refuse("--visual needs Chromium's screencast (Firefox has none over WebDriver BiDi)")?;
-        }
-        if asked.capture.netlog().is_some() {
-            refuse("--capture netlog is Chromium's NetLog (Firefox keeps none)")?;
-        }
-        if asked.as_recorded {
-            refuse("the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can")?;
-        }
-        if asked.repeat_view {
-            refuse("a repeat view closes the browser's connections but keeps its TLS sessions, which only Chromium's --enable-net-benchmarking can (Firefox has no such call over BiDi)")?;
-        }
-    }
-    Ok(())
-}
-
-/// Refuses, before any run, a replayed site engine `id` cannot load as planned (Firefox maps
-/// every host to one address).
-pub fn check_site(
-    id: BrowserId,
-    workload: &str,
-    site: &crate::config::workload::site::SitePlan,
-) -> Result<()> {
-    match id {
-        BrowserId::Chromium => Ok(()),
-        BrowserId::Firefox => firefox::check_site(workload, site),
+    let e = engine(id)?;
+    (e.installed)()?;
+    match (e.cannot)(asked) {
+        Some(what) => anyhow::bail!(
+            "--browsers {id}: {what}; run it with --browsers {}",
+            BrowserId::default()
+        ),
+        None => Ok(()),
     }
 }
 
-/// Whether engine `id` is installed and recent enough; the error names the fix.
-pub fn check_installed(id: BrowserId) -> Result<String> {
-    match id {
-        BrowserId::Chromium => {
-            anyhow::ensure!(
-                std::path::Path::new(CHROMIUM).exists(),
-                "{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)"
-            );
-            Ok("chromium".into())
-        }
-        BrowserId::Firefox => firefox::installed_version(),
-    }
+/// Refuses, before any run, a replayed site engine `id` cannot load as planned.
+pub fn check_site(id: BrowserId, workload: &str, site: &SitePlan) -> Result<()> {
+    (engine(id)?.check_site)(workload, site)
+}
+
+/// Each installed engine's version by its name, as `meta.json` records it.
+pub fn installed_versions() -> std::collections::BTreeMap<String, String> {
+    ENGINES
+        .iter()
+        .filter_map(|e| (e.installed)().ok().map(|v| (e.id.name().to_string(), v)))
+        .collect()
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use super::{Browser, ClientSide, LaunchOptions};
+use super::{Browser, ClientSide, Engine, LaunchOptions};
 use crate::config::identity::BrowserId;
 use crate::support::tempdir::{self, TempDir};
 
@@ -80,7 +80,8 @@ pub fn launch_now(
 
 /// A browser launching (and settling) on a thread of its own.
 pub struct Prelaunch {
-    id: BrowserId,
+    /// Its engine (which makes a fresh one if the launch thread panicked).
+    engine: &'static Engine,
     /// The options it was asked for (without its files' paths).
     opts: LaunchOptions,
     files: Option<(TempDir, PathBuf, PathBuf)>,
@@ -90,9 +91,9 @@ pub struct Prelaunch {
 type Launched = (Box<dyn Browser + Send>, Result<()>);
 
 impl Prelaunch {
-    /// Starts launching `browser` (of engine `id`) with `opts` inside `client`.
+    /// Starts launching `browser` (of `engine`) with `opts` inside `client`.
     pub fn start(
-        id: BrowserId,
+        engine: &'static Engine,
         mut browser: Box<dyn Browser + Send>,
         client: Box<dyn ClientSide + Send>,
         opts: &LaunchOptions,
@@ -106,7 +107,7 @@ impl Prelaunch {
             })
             .context("spawning the browser's launch thread")?;
         Ok(Prelaunch {
-            id,
+            engine,
             opts: opts.clone(),
             files: Some((files, key_log, net_log)),
             thread: Some(thread),
@@ -115,7 +116,7 @@ impl Prelaunch {
 
     /// Whether it is the browser a run of engine `id` with `opts` needs.
     pub fn fits(&self, id: BrowserId, opts: &LaunchOptions) -> bool {
-        self.id == id && fits(&self.opts, opts)
+        self.engine.id == id && fits(&self.opts, opts)
     }
 
     /// Waits until it is launched and settled; `wait_ms` says how long that took.
@@ -125,7 +126,7 @@ impl Prelaunch {
         let (browser, launched): (Box<dyn Browser>, Result<()>) = match thread.join() {
             Ok((b, l)) => (b, l),
             Err(_) => (
-                super::make(self.id),
+                (self.engine.make)(),
                 Err(anyhow::anyhow!("the browser's launch thread panicked")),
             ),
         };
@@ -169,7 +170,7 @@ mod tests {
 
     impl Browser for Slow {
         fn id(&self) -> BrowserId {
-            BrowserId::Chromium
+            crate::probe::browser::chromium::ID
         }
         fn launch(&mut self, _: &dyn ClientSide, o: &LaunchOptions) -> Result<()> {
             std::thread::sleep(self.launch);
@@ -217,7 +218,7 @@ mod tests {
     fn start_slow(launch_ms: u64, protocol: Protocol) -> (Prelaunch, Arc<Mutex<Vec<String>>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let p = Prelaunch::start(
-            BrowserId::Chromium,
+            &crate::probe::browser::chromium::ENGINE,
             slow(launch_ms, &log),
             Box::new(super::super::HostSide),
             &LaunchOptions::fixture(protocol),
@@ -229,9 +230,18 @@ mod tests {
     #[test]
     fn a_browser_launched_ahead_is_ready_when_the_run_needs_it() {
         let (p, log) = start_slow(300, Protocol::H2);
-        assert!(p.fits(BrowserId::Chromium, &LaunchOptions::fixture(Protocol::H2)));
-        assert!(!p.fits(BrowserId::Chromium, &LaunchOptions::fixture(Protocol::H3)));
-        assert!(!p.fits(BrowserId::Firefox, &LaunchOptions::fixture(Protocol::H2)));
+        assert!(p.fits(
+            crate::probe::browser::chromium::ID,
+            &LaunchOptions::fixture(Protocol::H2)
+        ));
+        assert!(!p.fits(
+            crate::probe::browser::chromium::ID,
+            &LaunchOptions::fixture(Protocol::H3)
+        ));
+        assert!(!p.fits(
+            crate::probe::browser::firefox::ID,
+            &LaunchOptions::fixture(Protocol::H2)
+        ));
         // The run's other work: longer than the launch.
         std::thread::sleep(Duration::from_millis(600));
         let ready = p.join();

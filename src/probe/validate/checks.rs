@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::{Expected, LoadEnd, Reason, ReasonKind};
 use crate::config::workload::{Manifest, WorkloadKind};
 use crate::origin::servers::ServerView;
-use crate::probe::metrics::{network_requests, EntryTiming, NetworkRequest, Observation};
+use crate::probe::metrics::{EntryTiming, NetworkRequest, Observation};
 use crate::support::textfmt::few;
 
 /// One check of the table.
@@ -130,7 +130,7 @@ pub struct Evidence<'a> {
     site: bool,
     nav: Option<EntryTiming>,
     entries: Vec<EntryTiming>,
-    requests: Vec<NetworkRequest>,
+    requests: &'a [NetworkRequest],
     /// Files whose request the DevTools view saw fail, with why.
     failed_paths: BTreeMap<String, String>,
     /// Resource Timing entries (indices into `entries`) by manifest file.
@@ -160,7 +160,7 @@ impl<'a> Evidence<'a> {
         server: Option<&'a [ServerView]>,
     ) -> Self {
         let entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
-        let requests = network_requests(obs);
+        let requests = obs.network.requests.as_slice();
         let failed_paths = requests
             .iter()
             .filter_map(|c| c.failed.as_ref().map(|f| (manifest.key(&c.url), f.clone())))
@@ -354,7 +354,7 @@ fn devtools_protocol(ev: &Evidence, out: &mut Findings) {
             ReasonKind::CdpProtocolMismatch,
             format!(
                 "{} saw {} response(s) not over {}: {}",
-                ev.obs.devtools_name(),
+                ev.obs.network.name(),
                 wrong.len(),
                 ev.described(),
                 few(&wrong)
@@ -418,7 +418,7 @@ fn file_warnings(ev: &Evidence, found: &FileFindings, out: &mut Findings) {
         out.warn(format!(
             "{} file(s) not in Resource Timing, checked by {} and the server log: {}",
             devtools_only.len(),
-            ev.obs.devtools_name(),
+            ev.obs.network.name(),
             few(&devtools_only)
         ));
     }

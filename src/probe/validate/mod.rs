@@ -330,7 +330,7 @@ pub(crate) mod tests {
     use crate::config::workload::{FileEntry, FileKind, Workload, WorkloadKind};
 
     use crate::probe::metrics::tests::fixture;
-    use crate::probe::metrics::{CdpEvent, EntryTiming};
+    use crate::probe::metrics::{EntryTiming, NetworkRequest};
 
     /// The table names each check once, and every reason kind has a place that gives it: a
     /// check of the table or one of the run's other checks, never both.
@@ -538,13 +538,12 @@ pub(crate) mod tests {
         // A request that failed (so its file will never arrive), then a timeout: invalid.
         let mut failed = cut_short(&obs, 3);
         let lost = &m.files.last().unwrap().path;
-        failed.cdp_events.push(CdpEvent {
-            method: "Network.requestWillBeSent".into(),
-            params: serde_json::json!({"requestId": "x1", "request": {"url": format!("https://pagebench.test{lost}"), "method": "GET"}}),
-        });
-        failed.cdp_events.push(CdpEvent {
-            method: "Network.loadingFailed".into(),
-            params: serde_json::json!({"requestId": "x1", "errorText": "net::ERR_QUIC_PROTOCOL_ERROR"}),
+        failed.network.requests.push(NetworkRequest {
+            request_id: "x1".into(),
+            url: format!("https://pagebench.test{lost}"),
+            method: "GET".into(),
+            failed: Some("net::ERR_QUIC_PROTOCOL_ERROR".into()),
+            ..NetworkRequest::default()
         });
         let v = validate("h2", &m, &failed, &end, None);
         assert_eq!(v.outcome, Outcome::Invalid, "{}", v.reason_text());

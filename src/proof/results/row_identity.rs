@@ -140,7 +140,7 @@ mod tests {
             profile: "wired".into(),
             workload: "page10".into(),
             server: ServerId::new("embedded"),
-            browser: BrowserId::Firefox,
+            browser: BrowserId::new("firefox"),
             view: View::Repeat,
             phase: Phase::Measure,
             round: 1,

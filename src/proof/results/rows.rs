@@ -84,7 +84,7 @@ impl RunRow {
             profile: profile.into(),
             workload: workload.into(),
             server: server.into(),
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             view: View::First,
             phase: Phase::Measure,
             round,
@@ -208,7 +208,7 @@ impl SeriesKey {
     /// Chromium series keep theirs).
     pub fn label(&self) -> String {
         let mut who = self.server.to_string();
-        if self.browser != BrowserId::Chromium {
+        if self.browser != BrowserId::default() {
             who.push_str(&format!("/{}", self.browser));
         }
         if self.view != View::First {

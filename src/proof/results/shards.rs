@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+use crate::config::identity::BrowserId;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -59,37 +60,48 @@ pub struct Fingerprint {
     pub cpu_model: String,
     pub cpus: usize,
     pub kernel: String,
-    pub chromium: String,
-    #[serde(default)]
-    pub firefox: Option<String>,
     pub pagebench_version: String,
     pub git_revision: String,
+    /// Each engine's version by its name (`meta.json`'s machine has them so too).
+    #[serde(flatten)]
+    pub browsers: std::collections::BTreeMap<String, String>,
 }
 
 impl Fingerprint {
     /// Each field that differs: (name, this, other).
-    pub fn differences(&self, other: &Fingerprint) -> Vec<(&'static str, String, String)> {
-        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "not installed".into());
-        [
-            ("CPU model", self.cpu_model.clone(), other.cpu_model.clone()),
-            ("CPUs", self.cpus.to_string(), other.cpus.to_string()),
-            ("kernel", self.kernel.clone(), other.kernel.clone()),
-            ("Chromium", self.chromium.clone(), other.chromium.clone()),
-            ("Firefox", opt(&self.firefox), opt(&other.firefox)),
+    pub fn differences(&self, other: &Fingerprint) -> Vec<(String, String, String)> {
+        let mut fields = vec![
             (
-                "pagebench",
-                self.pagebench_version.clone(),
-                other.pagebench_version.clone(),
+                "CPU model".to_string(),
+                self.cpu_model.clone(),
+                other.cpu_model.clone(),
             ),
-            (
-                "git revision",
-                self.git_revision.clone(),
-                other.git_revision.clone(),
-            ),
-        ]
-        .into_iter()
-        .filter(|(_, a, b)| a != b)
-        .collect()
+            ("CPUs".into(), self.cpus.to_string(), other.cpus.to_string()),
+            ("kernel".into(), self.kernel.clone(), other.kernel.clone()),
+        ];
+        let engines: std::collections::BTreeSet<&String> =
+            self.browsers.keys().chain(other.browsers.keys()).collect();
+        let version = |f: &Fingerprint, e: &String| {
+            f.browsers
+                .get(e)
+                .cloned()
+                .unwrap_or_else(|| "not installed".into())
+        };
+        for e in engines {
+            let label = BrowserId::named(e).map_or_else(|_| e.clone(), |b| b.label());
+            fields.push((label, version(self, e), version(other, e)));
+        }
+        fields.push((
+            "pagebench".into(),
+            self.pagebench_version.clone(),
+            other.pagebench_version.clone(),
+        ));
+        fields.push((
+            "git revision".into(),
+            self.git_revision.clone(),
+            other.git_revision.clone(),
+        ));
+        fields.into_iter().filter(|(_, a, b)| a != b).collect()
     }
 }
 
@@ -205,25 +217,31 @@ mod tests {
             cpu_model: "EPYC".into(),
             cpus: 2,
             kernel: "6.18".into(),
-            chromium: "Chromium 156".into(),
-            firefox: None,
             pagebench_version: "0.2.0".into(),
             git_revision: "abc".into(),
+            browsers: [("chromium".to_string(), "Chromium 156".to_string())].into(),
         };
         assert!(a.differences(&a).is_empty());
-        let b = Fingerprint {
+        let mut b = Fingerprint {
             cpus: 4,
-            firefox: Some("153.8.0esr".into()),
             ..a.clone()
         };
+        b.browsers.insert("firefox".into(), "153.8.0esr".into());
         let d = a.differences(&b);
+        let s = |x: &str| x.to_string();
         assert_eq!(
             d,
             [
-                ("CPUs", "2".to_string(), "4".to_string()),
-                ("Firefox", "not installed".into(), "153.8.0esr".into())
+                (s("CPUs"), s("2"), s("4")),
+                (s("Firefox"), s("not installed"), s("153.8.0esr"))
             ]
         );
+        // On disk as it always was: each engine's version under its name.
+        let json = serde_json::to_value(&b).unwrap();
+        assert_eq!(json["chromium"], "Chromium 156");
+        assert_eq!(json["firefox"], "153.8.0esr");
+        let back: Fingerprint = serde_json::from_value(json).unwrap();
+        assert_eq!(back, b);
         // ShardInfo flattens its spec.
         let info = ShardInfo {
             spec: ShardSpec { index: 1, count: 2 },

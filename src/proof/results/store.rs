@@ -169,8 +169,7 @@ impl Meta {
             cpu_model: self.machine.cpu_model.clone(),
             cpus: self.machine.cpus,
             kernel: self.machine.kernel.clone(),
-            chromium: self.machine.chromium.clone(),
-            firefox: self.machine.firefox.clone(),
+            browsers: self.machine.browsers.clone(),
             pagebench_version: self.pagebench_version.clone(),
             git_revision: self.git_revision.clone(),
         }
@@ -665,7 +664,7 @@ mod tests {
                 profiles: vec!["wired".into()],
                 workloads: vec!["page10".into()],
                 servers: vec!["embedded".into()],
-                browsers: vec![crate::config::identity::BrowserId::Chromium],
+                browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
                 variants: vec![],
                 runs: 1,

@@ -347,9 +347,12 @@ pub fn cell_comparisons(
             variants.push(k.variant);
         }
     }
-    let browsers: Vec<BrowserId> = BrowserId::ALL
+    // In the engines' order (the default engine, Chromium, first).
+    let browsers: Vec<BrowserId> = in_cell
+        .iter()
+        .map(|k| k.browser)
+        .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
-        .filter(|b| in_cell.iter().any(|k| k.browser == *b))
         .collect();
     let key = |setup: &Setup, variant: Variant| SeriesKey {
         profile: profile.clone(),
@@ -1201,9 +1204,9 @@ mod tests {
         let mut rows = Vec::new();
         for r in 1..=10 {
             for (browser, view, base) in [
-                (BrowserId::Chromium, View::First, 500.0),
-                (BrowserId::Firefox, View::First, 600.0),
-                (BrowserId::Chromium, View::Repeat, 400.0),
+                (BrowserId::default(), View::First, 500.0),
+                (BrowserId::new("firefox"), View::First, 600.0),
+                (BrowserId::default(), View::Repeat, 400.0),
             ] {
                 for (v, extra) in [("h2", 0.0), ("h3", 20.0)] {
                     let mut row = row("wired", v, r, Outcome::Valid, base + extra + r as f64);

@@ -120,7 +120,7 @@ mod tests {
             profile: "wired".into(),
             workload: "page10".into(),
             server: ServerId::new("embedded"),
-            browser: BrowserId::Chromium,
+            browser: BrowserId::default(),
             view: View::First,
             variant,
         };

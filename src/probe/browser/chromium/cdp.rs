@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use super::rpc::Calls;
-pub use super::rpc::{Event, RpcError as CdpError};
+use crate::probe::browser::rpc::Calls;
+pub use crate::probe::browser::rpc::{Event, RpcError as CdpError};
 
 /// The connection to one browser process.
 pub struct Cdp {

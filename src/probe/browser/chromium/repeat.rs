@@ -11,10 +11,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::cdp;
-use super::launch::{ChromiumProcess, LaunchOptions, NET_BENCHMARKING};
+use super::launch::{ChromiumProcess, NET_BENCHMARKING};
 use super::load::{self, LoadExtras, WaitFor};
-use super::process;
-use super::{RepeatCache, RepeatView};
+use crate::probe::browser::{process, LaunchOptions, RepeatCache, RepeatView};
 use crate::probe::metrics::FirstView;
 use crate::probe::validate::LoadEnd;
 

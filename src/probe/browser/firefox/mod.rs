@@ -18,16 +18,19 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
-use super::bidi::{self, Bidi, BidiError};
-use super::launch::{BrowserOverhead, LaunchOptions};
-use super::{process, scripts, Browser, ClientSide};
+pub mod bidi;
+pub mod har;
+pub mod network;
+
+use super::{process, scripts, Asked, Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions};
 use crate::config::identity::BrowserId;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
-use crate::probe::metrics::{BidiEvent, Observation};
+use crate::probe::metrics::{DevtoolsEvent, Observation};
 use crate::probe::validate::LoadEnd;
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
+use bidi::{Bidi, BidiError};
 
 /// The real binary of Debian's package (`/usr/bin/firefox-esr` links to it).
 pub const FIREFOX: &str = "/usr/lib/firefox-esr/firefox-esr";
@@ -517,6 +520,55 @@ fn wait_for_port(child: &mut Child, stderr: &Path, timeout: Duration) -> Result<
     }
 }
 
+/// Firefox's name in flags and files.
+pub const ID: BrowserId = BrowserId::new("firefox");
+
+/// Firefox in the browser registry.
+pub static ENGINE: Engine = Engine {
+    id: ID,
+    devtools: network::PROTOCOL,
+    make,
+    installed: installed_version,
+    cannot,
+    check_site,
+    har: har::entries,
+    tells_connections: false,
+    har_lacks: Some(
+        "Firefox's HAR files have no response bodies (WebDriver BiDi hands none over); Chromium's have them",
+    ),
+    forced_h3: Some(
+        "Firefox forced: the alt-svc testing mapping with `force-use` (no throttle of \
+multiplexed requests)",
+    ),
+    primed_h3: Some(
+        "Firefox primed: the alt-svc testing mapping without `force-use`, which Firefox \
+takes as an Alt-Svc it learnt",
+    ),
+};
+
+fn make() -> Box<dyn Browser + Send> {
+    Box::new(Firefox::default())
+}
+
+/// What of a request Firefox cannot do over WebDriver BiDi.
+fn cannot(asked: &Asked) -> Option<&'static str> {
+    if asked.visual {
+        return Some("--visual needs Chromium's screencast (Firefox has none over WebDriver BiDi)");
+    }
+    if asked.capture.netlog().is_some() {
+        return Some("--capture netlog is Chromium's NetLog (Firefox keeps none)");
+    }
+    if asked.as_recorded {
+        return Some(
+            "the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can",
+        );
+    }
+    if asked.repeat_view {
+        return Some("a repeat view closes the browser's connections but keeps its TLS sessions, which only Chromium's --enable-net-benchmarking can (Firefox has no such call over BiDi)");
+    }
+    None
+}
+
 /// Debian's Firefox ESR; one process between `launch` and `close`.
 #[derive(Default)]
 pub struct Firefox {
@@ -526,7 +578,7 @@ pub struct Firefox {
 
 impl Browser for Firefox {
     fn id(&self) -> BrowserId {
-        BrowserId::Firefox
+        ID
     }
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
@@ -673,17 +725,20 @@ fn collect(browser: &FirefoxProcess, obs: &mut Observation) {
     collect_events(browser, obs);
 }
 
+/// The load's network events, typed into its network view.
 fn collect_events(browser: &FirefoxProcess, obs: &mut Observation) {
+    let mut events = std::mem::take(&mut obs.network.events);
     for e in browser.bidi.drain_events() {
         if KEPT_EVENTS.contains(&e.method.as_str())
             && e.params.get("context").and_then(Value::as_str) == Some(browser.context.as_str())
         {
-            obs.bidi_events.push(BidiEvent {
+            events.push(DevtoolsEvent {
                 method: e.method,
                 params: e.params,
             });
         }
     }
+    obs.network = network::view(events);
 }
 
 #[cfg(test)]

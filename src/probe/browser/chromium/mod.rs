@@ -1,16 +1,64 @@
 //! Chromium as a [`Browser`]: a fresh [`ChromiumProcess`] per launch, loads driven over its
-//! DevTools pipe ([`super::load`]).
+//! DevTools pipe ([`load`]).
 
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 
-use super::launch::{BrowserOverhead, ChromiumProcess, LaunchOptions, CHROMIUM};
-use super::{load, repeat, Browser, ClientSide};
+pub mod cdp;
+pub mod har;
+pub mod launch;
+pub mod load;
+pub mod network;
+pub mod repeat;
+
+use super::{Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions};
 use crate::config::identity::BrowserId;
 use crate::config::workload::WorkloadKind;
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
+use launch::{ChromiumProcess, CHROMIUM};
+
+/// Chromium's name in flags and files, the default engine.
+pub const ID: BrowserId = BrowserId::new("chromium");
+
+/// Chromium in the browser registry.
+pub static ENGINE: Engine = Engine {
+    id: ID,
+    devtools: network::PROTOCOL,
+    make,
+    installed,
+    cannot: |_| None,
+    check_site: |_, _| Ok(()),
+    har: har::entries,
+    tells_connections: true,
+    har_lacks: None,
+    forced_h3: None,
+    primed_h3: None,
+};
+
+fn make() -> Box<dyn Browser + Send> {
+    Box::new(Chromium::default())
+}
+
+/// Debian's Chromium as it names its version (`Chromium 156.0.8078.73 built on Debian …`), or
+/// an error naming the fix.
+pub fn installed() -> Result<String> {
+    anyhow::ensure!(
+        std::path::Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)"
+    );
+    let out = std::process::Command::new(CHROMIUM)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("{CHROMIUM} --version"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{CHROMIUM} --version failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
 
 /// Debian's Chromium; one process between `launch` and `close`.
 #[derive(Default)]
@@ -28,7 +76,7 @@ pub struct Chromium {
 
 impl Browser for Chromium {
     fn id(&self) -> BrowserId {
-        BrowserId::Chromium
+        ID
     }
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use tungstenite::protocol::{Role, WebSocket};
 use tungstenite::Message;
 
-use super::rpc::Calls;
-pub use super::rpc::{Event, RpcError as BidiError};
+use crate::probe::browser::rpc::Calls;
+pub use crate::probe::browser::rpc::{Event, RpcError as BidiError};
 
 /// A BiDi session's connection.
 pub struct Bidi {

@@ -9,9 +9,10 @@ use serde_json::{json, Value};
 
 use super::cdp::{self, CdpError};
 use super::launch::ChromiumProcess;
-use super::scripts;
+use super::network;
 use crate::config::workload::WorkloadKind;
-use crate::probe::metrics::{CdpEvent, DataChunk, Observation, PaintEntries, ScreencastFrame};
+use crate::probe::browser::scripts;
+use crate::probe::metrics::{DataChunk, DevtoolsEvent, Observation, PaintEntries, ScreencastFrame};
 use crate::probe::validate::LoadEnd;
 use crate::support::signals;
 
@@ -91,7 +92,12 @@ pub fn load_until(
         Ok(s) => s,
         Err(e) => return Ok((Observation::default(), crashed_or(browser, e))),
     };
-    let loaded = load_in_session(browser, &session, url, wait, timeout, extras);
+    // Whichever way the load ended, its events are typed into the network view.
+    let loaded =
+        load_in_session(browser, &session, url, wait, timeout, extras).map(|(mut obs, end)| {
+            obs.network = network::view(std::mem::take(&mut obs.network.events));
+            (obs, end)
+        });
     let _ = browser.cdp.call(
         None,
         "Target.detachFromTarget",
@@ -258,7 +264,7 @@ impl Load<'_> {
     /// No request in flight for `quiet`.
     fn wait_network_idle(&mut self, quiet: Duration) -> Result<Option<LoadEnd>> {
         let mut flight = InFlight::default();
-        for e in &self.obs.cdp_events {
+        for e in &self.obs.network.events {
             flight.see(e);
         }
         let mut quiet_since = Instant::now();
@@ -280,9 +286,9 @@ impl Load<'_> {
             }
             match self.next_event(left.min(Duration::from_millis(50))) {
                 Ok(Some(e)) => {
-                    let before = self.obs.cdp_events.len();
+                    let before = self.obs.network.events.len();
                     keep_event(&mut self.obs, &self.session, e);
-                    if let Some(kept) = self.obs.cdp_events.get(before) {
+                    if let Some(kept) = self.obs.network.events.get(before) {
                         if flight.see(kept) {
                             quiet_since = Instant::now();
                         }
@@ -358,7 +364,7 @@ struct InFlight(std::collections::BTreeSet<String>);
 
 impl InFlight {
     /// Takes `e` into account; true when it was network activity.
-    fn see(&mut self, e: &CdpEvent) -> bool {
+    fn see(&mut self, e: &DevtoolsEvent) -> bool {
         let Some(id) = e.params["requestId"].as_str() else {
             return false;
         };
@@ -388,7 +394,8 @@ impl InFlight {
 /// then has no content, and an import lists it.
 fn response_bodies(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
     let finished: Vec<String> = obs
-        .cdp_events
+        .network
+        .events
         .iter()
         .filter(|e| e.method == "Network.loadingFinished")
         .filter_map(|e| e.params["requestId"].as_str().map(String::from))
@@ -559,7 +566,7 @@ fn keep_event(obs: &mut Observation, session: &str, e: cdp::Event) {
             });
         }
     } else if KEPT_EVENTS.contains(&e.method.as_str()) {
-        obs.cdp_events.push(CdpEvent {
+        obs.network.events.push(DevtoolsEvent {
             method: e.method,
             params: e.params,
         });

@@ -1,0 +1,52 @@
+//! Firefox's network view: its WebDriver BiDi `network.*` events of a load typed into the
+//! engine-neutral [`NetworkView`] (the request, its response's protocol, status and bytes
+//! received, failures; BiDi tells no connection ids, priorities or request timing).
+
+use serde_json::Value;
+
+use crate::probe::browser::requests::join_by_request;
+use crate::probe::metrics::{DevtoolsEvent, NetworkRequest, NetworkView};
+
+/// What WebDriver BiDi is called where this viewpoint is named.
+pub const PROTOCOL: &str = "BiDi";
+
+/// The view of a load from its BiDi events (kept in it as sent).
+pub fn view(events: Vec<DevtoolsEvent>) -> NetworkView {
+    NetworkView {
+        protocol: PROTOCOL.into(),
+        requests: requests(&events),
+        events,
+    }
+}
+
+/// Joins BiDi network events by request id, in the order requests were sent (Firefox).
+pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
+    join_by_request(
+        events,
+        |e| e.params.pointer("/request/request").and_then(Value::as_str),
+        |entry, e| {
+            let p = &e.params;
+            let text = |ptr: &str| p.pointer(ptr).and_then(Value::as_str).map(String::from);
+            if entry.url.is_empty() {
+                entry.url = text("/request/url").unwrap_or_default();
+                entry.method = text("/request/method").unwrap_or_default();
+            }
+            match e.method.as_str() {
+                "network.responseCompleted" => {
+                    entry.url = text("/response/url").unwrap_or(std::mem::take(&mut entry.url));
+                    entry.protocol = text("/response/protocol");
+                    entry.status = p
+                        .pointer("/response/status")
+                        .and_then(Value::as_f64)
+                        .map(|s| s as u16);
+                    entry.encoded_data_length =
+                        p.pointer("/response/bytesReceived").and_then(Value::as_f64);
+                }
+                "network.fetchError" => {
+                    entry.failed = Some(text("/errorText").unwrap_or_else(|| "failed".into()));
+                }
+                _ => {}
+            }
+        },
+    )
+}

@@ -1,0 +1,114 @@
+//! What every engine is launched with and what its life cost a run: the options of one launch
+//! (the protocol forced, the server's address and certificate, what to keep beside the load)
+//! and the timings of the browser's life.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::protocol::{H3Mode, Protocol};
+
+/// The host name every workload is served under (a sharded page's other hosts are its subdomains).
+pub const HOST: &str = crate::config::workload::PAGE_HOST;
+
+/// What to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchOptions {
+    pub protocol: Protocol,
+    pub h3_mode: H3Mode,
+    /// Address Chromium maps `pagebench.test` to.
+    pub server_ip: std::net::IpAddr,
+    pub port: u16,
+    /// base64 SHA-256 of the server certificate's SPKI (Chromium pins it).
+    pub spki: String,
+    /// The server certificate, PEM (Firefox trusts it in its profile's NSS database).
+    pub cert_pem: String,
+    /// Where the browser writes its TLS secrets (NSS key log format); None: nowhere.
+    pub key_log: Option<std::path::PathBuf>,
+    /// Chromium's NetLog: the file and the capture mode (`--capture netlog`).
+    pub net_log: Option<(std::path::PathBuf, crate::probe::capture::NetLogMode)>,
+    /// Upper bound of the settle wait.
+    pub settle_max: Duration,
+    /// Extra Chromium flags (given with their leading `--`).
+    pub extra_args: Vec<String>,
+    /// Keep every response body after the load (for a HAR with content; outside the measured
+    /// load).
+    pub keep_bodies: bool,
+    /// Record a screencast of the load (`--visual`).
+    pub visual: bool,
+    /// Every host the page may contact and its address (a replayed site's origins); empty:
+    /// only `pagebench.test` at `server_ip`. All are forced onto h3 or primed for it alike.
+    pub hosts: Vec<(String, std::net::IpAddr)>,
+    /// A script run in every document before the page's own (`--deterministic`).
+    pub init_script: Option<String>,
+    /// A repeat view: navigate to this page once during the launch (outside the measured
+    /// window), then close every connection but keep the TLS sessions and Alt-Svc knowledge.
+    pub repeat: Option<super::RepeatView>,
+    /// A replayed site's `as-recorded` arm: each host's recorded protocol. Nothing is then
+    /// disabled; the hosts recorded over h3 are forced onto QUIC, the server offers the others
+    /// their own (and no Alt-Svc).
+    pub as_recorded: Vec<(String, Protocol)>,
+}
+
+impl LaunchOptions {
+    /// The hosts the browser may contact, each with its address.
+    pub fn host_map(&self) -> Vec<(String, std::net::IpAddr)> {
+        if self.hosts.is_empty() {
+            vec![(HOST.to_string(), self.server_ip)]
+        } else {
+            self.hosts.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+impl LaunchOptions {
+    /// Forced onto `protocol`, `pagebench.test` at 10.1.2.2:443, nothing else: the base of the
+    /// browsers' unit tests.
+    pub(crate) fn fixture(protocol: Protocol) -> LaunchOptions {
+        LaunchOptions {
+            protocol,
+            h3_mode: H3Mode::Forced,
+            server_ip: "10.1.2.2".parse().unwrap(),
+            port: 443,
+            spki: "abc=".into(),
+            cert_pem: String::new(),
+            key_log: None,
+            net_log: None,
+            settle_max: Duration::from_secs(1),
+            extra_args: vec![],
+            keep_bodies: false,
+            visual: false,
+            hosts: vec![],
+            init_script: None,
+            repeat: None,
+            as_recorded: vec![],
+        }
+    }
+}
+
+/// Timings of the browser's life, reported per run (the per-run overhead).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BrowserOverhead {
+    /// Spawn → DevTools pipe answers.
+    pub launch_ms: f64,
+    /// Waiting for the start-up CPU burst to end (capped by `settle_max`).
+    pub settle_ms: f64,
+    /// Whether the settle wait ended because CPU use dropped (false: the cap was hit).
+    pub settled: bool,
+    /// CPU use of the browser's processes in the last settle sample (cores).
+    pub settle_cpu: f64,
+    /// Browser.close → process tree gone, temp directory removed.
+    pub teardown_ms: f64,
+    /// A repeat view's first navigation, connections closed and cache cleared (0: a first visit).
+    #[serde(default)]
+    pub first_view_ms: f64,
+    /// How long the run waited for the browser to be launched and settled: all of it when it
+    /// was launched at the run's start, what was left when it was launched in the background
+    /// after the previous run's load (`prelaunched`).
+    #[serde(default)]
+    pub wait_ms: f64,
+    /// Launched after the previous run's measured window, during that run's teardown.
+    #[serde(default)]
+    pub prelaunched: bool,
+}
