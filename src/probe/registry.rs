@@ -282,9 +282,10 @@ pub static RESOURCES: Metric = Metric {
 pub static CONNECTIONS: Metric = Metric {
     better: Better::Neither,
     csv: CsvFormat::Int,
-    // Connection ids come from CDP: Firefox's BiDi events have none.
+    // Known where the engine's network view tells connections (not Firefox's BiDi).
     ..metric("connections", "connections", Unit::Count, |r| {
-        (r.browser == crate::config::identity::BrowserId::default())
+        crate::probe::browser::engine(r.browser)
+            .is_ok_and(|e| e.tells_connections)
             .then_some(r.metrics.connections as f64)
     })
 };

@@ -14,4 +14,6 @@ pub mod stopping_sim;
 pub mod visual_bench;
 
 #[cfg(test)]
+mod engine_tests;
+#[cfg(test)]
 mod selection_tests;

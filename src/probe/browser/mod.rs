@@ -9,6 +9,8 @@
 //! one a run names.
 
 pub mod chromium;
+#[cfg(test)]
+pub mod fake;
 pub mod firefox;
 pub mod options;
 pub mod prelaunch;
@@ -142,7 +144,12 @@ pub struct Engine {
 }
 
 /// Every engine pagebench can drive, in the order reports list them.
-pub static ENGINES: &[&Engine] = &[&chromium::ENGINE, &firefox::ENGINE];
+pub static ENGINES: &[&Engine] = &[
+    &chromium::ENGINE,
+    &firefox::ENGINE,
+    #[cfg(test)]
+    &fake::ENGINE,
+];
 
 /// The registry's entry of `id`, or an error naming the engines there are.
 pub fn engine(id: BrowserId) -> Result<&'static Engine> {

@@ -1,0 +1,242 @@
+//! A third engine through a matrix cell to the report, by the trait and the registry alone: the
+//! test-only `fake` engine (`probe::browser::fake`, which replays a recorded load) is planned
+//! by name, made by the registry, driven by the real run protocol (`testbed::measure`, over a
+//! link and a server that stand in for the namespaces), its observation derived and validated
+//! (`runner::assemble`), stored, summarised and reported — and every table names it.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Result;
+use indicatif::ProgressBar;
+
+use super::execute::{run_plan, PlanContext, PlanEnd, RunTarget, TestbedExecutor};
+use crate::config::capacity::TraceStart;
+use crate::config::identity::{ServerId, View};
+use crate::config::plan::{self, PlanSpec};
+use crate::config::profile::Profile;
+use crate::config::protocol::{H3Mode, Protocol};
+use crate::config::workload::Manifest;
+use crate::link::netem::LinkStats;
+use crate::origin::server::Certificate;
+use crate::origin::servers::{ServerDescription, ServerEvidence, ServerUnderTest, ServerView};
+use crate::probe::browser::{fake, ClientSide};
+use crate::probe::fault::{self, FaultInjection};
+use crate::probe::record::RunRecord;
+use crate::probe::runner::{self, RunSpec};
+use crate::probe::testbed::{self, LaunchEach, LinkSide};
+use crate::probe::validate::Outcome;
+use crate::proof::results::store::{Meta, Store};
+use crate::proof::results::summary;
+use crate::support::snmp;
+
+/// The client side of a link that carries nothing (the fake loads nothing).
+struct QuietLink;
+
+impl ClientSide for QuietLink {
+    fn command(&self, program: &str) -> Command {
+        Command::new(program)
+    }
+    fn connect(
+        &self,
+        _: std::net::SocketAddr,
+        _: Duration,
+    ) -> std::io::Result<std::net::TcpStream> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+}
+
+impl LinkSide for QuietLink {
+    fn server_ip(&self) -> IpAddr {
+        "10.9.0.2".parse().unwrap()
+    }
+    fn client(&self) -> &dyn ClientSide {
+        self
+    }
+    fn take_stats(&self) -> Result<LinkStats> {
+        Ok(LinkStats {
+            profile: "wired".into(),
+            ..LinkStats::default()
+        })
+    }
+    fn start_timeline(&self, _: TraceStart) {}
+    fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
+        Default::default()
+    }
+    fn arm_fault(&self, _: &FaultInjection, _: Option<i32>) -> Option<fault::Armed> {
+        None
+    }
+}
+
+/// A server whose log is the recorded load's requests, served over h2.
+struct RecordedServer(Vec<ServerView>);
+
+impl ServerUnderTest for RecordedServer {
+    fn name(&self) -> ServerId {
+        ServerId::new("embedded")
+    }
+    fn port(&self) -> u16 {
+        8443
+    }
+    fn offers(&self, p: Protocol) -> bool {
+        p == Protocol::H2
+    }
+    fn mark(&mut self) {}
+    fn collect(&mut self) -> ServerEvidence {
+        ServerEvidence {
+            views: Some(self.0.clone()),
+            ..ServerEvidence::default()
+        }
+    }
+    fn exited(&mut self) -> Option<String> {
+        None
+    }
+    fn process_group(&self) -> Option<i32> {
+        None
+    }
+    fn describe(&self) -> ServerDescription {
+        unreachable!("not part of a run")
+    }
+}
+
+/// The testbed of this matrix: the run protocol over the quiet link and the recorded server,
+/// each run's browser made by the registry.
+struct StandIn {
+    server: RecordedServer,
+    cert: Certificate,
+}
+
+impl RunTarget for StandIn {
+    fn set_profile(&mut self, _: &Profile) -> Result<()> {
+        Ok(())
+    }
+    fn run(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+        let req = runner::load_request(spec);
+        let parts = testbed::measure(
+            &QuietLink,
+            &mut self.server,
+            &mut LaunchEach,
+            &self.cert,
+            &req,
+        )?;
+        Ok(runner::assemble(spec, parts))
+    }
+    fn broken(&mut self) -> Option<String> {
+        None
+    }
+}
+
+#[test]
+fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone() {
+    let recording = fake::recording();
+    let manifest = crate::probe::validate::tests::manifest_of(&recording, "page10");
+    let views = crate::probe::validate::tests::server_view(&recording, "h2");
+    let spec = PlanSpec {
+        profiles: vec!["wired".into()],
+        workloads: vec!["page10".into()],
+        servers: vec!["embedded".into()],
+        browsers: crate::probe::browser::parse_browsers("fake").unwrap(),
+        views: vec![View::First],
+        variants: crate::config::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
+        runs: 5,
+        warmup: 0,
+        seed: 3,
+        adaptive: None,
+    };
+    let planned = plan::plan(&spec);
+    assert_eq!(planned.len(), 5);
+    let tmp = crate::support::tempdir::create("engine-test").unwrap();
+    let dir = tmp.path().join("results");
+    let mut meta = Meta::fixture(spec, planned.len(), 60.0);
+    meta.machine.browsers = crate::probe::browser::installed_versions();
+    let mut store = Store::create(&dir, &meta).unwrap();
+    let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
+    let manifests: BTreeMap<String, Manifest> = [("page10".to_string(), manifest)].into();
+    let ctx = PlanContext {
+        profiles: &profiles,
+        manifests: &manifests,
+        timeout: Duration::from_secs(60),
+        settle_max: Duration::from_secs(1),
+        retry_invalid: 0,
+        faults: &[],
+        quiet: true,
+        keep_bodies: false,
+        visual: false,
+        capture: &crate::probe::capture::NO_CAPTURE,
+        repeat_cache: Default::default(),
+        stop: &|| false,
+        adaptive: None,
+    };
+    let cert = Certificate::generate().unwrap();
+    let mut executor = TestbedExecutor::with_factory(&profiles[0], move |_| {
+        Ok(StandIn {
+            server: RecordedServer(views.clone()),
+            cert: cert.clone(),
+        })
+    })
+    .unwrap();
+    let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
+    let end = run_plan(
+        &mut executor,
+        &ctx,
+        "wired",
+        &todo,
+        &mut store,
+        &ProgressBar::hidden(),
+    )
+    .unwrap();
+    assert!(matches!(end, PlanEnd::Done(_)));
+
+    // Every run is the fake's, valid on its three viewpoints, with the recording's numbers.
+    let rows = summary::read_runs(&dir).unwrap();
+    assert_eq!(rows.len(), 5);
+    let load_event_end =
+        crate::probe::metrics::EntryTiming::parse(recording.navigation.as_ref().unwrap())
+            .load_event_end;
+    for r in &rows {
+        assert_eq!(r.browser, fake::ID);
+        assert_eq!(
+            r.outcome,
+            Outcome::Valid,
+            "{}: {:?}",
+            r.run_id,
+            r.invalid_kinds
+        );
+        assert_eq!(r.viewpoints, 3);
+        assert_eq!(r.completion_ms(), Some(load_event_end));
+    }
+    let record: RunRecord = serde_json::from_slice(
+        &std::fs::read(dir.join("runs").join(format!("{}.json", rows[0].run_id))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record.browser_version.as_deref(), Some(fake::VERSION));
+    assert_eq!(record.viewpoints, 3);
+    assert_eq!(record.observation.network.protocol, fake::PROTOCOL);
+    assert_eq!(record.resources.len(), 10);
+
+    // Summarised and reported under its own name.
+    let s = summary::summarize_runs(&rows, 3, 2_000, &["embedded".into()], 60_000.0).unwrap();
+    assert_eq!(s.series.len(), 1);
+    assert_eq!(s.series[0].key.browser, fake::ID);
+    summary::write(&dir, &s).unwrap();
+    let out = crate::report::generate(&dir).unwrap();
+    let md = std::fs::read_to_string(out.markdown).unwrap();
+    assert!(
+        md.contains(&format!("| **browser** | {} |", fake::VERSION)),
+        "{md}"
+    );
+    assert!(
+        md.contains("| wired | page10 | embedded, Fake | 0 of 5 rejected |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("— Fake**"),
+        "its tables are titled with its name:\n{md}"
+    );
+    assert!(
+        md.contains("(Resource Timing, FakeTools and the server's own log)"),
+        "the DevTools viewpoint by its name:\n{md}"
+    );
+}
