@@ -154,21 +154,7 @@ fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone
     let mut store = Store::create(&dir, &meta).unwrap();
     let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
     let manifests: BTreeMap<String, Manifest> = [("page10".to_string(), manifest)].into();
-    let ctx = PlanContext {
-        profiles: &profiles,
-        manifests: &manifests,
-        timeout: Duration::from_secs(60),
-        settle_max: Duration::from_secs(1),
-        retry_invalid: 0,
-        faults: &[],
-        quiet: true,
-        keep_bodies: false,
-        visual: false,
-        capture: &crate::probe::capture::NO_CAPTURE,
-        repeat_cache: Default::default(),
-        stop: &|| false,
-        adaptive: None,
-    };
+    let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(60), 0, &[]);
     let cert = Certificate::generate().unwrap();
     let mut executor = TestbedExecutor::with_factory(&profiles[0], move |_| {
         Ok(StandIn {

@@ -212,6 +212,35 @@ pub struct PlanContext<'a> {
     pub adaptive: Option<AdaptiveGate<'a>>,
 }
 
+#[cfg(test)]
+impl<'a> PlanContext<'a> {
+    /// A context for the loop's tests: quiet, a 1 s settle, no bodies, screencast or capture,
+    /// never stopped, every planned round run.
+    pub(crate) fn quiet(
+        profiles: &'a [Profile],
+        manifests: &'a BTreeMap<String, Manifest>,
+        timeout: Duration,
+        retry_invalid: u32,
+        faults: &'a [FaultInjection],
+    ) -> PlanContext<'a> {
+        PlanContext {
+            profiles,
+            manifests,
+            timeout,
+            settle_max: Duration::from_secs(1),
+            retry_invalid,
+            faults,
+            quiet: true,
+            keep_bodies: false,
+            visual: false,
+            capture: &crate::probe::capture::NO_CAPTURE,
+            repeat_cache: Default::default(),
+            stop: &|| false,
+            adaptive: None,
+        }
+    }
+}
+
 /// How the plan loop asks the stopping rule of `--runs auto` (`matrix::adaptive`).
 #[derive(Clone, Copy)]
 pub struct AdaptiveGate<'a> {
@@ -547,19 +576,14 @@ mod tests {
             stop: &'a dyn Fn() -> bool,
         ) -> PlanContext<'a> {
             PlanContext {
-                profiles: &self.profiles,
-                manifests: &self.manifests,
-                timeout: Duration::from_secs(1),
-                settle_max: Duration::from_secs(1),
-                retry_invalid,
-                faults,
-                quiet: true,
-                keep_bodies: false,
-                visual: false,
-                capture: &crate::probe::capture::NO_CAPTURE,
-                repeat_cache: Default::default(),
                 stop,
-                adaptive: None,
+                ..PlanContext::quiet(
+                    &self.profiles,
+                    &self.manifests,
+                    Duration::from_secs(1),
+                    retry_invalid,
+                    faults,
+                )
             }
         }
     }

@@ -109,21 +109,7 @@ fn matrix(faults: &[&str]) -> (summary::Summary, String) {
     let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
     let manifests: BTreeMap<String, Manifest> =
         [("page10".to_string(), Manifest::empty_page10())].into();
-    let ctx = PlanContext {
-        profiles: &profiles,
-        manifests: &manifests,
-        timeout: Duration::from_secs(60),
-        settle_max: Duration::from_secs(1),
-        retry_invalid: 2,
-        faults: &faults,
-        quiet: true,
-        keep_bodies: false,
-        visual: false,
-        capture: &crate::probe::capture::NO_CAPTURE,
-        repeat_cache: Default::default(),
-        stop: &|| false,
-        adaptive: None,
-    };
+    let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(60), 2, &faults);
     let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
     let end = run_plan(
         &mut StallingTestbed,
