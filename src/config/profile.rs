@@ -549,6 +549,12 @@ impl Profile {
                 self.loss_pct
             ));
         }
+        self.validate_capacity()?;
+        self.validate_real_network()
+    }
+
+    /// Each direction's capacity, a rate or a trace, and the queue in front of it.
+    fn validate_capacity(&self) -> Result<(), String> {
         for (field, rate) in [("down_mbit", self.down_mbit), ("up_mbit", self.up_mbit)] {
             if let Some(r) = rate {
                 check_finite(field, r)?;
@@ -592,12 +598,40 @@ impl Profile {
                     .into(),
             );
         }
-        self.validate_real_network()
+        Ok(())
     }
 
     /// The real-network fields: queue discipline, outages, NAT rebinding, cross traffic,
     /// per-origin delay.
     fn validate_real_network(&self) -> Result<(), String> {
+        self.validate_queue_discipline()?;
+        self.validate_outages()?;
+        if let Some(t) = self.nat_rebind_at_s {
+            if !t.is_finite() || t < 0.0 {
+                return Err(format!(
+                    "field `nat_rebind_at_s` = {t}: give seconds ≥ 0 from the run's mark"
+                ));
+            }
+        }
+        self.validate_cross_traffic()?;
+        if self.origin_delay_ms.len() > 1 + 62_500 {
+            return Err("field `origin_delay_ms`: more entries than server addresses".into());
+        }
+        for (i, d) in self.origin_delay_ms.iter().enumerate() {
+            if !d.is_finite() || *d < 0.0 || *d > 60_000.0 {
+                return Err(format!(
+                    "field `origin_delay_ms` entry {} = {d}: give 0 to 60000 ms of extra one-way delay",
+                    i + 1
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `aqm` and its parameters: a discipline needs a bottleneck to queue at, CoDel's times and
+    /// FQ-CoDel's quantum apply only to the disciplines they tune, and the target is below the
+    /// interval.
+    fn validate_queue_discipline(&self) -> Result<(), String> {
         if self.aqm != Aqm::Droptail && !self.has_bottleneck() {
             return Err(format!(
                 "field `aqm` = {:?}: a queue discipline needs a bottleneck; set `down_mbit`/`up_mbit` or a trace, or remove `aqm`",
@@ -642,6 +676,12 @@ impl Profile {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Scheduled outages (in time order, without overlaps), random ones (`on_off`) and what
+    /// either does to packets (`outage_mode`, which needs one of them).
+    fn validate_outages(&self) -> Result<(), String> {
         let mut last_end = 0.0f64;
         for (i, [start, dur]) in self.outages.iter().enumerate() {
             check_finite("outages", *start)?;
@@ -675,13 +715,12 @@ impl Profile {
                     .into(),
             );
         }
-        if let Some(t) = self.nat_rebind_at_s {
-            if !t.is_finite() || t < 0.0 {
-                return Err(format!(
-                    "field `nat_rebind_at_s` = {t}: give seconds ≥ 0 from the run's mark"
-                ));
-            }
-        }
+        Ok(())
+    }
+
+    /// The competing flows: how many, and a rate for UDP flows only (TCP's congestion control
+    /// sets its own).
+    fn validate_cross_traffic(&self) -> Result<(), String> {
         if let Some(c) = &self.cross_traffic {
             if !(1..=64).contains(&c.flows) {
                 return Err(format!(
@@ -708,17 +747,6 @@ impl Profile {
                     )
                 }
                 _ => {}
-            }
-        }
-        if self.origin_delay_ms.len() > 1 + 62_500 {
-            return Err("field `origin_delay_ms`: more entries than server addresses".into());
-        }
-        for (i, d) in self.origin_delay_ms.iter().enumerate() {
-            if !d.is_finite() || *d < 0.0 || *d > 60_000.0 {
-                return Err(format!(
-                    "field `origin_delay_ms` entry {} = {d}: give 0 to 60000 ms of extra one-way delay",
-                    i + 1
-                ));
             }
         }
         Ok(())

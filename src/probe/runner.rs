@@ -12,9 +12,11 @@ use crate::config::capacity::{TraceStart, TraceWindow};
 use crate::config::identity::{BrowserId, Phase, ServerId, View};
 use crate::config::profile::Profile;
 use crate::config::protocol::H3Mode;
-use crate::config::protocol::Variant;
+use crate::config::protocol::{Protocol, Variant};
 use crate::config::workload::Manifest;
 use crate::link::netem::{self, LinkStats, SelfCheck};
+use crate::origin::servers::ServerEvidence;
+use crate::probe::capture::{CaptureOutcome, CaptureParts};
 use crate::probe::fault::FaultInjection;
 use crate::probe::metrics;
 use crate::probe::record::{LinkEvidence, LinkSummary, RunRecord};
@@ -196,45 +198,14 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         wall_ms,
         capture,
     } = parts;
-    let disruption = link_stats.as_ref().ok().and_then(|s| {
-        crate::probe::disruption::analyse(
-            s.events.as_ref(),
-            &s.cross,
-            capture.trace.as_ref(),
-            server.transport.as_deref(),
-            s.elapsed_s * 1e3,
-        )
-    });
-    let captured = crate::probe::capture::finish(
-        capture,
-        &spec.capture,
-        &format!(
-            "pagebench run {}: {} over {} on {}",
-            spec.id, spec.manifest.workload.name, variant, spec.profile.name
-        ),
-    );
+    let disruption = disruption_of(&link_stats, &capture, &server);
+    let captured = finish_capture(spec, capture);
     let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
     let (visual, frame_images) = visual_of(&obs);
-    if let Some(m) = visual.as_ref().and_then(|v| v.metrics.as_ref()) {
-        metrics.speed_index_ms = Some(m.speed_index_ms);
-        metrics.visual_complete_ms = Some(m.visual_complete_ms);
-        metrics.first_visual_change_ms = m.first_visual_change_ms;
-    }
+    add_visual_metrics(&mut metrics, visual.as_ref());
     let client = snmp::delta(&snmp_c0, &snmp_c1);
-    let captured_warnings: Vec<String> = captured
-        .warnings
-        .iter()
-        .map(|w| format!("capture: {w}"))
-        .collect();
-    let mut verdict = judge(
-        spec,
-        &obs,
-        &end,
-        &server,
-        &metrics,
-        captured_warnings,
-        &client,
-    );
+    let warnings = capture_warnings(&captured);
+    let mut verdict = judge(spec, &obs, &end, &server, &metrics, warnings, &client);
     let viewpoints = if server.views.is_some() { 3 } else { 2 };
     let (stats, check) = gate_link(spec, link_stats, &mut verdict);
     if let Some(why) = server_exit {
@@ -251,11 +222,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         plan_id: spec.plan_id.clone(),
         attempt: spec.attempt,
         started_at,
-        // As recorded: the protocol the page itself came over.
-        protocol: match &spec.manifest.site {
-            Some(site) if variant.as_recorded => site.page_protocol().unwrap_or(variant.protocol),
-            _ => variant.protocol,
-        },
+        protocol: recorded_protocol(spec),
         h3_mode: variant.h3_mode,
         variant,
         workload: spec.manifest.workload.name.clone(),
@@ -298,6 +265,68 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         disruption,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
+    }
+}
+
+/// What the profile's disruptions (events, competing flows) did to the load, seen by the link,
+/// its packets and the server's connections; None on a profile without any, or when the
+/// link's counters could not be read.
+fn disruption_of(
+    link_stats: &Result<LinkStats>,
+    capture: &CaptureParts,
+    server: &ServerEvidence,
+) -> Option<crate::probe::disruption::Disruption> {
+    link_stats.as_ref().ok().and_then(|s| {
+        crate::probe::disruption::analyse(
+            s.events.as_ref(),
+            &s.cross,
+            capture.trace.as_ref(),
+            server.transport.as_deref(),
+            s.elapsed_s * 1e3,
+        )
+    })
+}
+
+/// The run's captures analysed (head-of-line blocking, handshakes) and the files `--capture`
+/// asked for, described as this run's.
+fn finish_capture(spec: &RunSpec, capture: CaptureParts) -> CaptureOutcome {
+    crate::probe::capture::finish(
+        capture,
+        &spec.capture,
+        &format!(
+            "pagebench run {}: {} over {} on {}",
+            spec.id, spec.manifest.workload.name, spec.variant, spec.profile.name
+        ),
+    )
+}
+
+/// The capture's warnings, as the verdict's (each says it is the capture's).
+fn capture_warnings(captured: &CaptureOutcome) -> Vec<String> {
+    captured
+        .warnings
+        .iter()
+        .map(|w| format!("capture: {w}"))
+        .collect()
+}
+
+/// The screencast's visual metrics, when it yielded any, join the run's metrics.
+fn add_visual_metrics(
+    metrics: &mut metrics::RunMetrics,
+    visual: Option<&crate::probe::visual::VisualEvidence>,
+) {
+    if let Some(m) = visual.and_then(|v| v.metrics.as_ref()) {
+        metrics.speed_index_ms = Some(m.speed_index_ms);
+        metrics.visual_complete_ms = Some(m.visual_complete_ms);
+        metrics.first_visual_change_ms = m.first_visual_change_ms;
+    }
+}
+
+/// The run's protocol: the variant's, or as recorded, the protocol the page itself came over.
+fn recorded_protocol(spec: &RunSpec) -> Protocol {
+    let variant = spec.variant;
+    match &spec.manifest.site {
+        Some(site) if variant.as_recorded => site.page_protocol().unwrap_or(variant.protocol),
+        _ => variant.protocol,
     }
 }
 

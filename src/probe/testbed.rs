@@ -29,13 +29,13 @@ use crate::origin::servers::{
     NamespaceTcp, ServerDescription, ServerEvidence, ServerUnderTest, StartContext,
 };
 use crate::probe::browser::prelaunch::{self, Prelaunch, Ready};
-use crate::probe::browser::{BrowserOverhead, ClientSide, LaunchOptions};
+use crate::probe::browser::{Browser, BrowserOverhead, ClientSide, LaunchOptions};
 use crate::probe::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::probe::fault::{self, FaultInjection};
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
 use crate::support::contention::{Contention, Snapshot, Tasks};
-use crate::support::procfs;
+use crate::support::procfs::{self, CpuTicks};
 use crate::support::signals;
 use crate::support::snmp;
 use crate::support::sysinfo::{cpu_times, sample_between, MachineSample};
@@ -671,15 +671,7 @@ pub fn measure(
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let port = server.port();
     let (url, opts) = launch_options(link, port, cert, req)?;
-    let qlog_asked = req.capture.has(CaptureKind::Qlog);
-    let mut problems = Vec::new();
-    if !server.set_qlog(qlog_asked) && qlog_asked {
-        problems.push(format!(
-            "server {} keeps no qlog pagebench can collect: only the embedded server's QUIC connections have one",
-            server.name()
-        ));
-    }
-    let kind = &req.manifest.workload.kind;
+    let problems = ask_for_qlog(server, req);
 
     // The browser writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
     // them) and, if asked, Chromium its NetLog into its files; they are read after it closed.
@@ -688,101 +680,21 @@ pub fn measure(
     let browser = ready.browser.as_mut();
     // Measure only the load: counters start after the browser settled, and the profile's
     // events count from here.
-    server.mark();
-    let _ = link.take_stats();
-    link.start_timeline(req.trace_start);
-    let counters_before = link.namespace_counters();
-    let sides = crate::support::contention::Sides {
-        browser: browser
-            .process_group()
-            .map(Tasks::Group)
-            .into_iter()
-            .collect(),
-        server: server.tasks(),
-        emulator: link.emulator_tasks(),
+    let window = Window::open(link, server, browser, req);
+    let (observation, end, mut overhead, measured) = match launched {
+        Ok(()) => load_and_close(link, browsers, browser, window, &url, req)?,
+        Err(e) => (
+            Observation::default(),
+            LoadEnd::Crashed(format!("{e:#}")),
+            BrowserOverhead::default(),
+            window.end_without_load(link),
+        ),
     };
-    let cpu0 = cpu_times();
-    let contention0 = Snapshot::take(&sides);
-    let mut tap = if req.packet_tap {
-        link.start_tap()
-    } else {
-        None
-    };
-    let mut armed = req
-        .fault
-        .and_then(|f| link.arm_fault(f, server.process_group()));
-    let mut link_stats = None;
-    let mut trace = None;
-    let mut after = None;
-    let mut overhead = BrowserOverhead::default();
-    let (observation, end) = match launched {
-        Ok(()) => {
-            let loaded = browser.load(&url, kind, req.manifest.files.len(), req.timeout);
-            if let Some(a) = armed.take() {
-                a.disarm();
-            }
-            // The link's interval ends with the load: the browser's teardown (its closing
-            // packets, the kernel's work of ending a large process) is not the measured run,
-            // nor is the next run's browser starting.
-            link_stats = Some(link.take_stats());
-            trace = tap.take().map(|t| link.finish_tap(t));
-            after = Some((
-                cpu_times(),
-                Snapshot::take(&sides),
-                link.namespace_counters(),
-            ));
-            browsers.window_closed();
-            overhead = browser.close();
-            match loaded {
-                Ok(x) => x,
-                Err(e) => {
-                    if signals::interrupted() {
-                        return Err(e);
-                    }
-                    (Observation::default(), LoadEnd::Crashed(format!("{e:#}")))
-                }
-            }
-        }
-        Err(e) => (Observation::default(), LoadEnd::Crashed(format!("{e:#}"))),
-    };
-    if let Some(a) = armed {
-        a.disarm();
-    }
-    let (cpu1, contention1, counters_after) = after.unwrap_or_else(|| {
-        (
-            cpu_times(),
-            Snapshot::take(&sides),
-            link.namespace_counters(),
-        )
-    });
-    let link_stats = link_stats.unwrap_or_else(|| link.take_stats());
-    if let Some(t) = tap.take() {
-        trace = Some(link.finish_tap(t));
-    }
     overhead.wait_ms = ready.wait_ms;
     overhead.prelaunched = ready.prelaunched;
     let server_exit = server.exited();
     let mut evidence = server.collect();
-    let trace = match trace {
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            problems.push(format!("the link's packets could not be taken: {e:#}"));
-            None
-        }
-        None => None,
-    };
-    let capture = CaptureParts {
-        trace,
-        // Absent when the browser never started or negotiated nothing.
-        browser_keys: std::fs::read_to_string(&ready.key_log).unwrap_or_default(),
-        server_keys: std::mem::take(&mut evidence.key_log),
-        netlog: req
-            .capture
-            .netlog()
-            .and_then(|_| std::fs::read(&ready.net_log).ok()),
-        qlogs: std::mem::take(&mut evidence.qlogs),
-        problems,
-    };
+    let capture = capture_parts(req, &ready, &mut evidence, measured.trace, problems);
     Ok(RunParts {
         started_at,
         url,
@@ -793,14 +705,203 @@ pub fn measure(
         overhead,
         server: evidence,
         server_exit,
-        link_stats,
-        counters_before,
-        counters_after,
-        machine: sample_between(&cpu0, &cpu1),
-        contention: Contention::between(&contention0, &contention1, cpus()),
+        link_stats: measured.link_stats,
+        counters_before: measured.start.namespaces,
+        counters_after: measured.end.namespaces,
+        machine: sample_between(&measured.start.cpu, &measured.end.cpu),
+        contention: Contention::between(&measured.start.threads, &measured.end.threads, cpus()),
         wall_ms: wall.elapsed().as_secs_f64() * 1e3,
         capture,
     })
+}
+
+/// Asks the server for a qlog when the run's capture wants one. A server that keeps none
+/// pagebench can collect is a problem of the capture (returned), not of the run.
+fn ask_for_qlog(server: &mut dyn ServerUnderTest, req: &LoadRequest) -> Vec<String> {
+    let qlog_asked = req.capture.has(CaptureKind::Qlog);
+    let mut problems = Vec::new();
+    if !server.set_qlog(qlog_asked) && qlog_asked {
+        problems.push(format!(
+            "server {} keeps no qlog pagebench can collect: only the embedded server's QUIC connections have one",
+            server.name()
+        ));
+    }
+    problems
+}
+
+/// Loads the page in the launched browser, ends the measured window with the load, lets the
+/// next run's browser start and closes this one. Errors only on a signal; a load that failed
+/// otherwise is a crashed one.
+fn load_and_close(
+    link: &dyn LinkSide,
+    browsers: &mut dyn BrowserSource,
+    browser: &mut dyn Browser,
+    window: Window,
+    url: &str,
+    req: &LoadRequest,
+) -> Result<(Observation, LoadEnd, BrowserOverhead, Measured)> {
+    let kind = &req.manifest.workload.kind;
+    let loaded = browser.load(url, kind, req.manifest.files.len(), req.timeout);
+    // The link's interval ends with the load: the browser's teardown (its closing packets,
+    // the kernel's work of ending a large process) is not the measured run, nor is the next
+    // run's browser starting.
+    let measured = window.end_with_load(link);
+    browsers.window_closed();
+    let overhead = browser.close();
+    let (observation, end) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            if signals::interrupted() {
+                return Err(e);
+            }
+            (Observation::default(), LoadEnd::Crashed(format!("{e:#}")))
+        }
+    };
+    Ok((observation, end, overhead, measured))
+}
+
+/// The measured window, open from the mark: the readings its end is compared with, the
+/// link's packet tap and the armed fault.
+struct Window {
+    sides: crate::support::contention::Sides,
+    start: Readings,
+    tap: Option<Tap>,
+    armed: Option<fault::Armed>,
+}
+
+/// The machine's CPU times, the run's threads' and the namespaces' counters at one moment.
+struct Readings {
+    cpu: CpuTicks,
+    threads: Snapshot,
+    namespaces: (snmp::Counters, snmp::Counters),
+}
+
+/// What the link saw over the measured window, and the readings at its start and end
+/// (compared once the run is over: the machine's load is read then).
+struct Measured {
+    link_stats: Result<LinkStats>,
+    trace: Option<Result<PacketTrace>>,
+    start: Readings,
+    end: Readings,
+}
+
+impl Window {
+    /// Marks the server and the link (their counters restart, the profile's timeline starts),
+    /// takes the readings the window's end is compared with, and starts the tap and the fault.
+    fn open(
+        link: &dyn LinkSide,
+        server: &mut dyn ServerUnderTest,
+        browser: &dyn Browser,
+        req: &LoadRequest,
+    ) -> Window {
+        server.mark();
+        let _ = link.take_stats();
+        link.start_timeline(req.trace_start);
+        let namespaces = link.namespace_counters();
+        let sides = crate::support::contention::Sides {
+            browser: browser
+                .process_group()
+                .map(Tasks::Group)
+                .into_iter()
+                .collect(),
+            server: server.tasks(),
+            emulator: link.emulator_tasks(),
+        };
+        let start = Readings {
+            cpu: cpu_times(),
+            threads: Snapshot::take(&sides),
+            namespaces,
+        };
+        let tap = if req.packet_tap {
+            link.start_tap()
+        } else {
+            None
+        };
+        let armed = req
+            .fault
+            .and_then(|f| link.arm_fault(f, server.process_group()));
+        Window {
+            sides,
+            start,
+            tap,
+            armed,
+        }
+    }
+
+    /// Ends the window right after a load: the link's interval first, then the readings.
+    fn end_with_load(mut self, link: &dyn LinkSide) -> Measured {
+        self.disarm();
+        let link_stats = link.take_stats();
+        let trace = self.tap.take().map(|t| link.finish_tap(t));
+        let end = self.read(link);
+        Measured {
+            link_stats,
+            trace,
+            start: self.start,
+            end,
+        }
+    }
+
+    /// Ends the window of a browser that did not start (nothing was loaded).
+    fn end_without_load(mut self, link: &dyn LinkSide) -> Measured {
+        self.disarm();
+        let end = self.read(link);
+        let link_stats = link.take_stats();
+        let trace = self.tap.take().map(|t| link.finish_tap(t));
+        Measured {
+            link_stats,
+            trace,
+            start: self.start,
+            end,
+        }
+    }
+
+    /// A fault that has not fired by now no longer can.
+    fn disarm(&mut self) {
+        if let Some(a) = self.armed.take() {
+            a.disarm();
+        }
+    }
+
+    fn read(&self, link: &dyn LinkSide) -> Readings {
+        Readings {
+            cpu: cpu_times(),
+            threads: Snapshot::take(&self.sides),
+            namespaces: link.namespace_counters(),
+        }
+    }
+}
+
+/// The run's material for the packet-level analysis and the `--capture` files: the link's
+/// packets, the browser's files (read now that it closed) and what the server kept; what
+/// could not be taken joins `problems`.
+fn capture_parts(
+    req: &LoadRequest,
+    ready: &Ready,
+    evidence: &mut ServerEvidence,
+    trace: Option<Result<PacketTrace>>,
+    mut problems: Vec<String>,
+) -> CaptureParts {
+    let trace = match trace {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            problems.push(format!("the link's packets could not be taken: {e:#}"));
+            None
+        }
+        None => None,
+    };
+    CaptureParts {
+        trace,
+        // Absent when the browser never started or negotiated nothing.
+        browser_keys: std::fs::read_to_string(&ready.key_log).unwrap_or_default(),
+        server_keys: std::mem::take(&mut evidence.key_log),
+        netlog: req
+            .capture
+            .netlog()
+            .and_then(|_| std::fs::read(&ready.net_log).ok()),
+        qlogs: std::mem::take(&mut evidence.qlogs),
+        problems,
+    }
 }
 
 #[cfg(test)]

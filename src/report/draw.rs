@@ -10,7 +10,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
 use super::chart_data::{
-    Bars, Cdf, Chart, ChartData, Filmstrip, Heatmap, Onwire, Sweep, Waterfall,
+    Bar, Bars, Cdf, Chart, ChartData, Filmstrip, Heatmap, Onwire, Sweep, Waterfall, WaterfallPanel,
 };
 use super::glyph::{self, GlyphBackend, FONT_TTF};
 use super::model::VerdictClass;
@@ -18,6 +18,13 @@ use super::model::VerdictClass;
 const FAMILY: &str = "sans-serif";
 
 type Area<'a> = DrawingArea<GlyphBackend<'a>, Shift>;
+
+/// A chart with both axes in `f64` (the line charts, the bars and the waterfall).
+type XyChart<'a, 'b> = ChartContext<
+    'a,
+    GlyphBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
 
 fn ensure_font() -> Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
@@ -95,11 +102,7 @@ const LOAD_LINE: RGBColor = RGBColor(210, 30, 30);
 /// Axes and grid of the line charts (CDF, on-wire, sweep): six labels per axis, x without
 /// decimals, y with `y_decimals`.
 fn draw_line_mesh(
-    chart: &mut ChartContext<
-        '_,
-        GlyphBackend<'_>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut XyChart<'_, '_>,
     x_desc: &str,
     y_desc: &str,
     y_decimals: usize,
@@ -294,58 +297,15 @@ fn draw_bars(area: &Area, b: &Bars) -> Result<()> {
         .map_err(err)?;
     let slot = 0.8 / ns as f64;
     let slot_px = chart.backend_coord(&(slot, 0.0)).0 - chart.backend_coord(&(0.0, 0.0)).0;
-    let label_size = if slot_px >= 44 { 13 } else { 11 };
+    let layout = BarLayout {
+        slot,
+        slot_px,
+        label_size: if slot_px >= 44 { 13 } else { 11 },
+        ymax,
+    };
     for bar in &b.bars {
-        let x0 = bar.group as f64 + 0.1 + bar.series as f64 * slot + slot * 0.06;
-        let x1 = x0 + slot * 0.88;
-        let xc = (x0 + x1) / 2.0;
         let color = bar_color(&b.series[bar.series], &first_server);
-        if bar.dnf || bar.median.is_none() {
-            let label = if bar.dnf { "DNF" } else { "no data" };
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x0, 0.0), (x1, ymax * 0.04)],
-                    color.mix(0.35).filled(),
-                )))
-                .map_err(err)?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    label.to_string(),
-                    (xc, ymax * 0.05),
-                    anchored(bold(label_size), HPos::Center, VPos::Bottom),
-                )))
-                .map_err(err)?;
-            continue;
-        }
-        let m = bar.median.unwrap_or(0.0);
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(x0, 0.0), (x1, m)],
-                color.filled(),
-            )))
-            .map_err(err)?;
-        let mut label_y = m;
-        if let Some((lo, hi)) = bar.ci {
-            let cap = slot * 0.18;
-            let black = BLACK.stroke_width(2);
-            chart
-                .draw_series([
-                    PathElement::new(vec![(xc, lo), (xc, hi)], black),
-                    PathElement::new(vec![(xc - cap, lo), (xc + cap, lo)], black),
-                    PathElement::new(vec![(xc - cap, hi), (xc + cap, hi)], black),
-                ])
-                .map_err(err)?;
-            label_y = hi;
-        }
-        if slot_px >= 26 {
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format!("{m:.0}"),
-                    (xc, label_y + ymax * 0.008),
-                    anchored(font(label_size), HPos::Center, VPos::Bottom),
-                )))
-                .map_err(err)?;
-        }
+        draw_bar(&mut chart, bar, color, &layout)?;
     }
     for (gi, g) in b.groups.iter().enumerate() {
         let p = chart.backend_coord(&(gi as f64 + 0.5, 0.0));
@@ -355,6 +315,71 @@ fn draw_bars(area: &Area, b: &Bars) -> Result<()> {
             (p.0, p.1 + 8),
             anchored(font(16), HPos::Center, VPos::Top),
         )?;
+    }
+    Ok(())
+}
+
+/// How wide a bar chart's bars are and how they are labelled, once its scale is known.
+struct BarLayout {
+    /// One series' share of a group (groups are 1 wide), and that width in pixels.
+    slot: f64,
+    slot_px: i32,
+    label_size: u32,
+    ymax: f64,
+}
+
+/// One bar at its group and series: the median with its CI and value, or a low stub saying
+/// why there is none.
+fn draw_bar(chart: &mut XyChart<'_, '_>, bar: &Bar, color: RGBColor, l: &BarLayout) -> Result<()> {
+    let x0 = bar.group as f64 + 0.1 + bar.series as f64 * l.slot + l.slot * 0.06;
+    let x1 = x0 + l.slot * 0.88;
+    let xc = (x0 + x1) / 2.0;
+    if bar.dnf || bar.median.is_none() {
+        let label = if bar.dnf { "DNF" } else { "no data" };
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x0, 0.0), (x1, l.ymax * 0.04)],
+                color.mix(0.35).filled(),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.to_string(),
+                (xc, l.ymax * 0.05),
+                anchored(bold(l.label_size), HPos::Center, VPos::Bottom),
+            )))
+            .map_err(err)?;
+        return Ok(());
+    }
+    let m = bar.median.unwrap_or(0.0);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x0, 0.0), (x1, m)],
+            color.filled(),
+        )))
+        .map_err(err)?;
+    let mut label_y = m;
+    if let Some((lo, hi)) = bar.ci {
+        let cap = l.slot * 0.18;
+        let black = BLACK.stroke_width(2);
+        chart
+            .draw_series([
+                PathElement::new(vec![(xc, lo), (xc, hi)], black),
+                PathElement::new(vec![(xc - cap, lo), (xc + cap, lo)], black),
+                PathElement::new(vec![(xc - cap, hi), (xc + cap, hi)], black),
+            ])
+            .map_err(err)?;
+        label_y = hi;
+    }
+    // Values only where a bar is wide enough to carry one.
+    if l.slot_px >= 26 {
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{m:.0}"),
+                (xc, label_y + l.ymax * 0.008),
+                anchored(font(l.label_size), HPos::Center, VPos::Bottom),
+            )))
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -670,6 +695,18 @@ fn priority_color(p: &str) -> RGBColor {
 }
 
 fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
+    let body = waterfall_legends(area, wf)?;
+    let (xmax, n) = waterfall_extent(wf);
+    let panels = body.split_evenly((1, wf.panels.len().max(1)));
+    for (panel, pa) in wf.panels.iter().zip(panels.iter()) {
+        draw_waterfall_panel(pa, panel, xmax, n)?;
+    }
+    Ok(())
+}
+
+/// The phases' legend on top of `area`, and the priorities' below it when any request has
+/// one; returns the area below them.
+fn waterfall_legends<'a>(area: &Area<'a>, wf: &Waterfall) -> Result<Area<'a>> {
     let (legend, body) = area.split_vertically(40);
     legend_row(
         &legend,
@@ -685,17 +722,21 @@ fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
         .panels
         .iter()
         .any(|p| p.rows.iter().any(|r| r.priority.is_some()));
-    let body = if has_priorities {
-        let (legend, body) = body.split_vertically(28);
-        let items: Vec<(String, RGBColor, Swatch)> = PRIORITIES
-            .iter()
-            .map(|(n, c)| (format!("priority {n}"), *c, Swatch::Box))
-            .collect();
-        legend_row(&legend, &items)?;
-        body
-    } else {
-        body
-    };
+    if !has_priorities {
+        return Ok(body);
+    }
+    let (legend, body) = body.split_vertically(28);
+    let items: Vec<(String, RGBColor, Swatch)> = PRIORITIES
+        .iter()
+        .map(|(n, c)| (format!("priority {n}"), *c, Swatch::Box))
+        .collect();
+    legend_row(&legend, &items)?;
+    Ok(body)
+}
+
+/// The panels' shared scales, so that they compare at a glance: the time axis's end (past
+/// every response and load line) and the row count (the longest panel's, at least 1).
+fn waterfall_extent(wf: &Waterfall) -> (f64, usize) {
     let xmax = nice_max(
         wf.panels
             .iter()
@@ -710,103 +751,140 @@ fn draw_waterfall(area: &Area, wf: &Waterfall) -> Result<()> {
         .max()
         .unwrap_or(1)
         .max(1);
-    let panels = body.split_evenly((1, wf.panels.len().max(1)));
-    for (panel, pa) in wf.panels.iter().zip(panels.iter()) {
-        let caption = format!(
-            "{} — median run {}",
-            panel.series,
-            short_id(&panel.run_id, &panel.series)
-        );
-        let mut chart = ChartBuilder::on(pa)
-            .caption(caption, bold(15).color(&series_color(&panel.series)))
-            .margin(6)
-            .margin_right(16)
-            .x_label_area_size(44)
-            .y_label_area_size(46)
-            .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .x_labels(5)
-            .y_labels(6)
-            .x_desc("time since navigation start (ms)")
-            .y_desc("resource (by start)")
-            .label_style(font(12))
-            .axis_desc_style(font(13))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{}", n as i64 - *v as i64))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .draw()
-            .map_err(err)?;
-        let mut rects = Vec::new();
-        for (i, r) in panel.rows.iter().enumerate() {
-            let y1 = n as f64 - i as f64 - 0.12;
-            let y0 = n as f64 - i as f64 - 0.88;
-            let seg =
-                |a: f64, b: f64, c: RGBColor| Rectangle::new([(a, y0), (b.max(a), y1)], c.filled());
-            rects.push(seg(r.start, r.request_start, QUEUE));
-            if let Some((a, b)) = r.connect {
-                rects.push(seg(a, b, CONNECT));
-            }
-            rects.push(seg(r.request_start, r.response_start, TTFB));
-            rects.push(seg(r.response_start, r.response_end, DOWNLOAD));
-            if let Some(p) = &r.priority {
-                let side = xmax * 0.008;
-                let (a, b) = (
-                    (r.start - 1.6 * side).max(0.0),
-                    (r.start - 0.4 * side).max(0.0),
-                );
-                rects.push(Rectangle::new(
-                    [(a, y0), (b.max(a + side * 0.5), y1)],
-                    priority_color(p).filled(),
-                ));
-            }
+    (xmax, n)
+}
+
+/// One series' median run: its requests top-down by start on `n` rows over `0..xmax` ms.
+fn draw_waterfall_panel(pa: &Area, panel: &WaterfallPanel, xmax: f64, n: usize) -> Result<()> {
+    let caption = format!(
+        "{} — median run {}",
+        panel.series,
+        short_id(&panel.run_id, &panel.series)
+    );
+    let mut chart = ChartBuilder::on(pa)
+        .caption(caption, bold(15).color(&series_color(&panel.series)))
+        .margin(6)
+        .margin_right(16)
+        .x_label_area_size(44)
+        .y_label_area_size(46)
+        .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_labels(5)
+        .y_labels(6)
+        .x_desc("time since navigation start (ms)")
+        .y_desc("resource (by start)")
+        .label_style(font(12))
+        .axis_desc_style(font(13))
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{}", n as i64 - *v as i64))
+        .max_light_lines(1)
+        .light_line_style(GRID_LIGHT)
+        .bold_line_style(GRID_BOLD)
+        .draw()
+        .map_err(err)?;
+    // Bars first, the marks over them, the load line over everything.
+    chart.draw_series(phase_bars(panel, xmax, n)).map_err(err)?;
+    chart.draw_series(chunk_ticks(panel, n)).map_err(err)?;
+    chart
+        .draw_series(priority_change_dots(panel, n))
+        .map_err(err)?;
+    if let Some(c) = panel.completion_ms {
+        draw_load_line(&mut chart, c, xmax, n)?;
+    }
+    Ok(())
+}
+
+/// Row `i` of `n` (row 0 at the top) from bottom to top, a little narrower than the row so
+/// that neighbours stay apart.
+fn row_band(n: usize, i: usize) -> (f64, f64) {
+    let y1 = n as f64 - i as f64 - 0.12;
+    let y0 = n as f64 - i as f64 - 0.88;
+    (y0, y1)
+}
+
+/// Each request's phases (queueing, connection set-up inside it, TTFB, download) as bars on
+/// its row, and its priority as a small box just before its start.
+fn phase_bars(panel: &WaterfallPanel, xmax: f64, n: usize) -> Vec<Rectangle<(f64, f64)>> {
+    let mut rects = Vec::new();
+    for (i, r) in panel.rows.iter().enumerate() {
+        let (y0, y1) = row_band(n, i);
+        let seg =
+            |a: f64, b: f64, c: RGBColor| Rectangle::new([(a, y0), (b.max(a), y1)], c.filled());
+        rects.push(seg(r.start, r.request_start, QUEUE));
+        if let Some((a, b)) = r.connect {
+            rects.push(seg(a, b, CONNECT));
         }
-        chart.draw_series(rects).map_err(err)?;
-        let mut marks: Vec<PathElement<(f64, f64)>> = Vec::new();
-        let mut dots = Vec::new();
-        for (i, r) in panel.rows.iter().enumerate() {
-            let y1 = n as f64 - i as f64 - 0.12;
-            let y0 = n as f64 - i as f64 - 0.88;
-            for t in &r.chunks {
-                marks.push(PathElement::new(
-                    vec![(*t, y0), (*t, y1)],
-                    BLACK.stroke_width(1),
-                ));
-            }
-            for t in &r.priority_changes {
-                dots.push(Circle::new((*t, (y0 + y1) / 2.0), 3, BLACK.filled()));
-            }
-        }
-        chart.draw_series(marks).map_err(err)?;
-        chart.draw_series(dots).map_err(err)?;
-        if let Some(c) = panel.completion_ms {
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(c, 0.0), (c, n as f64)],
-                    LOAD_LINE.stroke_width(2),
-                )))
-                .map_err(err)?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format!(" {c:.0} ms "),
-                    (c, n as f64),
-                    anchored(
-                        bold(13).color(&LOAD_LINE),
-                        if c > xmax * 0.8 {
-                            HPos::Right
-                        } else {
-                            HPos::Left
-                        },
-                        VPos::Top,
-                    ),
-                )))
-                .map_err(err)?;
+        rects.push(seg(r.request_start, r.response_start, TTFB));
+        rects.push(seg(r.response_start, r.response_end, DOWNLOAD));
+        if let Some(p) = &r.priority {
+            let side = xmax * 0.008;
+            let (a, b) = (
+                (r.start - 1.6 * side).max(0.0),
+                (r.start - 0.4 * side).max(0.0),
+            );
+            rects.push(Rectangle::new(
+                [(a, y0), (b.max(a + side * 0.5), y1)],
+                priority_color(p).filled(),
+            ));
         }
     }
+    rects
+}
+
+/// A tick across its row where each chunk of a request's body arrived.
+fn chunk_ticks(panel: &WaterfallPanel, n: usize) -> Vec<PathElement<(f64, f64)>> {
+    let mut marks = Vec::new();
+    for (i, r) in panel.rows.iter().enumerate() {
+        let (y0, y1) = row_band(n, i);
+        for t in &r.chunks {
+            marks.push(PathElement::new(
+                vec![(*t, y0), (*t, y1)],
+                BLACK.stroke_width(1),
+            ));
+        }
+    }
+    marks
+}
+
+/// A dot in the middle of its row where a request's priority changed.
+fn priority_change_dots(panel: &WaterfallPanel, n: usize) -> Vec<Circle<(f64, f64), i32>> {
+    let mut dots = Vec::new();
+    for (i, r) in panel.rows.iter().enumerate() {
+        let (y0, y1) = row_band(n, i);
+        for t in &r.priority_changes {
+            dots.push(Circle::new((*t, (y0 + y1) / 2.0), 3, BLACK.filled()));
+        }
+    }
+    dots
+}
+
+/// The series' median completion time as a line across every row, labelled at its top (to
+/// its left when near the right edge, so that the label stays inside).
+fn draw_load_line(chart: &mut XyChart<'_, '_>, c: f64, xmax: f64, n: usize) -> Result<()> {
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(c, 0.0), (c, n as f64)],
+            LOAD_LINE.stroke_width(2),
+        )))
+        .map_err(err)?;
+    chart
+        .draw_series(std::iter::once(Text::new(
+            format!(" {c:.0} ms "),
+            (c, n as f64),
+            anchored(
+                bold(13).color(&LOAD_LINE),
+                if c > xmax * 0.8 {
+                    HPos::Right
+                } else {
+                    HPos::Left
+                },
+                VPos::Top,
+            ),
+        )))
+        .map_err(err)?;
     Ok(())
 }
 

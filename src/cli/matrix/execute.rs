@@ -7,7 +7,7 @@
 //! The loop talks to the world through [`Executor`] — the real testbed, or a fake in the unit
 //! tests below, as hyperfine tests its scheduler through a mock executor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -301,6 +301,109 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
     }
 }
 
+/// The planned profile called `name`.
+fn planned_profile(ctx: &PlanContext, name: &str) -> Profile {
+    ctx.profiles
+        .iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .expect("planned profile exists")
+}
+
+/// `--runs auto` over one walk: the cells that need no more rounds, and the rounds the rule
+/// was asked about (once each, though every planned run of a round comes to the question).
+#[derive(Default)]
+struct Precision {
+    stopped: BTreeSet<plan::Cell>,
+    asked: BTreeSet<(plan::Cell, u32)>,
+}
+
+impl Precision {
+    /// Whether `p` is left out: a measured round of a cell that is already precise.
+    fn leaves_out(&self, ctx: &PlanContext, p: &PlannedRun) -> bool {
+        ctx.adaptive.is_some() && p.phase == Phase::Measure && self.stopped.contains(&p.cell())
+    }
+
+    /// Before a measured round past the minimum: asks the rule whether `p`'s cell is precise
+    /// after the rounds before it, and stops the cell if it is.
+    fn judge(&mut self, gate: &AdaptiveGate, p: &PlannedRun, t: &mut Tally) -> Result<()> {
+        if p.phase == Phase::Measure
+            && p.round > gate.min_runs
+            && !self.stopped.contains(&p.cell())
+            && self.asked.insert((p.cell(), p.round))
+        {
+            // Every earlier round of the cell is finished: the walk is in plan order.
+            let j = (gate.judge)(&p.cell(), p.round - 1)
+                .with_context(|| format!("judging the precision of {}", p.cell()))?;
+            if j.precise {
+                tracing::info!(
+                    "{}: after {} rounds every ratio's 95 % CI is within ±{:.1} %: no more rounds",
+                    p.cell(),
+                    j.rounds,
+                    j.widest_pct.unwrap_or(f64::NAN)
+                );
+                self.stopped.insert(p.cell());
+                t.cells_stopped += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Tally {
+    /// Counts attempt `attempt`'s record: its outcome, and whether it was a retry.
+    fn count(&mut self, rec: &RunRecord, attempt: u32) {
+        if attempt > 1 {
+            self.retries += 1;
+        }
+        match rec.outcome {
+            Outcome::Valid => self.valid += 1,
+            Outcome::Dnf => self.dnf += 1,
+            Outcome::Invalid => self.invalid += 1,
+        }
+    }
+}
+
+/// The progress bar's line for attempt `attempt` of `p`, with the tally so far.
+fn progress_message(p: &PlannedRun, attempt: u32, t: &Tally) -> String {
+    format!(
+        "{}/{}/{} {} {}{} · valid {} invalid {} DNF {} retried {}",
+        p.profile,
+        p.workload,
+        p.server,
+        p.variant,
+        match p.phase {
+            Phase::Warmup => format!("warm-up {}", p.round),
+            Phase::Measure => format!("round {}", p.round),
+        },
+        if attempt > 1 {
+            format!(" (attempt {attempt})")
+        } else {
+            String::new()
+        },
+        t.valid,
+        t.invalid,
+        t.dnf,
+        t.retries
+    )
+}
+
+/// Says why an attempt was invalid, above the progress bar.
+fn show_invalid(pb: &ProgressBar, rec: &RunRecord) {
+    pb.suspend(|| {
+        eprintln!(
+            "invalid: {}{} — {}",
+            rec.id,
+            if rec.is_measurement_failure() {
+                " (measurement failure)"
+            } else {
+                ""
+            },
+            crate::probe::validate::reason_text(&rec.reasons)
+        )
+    });
+}
+
 /// Walks `todo` (whose link currently has profile `current`): each planned run gets its next
 /// attempt, and another while it failed as a measurement and retries remain; every attempt is
 /// on disk before the next starts.
@@ -312,49 +415,19 @@ pub fn run_plan(
     store: &mut dyn RunLog,
     pb: &ProgressBar,
 ) -> Result<PlanEnd> {
-    let profile_of = |name: &str| {
-        ctx.profiles
-            .iter()
-            .find(|p| p.name == name)
-            .cloned()
-            .expect("planned profile exists")
-    };
     let mut current = current.to_string();
     let mut t = Tally::default();
-    // `--runs auto`: cells that need no more rounds, and the rounds the rule was asked about.
-    let mut stopped: std::collections::BTreeSet<plan::Cell> = Default::default();
-    let mut asked: std::collections::BTreeSet<(plan::Cell, u32)> = Default::default();
-    let left_out = |p: &PlannedRun, stopped: &std::collections::BTreeSet<plan::Cell>| {
-        ctx.adaptive.is_some() && p.phase == Phase::Measure && stopped.contains(&p.cell())
-    };
+    let mut precision = Precision::default();
     for (i, p) in todo.iter().enumerate() {
         if let Some(gate) = &ctx.adaptive {
-            if p.phase == Phase::Measure
-                && p.round > gate.min_runs
-                && !stopped.contains(&p.cell())
-                && asked.insert((p.cell(), p.round))
-            {
-                // Every earlier round of the cell is finished: the walk is in plan order.
-                let j = (gate.judge)(&p.cell(), p.round - 1)
-                    .with_context(|| format!("judging the precision of {}", p.cell()))?;
-                if j.precise {
-                    tracing::info!(
-                        "{}: after {} rounds every ratio's 95 % CI is within ±{:.1} %: no more rounds",
-                        p.cell(),
-                        j.rounds,
-                        j.widest_pct.unwrap_or(f64::NAN)
-                    );
-                    stopped.insert(p.cell());
-                    t.cells_stopped += 1;
-                }
-            }
-            if left_out(p, &stopped) {
+            precision.judge(gate, p, &mut t)?;
+            if precision.leaves_out(ctx, p) {
                 t.skipped += 1;
                 pb.inc(1);
                 continue;
             }
         }
-        let profile = profile_of(&p.profile);
+        let profile = planned_profile(ctx, &p.profile);
         if p.profile != current {
             exec.set_profile(&profile)?;
             current = p.profile.clone();
@@ -363,35 +436,16 @@ pub fn run_plan(
         // that turns out precise, makes it another): its browser may start early.
         let next = todo[i + 1..]
             .iter()
-            .find(|q| !left_out(q, &stopped))
+            .find(|q| !precision.leaves_out(ctx, q))
             .map(|q| {
                 let attempt = store.attempts(&q.id).next(ctx.retry_invalid).unwrap_or(1);
-                attempt_spec(ctx, q, &profile_of(&q.profile), attempt)
+                attempt_spec(ctx, q, &planned_profile(ctx, &q.profile), attempt)
             });
         while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
             if (ctx.stop)() {
                 return Ok(PlanEnd::Interrupted);
             }
-            pb.set_message(format!(
-                "{}/{}/{} {} {}{} · valid {} invalid {} DNF {} retried {}",
-                p.profile,
-                p.workload,
-                p.server,
-                p.variant,
-                match p.phase {
-                    Phase::Warmup => format!("warm-up {}", p.round),
-                    Phase::Measure => format!("round {}", p.round),
-                },
-                if attempt > 1 {
-                    format!(" (attempt {attempt})")
-                } else {
-                    String::new()
-                },
-                t.valid,
-                t.invalid,
-                t.dnf,
-                t.retries
-            ));
+            pb.set_message(progress_message(p, attempt, &t));
             let spec = attempt_spec(ctx, p, &profile, attempt);
             exec.expect_next(next.as_ref());
             let rec = match exec.execute(&spec) {
@@ -403,29 +457,9 @@ pub fn run_plan(
                 Err(e) => return Err(e.context(format!("run {}", spec.id))),
             };
             store.append(&rec)?;
-            if attempt > 1 {
-                t.retries += 1;
-            }
-            match rec.outcome {
-                Outcome::Valid => t.valid += 1,
-                Outcome::Dnf => t.dnf += 1,
-                Outcome::Invalid => {
-                    t.invalid += 1;
-                    if !ctx.quiet {
-                        pb.suspend(|| {
-                            eprintln!(
-                                "invalid: {}{} — {}",
-                                rec.id,
-                                if rec.is_measurement_failure() {
-                                    " (measurement failure)"
-                                } else {
-                                    ""
-                                },
-                                crate::probe::validate::reason_text(&rec.reasons)
-                            )
-                        });
-                    }
-                }
+            t.count(&rec, attempt);
+            if rec.outcome == Outcome::Invalid && !ctx.quiet {
+                show_invalid(pb, &rec);
             }
             if let Some(why) = exec.recover(&profile)? {
                 t.rebuilds += 1;

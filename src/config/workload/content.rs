@@ -42,14 +42,20 @@ fn pad_with_comment(rng: &mut impl Rng, mut body: String, size: usize) -> String
     body
 }
 
+/// The page font's declaration (served at `url`) and the body text set in it.
+fn font_rules(url: &str) -> String {
+    let face = format!(
+        "@font-face{{font-family:\"PbSans\";src:url(\"{url}\") format(\"truetype\");font-display:block}}\n"
+    );
+    let body = "body{font-family:\"PbSans\",sans-serif;margin:0 auto;max-width:60em}\n";
+    face + body
+}
+
 /// A stylesheet of exactly `size` bytes. The first one (`with_font`) declares the page font.
 pub fn css(rng: &mut impl Rng, size: usize, index: usize, font_url: Option<&str>) -> Vec<u8> {
     let mut s = format!("/* pagebench stylesheet {index} */\n");
     if let Some(url) = font_url {
-        s.push_str(&format!(
-            "@font-face{{font-family:\"PbSans\";src:url(\"{url}\") format(\"truetype\");font-display:block}}\n\
-             body{{font-family:\"PbSans\",sans-serif;margin:0 auto;max-width:60em}}\n"
-        ));
+        s.push_str(&font_rules(url));
     }
     let mut rule = 0;
     while s.len() + 120 < size * 3 / 4 {
