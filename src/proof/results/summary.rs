@@ -314,6 +314,47 @@ pub fn series_inputs(
     (order, inputs)
 }
 
+/// What a cell's series differ in: its servers (those of `server_order` first, then as first
+/// seen), protocol variants (as first seen), engines and views (in their own order, the
+/// default engine and the first view first).
+struct CellAxes {
+    servers: Vec<ServerId>,
+    variants: Vec<Variant>,
+    browsers: Vec<BrowserId>,
+    views: Vec<View>,
+}
+
+impl CellAxes {
+    fn of(in_cell: &[&SeriesKey], server_order: &[ServerId]) -> CellAxes {
+        let mut servers: Vec<ServerId> = server_order
+            .iter()
+            .filter(|s| in_cell.iter().any(|k| &k.server == *s))
+            .cloned()
+            .collect();
+        let mut variants: Vec<Variant> = Vec::new();
+        for k in in_cell {
+            if !servers.contains(&k.server) {
+                servers.push(k.server.clone());
+            }
+            if !variants.contains(&k.variant) {
+                variants.push(k.variant);
+            }
+        }
+        // The engines' order puts the default engine, Chromium, first.
+        let browsers: std::collections::BTreeSet<BrowserId> =
+            in_cell.iter().map(|k| k.browser).collect();
+        CellAxes {
+            servers,
+            variants,
+            browsers: browsers.into_iter().collect(),
+            views: View::ALL
+                .into_iter()
+                .filter(|v| in_cell.iter().any(|k| k.view == *v))
+                .collect(),
+        }
+    }
+}
+
 /// The comparisons of one cell's series (`in_cell`, all of one profile and workload, in
 /// first-seen order), unadjusted (Holm comes over the whole matrix): protocols within each
 /// setup (server × browser), then servers per protocol against the first server (of
@@ -332,28 +373,12 @@ pub fn cell_comparisons(
         return Ok(Vec::new());
     };
     let (profile, workload) = (&first.profile, &first.workload);
-    let mut servers: Vec<ServerId> = Vec::new();
-    let mut variants: Vec<Variant> = Vec::new();
-    for s in server_order {
-        if in_cell.iter().any(|k| &k.server == s) {
-            servers.push(s.clone());
-        }
-    }
-    for k in in_cell {
-        if !servers.contains(&k.server) {
-            servers.push(k.server.clone());
-        }
-        if !variants.contains(&k.variant) {
-            variants.push(k.variant);
-        }
-    }
-    // In the engines' order (the default engine, Chromium, first).
-    let browsers: Vec<BrowserId> = in_cell
-        .iter()
-        .map(|k| k.browser)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let CellAxes {
+        servers,
+        variants,
+        browsers,
+        views,
+    } = CellAxes::of(in_cell, server_order);
     let key = |setup: &Setup, variant: Variant| SeriesKey {
         profile: profile.clone(),
         workload: workload.clone(),
@@ -393,10 +418,6 @@ pub fn cell_comparisons(
         });
         Ok(())
     };
-    let views: Vec<View> = View::ALL
-        .into_iter()
-        .filter(|v| in_cell.iter().any(|k| k.view == *v))
-        .collect();
     for view in &views {
         for browser in &browsers {
             for server in &servers {
