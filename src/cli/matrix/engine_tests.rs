@@ -10,9 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
-use indicatif::ProgressBar;
 
-use super::execute::{run_plan, PlanContext, PlanEnd, RunTarget, TestbedExecutor};
+use super::execute::{PlanContext, RunTarget, TestbedExecutor};
 use crate::config::capacity::TraceStart;
 use crate::config::identity::{ServerId, View};
 use crate::config::plan::{self, PlanSpec};
@@ -28,7 +27,7 @@ use crate::probe::record::RunRecord;
 use crate::probe::runner::{self, RunSpec};
 use crate::probe::testbed::{self, LaunchEach, LinkSide};
 use crate::probe::validate::Outcome;
-use crate::proof::results::store::{Meta, Store};
+use crate::proof::results::store::Meta;
 use crate::proof::results::summary;
 use crate::support::snmp;
 
@@ -151,7 +150,6 @@ fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone
     let dir = tmp.path().join("results");
     let mut meta = Meta::fixture(spec, planned.len(), 60.0);
     meta.machine.browsers = crate::probe::browser::installed_versions();
-    let mut store = Store::create(&dir, &meta).unwrap();
     let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
     let manifests: BTreeMap<String, Manifest> = [("page10".to_string(), manifest)].into();
     let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(60), 0, &[]);
@@ -163,17 +161,7 @@ fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone
         })
     })
     .unwrap();
-    let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
-    let end = run_plan(
-        &mut executor,
-        &ctx,
-        "wired",
-        &todo,
-        &mut store,
-        &ProgressBar::hidden(),
-    )
-    .unwrap();
-    assert!(matches!(end, PlanEnd::Done(_)));
+    let (s, md) = super::test_matrix::run_and_report(&mut executor, &ctx, &planned, &meta, &dir);
 
     // Every run is the fake's, valid on its three viewpoints, with the recording's numbers.
     let rows = summary::read_runs(&dir).unwrap();
@@ -203,12 +191,8 @@ fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone
     assert_eq!(record.resources.len(), 10);
 
     // Summarised and reported under its own name.
-    let s = summary::summarize_runs(&rows, 3, 2_000, &["embedded".into()], 60_000.0).unwrap();
     assert_eq!(s.series.len(), 1);
     assert_eq!(s.series[0].key.browser, fake::ID);
-    summary::write(&dir, &s).unwrap();
-    let out = crate::report::generate(&dir).unwrap();
-    let md = std::fs::read_to_string(out.markdown).unwrap();
     assert!(
         md.contains(&format!("| **browser** | {} |", fake::VERSION)),
         "{md}"

@@ -17,3 +17,5 @@ pub mod visual_bench;
 mod engine_tests;
 #[cfg(test)]
 mod selection_tests;
+#[cfg(test)]
+mod test_matrix;

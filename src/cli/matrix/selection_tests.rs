@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Result;
-use indicatif::ProgressBar;
 
-use super::execute::{run_plan, Executor, PlanContext, PlanEnd};
+use super::execute::{Executor, PlanContext};
 use crate::config::identity::{BrowserId, View};
 use crate::config::plan::{self, PlanSpec};
 use crate::config::profile::Profile;
@@ -23,7 +22,7 @@ use crate::probe::record::RunRecord;
 use crate::probe::runner::RunSpec;
 use crate::probe::validate::{Outcome, Reason, ReasonKind};
 use crate::proof::results::attrition::Mark;
-use crate::proof::results::store::{Meta, Store};
+use crate::proof::results::store::Meta;
 use crate::proof::results::summary;
 use crate::support::stats::Side;
 
@@ -105,28 +104,11 @@ fn matrix(faults: &[&str]) -> (summary::Summary, String) {
     crate::probe::fault::check_targets(&faults, planned.iter().map(|p| p.id.as_str()), 2).unwrap();
     let dir = tmp.path().join("results");
     let meta = Meta::fixture(spec, planned.len(), 60.0);
-    let mut store = Store::create(&dir, &meta).unwrap();
     let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
     let manifests: BTreeMap<String, Manifest> =
         [("page10".to_string(), Manifest::empty_page10())].into();
     let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(60), 2, &faults);
-    let todo: Vec<&plan::PlannedRun> = planned.iter().collect();
-    let end = run_plan(
-        &mut StallingTestbed,
-        &ctx,
-        "wired",
-        &todo,
-        &mut store,
-        &ProgressBar::hidden(),
-    )
-    .unwrap();
-    assert!(matches!(end, PlanEnd::Done(_)));
-    let rows = summary::read_runs(&dir).unwrap();
-    let s = summary::summarize_runs(&rows, 3, 2_000, &["embedded".into()], 60_000.0).unwrap();
-    summary::write(&dir, &s).unwrap();
-    let out = crate::report::generate(&dir).unwrap();
-    let md = std::fs::read_to_string(out.markdown).unwrap();
-    (s, md)
+    super::test_matrix::run_and_report(&mut StallingTestbed, &ctx, &planned, &meta, &dir)
 }
 
 fn h3_vs_h2(s: &summary::Summary) -> &summary::CellComparison {
