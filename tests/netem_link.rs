@@ -353,10 +353,20 @@ fn competing_tcp_flows_share_the_bottleneck_and_are_counted() {
         .iter()
         .map(|c| c.bytes as f64 * 8.0 / stats.elapsed_s / 1e6)
         .collect();
-    eprintln!("lte with 2 competing flows: ours {ours:.2} Mbit/s, theirs {theirs:?}");
+    let delivered = stats.down.bytes_out as f64 * 8.0 / stats.elapsed_s / 1e6;
+    eprintln!(
+        "lte with 2 competing flows: ours {ours:.2} Mbit/s, theirs {theirs:?}, the link delivered {delivered:.2}"
+    );
     assert_eq!(stats.cross.len(), 2);
+    // The bottleneck is shared: what left the link downstream over the whole interval (all
+    // three flows, IP bytes) is close to the rate, never above it. (Ours is counted over a
+    // window after its slow start, theirs over the interval: their sum mixes two windows.)
+    assert!(
+        delivered > 0.85 * rate && delivered < 1.01 * rate,
+        "{delivered} Mbit/s delivered at a {rate} Mbit/s bottleneck"
+    );
     let total = ours + theirs.iter().sum::<f64>();
-    assert!(total > 0.85 * rate && total < 1.01 * rate, "{total}");
+    assert!(total > 0.8 * rate && total < 1.1 * rate, "{total}");
     assert!(theirs.iter().all(|t| *t > 0.1 * rate), "{theirs:?}");
     assert!(ours > 0.1 * rate && ours < 0.7 * rate, "{ours}");
     drop(link);
