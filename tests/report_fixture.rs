@@ -447,6 +447,27 @@ struct Generated {
     records: Vec<RunRecord>,
 }
 
+/// The round-trip accounting of a simulated load: its critical path from the simulated
+/// timings, the server's time as TTFB less the RTT (the simulation logs none), no packets.
+fn round_trips_of(
+    obs: &Observation,
+    m: &metrics::RunMetrics,
+    resources: &[metrics::ResourceMetrics],
+    prof: &Profile,
+) -> Option<pagebench::probe::round_trips::RoundTrips> {
+    let nav = metrics::EntryTiming::parse(obs.navigation.as_ref()?);
+    pagebench::probe::round_trips::account(&pagebench::probe::round_trips::Inputs {
+        navigation: &nav,
+        resources,
+        headline_ms: m.completion_ms?,
+        rtt_ms: prof.rtt_ms,
+        queue_ms: 0.0,
+        down_mbit: prof.down_mbit,
+        server_ms: &BTreeMap::new(),
+        sends: None,
+    })
+}
+
 fn noise_sigma(p: &Profile) -> f64 {
     if p.loss_pct >= 3.0 {
         0.08
@@ -547,6 +568,7 @@ fn generate(
                     let (mut metrics, mut resources) =
                         metrics::derive(&obs, &m.workload.kind, prof.rtt_ms);
                     round_metrics(&mut metrics, &mut resources);
+                    let round_trips = round_trips_of(&obs, &metrics, &resources, &prof);
                     if dnf {
                         metrics.completion_ms = None;
                         metrics.load_event_end_ms = None;
@@ -664,6 +686,7 @@ fn generate(
                         server_log: Value::Null,
                         visual: None,
                         frame_images: vec![],
+                        round_trips: round_trips.clone(),
                         hol: Some(synthetic_hol(
                             spec.variant.starts_with("h3"),
                             bytes,

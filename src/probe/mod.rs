@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod record;
 pub mod recording;
 pub mod registry;
+pub mod round_trips;
 pub mod runner;
 pub mod testbed;
 pub mod validate;

@@ -152,6 +152,10 @@ pub struct RunRecord {
     /// analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hol: Option<crate::probe::capture::HolReport>,
+    /// Where the headline went, in round trips: the critical path and its terms (records from
+    /// before the accounting, or a run without a navigation: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips: Option<crate::probe::round_trips::RoundTrips>,
     /// Every connection's TLS handshake, from the link's packets: resumed, 0-RTT offered and
     /// accepted, requests sent in 0-RTT (records from before the analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,6 +233,7 @@ impl RunRecord {
             visual: None,
             frame_images: vec![],
             hol: None,
+            round_trips: None,
             handshakes: None,
             disruption: None,
             captures: vec![],

@@ -86,6 +86,10 @@ pub enum Scope {
     Contention,
     /// Trace profiles: what the capacity trace offered each load (the report's trace table).
     Trace,
+    /// Every workload: the headline in round trips along its critical path
+    /// (`probe::round_trips`; the report's "Where the time went" and the diagnosis of each
+    /// difference).
+    RoundTrips,
 }
 
 /// One per-run metric.
@@ -517,6 +521,86 @@ pub static EARLY_REQUESTS: Metric = handshakes("early_requests", "requests in 0-
     r.handshakes.as_ref().map(|h| h.early_requests() as f64)
 });
 
+/// A term of the headline's round-trip accounting (`probe::round_trips`): summarised per
+/// series.
+const fn round_trips(
+    name: &'static str,
+    label: &'static str,
+    unit: Unit,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        breakdown: Some(Scope::RoundTrips),
+        better: Better::Neither,
+        precision: match unit {
+            Unit::Rtts => Precision::Fine,
+            _ => Precision::Plain,
+        },
+        ..metric(name, label, unit, derive)
+    }
+}
+
+fn rt(r: &RunRecord, f: fn(&crate::probe::round_trips::RoundTrips) -> f64) -> Option<f64> {
+    r.round_trips.as_ref().map(f)
+}
+
+/// `k`: the round trips on the critical path (set-up, requests, flights).
+pub static CRITICAL_RTTS: Metric = Metric {
+    better: Better::Lower,
+    ..round_trips("critical_rtts", "round trips (k)", Unit::Rtts, |r| {
+        rt(r, |t| t.critical_rtts)
+    })
+};
+/// The round trip the accounting counts in (the link's offered RTT).
+pub static CRITICAL_RTT_MS: Metric = round_trips("critical_rtt_ms", "RTT (ms)", Unit::Ms, |r| {
+    rt(r, |t| t.rtt_ms)
+});
+pub static CRITICAL_SETUP_RTTS: Metric =
+    round_trips("critical_setup_rtts", "set-up RTTs", Unit::Rtts, |r| {
+        rt(r, |t| t.setup_rtts)
+    });
+pub static CRITICAL_REQUESTS: Metric = Metric {
+    csv: CsvFormat::Int,
+    ..round_trips(
+        "critical_requests",
+        "requests on the path",
+        Unit::Count,
+        |r| rt(r, |t| t.request_rtts),
+    )
+};
+pub static CRITICAL_FLIGHT_RTTS: Metric =
+    round_trips("critical_flight_rtts", "flight RTTs", Unit::Rtts, |r| {
+        rt(r, |t| t.flight_rtts)
+    });
+pub static CRITICAL_SERVER_MS: Metric =
+    round_trips("critical_server_ms", "server (ms)", Unit::Ms, |r| {
+        rt(r, |t| t.server_ms)
+    });
+pub static CRITICAL_BEHIND_MS: Metric = round_trips(
+    "critical_behind_ms",
+    "behind other responses (ms)",
+    Unit::Ms,
+    |r| rt(r, |t| t.behind_ms),
+);
+pub static CRITICAL_WIRE_MS: Metric =
+    round_trips("critical_wire_ms", "at the rate (ms)", Unit::Ms, |r| {
+        rt(r, |t| t.wire_ms)
+    });
+pub static CRITICAL_QUEUE_MS: Metric =
+    round_trips("critical_queue_ms", "queueing (ms)", Unit::Ms, |r| {
+        rt(r, |t| t.queue_ms)
+    });
+pub static CRITICAL_BROWSER_MS: Metric = round_trips(
+    "critical_browser_ms",
+    "in the browser (ms)",
+    Unit::Ms,
+    |r| rt(r, |t| t.browser_ms),
+);
+pub static CRITICAL_REMAINDER_MS: Metric =
+    round_trips("critical_remainder_ms", "unexplained (ms)", Unit::Ms, |r| {
+        rt(r, |t| t.remainder_ms)
+    });
+
 pub static HOL_BLOCKED_BYTES: Metric = Metric {
     csv: CsvFormat::Int,
     ..hol("hol_blocked_bytes", "HOL-blocked bytes", Unit::Bytes, |r| {
@@ -735,6 +819,17 @@ pub static ALL: &[&Metric] = &[
     &QUEUE_DELAY_DOWN_MS,
     &AQM_DROPS_DOWN,
     &CROSS_BYTES,
+    &CRITICAL_RTTS,
+    &CRITICAL_RTT_MS,
+    &CRITICAL_SETUP_RTTS,
+    &CRITICAL_REQUESTS,
+    &CRITICAL_FLIGHT_RTTS,
+    &CRITICAL_SERVER_MS,
+    &CRITICAL_BEHIND_MS,
+    &CRITICAL_WIRE_MS,
+    &CRITICAL_QUEUE_MS,
+    &CRITICAL_BROWSER_MS,
+    &CRITICAL_REMAINDER_MS,
     &HOL_BLOCKED_BYTES,
     &HOL_BLOCKED_MS,
     &HOL_WALL_MS,
@@ -857,6 +952,23 @@ mod tests {
                 "hol_unblocked_bytes"
             ]
         );
+        let round_trips: Vec<&str> = breakdown_for(Scope::RoundTrips).map(|m| m.name).collect();
+        assert_eq!(
+            round_trips,
+            [
+                "critical_rtts",
+                "critical_rtt_ms",
+                "critical_setup_rtts",
+                "critical_requests",
+                "critical_flight_rtts",
+                "critical_server_ms",
+                "critical_behind_ms",
+                "critical_wire_ms",
+                "critical_queue_ms",
+                "critical_browser_ms",
+                "critical_remainder_ms"
+            ]
+        );
         let handshakes: Vec<&str> = breakdown_for(Scope::Handshakes).map(|m| m.name).collect();
         assert_eq!(
             handshakes,
@@ -880,6 +992,6 @@ mod tests {
                 "others_cpu_ms"
             ]
         );
-        assert_eq!(breakdown().count(), 32);
+        assert_eq!(breakdown().count(), 43);
     }
 }

@@ -217,6 +217,17 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         client,
         server: snmp::delta(&snmp_s0, &snmp_s1),
     });
+    let round_trips = round_trips_of(
+        spec,
+        &obs,
+        &metrics,
+        &resources,
+        &server,
+        &captured,
+        &stats,
+        link.as_ref(),
+        trace.as_ref(),
+    );
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
@@ -261,11 +272,56 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         visual,
         frame_images,
         hol: captured.hol,
+        round_trips,
         handshakes: captured.handshakes,
         disruption,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
+}
+
+/// The run's headline in round trips (`round_trips`): its critical path from what the browser
+/// saw, the server's own times from its log, the flights from the link's packets, and the link
+/// as it delivered the profile (its offered RTT, median queueing, the rate or the trace's).
+#[allow(clippy::too_many_arguments)]
+fn round_trips_of(
+    spec: &RunSpec,
+    obs: &metrics::Observation,
+    m: &metrics::RunMetrics,
+    resources: &[metrics::ResourceMetrics],
+    server: &ServerEvidence,
+    captured: &CaptureOutcome,
+    stats: &Option<LinkStats>,
+    link: Option<&LinkSummary>,
+    trace: Option<&TraceWindow>,
+) -> Option<crate::probe::round_trips::RoundTrips> {
+    let navigation = metrics::EntryTiming::parse(obs.navigation.as_ref()?);
+    let queue_ms = stats.as_ref().map_or(0.0, |s| {
+        [&s.down.queue_delay, &s.up.queue_delay]
+            .iter()
+            .filter_map(|q| q.as_ref().map(|q| q.median_us / 1000.0))
+            .fold(0.0, |a, b| a + b)
+    });
+    let server_ms = server
+        .views
+        .iter()
+        .flatten()
+        .filter_map(|v| v.server_ms.map(|ms| (v.path.clone(), ms)))
+        .collect();
+    crate::probe::round_trips::account(&crate::probe::round_trips::Inputs {
+        navigation: &navigation,
+        resources,
+        headline_ms: m.completion_ms?,
+        rtt_ms: link
+            .and_then(|l| l.offered_rtt_ms)
+            .unwrap_or(spec.profile.rtt_ms),
+        queue_ms,
+        down_mbit: trace
+            .and_then(|t| t.down.as_ref().map(|d| d.mbit))
+            .or(spec.profile.down_mbit),
+        server_ms: &server_ms,
+        sends: captured.sends.as_ref(),
+    })
 }
 
 /// What the profile's disruptions (events, competing flows) did to the load, seen by the link,

@@ -1014,6 +1014,7 @@ mod tests {
                     bytes_sent: 1,
                     bytes_received: 0,
                     tls_resumed: None,
+                    server_ms: None,
                 }]),
                 ..ServerEvidence::default()
             }

@@ -80,6 +80,10 @@ pub struct TransferRow {
 pub struct Diagnosis {
     pub transfers: Vec<TransferRow>,
     pub findings: Vec<Finding>,
+    /// Every significant comparison, term by term of its round-trip accounting
+    /// (`proof::explain`; none without the statistics or the accounting).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<crate::proof::explain::Explanation>,
 }
 
 /// The power of two nearest to `bytes` and the ratio to it, for windows of 4 KiB – 64 MiB.
@@ -231,6 +235,10 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         out.findings.extend(udp_findings(&ev));
         out.findings.extend(loss_finding(&ev));
         out.transfers.push(ev.row);
+    }
+    // The statistics are there once a matrix ended (a directory without them: no comparison).
+    if let Ok(summary) = crate::proof::results::summary::read(dir) {
+        out.differences = crate::proof::explain::differences(&summary);
     }
     Ok(out)
 }
@@ -554,9 +562,21 @@ fn loss_finding(ev: &SeriesEvidence) -> Option<Finding> {
     )))
 }
 
+/// What the differences section says before its items.
+pub const DIFFERENCES_INTRO: &str = "Each significant comparison's two sides, term by term of the headline's round-trip accounting (medians over the valid runs; see \"Where the time went, in round trips\"): the terms that make most of the difference, and what remains of it.";
+
 /// Markdown of the diagnosis (also used by the report).
 pub fn markdown(d: &Diagnosis) -> String {
     let mut s = String::new();
+    if !d.differences.is_empty() {
+        s.push_str(&format!(
+            "## Where the difference comes from\n\n{DIFFERENCES_INTRO}\n\n"
+        ));
+        for e in &d.differences {
+            s.push_str(&format!("- `{}` {}.\n", e.label, e.sentence));
+        }
+        s.push_str("\n## Transfers\n\n");
+    }
     if d.findings.is_empty() {
         s.push_str("No finding: no transfer was window-limited, no UDP buffer overflowed, and retransmissions match the emulator's drops.\n\n");
     } else {

@@ -3,4 +3,5 @@
 //! why a transfer was slow.
 
 pub mod diagnose;
+pub mod explain;
 pub mod results;

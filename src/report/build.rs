@@ -364,6 +364,7 @@ pub fn document(
         matches!(c.data, ChartData::Heatmap(_))
     });
     study_and_breakdown(&mut doc, &mut tables, data, charts);
+    round_trips(&mut doc, &mut tables, data, diagnosis);
     measured_sections(&mut doc, &mut tables, data, charts);
     sites_and_sharding(&mut doc, &mut tables, data);
     comparison_sections(&mut doc, &mut tables, data);
@@ -508,6 +509,41 @@ fn study_and_breakdown(
     }
     figures_where(doc, charts, |c| matches!(c.data, ChartData::Onwire(_)));
     figures_where(doc, charts, |c| matches!(c.data, ChartData::Waterfall(_)));
+}
+
+/// Where the time went, in round trips (per workload and setup), and where each significant
+/// difference comes from (the diagnosis' explanations); nothing for records without the
+/// accounting.
+fn round_trips(
+    doc: &mut Document,
+    tables: &mut Vec<Table>,
+    data: &ReportData,
+    diagnosis: Option<&crate::proof::diagnose::Diagnosis>,
+) {
+    let found = per_workload_and_setup(data, |w, s| tables::round_trips(data, w, s));
+    if found.is_empty() {
+        return;
+    }
+    tables_section(
+        doc,
+        tables,
+        ("Where the time went, in round trips", "round-trips"),
+        Some(tables::ROUND_TRIPS_INTRO),
+        found,
+    );
+    let differences = diagnosis.map_or(&[][..], |d| d.differences.as_slice());
+    doc.heading(3, "Where the difference comes from", "differences");
+    doc.para(crate::proof::diagnose::DIFFERENCES_INTRO);
+    if differences.is_empty() {
+        doc.para("No comparison is significant: there is no difference to explain.");
+    } else {
+        doc.blocks.push(Block::List(
+            differences
+                .iter()
+                .map(|e| format!("`{}` {}.", e.label, e.sentence))
+                .collect(),
+        ));
+    }
 }
 
 /// What only some matrices measure: paint, head-of-line blocking, a trace's capacity, a

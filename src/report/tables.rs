@@ -736,6 +736,63 @@ pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<
     })
 }
 
+/// What the round-trip tables' columns mean (the section's paragraph).
+pub const ROUND_TRIPS_INTRO: &str = "Where each series' headline went, along its critical path: the chain of requests that ended last before the headline (its last step the response that ended last, each step's predecessor the response that ended last before it started, the first the navigation; from Resource Timing, the same for every engine). Medians over the valid runs of each term: k = the round trips on the path (set-up + one per request + one per flight after a response's first; flights counted from the link's packets: the rounds of its connection its bytes came in, a server's packet following a round when the client acknowledged a packet of it before this one left), the RTT the link offered, then what is not round trips: the server's own time to answer (from its log; else TTFB less one RTT), waiting behind other responses (the first byte later than one RTT and the server's time, and of a transfer what its round trips leave, in the share of its connection's bytes then that were other responses'), the bytes' time at the link's rate, the link's queueing on each round trip, waiting in the browser (before each request went out, and from the last response to the headline), and what no term measures. k × RTT + server + behind + at the rate + queueing + in the browser + unexplained = the headline, run by run; unexplained ÷ headline says how much of a series' time the accounting leaves open.";
+
+/// The headline in round trips on one workload, per profile and protocol: the accounting's
+/// terms (medians) and what it leaves unexplained.
+pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
+    let vs = data.variants_in(workload, setup);
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::RoundTrips).collect();
+    let median = |s: &crate::proof::results::summary::SeriesStats, m: &Metric| {
+        s.breakdown
+            .get(m.name)
+            .and_then(|b| b.median)
+            .and_then(|c| c.ms())
+    };
+    let mut rows = series_rows(data, workload, setup, &vs, &metrics);
+    let mut shares = Vec::new();
+    for p in data.profiles_in(workload, setup) {
+        for v in &vs {
+            if let Some(s) = data.series(&p, workload, setup, *v) {
+                let share = match (
+                    median(s, &registry::CRITICAL_REMAINDER_MS),
+                    s.completion.median.and_then(|c| c.ms()),
+                ) {
+                    (Some(r), Some(h)) if h > 0.0 => Some(100.0 * r / h),
+                    _ => None,
+                };
+                shares.push((median(s, &registry::CRITICAL_RTTS).is_some(), share));
+            }
+        }
+    }
+    let mut kept = Vec::new();
+    for (mut r, (accounted, share)) in rows.drain(..).zip(shares) {
+        if accounted {
+            r.push(share.map_or_else(Cell::missing, |s| Cell::text(format!("{s:.0} %"))));
+            kept.push(r);
+        }
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    let mut header = series_header(data, workload, &metrics);
+    header.push("unexplained ÷ headline".into());
+    Some(Table {
+        id: table_id(data, &format!("round-trips-{workload}"), setup),
+        title: format!(
+            "Where the time went, in round trips: {}{}",
+            workload_phrase(workload),
+            title_suffix(data, setup)
+        ),
+        // The section's paragraph explains the columns once (`ROUND_TRIPS_INTRO`).
+        intro: vec![],
+        header,
+        rows: kept,
+        notes: vec![],
+    })
+}
+
 pub const VIEWS_INTRO: &str = "A returning visitor against a first visit, the same page, link, server \
 and browser. A repeat view loads the page once during the browser's launch (not measured), closes \
 every connection (Chromium's `chrome.benchmarking.closeConnections()`: the TLS session cache, the \

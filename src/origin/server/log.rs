@@ -33,6 +33,10 @@ pub struct RequestRecord {
     pub bytes_received: u64,
     /// From the request head to the last body byte handed to the transport.
     pub duration_ms: f64,
+    /// From the request head to the response head ready to go out (think time included): the
+    /// server's own time to answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_ms: Option<f64>,
     /// Unique per connection within one server (matches [`super::ConnectionStats`]).
     pub connection_id: u64,
     /// The QUIC stream id (h3 only; hyper does not expose h2 stream ids).
@@ -173,6 +177,7 @@ impl PendingRecord {
                 bytes_sent: 0,
                 bytes_received: 0,
                 duration_ms: 0.0,
+                answer_ms: None,
                 connection_id,
                 stream_id,
                 seq_on_connection,
@@ -184,6 +189,11 @@ impl PendingRecord {
             log,
             complete: false,
         }
+    }
+
+    /// The response's head is ready to go out: the server's time to answer ends here.
+    pub fn answered(&mut self) {
+        self.rec.answer_ms = Some((self.start.elapsed().as_secs_f64() * 1e6).round() / 1000.0);
     }
 
     /// The response went out whole (unless `rec.error` says otherwise).

@@ -358,6 +358,7 @@ async fn handle_request(
             upload_reply(n, pending.start.elapsed())
         }
     };
+    pending.answered();
     pending.rec.status = reply.status.as_u16();
     pending.rec.replay = reply.replay;
     let chunk = write_chunk(&ctx.knobs);

@@ -220,6 +220,7 @@ async fn handle(
             upload_reply(n, pending.start.elapsed())
         }
     };
+    pending.answered();
     pending.rec.status = reply.status.as_u16();
     pending.rec.replay = reply.replay;
     let (parts, ()) = ctx.site.head(&reply, false).into_parts();

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One request as the server logged it (from the embedded server or an external one's log).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerView {
     /// As Chromium names it: `http/1.1`, `h2`, `h3`.
     pub protocol: String,
@@ -24,6 +24,10 @@ pub struct ServerView {
     /// over TCP); None: unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resumed: Option<bool>,
+    /// The server's own time from the request head to the response head (None: its log does
+    /// not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ms: Option<f64>,
 }
 
 /// The server's transport figures for one run, summed over its connections.

@@ -4,8 +4,10 @@
 //! - [`pcapng`]: the link's packets as each endpoint would have captured them;
 //! - [`packet`], [`reassembly`]: headers and in-order delivery of a byte stream (pure);
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
-//! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure).
+//! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure);
+//! - [`flights`]: the server's data packets of each connection and their flights (pure).
 
+pub mod flights;
 pub mod handshake;
 pub mod hol;
 pub mod packet;
@@ -185,6 +187,8 @@ pub struct CaptureParts {
 #[derive(Debug, Default)]
 pub struct CaptureOutcome {
     pub hol: Option<HolReport>,
+    /// The server's data packets of each connection (for the round-trip accounting).
+    pub sends: Option<flights::Sends>,
     pub handshakes: Option<handshake::Handshakes>,
     pub files: Vec<CaptureFile>,
     pub warnings: Vec<String>,
@@ -209,6 +213,7 @@ pub fn finish(parts: CaptureParts, asked: &CaptureSet, description: &str) -> Cap
     if let Some(trace) = &parts.trace {
         let server_keys = quic::KeyLog::parse(&parts.server_keys).unwrap_or_default();
         out.handshakes = Some(handshake::analyse(trace, &keys, &server_keys));
+        out.sends = Some(flights::server_sends(trace));
         let report = hol::analyse(trace, &keys);
         if let Some(q) = &report.quic {
             if q.undecrypted_packets > 0 {

@@ -395,6 +395,7 @@ pub(crate) mod tests {
             bytes_sent: 1,
             bytes_received: 0,
             tls_resumed: None,
+            server_ms: None,
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
@@ -407,6 +408,7 @@ pub(crate) mod tests {
                 bytes_sent: e.encoded_body_size as u64,
                 bytes_received: 0,
                 tls_resumed: None,
+                server_ms: None,
             });
         }
         v
@@ -666,6 +668,7 @@ pub(crate) mod tests {
             bytes_sent: bytes,
             bytes_received: 0,
             tls_resumed: None,
+            server_ms: None,
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

@@ -90,6 +90,7 @@ fn parse_combined(line: &str) -> Option<ServerView> {
         bytes_sent,
         bytes_received: 0,
         tls_resumed: None,
+        server_ms: None,
     })
 }
 
@@ -107,6 +108,7 @@ pub fn record_view(r: &RequestRecord) -> ServerView {
         // The embedded server's and the h3 helpers' logs do not carry it: their transport
         // records say per connection.
         tls_resumed: None,
+        server_ms: r.answer_ms,
     }
 }
 
@@ -140,6 +142,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                     .filter(|t| t.get("version").and_then(Value::as_u64).unwrap_or(0) != 0)
                     .and_then(|t| t.get("resumed"))
                     .and_then(Value::as_bool),
+                server_ms: None,
             })
         }
         LogFormat::Combined | LogFormat::Pagebench => None,
@@ -153,6 +156,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
             bytes_received: v.get("bytes_received").and_then(Value::as_u64).unwrap_or(0),
             tls_resumed: None,
+            server_ms: None,
         }),
     }
 }

@@ -1,0 +1,287 @@
+//! The round-trip accounting (`probe::round_trips`) on loads whose answer is known, through the
+//! real link and Chromium: a one-file page (set-up 2 RTT over TCP + TLS, 1 over QUIC; a
+//! request, one RTT), a 400 KB file (slow start's flights), a chain of three dependent requests
+//! (a round trip each) and a page whose server waits 100 ms (the server's term). Medians over
+//! a few runs, each with a stated tolerance; and every load's terms add up to its headline.
+
+mod runs_support;
+
+use std::path::{Path, PathBuf};
+
+use pagebench::config::site::{Builder, Entry, Source, Timings};
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::round_trips::RoundTrips;
+use pagebench::probe::validate::Outcome;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The valid runs' records of `dir`, by protocol.
+fn records(dir: &Path, protocol: &str) -> Vec<RunRecord> {
+    let all: Vec<RunRecord> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .filter(|r: &RunRecord| r.variant.name() == protocol)
+        .collect();
+    let why: Vec<String> = all
+        .iter()
+        .filter(|r| r.outcome != Outcome::Valid)
+        .map(|r| format!("{}: {:?}", r.id, r.reasons))
+        .collect();
+    let valid: Vec<RunRecord> = all
+        .into_iter()
+        .filter(|r| r.outcome == Outcome::Valid)
+        .collect();
+    assert!(
+        valid.len() >= 3,
+        "{protocol}: {} valid runs; {why:?}",
+        valid.len()
+    );
+    valid
+}
+
+fn accounting(r: &RunRecord) -> &RoundTrips {
+    r.round_trips
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}: no accounting", r.id))
+}
+
+/// The terms of every run add up to its headline, and the median run leaves at most a tenth of
+/// it unexplained.
+fn assert_accounted(recs: &[RunRecord]) {
+    for r in recs {
+        let t = accounting(r);
+        let sum = t.critical_rtts * t.rtt_ms
+            + t.server_ms
+            + t.behind_ms
+            + t.wire_ms
+            + t.queue_ms
+            + t.browser_ms
+            + t.remainder_ms;
+        assert!((sum - t.headline_ms).abs() < 1e-6, "{}: {t:?}", r.id);
+    }
+    let share = median(
+        recs.iter()
+            .map(|r| accounting(r).remainder_ms.abs() / accounting(r).headline_ms)
+            .collect(),
+    );
+    assert!(
+        share < 0.10,
+        "the median run leaves {:.0} % unexplained",
+        share * 100.0
+    );
+}
+
+fn matrix(tmp: &Path, name: &str, workload: &str, extra: &[&str]) -> PathBuf {
+    let mut args = vec![
+        "--profiles",
+        "wired",
+        "--workloads",
+        workload,
+        "--protocols",
+        "h2,h3",
+        "--runs",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    runs_support::matrix(tmp, name, &args)
+}
+
+#[test]
+fn a_one_file_page_costs_its_handshake_and_a_round_trip_per_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = matrix(tmp.path(), "page1", "page1", &[]);
+    for (protocol, setup) in [("h2", 2.0), ("h3", 1.0)] {
+        let recs = records(&dir, protocol);
+        let setup_rtts = median(recs.iter().map(|r| accounting(r).setup_rtts).collect());
+        assert!(
+            (setup_rtts - setup).abs() < 0.3,
+            "{protocol}: set-up {setup_rtts:.2} RTT, expected {setup}"
+        );
+        for r in &recs {
+            let t = accounting(r);
+            assert_eq!(t.request_rtts, 2.0, "{}: the page and its file", r.id);
+        }
+        // Each request's first byte came one round trip (and the server's time) after it.
+        let extra = median(
+            recs.iter()
+                .flat_map(|r| {
+                    let t = accounting(r);
+                    t.steps
+                        .iter()
+                        .map(|s| (s.ttfb_ms - t.rtt_ms - s.server_ms) / t.rtt_ms)
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        );
+        assert!(
+            extra.abs() < 0.25,
+            "{protocol}: TTFB {extra:+.2} RTT beyond one"
+        );
+        assert_accounted(&recs);
+    }
+}
+
+#[test]
+fn a_400_kb_file_comes_in_slow_starts_flights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = matrix(tmp.path(), "big", "page1x400kb", &[]);
+    for protocol in ["h2", "h3"] {
+        let recs = records(&dir, protocol);
+        // An initial window of 10 (TCP) or 12 (quinn) packets, doubling each round trip:
+        // 400 KB take 5 rounds after the page's.
+        let flights = median(
+            recs.iter()
+                .map(|r| {
+                    let steps = &accounting(r).steps;
+                    assert_eq!(steps.len(), 2, "{}: the page, then its file", r.id);
+                    let file = &steps[1];
+                    f64::from(
+                        file.flights
+                            .unwrap_or_else(|| panic!("{}: no flights", r.id)),
+                    )
+                })
+                .collect(),
+        );
+        assert!(
+            (4.0..=6.0).contains(&flights),
+            "{protocol}: the file came in {flights} flights"
+        );
+        assert_accounted(&recs);
+    }
+}
+
+/// A site archive of `host` with `files` (path, content type, body, the recorded wait in ms),
+/// the first being the page.
+fn site(dir: &Path, host: &str, files: &[(&str, &str, String, f64)]) -> String {
+    let mut b = Builder::default();
+    for (i, (path, kind, body, wait)) in files.iter().enumerate() {
+        b.push(
+            Entry {
+                method: "GET".into(),
+                url: format!("https://{host}{path}"),
+                status: 200,
+                headers: vec![
+                    ("content-type".into(), kind.to_string()),
+                    ("cache-control".into(), "no-store".into()),
+                ],
+                body: None,
+                content_encoding: None,
+                decoded_size: body.len() as u64,
+                server_address: Some("192.0.2.1:443".into()),
+                protocol: Some("h2".into()),
+                timings: Timings {
+                    start_ms: i as f64,
+                    wait_ms: *wait,
+                    receive_ms: 0.0,
+                },
+                missing: None,
+            },
+            Some(body.clone().into_bytes()),
+        );
+    }
+    let source = Source {
+        kind: "generated".into(),
+        from: "tests/round_trip_runs.rs".into(),
+        creator: "pagebench tests".into(),
+        started: None,
+    };
+    b.write(dir, source, format!("https://{host}{}", files[0].0))
+        .unwrap();
+    format!("site:{}", dir.display())
+}
+
+/// A script that loads `next` once it runs (a dynamically inserted script delays the load).
+fn loads(next: &str) -> String {
+    format!(
+        "var s = document.createElement('script'); s.src = '{next}'; document.head.appendChild(s);\n"
+    )
+}
+
+#[test]
+fn a_chain_of_three_dependent_requests_is_the_critical_path_a_round_trip_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let js = "text/javascript";
+    let workload = site(
+        &tmp.path().join("chain"),
+        "chain.test",
+        &[
+            (
+                "/",
+                "text/html; charset=utf-8",
+                "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\"><script src=\"/a.js\"></script></head><body>chain</body></html>".into(),
+                0.0,
+            ),
+            ("/a.js", js, loads("/b.js"), 0.0),
+            ("/b.js", js, loads("/c.js"), 0.0),
+            ("/c.js", js, "window.chained = true;\n".into(), 0.0),
+        ],
+    );
+    let dir = matrix(tmp.path(), "chain", &workload, &[]);
+    for protocol in ["h2", "h3"] {
+        let recs = records(&dir, protocol);
+        for r in &recs {
+            let t = accounting(r);
+            let paths: Vec<&str> = t.steps.iter().skip(1).map(|s| s.path.as_str()).collect();
+            assert_eq!(paths, ["/a.js", "/b.js", "/c.js"], "{}: {t:?}", r.id);
+            assert_eq!(t.request_rtts, 4.0);
+        }
+        let ttfb_rtts = median(
+            recs.iter()
+                .flat_map(|r| {
+                    let t = accounting(r);
+                    t.steps[1..]
+                        .iter()
+                        .map(|s| s.ttfb_ms / t.rtt_ms)
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        );
+        assert!(
+            (ttfb_rtts - 1.0).abs() < 0.25,
+            "{protocol}: each script's request took {ttfb_rtts:.2} RTT"
+        );
+        assert_accounted(&recs);
+    }
+}
+
+#[test]
+fn a_server_that_waits_100_ms_is_the_server_term() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Recorded: the page answered 100 ms later than the origin's quickest response (the
+    // image), which replay with `--think-time recorded` makes the server wait.
+    let workload = site(
+        &tmp.path().join("slow"),
+        "slow.test",
+        &[
+            (
+                "/",
+                "text/html; charset=utf-8",
+                "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\"></head><body><img src=\"/i.txt\"></body></html>".into(),
+                140.0,
+            ),
+            ("/i.txt", "text/plain", "x".repeat(100), 40.0),
+        ],
+    );
+    let dir = matrix(tmp.path(), "slow", &workload, &["--think-time", "recorded"]);
+    for protocol in ["h2", "h3"] {
+        let recs = records(&dir, protocol);
+        let server = median(
+            recs.iter()
+                .map(|r| {
+                    let page = &accounting(r).steps[0];
+                    assert!(page.server_logged, "{}: the server's own time", r.id);
+                    page.server_ms
+                })
+                .collect(),
+        );
+        assert!(
+            (server - 100.0).abs() < 10.0,
+            "{protocol}: the page's server time {server:.1} ms"
+        );
+        assert_accounted(&recs);
+    }
+}
