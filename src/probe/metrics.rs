@@ -37,6 +37,20 @@ pub struct NetworkView {
 }
 
 impl NetworkView {
+    /// The view an engine's `events` make, typed by its adapter's `requests` (the events kept
+    /// as sent); `protocol` names the engine's DevTools protocol.
+    pub fn typed(
+        protocol: &str,
+        events: Vec<DevtoolsEvent>,
+        requests: fn(&[DevtoolsEvent]) -> Vec<NetworkRequest>,
+    ) -> NetworkView {
+        NetworkView {
+            protocol: protocol.into(),
+            requests: requests(&events),
+            events,
+        }
+    }
+
     /// No engine told of anything (the browser never loaded).
     pub fn is_empty(&self) -> bool {
         self.protocol.is_empty() && self.requests.is_empty() && self.events.is_empty()

@@ -12,11 +12,7 @@ pub const PROTOCOL: &str = "BiDi";
 
 /// The view of a load from its BiDi events (kept in it as sent).
 pub fn view(events: Vec<DevtoolsEvent>) -> NetworkView {
-    NetworkView {
-        protocol: PROTOCOL.into(),
-        requests: requests(&events),
-        events,
-    }
+    NetworkView::typed(PROTOCOL, events, requests)
 }
 
 /// Joins BiDi network events by request id, in the order requests were sent (Firefox).
