@@ -1015,6 +1015,7 @@ mod tests {
                     bytes_received: 0,
                     tls_resumed: None,
                     server_ms: None,
+                    priority: None,
                 }]),
                 ..ServerEvidence::default()
             }

@@ -30,6 +30,7 @@ const H2_MIN_CONNECTION_WINDOW: u64 = 65_535;
 const MIN_SOCKET_BUFFER: u64 = 1024;
 const MAX_SOCKET_BUFFER: u64 = 1 << 30;
 
+pub use super::priority::Priorities;
 pub use crate::config::protocol::Protocol;
 
 /// QUIC congestion controller (quinn's three).
@@ -248,6 +249,12 @@ pub struct ServerKnobs {
           value_parser = clap::builder::BoolishValueParser::new())]
     #[serde(default, rename = "quic_0rtt", skip_serializing_if = "Option::is_none")]
     pub quic_0rtt: Option<bool>,
+    /// How a connection's responses share the wire (h2, h3): `ignore` (as the transport
+    /// interleaves them), `fifo` (one at a time in request order) or `rfc9218` (by the request's
+    /// `priority` header: urgency first, then incremental round-robin) [default: ignore].
+    #[arg(long, value_name = "POLICY")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priorities: Option<Priorities>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -278,6 +285,9 @@ pub struct EffectiveKnobs {
     pub tls_resumption: bool,
     #[serde(default, rename = "quic_0rtt")]
     pub quic_0rtt: bool,
+    /// Absent from metadata of before the knob (and of `ignore`, which is what they ran).
+    #[serde(default, skip_serializing_if = "Priorities::is_ignore")]
+    pub priorities: Priorities,
 }
 
 fn resumed_before_the_knob() -> bool {
@@ -376,7 +386,8 @@ impl ServerKnobs {
             gso,
             alt_svc_over_h3,
             tls_resumption,
-            quic_0rtt
+            quic_0rtt,
+            priorities
         )
     }
 
@@ -532,6 +543,7 @@ impl ServerKnobs {
             alt_svc_over_h3: self.alt_svc_over_h3.unwrap_or(false),
             tls_resumption: self.tls_resumption.unwrap_or(true),
             quic_0rtt: self.quic_0rtt.unwrap_or(true) && self.tls_resumption.unwrap_or(true),
+            priorities: self.priorities.unwrap_or_default(),
         }
     }
 }

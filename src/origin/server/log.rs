@@ -53,6 +53,16 @@ pub struct RequestRecord {
     /// How a replayed request found its recorded response (replay of a site archive only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<crate::config::site::replay::ReplayMatch>,
+    /// The request's `priority` header as received (RFC 9218; absent: it sent none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// The priority the scheduler served it at, when `--priorities` is not `ignore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<super::priority::Priority>,
+    /// From the request head to the first body byte handed to the transport (with
+    /// `duration_ms`, the response's send window; under `--priorities` its turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_start_ms: Option<f64>,
 }
 
 struct Inner {
@@ -145,6 +155,11 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// Milliseconds since `t`, to the microsecond (plenty, and the log stays readable).
+fn ms_since(t: Instant) -> f64 {
+    (t.elapsed().as_secs_f64() * 1e6).round() / 1000.0
+}
+
 /// A request in progress: filled in as the response goes out and written to the log when
 /// dropped, so that requests cut short (client gone, server stopped) are logged too.
 pub(crate) struct PendingRecord {
@@ -184,6 +199,9 @@ impl PendingRecord {
                 error: None,
                 authority: None,
                 replay: None,
+                priority: None,
+                scheduled: None,
+                body_start_ms: None,
             },
             start: Instant::now(),
             log,
@@ -193,7 +211,14 @@ impl PendingRecord {
 
     /// The response's head is ready to go out: the server's time to answer ends here.
     pub fn answered(&mut self) {
-        self.rec.answer_ms = Some((self.start.elapsed().as_secs_f64() * 1e6).round() / 1000.0);
+        self.rec.answer_ms = Some(ms_since(self.start));
+    }
+
+    /// The first body byte is being handed to the transport.
+    pub fn body_started(&mut self) {
+        if self.rec.body_start_ms.is_none() {
+            self.rec.body_start_ms = Some(ms_since(self.start));
+        }
     }
 
     /// The response went out whole (unless `rec.error` says otherwise).
@@ -208,8 +233,7 @@ impl Drop for PendingRecord {
             self.rec.error =
                 Some("incomplete: the connection closed or the server stopped first".into());
         }
-        // Microsecond resolution is plenty and keeps the log readable.
-        self.rec.duration_ms = (self.start.elapsed().as_secs_f64() * 1e6).round() / 1000.0;
+        self.rec.duration_ms = ms_since(self.start);
         self.log.push(self.rec.clone());
     }
 }

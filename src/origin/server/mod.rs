@@ -13,13 +13,16 @@ pub mod client;
 pub mod knobs;
 pub mod log;
 pub mod paths;
+pub mod priority;
 pub mod site;
 pub mod sockets;
 pub mod stats;
 pub mod tls;
 
 mod quic;
+mod quic_streams;
 mod tcp;
+mod turns;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

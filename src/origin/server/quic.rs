@@ -29,13 +29,15 @@ use tokio::task::JoinSet;
 
 use super::knobs::{EffectiveKnobs, QuicCongestion, DEFAULT_QUIC_SEND_WINDOW};
 use super::log::PendingRecord;
+use super::priority::Priority;
+use super::quic_streams::{self, StreamPriorities};
 use super::site::{upload_reply, Plan, Reply, Site, CHUNK};
 use super::stats::{ConnGuard, Probe, Transport};
 use super::Ctx;
 
-type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
-type H3Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
-type H3Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+type H3Conn = h3::server::Connection<quic_streams::Connection, Bytes>;
+type H3Stream = h3::server::RequestStream<quic_streams::RequestStream<Bytes>, Bytes>;
+type H3Resolver = h3::server::RequestResolver<quic_streams::Connection, Bytes>;
 
 /// The quinn transport configuration for the knobs.
 pub(crate) fn transport_config(k: &EffectiveKnobs) -> Result<TransportConfig> {
@@ -273,8 +275,13 @@ async fn serve_h3(
     conn_id: u64,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
+    let policy = ctx.knobs.priorities;
+    let priorities = (!policy.is_ignore()).then(|| StreamPriorities::new(policy));
     let mut h3conn: H3Conn = h3::server::builder()
-        .build(h3_quinn::Connection::new(conn.clone()))
+        .build(quic_streams::Connection::new(
+            conn.clone(),
+            priorities.clone(),
+        ))
         .await
         .map_err(|e| format!("HTTP/3 set-up failed: {e}"))?;
     let window = Arc::new(SendWindow {
@@ -287,7 +294,8 @@ async fn serve_h3(
         tokio::select! {
             accepted = h3conn.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    requests.spawn(handle_request(resolver, ctx.clone(), conn_id, peer, window.clone()));
+                    let stream = StreamCtx { conn_id, peer, window: window.clone(), priorities: priorities.clone() };
+                    requests.spawn(handle_request(resolver, ctx.clone(), stream));
                 }
                 Ok(None) => break Ok(()),
                 Err(e) if e.is_h3_no_error() => break Ok(()),
@@ -307,13 +315,21 @@ async fn serve_h3(
     result
 }
 
-async fn handle_request(
-    resolver: H3Resolver,
-    ctx: Arc<Ctx>,
+/// What a request stream's handler needs of its connection.
+struct StreamCtx {
     conn_id: u64,
     peer: SocketAddr,
     window: Arc<SendWindow>,
-) {
+    priorities: Option<StreamPriorities>,
+}
+
+async fn handle_request(resolver: H3Resolver, ctx: Arc<Ctx>, conn: StreamCtx) {
+    let StreamCtx {
+        conn_id,
+        peer,
+        window,
+        priorities,
+    } = conn;
     let (req, mut stream) = match resolver.resolve_request().await {
         Ok(x) => x,
         Err(e) => {
@@ -337,6 +353,12 @@ async fn handle_request(
         seq,
         Some(stream.id().into_inner()),
     );
+    pending.rec.priority = super::priority::header(req.headers());
+    if let Some(asked) = &priorities {
+        let p = Priority::parse(pending.rec.priority.as_deref().unwrap_or(""));
+        pending.rec.scheduled = Some(p);
+        asked.ask_by_header(stream.id().into_inner(), p);
+    }
     let _active = window.enter();
     let mut request_read_to_end = false;
     let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
@@ -386,6 +408,7 @@ async fn send(
         let mut pos = 0;
         while pos < body.len() {
             let end = (pos + chunk).min(body.len());
+            pending.body_started();
             stream.send_data(body.slice(pos..end)).await?;
             pending.rec.bytes_sent += (end - pos) as u64;
             pos = end;

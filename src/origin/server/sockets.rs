@@ -281,6 +281,26 @@ pub fn system_tcp_congestion() -> Option<String> {
     procfs::tcp_congestion_default().ok()
 }
 
+/// Keeps at most `bytes` unsent in an accepted socket (TCP_NOTSENT_LOWAT): the application
+/// decides the order of what is not yet on the wire.
+pub(crate) fn limit_unsent(s: &tokio::net::TcpStream, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let v = bytes as libc::c_int;
+    // SAFETY: a valid socket, an int option, its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::warn!("TCP_NOTSENT_LOWAT: {}", std::io::Error::last_os_error());
+    }
+}
+
 /// Sets TCP_NODELAY on an accepted socket (responses are written in large chunks already).
 pub(crate) fn tune_accepted(s: &tokio::net::TcpStream) {
     let _ = SockRef::from(s).set_nodelay(true);

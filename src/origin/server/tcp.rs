@@ -20,8 +20,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::knobs::Protocol;
 use super::log::PendingRecord;
+use super::priority::{Priorities, Priority};
 use super::site::{upload_reply, Plan, Reply, CHUNK};
 use super::stats::{ConnGuard, Probe, Transport};
+use super::turns::{Counted, Turn, Turns, PRIORITY_CHUNK};
 use super::Ctx;
 
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,6 +66,11 @@ async fn serve_connection(
     shutdown: watch::Receiver<bool>,
 ) {
     super::sockets::tune_accepted(&stream);
+    let policy = ctx.knobs.priorities;
+    let turns = (!policy.is_ignore()).then(|| {
+        super::sockets::limit_unsent(&stream, PRIORITY_CHUNK);
+        Turns::new(policy)
+    });
     let probe = match stream.as_fd().try_clone_to_owned() {
         Ok(fd) => Probe::Tcp(Arc::new(fd)),
         Err(e) => {
@@ -72,13 +79,15 @@ async fn serve_connection(
         }
     };
     let mut guard = ConnGuard::new(ctx.registry.clone(), Transport::Tcp, peer, probe);
-    guard.error = serve_tls(stream, peer, acceptor, &ctx, &guard, shutdown)
+    let stream = Counted::new(stream, turns.clone());
+    guard.error = serve_tls(stream, turns, peer, acceptor, &ctx, &guard, shutdown)
         .await
         .err();
 }
 
 async fn serve_tls(
-    stream: tokio::net::TcpStream,
+    stream: Counted<tokio::net::TcpStream>,
+    turns: Option<Turns>,
     peer: SocketAddr,
     acceptor: TlsAcceptor,
     ctx: &Arc<Ctx>,
@@ -131,8 +140,17 @@ async fn serve_tls(
     let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     guard.registry().resumed(id, resumed);
     let svc_ctx = ctx.clone();
-    let svc =
-        hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer, protocol));
+    // HTTP/1.1 answers one request at a time: nothing to schedule.
+    let turns = turns.filter(|_| protocol == Protocol::H2);
+    let svc = hyper::service::service_fn(move |req| {
+        let conn = Conn {
+            id,
+            peer,
+            protocol,
+            turns: turns.clone(),
+        };
+        handle(req, svc_ctx.clone(), conn)
+    });
     let io = TokioIo::new(tls);
     // Drives a hyper connection; on shutdown it finishes in-flight requests, then closes.
     macro_rules! drive {
@@ -156,8 +174,14 @@ async fn serve_tls(
                 .max_concurrent_streams(k.h2_max_concurrent_streams)
                 .initial_stream_window_size(k.h2_initial_stream_window as u32)
                 .initial_connection_window_size(k.h2_initial_connection_window as u32);
-            if let Some(n) = k.h2_stream_buffer {
-                b.max_send_buf_size(n as usize);
+            match (k.h2_stream_buffer, k.priorities) {
+                (Some(n), _) => {
+                    b.max_send_buf_size(n as usize);
+                }
+                (None, Priorities::Ignore) => {}
+                (None, _) => {
+                    b.max_send_buf_size(PRIORITY_CHUNK);
+                }
             }
             drive!(b.serve_connection(io, svc))
         }
@@ -186,13 +210,26 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
+/// The connection a request came on.
+struct Conn {
+    id: u64,
+    peer: SocketAddr,
+    protocol: Protocol,
+    /// h2 under `--priorities`: the connection's schedule.
+    turns: Option<Turns>,
+}
+
 async fn handle(
     req: Request<Incoming>,
     ctx: Arc<Ctx>,
-    conn_id: u64,
-    peer: SocketAddr,
-    protocol: Protocol,
+    conn: Conn,
 ) -> Result<Response<ResponseBody>, Infallible> {
+    let Conn {
+        id: conn_id,
+        peer,
+        protocol,
+        turns,
+    } = conn;
     let seq = ctx.registry.next_request(conn_id);
     let target = req
         .uri()
@@ -209,6 +246,7 @@ async fn handle(
         seq,
         None,
     );
+    pending.rec.priority = super::priority::header(req.headers());
     let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
@@ -223,22 +261,29 @@ async fn handle(
     pending.answered();
     pending.rec.status = reply.status.as_u16();
     pending.rec.replay = reply.replay;
+    let turn = turns.map(|t| {
+        let p = Priority::parse(pending.rec.priority.as_deref().unwrap_or(""));
+        pending.rec.scheduled = Some(p);
+        t.join(seq, p)
+    });
     let (parts, ()) = ctx.site.head(&reply, false).into_parts();
     Ok(Response::from_parts(
         parts,
-        ResponseBody::new(reply, pending),
+        ResponseBody::new(reply, pending, turn),
     ))
 }
 
-/// A response body that counts what hyper takes from it and logs the request when done.
+/// A response body that counts what hyper takes from it and logs the request when done; under
+/// `--priorities` it hands a chunk over only in its turn.
 pub(crate) struct ResponseBody {
     data: Bytes,
     pos: usize,
     pending: Option<PendingRecord>,
+    turn: Option<Turn>,
 }
 
 impl ResponseBody {
-    fn new(reply: Reply, pending: PendingRecord) -> ResponseBody {
+    fn new(reply: Reply, pending: PendingRecord, turn: Option<Turn>) -> ResponseBody {
         let data = if reply.head_only {
             Bytes::new()
         } else {
@@ -248,6 +293,7 @@ impl ResponseBody {
             data,
             pos: 0,
             pending: Some(pending),
+            turn,
         };
         if body.data.is_empty() {
             // Nothing for hyper to poll: the head is the whole response.
@@ -260,6 +306,8 @@ impl ResponseBody {
         if let Some(mut p) = self.pending.take() {
             p.set_complete();
         }
+        // The turn passes on with the last chunk.
+        self.turn = None;
     }
 }
 
@@ -269,18 +317,29 @@ impl Body for ResponseBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let len = self.data.len();
         if self.pos >= len {
             self.finish();
             return Poll::Ready(None);
         }
-        let end = (self.pos + CHUNK).min(len);
+        let chunk_size = match &self.turn {
+            Some(turn) => {
+                std::task::ready!(turn.poll_ready(cx));
+                PRIORITY_CHUNK
+            }
+            None => CHUNK,
+        };
+        let end = (self.pos + chunk_size).min(len);
         let chunk = self.data.slice(self.pos..end);
         self.pos = end;
         if let Some(p) = self.pending.as_mut() {
+            p.body_started();
             p.rec.bytes_sent += chunk.len() as u64;
+        }
+        if let Some(turn) = &self.turn {
+            turn.sent(chunk.len());
         }
         if self.pos >= len {
             // hyper may not poll again after the last frame of a sized body.

@@ -28,6 +28,10 @@ pub struct ServerView {
     /// not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_ms: Option<f64>,
+    /// The request's `priority` header (RFC 9218) as the server received it (None: none, or
+    /// its log does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
 }
 
 /// The server's transport figures for one run, summed over its connections.

@@ -396,6 +396,7 @@ pub(crate) mod tests {
             bytes_received: 0,
             tls_resumed: None,
             server_ms: None,
+            priority: None,
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
@@ -409,6 +410,7 @@ pub(crate) mod tests {
                 bytes_received: 0,
                 tls_resumed: None,
                 server_ms: None,
+                priority: None,
             });
         }
         v
@@ -669,6 +671,7 @@ pub(crate) mod tests {
             bytes_received: 0,
             tls_resumed: None,
             server_ms: None,
+            priority: None,
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

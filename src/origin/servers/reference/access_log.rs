@@ -91,6 +91,7 @@ fn parse_combined(line: &str) -> Option<ServerView> {
         bytes_received: 0,
         tls_resumed: None,
         server_ms: None,
+        priority: None,
     })
 }
 
@@ -109,6 +110,7 @@ pub fn record_view(r: &RequestRecord) -> ServerView {
         // records say per connection.
         tls_resumed: None,
         server_ms: r.answer_ms,
+        priority: r.priority.clone(),
     }
 }
 
@@ -143,6 +145,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                     .and_then(|t| t.get("resumed"))
                     .and_then(Value::as_bool),
                 server_ms: None,
+                priority: None,
             })
         }
         LogFormat::Combined | LogFormat::Pagebench => None,
@@ -157,6 +160,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             bytes_received: v.get("bytes_received").and_then(Value::as_u64).unwrap_or(0),
             tls_resumed: None,
             server_ms: None,
+            priority: None,
         }),
     }
 }

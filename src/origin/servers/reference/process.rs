@@ -40,6 +40,7 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
     "udp_send_buffer",
     "gso",
     "alt_svc_over_h3",
+    "priorities",
 ];
 
 /// How pagebench knows a child server is ready.

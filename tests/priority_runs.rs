@@ -1,0 +1,309 @@
+//! `--priorities` end to end, with real Chromium through the emulated link against the embedded
+//! server: a page whose render-blocking stylesheet is requested after 40 large images. Under
+//! `rfc9218` the stylesheet (urgency 0) leaves before most of the images' bytes; under `ignore`
+//! (streams interleaved) it is the last to finish. The order is read from the wire: tshark
+//! decrypts the run's capture with its key log, and the test sums the DATA (h2) and STREAM (h3)
+//! bytes the server sent on each stream over time.
+
+mod runs_support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pagebench::config::site::{Builder, Entry, Source, Timings};
+use pagebench::probe::record::RunRecord;
+use pagebench::probe::validate::Outcome;
+
+const IMAGES: usize = 40;
+const IMAGE_BYTES: usize = 60_000;
+/// Twice an image: under round-robin it finishes last.
+const CSS_BYTES: usize = 120_000;
+
+/// The page: a small stylesheet that imports the big one (so the big one is discovered a round
+/// trip after the images, and blocks rendering), then the images.
+fn archive(dir: &Path) -> String {
+    let mut html = String::from(
+        "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\">\
+         <link rel=\"stylesheet\" href=\"/first.css\"></head><body>\n",
+    );
+    for i in 0..IMAGES {
+        html.push_str(&format!(
+            "<img src=\"/i{i}.svg\" width=\"10\" height=\"10\">\n"
+        ));
+    }
+    html.push_str("<p>late</p></body></html>\n");
+    let head = "p { color: teal }\n/*";
+    let css = format!("{head}{}*/\n", "x".repeat(CSS_BYTES - head.len() - 3));
+    assert_eq!(css.len(), CSS_BYTES);
+    let mut files = vec![
+        (
+            "/".to_string(),
+            "text/html; charset=utf-8",
+            html.into_bytes(),
+        ),
+        (
+            "/first.css".to_string(),
+            "text/css",
+            b"@import url(\"/late.css\");\n".to_vec(),
+        ),
+        ("/late.css".to_string(), "text/css", css.into_bytes()),
+    ];
+    for i in 0..IMAGES {
+        // A valid image (a browser cancels the rest of one it cannot decode) of exactly
+        // IMAGE_BYTES: an SVG padded with a comment.
+        let head = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"><!-- {i} "
+        );
+        let tail = " --></svg>\n";
+        let pad = "x".repeat(IMAGE_BYTES - head.len() - tail.len());
+        let body = format!("{head}{pad}{tail}").into_bytes();
+        assert_eq!(body.len(), IMAGE_BYTES);
+        files.push((format!("/i{i}.svg"), "image/svg+xml", body));
+    }
+    let mut b = Builder::default();
+    for (n, (path, kind, body)) in files.into_iter().enumerate() {
+        b.push(
+            Entry {
+                method: "GET".into(),
+                url: format!("https://prio.test{path}"),
+                status: 200,
+                headers: vec![
+                    ("content-type".into(), kind.to_string()),
+                    ("cache-control".into(), "no-store".into()),
+                ],
+                body: None,
+                content_encoding: None,
+                decoded_size: body.len() as u64,
+                server_address: Some("192.0.2.1:443".into()),
+                protocol: Some("h2".into()),
+                timings: Timings {
+                    start_ms: n as f64,
+                    wait_ms: 0.0,
+                    receive_ms: 0.0,
+                },
+                missing: None,
+            },
+            Some(body),
+        );
+    }
+    let source = Source {
+        kind: "generated".into(),
+        from: "tests/priority_runs.rs".into(),
+        creator: "pagebench tests".into(),
+        started: None,
+    };
+    b.write(dir, source, "https://prio.test/".into()).unwrap();
+    format!("site:{}", dir.display())
+}
+
+fn matrix(tmp: &Path, workload: &str, policy: &str) -> PathBuf {
+    runs_support::matrix(
+        tmp,
+        policy,
+        &[
+            "--profiles",
+            "wired",
+            "--workloads",
+            workload,
+            "--protocols",
+            "h2,h3",
+            "--runs",
+            "3",
+            "--capture",
+            "pcap,keys",
+            "--priorities",
+            policy,
+            // Chromium stops holding back a forced-QUIC load's images once it learns the
+            // origin's alternative service: both protocols then request everything at once.
+            "--alt-svc-over-h3",
+            "true",
+        ],
+    )
+}
+
+fn records(dir: &Path, protocol: &str) -> Vec<RunRecord> {
+    let (valid, invalid): (Vec<RunRecord>, Vec<RunRecord>) = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .filter(|r: &RunRecord| r.variant.name() == protocol)
+        .partition(|r| r.outcome == Outcome::Valid);
+    let why: Vec<String> = invalid
+        .iter()
+        .map(|r| format!("{}: {:?}", r.id, r.reasons))
+        .collect();
+    assert!(
+        valid.len() >= 3,
+        "{protocol}: {} valid runs; {why:?}",
+        valid.len()
+    );
+    valid
+}
+
+fn tshark(capture: &Path, filter: &str, fields: &[&str]) -> String {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(capture.join("client.pcapng.gz"))
+        .arg("-o")
+        .arg(format!(
+            "tls.keylog_file:{}",
+            capture.join("keys.log").display()
+        ))
+        .args([
+            "-Y",
+            filter,
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=;",
+        ]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd
+        .output()
+        .expect("tshark (Debian's, installed by ./setup.sh)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Each (stream, bytes) the server sent, in wire order: h2 DATA frames, h3 STREAM frames.
+fn server_bytes(capture: &Path, protocol: &str, client_ip: &str) -> Vec<(u64, u64)> {
+    let (filter, fields) = match protocol {
+        "h2" => (
+            format!("http2 && ip.dst == {client_ip}"),
+            ["http2.streamid", "http2.length", "http2.type"],
+        ),
+        _ => (
+            format!("quic && ip.dst == {client_ip}"),
+            [
+                "quic.stream.stream_id",
+                "quic.stream_data",
+                "quic.stream.fin",
+            ],
+        ),
+    };
+    let mut sent = Vec::new();
+    for line in tshark(capture, &filter, &fields).lines() {
+        let cols: Vec<Vec<&str>> = line.split('\t').map(|c| c.split(';').collect()).collect();
+        if cols.len() < 2 || cols[0] == [""] {
+            continue;
+        }
+        for (k, id) in cols[0].iter().enumerate() {
+            let Ok(id) = id.parse::<u64>() else { continue };
+            let bytes = match protocol {
+                // Only DATA frames (type 0) carry bodies.
+                "h2" if cols.get(2).and_then(|t| t.get(k)) != Some(&"0") => continue,
+                "h2" => cols[1].get(k).and_then(|l| l.parse().ok()).unwrap_or(0),
+                // Hex, two characters a byte.
+                _ => cols[1].get(k).map_or(0, |d| d.len() as u64 / 2),
+            };
+            sent.push((id, bytes));
+        }
+    }
+    sent
+}
+
+/// The share of the images' bytes that went out before the stylesheet's last byte.
+fn images_before_the_stylesheet(sent: &[(u64, u64)]) -> f64 {
+    let mut totals: HashMap<u64, u64> = HashMap::new();
+    for &(id, b) in sent {
+        *totals.entry(id).or_default() += b;
+    }
+    let near = |total: u64, size: usize| total >= size as u64 && total < size as u64 + 2_000;
+    let css = totals
+        .iter()
+        .filter(|(_, &t)| near(t, CSS_BYTES))
+        .map(|(&id, _)| id)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        css.len(),
+        1,
+        "one stream carries the stylesheet: {totals:?}"
+    );
+    let images: Vec<u64> = totals
+        .iter()
+        .filter(|(_, &t)| near(t, IMAGE_BYTES))
+        .map(|(&id, _)| id)
+        .collect();
+    assert_eq!(images.len(), IMAGES, "a stream per image: {totals:?}");
+    let last_css = sent.iter().rposition(|&(id, _)| id == css[0]).unwrap();
+    let before: u64 = sent[..last_css]
+        .iter()
+        .filter(|(id, _)| images.contains(id))
+        .map(|(_, b)| b)
+        .sum();
+    before as f64 / (IMAGES * IMAGE_BYTES) as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Per protocol, the median share of image bytes ahead of the stylesheet's end, and the
+/// priority headers Chromium sent (stylesheet, an image).
+fn study(dir: &Path, protocol: &str) -> (f64, Vec<f64>, Option<String>, Option<String>) {
+    let recs = records(dir, protocol);
+    let mut shares = Vec::new();
+    for r in &recs {
+        let client_ip = r
+            .server_transport
+            .as_ref()
+            .and_then(|c| c.first())
+            .map(|c| c.client.ip().to_string())
+            .expect("the server saw the client");
+        let sent = server_bytes(&dir.join("captures").join(&r.id), protocol, &client_ip);
+        shares.push(images_before_the_stylesheet(&sent));
+    }
+    let header = |path: &str| {
+        recs[0]
+            .server_requests
+            .iter()
+            .find(|v| v.path == path)
+            .and_then(|v| v.priority.clone())
+    };
+    (
+        median(shares.clone()),
+        shares,
+        header("/late.css"),
+        header("/i20.svg"),
+    )
+}
+
+#[test]
+fn rfc9218_sends_a_late_stylesheet_before_the_images_and_ignore_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let workload = archive(&tmp.path().join("site"));
+    let ignore = matrix(tmp.path(), &workload, "ignore");
+    let rfc9218 = matrix(tmp.path(), &workload, "rfc9218");
+    for protocol in ["h2", "h3"] {
+        let (ordered, runs, css, image) = study(&rfc9218, protocol);
+        let (interleaved, runs_ignored, _, _) = study(&ignore, protocol);
+        eprintln!(
+            "{protocol}: image bytes before the stylesheet's end: rfc9218 {runs:.2?}, ignore \
+             {runs_ignored:.2?}; Chromium's priority headers: stylesheet {css:?}, image {image:?}"
+        );
+        assert_eq!(
+            css.as_deref(),
+            Some("u=0"),
+            "{protocol}: the stylesheet's priority"
+        );
+        assert!(
+            ordered < 0.5,
+            "{protocol}: under rfc9218 {:.0} % of the image bytes went before the stylesheet's end",
+            ordered * 100.0
+        );
+        assert!(
+            interleaved > 0.5,
+            "{protocol}: under ignore only {:.0} % of the image bytes went before the stylesheet's end",
+            interleaved * 100.0
+        );
+    }
+}
