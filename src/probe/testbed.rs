@@ -1016,6 +1016,7 @@ mod tests {
                     tls_resumed: None,
                     server_ms: None,
                     priority: None,
+                    received_unix_ms: None,
                 }]),
                 ..ServerEvidence::default()
             }

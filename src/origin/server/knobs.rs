@@ -255,6 +255,15 @@ pub struct ServerKnobs {
     #[arg(long, value_name = "POLICY")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priorities: Option<Priorities>,
+    /// Send `103 Early Hints` before a page's final response: `Link` preloads of the page's
+    /// render-blocking stylesheets and scripts and its first image, and preconnects to their
+    /// other origins (see `early_hints`): true/false [default: false]. The embedded server
+    /// sends them over HTTP/3 only (hyper 1 has no server API for informational responses):
+    /// with it, offer h3 only (`--server-protocols h3`).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_hints: Option<bool>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -288,6 +297,8 @@ pub struct EffectiveKnobs {
     /// Absent from metadata of before the knob (and of `ignore`, which is what they ran).
     #[serde(default, skip_serializing_if = "Priorities::is_ignore")]
     pub priorities: Priorities,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early_hints: bool,
 }
 
 fn resumed_before_the_knob() -> bool {
@@ -387,7 +398,8 @@ impl ServerKnobs {
             alt_svc_over_h3,
             tls_resumption,
             quic_0rtt,
-            priorities
+            priorities,
+            early_hints
         )
     }
 
@@ -492,6 +504,23 @@ impl ServerKnobs {
                 }
             }
         }
+        if self.early_hints == Some(true) {
+            let tcp = self
+                .protocols
+                .as_deref()
+                .is_none_or(|p| p.iter().any(|p| *p != Protocol::H3));
+            if tcp {
+                return Err(KnobError {
+                    field: "early_hints",
+                    flag: "early-hints".into(),
+                    value: "true".into(),
+                    why: "the embedded server sends 103 Early Hints over HTTP/3 only (hyper 1, \
+its HTTP/1.1 and HTTP/2 server, has no API for informational responses): add --server-protocols h3 \
+and measure h3 and h3-primed"
+                        .into(),
+                });
+            }
+        }
         if self.quic_0rtt == Some(true) && self.tls_resumption == Some(false) {
             return Err(KnobError {
                 field: "quic_0rtt",
@@ -544,6 +573,7 @@ impl ServerKnobs {
             tls_resumption: self.tls_resumption.unwrap_or(true),
             quic_0rtt: self.quic_0rtt.unwrap_or(true) && self.tls_resumption.unwrap_or(true),
             priorities: self.priorities.unwrap_or_default(),
+            early_hints: self.early_hints.unwrap_or(false),
         }
     }
 }

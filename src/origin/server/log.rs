@@ -63,6 +63,9 @@ pub struct RequestRecord {
     /// `duration_ms`, the response's send window; under `--priorities` its turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_start_ms: Option<f64>,
+    /// The `Link` values of the `103 Early Hints` sent before the response (`--early-hints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub early_hints: Vec<String>,
 }
 
 struct Inner {
@@ -202,6 +205,7 @@ impl PendingRecord {
                 priority: None,
                 scheduled: None,
                 body_start_ms: None,
+                early_hints: Vec::new(),
             },
             start: Instant::now(),
             log,

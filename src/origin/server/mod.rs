@@ -10,6 +10,7 @@ pub mod bench;
 pub mod capture;
 pub mod cert;
 pub mod client;
+pub mod early_hints;
 pub mod knobs;
 pub mod log;
 pub mod paths;
@@ -164,6 +165,7 @@ impl EmbeddedServer {
                 alt_svc,
                 alt_svc_over_h3: knobs.alt_svc_over_h3,
                 replay: Default::default(),
+                early_hints: knobs.early_hints,
             },
             log: log.clone(),
             registry: registry.clone(),

@@ -360,6 +360,9 @@ async fn handle_request(resolver: H3Resolver, ctx: Arc<Ctx>, conn: StreamCtx) {
         asked.ask_by_header(stream.id().into_inner(), p);
     }
     let _active = window.enter();
+    if ctx.knobs.early_hints && req.method() == http::Method::GET {
+        send_early_hints(&mut stream, &ctx, &req, &target, &mut pending).await;
+    }
     let mut request_read_to_end = false;
     let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
         Plan::Respond(r) => r,
@@ -392,6 +395,33 @@ async fn handle_request(resolver: H3Resolver, ctx: Arc<Ctx>, conn: StreamCtx) {
         // The response does not depend on the rest of the request: stop reading it the way
         // RFC 9114 §4.1 asks (H3_NO_ERROR) rather than quinn's implicit code 0 on drop.
         stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+    }
+}
+
+/// A `103 Early Hints` with the page's hints, before the server thinks about its answer.
+async fn send_early_hints(
+    stream: &mut H3Stream,
+    ctx: &Ctx,
+    req: &http::Request<()>,
+    target: &str,
+    pending: &mut PendingRecord,
+) {
+    let hints = ctx
+        .site
+        .early_hints(super::site::authority(req).as_deref(), target);
+    if hints.is_empty() {
+        return;
+    }
+    let mut r = http::Response::new(());
+    *r.status_mut() = http::StatusCode::EARLY_HINTS;
+    for v in &hints {
+        if let Ok(v) = http::HeaderValue::from_str(v) {
+            r.headers_mut().append(http::header::LINK, v);
+        }
+    }
+    match stream.send_response(r).await {
+        Ok(()) => pending.rec.early_hints = hints,
+        Err(e) => tracing::debug!("103 for {target} not sent: {e}"),
     }
 }
 

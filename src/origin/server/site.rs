@@ -6,7 +6,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, SERVER};
+use http::header::{
+    HeaderName, HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, SERVER,
+};
 use http::{Method, Response, StatusCode};
 
 use super::paths::{self, Resolved};
@@ -32,7 +34,16 @@ pub(crate) struct Site {
     pub alt_svc_over_h3: bool,
     /// The site archive being replayed, if any: then every request is answered from it.
     pub replay: RwLock<Option<Replay>>,
+    /// `--early-hints`: the workload tree's files may be reused within a load (a browser
+    /// fetches a hinted `no-store` response again when the page asks for it).
+    pub early_hints: bool,
 }
+
+/// The workload tree's `Cache-Control`: `no-store`, as the study; under `--early-hints` a
+/// short lifetime, so the page can take what its hints preloaded (each run's browser starts
+/// with an empty cache, and a repeat view clears it unless `--repeat-cache keep`).
+const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+const HINTED: HeaderValue = HeaderValue::from_static("max-age=600");
 
 /// The authority a request was sent to: `:authority` (h2, h3) or `Host` (h1).
 pub(crate) fn authority<B>(req: &http::Request<B>) -> Option<String> {
@@ -96,6 +107,50 @@ impl Site {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The `Link` values of a `103 Early Hints` for a GET of `target` from `authority`: the
+    /// page's own hints ([`super::early_hints::links`]); none for anything but an HTML page.
+    pub fn early_hints(&self, authority: Option<&str>, target: &str) -> Vec<String> {
+        let host = authority.unwrap_or("").split(':').next().unwrap_or("");
+        let html = match self.replaying() {
+            Some(replay) => {
+                let answer = replay
+                    .site
+                    .answer("GET", &request_url(authority.unwrap_or(""), target));
+                let header = |name: HeaderName| {
+                    answer
+                        .headers
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .and_then(|(_, v)| v.to_str().ok())
+                };
+                let is_html = header(CONTENT_TYPE).is_some_and(|t| t.contains("text/html"));
+                if answer.status != StatusCode::OK || !is_html {
+                    return Vec::new();
+                }
+                let coding = crate::config::site::encoding::Coding::parse(header(
+                    http::header::CONTENT_ENCODING,
+                ));
+                match coding.and_then(|c| c.decode(&answer.body)) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        tracing::debug!("no early hints for {target}: {e:#}");
+                        return Vec::new();
+                    }
+                }
+            }
+            None => match paths::resolve(&self.root, target) {
+                Resolved::File(file)
+                    if crate::config::workload::content_type_for(&file)
+                        .starts_with("text/html") =>
+                {
+                    std::fs::read(&file).unwrap_or_default()
+                }
+                _ => return Vec::new(),
+            },
+        };
+        super::early_hints::links(&String::from_utf8_lossy(&html), host)
     }
 
     /// What to do with `req` (whose target is `target`), with the authority it asked noted in
@@ -194,7 +249,10 @@ impl Site {
             }
             None => {
                 h.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
-                h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                h.insert(
+                    CACHE_CONTROL,
+                    if self.early_hints { HINTED } else { NO_STORE },
+                );
                 h.insert(SERVER, HeaderValue::from_static("pagebench"));
             }
         }

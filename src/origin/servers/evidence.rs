@@ -32,6 +32,9 @@ pub struct ServerView {
     /// its log does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,
+    /// When the request's head arrived (Unix ms; None: the server's log does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_unix_ms: Option<u64>,
 }
 
 /// The server's transport figures for one run, summed over its connections.

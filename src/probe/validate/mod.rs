@@ -397,6 +397,7 @@ pub(crate) mod tests {
             tls_resumed: None,
             server_ms: None,
             priority: None,
+            received_unix_ms: None,
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
@@ -411,6 +412,7 @@ pub(crate) mod tests {
                 tls_resumed: None,
                 server_ms: None,
                 priority: None,
+                received_unix_ms: None,
             });
         }
         v
@@ -672,6 +674,7 @@ pub(crate) mod tests {
             tls_resumed: None,
             server_ms: None,
             priority: None,
+            received_unix_ms: None,
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

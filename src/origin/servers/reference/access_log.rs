@@ -92,6 +92,7 @@ fn parse_combined(line: &str) -> Option<ServerView> {
         tls_resumed: None,
         server_ms: None,
         priority: None,
+        received_unix_ms: None,
     })
 }
 
@@ -111,6 +112,7 @@ pub fn record_view(r: &RequestRecord) -> ServerView {
         tls_resumed: None,
         server_ms: r.answer_ms,
         priority: r.priority.clone(),
+        received_unix_ms: Some(r.time_unix_ms),
     }
 }
 
@@ -146,6 +148,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                     .and_then(Value::as_bool),
                 server_ms: None,
                 priority: None,
+                received_unix_ms: None,
             })
         }
         LogFormat::Combined | LogFormat::Pagebench => None,
@@ -161,6 +164,7 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             tls_resumed: None,
             server_ms: None,
             priority: None,
+            received_unix_ms: None,
         }),
     }
 }
