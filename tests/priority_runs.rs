@@ -122,11 +122,11 @@ fn matrix(tmp: &Path, workload: &str, policy: &str) -> PathBuf {
     )
 }
 
-fn records(dir: &Path, protocol: &str) -> Vec<RunRecord> {
+fn records(dir: &Path, server: &str, protocol: &str) -> Vec<RunRecord> {
     let (valid, invalid): (Vec<RunRecord>, Vec<RunRecord>) = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
-        .filter(|r: &RunRecord| r.variant.name() == protocol)
+        .filter(|r: &RunRecord| r.variant.name() == protocol && r.server.as_str() == server)
         .partition(|r| r.outcome == Outcome::Valid);
     let why: Vec<String> = invalid
         .iter()
@@ -134,7 +134,7 @@ fn records(dir: &Path, protocol: &str) -> Vec<RunRecord> {
         .collect();
     assert!(
         valid.len() >= 3,
-        "{protocol}: {} valid runs; {why:?}",
+        "{server} {protocol}: {} valid runs; {why:?}",
         valid.len()
     );
     valid
@@ -250,7 +250,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Per protocol, the median share of image bytes ahead of the stylesheet's end, and the
 /// priority headers Chromium sent (stylesheet, an image).
 fn study(dir: &Path, protocol: &str) -> (f64, Vec<f64>, Option<String>, Option<String>) {
-    let recs = records(dir, protocol);
+    let recs = records(dir, "embedded", protocol);
     let mut shares = Vec::new();
     for r in &recs {
         let client_ip = r
@@ -306,4 +306,90 @@ fn rfc9218_sends_a_late_stylesheet_before_the_images_and_ignore_does_not() {
             interleaved * 100.0
         );
     }
+}
+
+/// Two settings of a knob as two arms of one matrix: each its own series, interleaved in every
+/// round, compared per protocol against the first arm, with its knobs in the metadata.
+#[test]
+fn arms_of_one_server_interleave_as_series_of_their_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = runs_support::matrix(
+        tmp.path(),
+        "arms",
+        &[
+            "--profiles",
+            "wired",
+            "--workloads",
+            "page10",
+            "--protocols",
+            "h2,h3",
+            "--runs",
+            "3",
+            "--servers",
+            "embedded,embedded:priorities=rfc9218",
+        ],
+    );
+    const ARM: &str = "embedded:priorities=rfc9218";
+    for server in ["embedded", ARM] {
+        for protocol in ["h2", "h3"] {
+            records(&dir, server, protocol);
+        }
+    }
+    // Each round has both arms' runs, in the plan's seeded order.
+    let rows = runs_support::runs_csv(&dir);
+    for round in ["r01", "r02", "r03"] {
+        let servers: std::collections::BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r["run_id"].contains(&format!("-{round}-")))
+            .map(|r| r["server"].as_str())
+            .collect();
+        assert_eq!(servers.len(), 2, "{round}: {servers:?}");
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    let applied = &meta["servers_applied"];
+    assert_eq!(
+        applied[ARM]["knobs_requested"]["priorities"], "rfc9218",
+        "{applied}"
+    );
+    assert_eq!(applied[ARM]["applied"]["knobs"]["priorities"], "rfc9218");
+    assert!(applied["embedded"]["applied"]["knobs"]
+        .get("priorities")
+        .is_none());
+    let mut compared = csv::Reader::from_path(dir.join("comparisons.csv")).unwrap();
+    let headers = compared.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let pairs: Vec<(String, String, String)> = compared
+        .records()
+        .map(|r| r.unwrap())
+        .filter(|r| r[col("a")] == r[col("b")])
+        .map(|r| {
+            (
+                r[col("server_a")].into(),
+                r[col("server_b")].into(),
+                r[col("a")].into(),
+            )
+        })
+        .collect();
+    for protocol in ["h2", "h3"] {
+        assert!(
+            pairs.contains(&(ARM.into(), "embedded".into(), protocol.into())),
+            "{protocol}: {pairs:?}"
+        );
+    }
+    // Site workloads replay on the first server's port only: refused with arms.
+    let site = std::process::Command::new(env!("CARGO_BIN_EXE_pagebench"))
+        .args([
+            "matrix",
+            "--workloads",
+            "page10s2",
+            "--servers",
+            "embedded,embedded:gso=false",
+        ])
+        .arg("--out")
+        .arg(tmp.path().join("refused"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&site.stderr);
+    assert!(!site.status.success() && err.contains("port 443"), "{err}");
 }

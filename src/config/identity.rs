@@ -46,6 +46,12 @@ impl ServerId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Its name in run ids and file names: an arm's `:` and `=` become `_`
+    /// (`embedded:priorities=rfc9218` → `embedded_priorities_rfc9218`).
+    pub fn file_name(&self) -> String {
+        self.0.replace([':', '='], "_")
+    }
 }
 
 impl std::fmt::Display for ServerId {

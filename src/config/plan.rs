@@ -228,7 +228,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                 let trace_start = round_trace_start(spec.seed, profile, workload, &tag);
                 for (pos, (server, browser, view, variant)) in order.into_iter().enumerate() {
                     let server_part = if multi_server {
-                        format!("-{server}")
+                        format!("-{}", server.file_name())
                     } else {
                         String::new()
                     };

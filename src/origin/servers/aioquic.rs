@@ -82,7 +82,7 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
                 "udp_send_buffer",
                 "alt_svc_over_h3",
             ],
-            knobs_not_applicable: vec!["h3_send_buffer", "gso", "priorities"],
+            knobs_not_applicable: vec!["h3_send_buffer", "gso", "priorities", "early_hints"],
             windows: Vec::new(),
             note: "aioquic 1.7.2 on Python's asyncio: one thread, aioquic's pacer, 1200-byte datagrams (aioquic's default, no path MTU discovery), no GSO, no request priorities (streams sent round-robin), a response's whole body handed to the stream at once".into(),
         },

@@ -10,6 +10,7 @@ pub mod evidence;
 pub use evidence::{ServerView, TransportSummary};
 pub mod aioquic;
 pub mod apache;
+pub mod arm;
 pub mod caddy;
 pub mod custom;
 pub mod embedded;
@@ -305,6 +306,8 @@ pub enum ServerChoice {
     Registered(&'static Registration),
     /// `--server-cmd`: a user's command line with placeholders (and its log, if named).
     Command(CustomServer),
+    /// A server of the registry with knobs of its own (`embedded:priorities=rfc9218`).
+    Arm(arm::Arm),
 }
 
 impl std::fmt::Debug for ServerChoice {
@@ -312,6 +315,7 @@ impl std::fmt::Debug for ServerChoice {
         match self {
             ServerChoice::Registered(r) => write!(f, "Registered({})", r.name),
             ServerChoice::Command(c) => f.debug_tuple("Command").field(c).finish(),
+            ServerChoice::Arm(a) => a.fmt(f),
         }
     }
 }
@@ -321,6 +325,7 @@ impl PartialEq for ServerChoice {
         match (self, other) {
             (ServerChoice::Registered(a), ServerChoice::Registered(b)) => a.name == b.name,
             (ServerChoice::Command(a), ServerChoice::Command(b)) => a == b,
+            (ServerChoice::Arm(a), ServerChoice::Arm(b)) => a == b,
             _ => false,
         }
     }
@@ -339,15 +344,29 @@ impl ServerChoice {
         ServerId::new(match self {
             ServerChoice::Registered(r) => r.name,
             ServerChoice::Command(_) => custom::NAME,
+            ServerChoice::Arm(a) => a.spec.as_str(),
         })
+    }
+
+    /// The server of the registry it runs (None: a `--server-cmd`).
+    fn registration(&self) -> Option<&'static Registration> {
+        match self {
+            ServerChoice::Registered(r) => Some(r),
+            ServerChoice::Arm(a) => Some(a.base),
+            ServerChoice::Command(_) => None,
+        }
     }
 
     /// Refuses a protocol the server cannot speak at all (as opposed to one switched off by a
     /// knob, which a forced browser is then caught failing on).
     pub fn check_protocol(&self, p: Protocol) -> Result<()> {
-        match self {
-            ServerChoice::Registered(r) if !r.speaks.contains(&p) => {
-                bail!("--servers {} cannot serve {p} {}", r.name, r.cannot_serve)
+        match self.registration() {
+            Some(r) if !r.speaks.contains(&p) => {
+                bail!(
+                    "--servers {} cannot serve {p} {}",
+                    self.name(),
+                    r.cannot_serve
+                )
             }
             _ => Ok(()),
         }
@@ -356,7 +375,10 @@ impl ServerChoice {
     /// Refuses a site workload (a recorded site or a sharded page, served from its archive) on
     /// a server that cannot replay one: only the embedded server does.
     pub fn check_replay(&self, workload: &str) -> Result<()> {
-        if matches!(self, ServerChoice::Registered(r) if std::ptr::eq(*r, &embedded::SERVER)) {
+        if self
+            .registration()
+            .is_some_and(|r| r.name == embedded::SERVER.name)
+        {
             return Ok(());
         }
         bail!(
@@ -367,10 +389,7 @@ impl ServerChoice {
 
     /// Whether the server can speak `p` at all.
     pub fn speaks(&self, p: Protocol) -> bool {
-        match self {
-            ServerChoice::Registered(r) => r.speaks.contains(&p),
-            ServerChoice::Command(_) => true,
-        }
+        self.registration().is_none_or(|r| r.speaks.contains(&p))
     }
 
     /// How the matrix identity names this server (a custom one with its command and log).
@@ -378,6 +397,7 @@ impl ServerChoice {
         match self {
             ServerChoice::Registered(r) => r.name.to_string(),
             ServerChoice::Command(c) => c.identity(),
+            ServerChoice::Arm(a) => a.spec.clone(),
         }
     }
 
@@ -386,6 +406,7 @@ impl ServerChoice {
         match self {
             ServerChoice::Registered(r) => (r.start)(ctx),
             ServerChoice::Command(c) => custom::start(c, ctx),
+            ServerChoice::Arm(a) => a.start(ctx),
         }
     }
 }
@@ -393,9 +414,16 @@ impl ServerChoice {
 impl FromStr for ServerChoice {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {
-        let name = s.trim();
+        let spec = s.trim();
+        let (name, knobs) = match spec.split_once(':') {
+            Some((name, knobs)) => (name.trim(), Some(knobs)),
+            None => (spec, None),
+        };
         match REGISTRY.iter().find(|r| r.name == name) {
-            Some(r) => Ok(ServerChoice::Registered(r)),
+            Some(r) => match knobs {
+                None => Ok(ServerChoice::Registered(r)),
+                Some(knobs) => Ok(ServerChoice::Arm(arm::Arm::parse(r, spec, knobs)?)),
+            },
             None => bail!(
                 "unknown server {name:?}: use {} (or --server-cmd for your own)",
                 registry_names()
@@ -486,6 +514,66 @@ mod tests {
             e,
             "no server selected: give --servers embedded (the default), caddy, nginx, quiche, aioquic, apache, h2o or --server-cmd"
         );
+    }
+
+    #[test]
+    fn an_arm_is_a_server_with_knobs_of_its_own() {
+        let s = parse_servers(
+            "embedded, embedded:priorities=rfc9218:h2-stream-buffer=64KiB",
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            s.iter().map(ServerChoice::name).collect::<Vec<_>>(),
+            [
+                "embedded",
+                "embedded:priorities=rfc9218:h2-stream-buffer=64KiB"
+            ]
+        );
+        let ServerChoice::Arm(arm) = &s[1] else {
+            panic!("{:?}", s[1])
+        };
+        assert_eq!(
+            arm.knobs.priorities,
+            Some(crate::origin::server::priority::Priorities::Rfc9218)
+        );
+        assert_eq!(arm.knobs.h2_stream_buffer.map(|b| b.0), Some(65536));
+        assert_eq!(
+            s[1].name().file_name(),
+            "embedded_priorities_rfc9218_h2-stream-buffer_64KiB"
+        );
+        assert!(s[1].check_replay("site-x").is_ok());
+        let lists: ServerChoice = "embedded:server-protocols=h2+h3".parse().unwrap();
+        let ServerChoice::Arm(lists) = lists else {
+            panic!()
+        };
+        assert_eq!(
+            lists.knobs.protocols,
+            Some(vec![Protocol::H2, Protocol::H3])
+        );
+        // Bad arms say which, and how to write one.
+        for (bad, says) in [
+            ("embedded:priorities", "not knob=value"),
+            ("embedded:priorities=sometimes", "sometimes"),
+            ("embedded:colour=blue", "colour"),
+        ] {
+            let e = bad.parse::<ServerChoice>().unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--servers {bad}: ")) && e.contains(says),
+                "{e}"
+            );
+        }
+        let e =
+            parse_servers("embedded:gso=false,embedded:gso=false", None, None, None).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        let nginx: ServerChoice = "nginx:tcp-congestion=reno".parse().unwrap();
+        assert!(nginx
+            .check_protocol(Protocol::H3)
+            .unwrap_err()
+            .to_string()
+            .starts_with("--servers nginx:tcp-congestion=reno cannot serve h3"));
     }
 
     #[test]

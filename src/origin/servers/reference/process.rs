@@ -41,6 +41,7 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
     "gso",
     "alt_svc_over_h3",
     "priorities",
+    "early_hints",
 ];
 
 /// How pagebench knows a child server is ready.
