@@ -7,69 +7,31 @@ mod runs_support;
 
 use std::path::{Path, PathBuf};
 
-use pagebench::config::site::{Builder, Entry, Source, Timings};
 use pagebench::probe::metrics::EntryTiming;
 use pagebench::probe::record::RunRecord;
 use pagebench::probe::validate::Outcome;
+use runs_support::SiteFile;
 
 /// The page (recorded 300 ms slower than the origin's other answers), its stylesheet, an image.
 fn archive(dir: &Path) -> String {
     let page = "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\">\
                 <link rel=\"stylesheet\" href=\"/style.css\"></head>\
                 <body><img src=\"/hero.svg\" width=\"10\" height=\"10\"><p>hinted</p></body></html>";
+    // A hinted response the browser may not keep is fetched again: the hinted ones may be.
     let files = [
-        ("/", "text/html; charset=utf-8", page.to_string(), 340.0),
-        (
-            "/style.css",
-            "text/css",
-            "p { color: teal }\n".to_string(),
-            40.0,
-        ),
-        (
+        SiteFile::new("/", "text/html; charset=utf-8", page).wait(340.0),
+        SiteFile::new("/style.css", "text/css", "p { color: teal }\n")
+            .wait(40.0)
+            .cache("max-age=600"),
+        SiteFile::new(
             "/hero.svg",
             "image/svg+xml",
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"/>".to_string(),
-            40.0,
-        ),
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"/>",
+        )
+        .wait(40.0)
+        .cache("max-age=600"),
     ];
-    let mut b = Builder::default();
-    for (n, (path, kind, body, wait)) in files.iter().enumerate() {
-        b.push(
-            Entry {
-                method: "GET".into(),
-                url: format!("https://hints.test{path}"),
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), kind.to_string()),
-                    // A hinted response the browser may not keep is fetched again.
-                    (
-                        "cache-control".into(),
-                        if n == 0 { "no-store" } else { "max-age=600" }.into(),
-                    ),
-                ],
-                body: None,
-                content_encoding: None,
-                decoded_size: body.len() as u64,
-                server_address: Some("192.0.2.1:443".into()),
-                protocol: Some("h3".into()),
-                timings: Timings {
-                    start_ms: n as f64,
-                    wait_ms: *wait,
-                    receive_ms: 0.0,
-                },
-                missing: None,
-            },
-            Some(body.clone().into_bytes()),
-        );
-    }
-    let source = Source {
-        kind: "generated".into(),
-        from: "tests/early_hints_runs.rs".into(),
-        creator: "pagebench tests".into(),
-        started: None,
-    };
-    b.write(dir, source, "https://hints.test/".into()).unwrap();
-    format!("site:{}", dir.display())
+    runs_support::site_archive(dir, "hints.test", "h3", "tests/early_hints_runs.rs", &files)
 }
 
 fn matrix(tmp: &Path, workload: &str, hints: &str) -> PathBuf {

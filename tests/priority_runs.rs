@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagebench::config::site::{Builder, Entry, Source, Timings};
 use pagebench::probe::record::RunRecord;
 use pagebench::probe::validate::Outcome;
+use runs_support::SiteFile;
 
 const IMAGES: usize = 40;
 const IMAGE_BYTES: usize = 60_000;
@@ -37,17 +37,13 @@ fn archive(dir: &Path) -> String {
     let css = format!("{head}{}*/\n", "x".repeat(CSS_BYTES - head.len() - 3));
     assert_eq!(css.len(), CSS_BYTES);
     let mut files = vec![
-        (
-            "/".to_string(),
-            "text/html; charset=utf-8",
-            html.into_bytes(),
-        ),
-        (
-            "/first.css".to_string(),
+        SiteFile::new("/", "text/html; charset=utf-8", html),
+        SiteFile::new(
+            "/first.css",
             "text/css",
             b"@import url(\"/late.css\");\n".to_vec(),
         ),
-        ("/late.css".to_string(), "text/css", css.into_bytes()),
+        SiteFile::new("/late.css", "text/css", css),
     ];
     for i in 0..IMAGES {
         // A valid image (a browser cancels the rest of one it cannot decode) of exactly
@@ -57,44 +53,11 @@ fn archive(dir: &Path) -> String {
         );
         let tail = " --></svg>\n";
         let pad = "x".repeat(IMAGE_BYTES - head.len() - tail.len());
-        let body = format!("{head}{pad}{tail}").into_bytes();
+        let body = format!("{head}{pad}{tail}");
         assert_eq!(body.len(), IMAGE_BYTES);
-        files.push((format!("/i{i}.svg"), "image/svg+xml", body));
+        files.push(SiteFile::new(&format!("/i{i}.svg"), "image/svg+xml", body));
     }
-    let mut b = Builder::default();
-    for (n, (path, kind, body)) in files.into_iter().enumerate() {
-        b.push(
-            Entry {
-                method: "GET".into(),
-                url: format!("https://prio.test{path}"),
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), kind.to_string()),
-                    ("cache-control".into(), "no-store".into()),
-                ],
-                body: None,
-                content_encoding: None,
-                decoded_size: body.len() as u64,
-                server_address: Some("192.0.2.1:443".into()),
-                protocol: Some("h2".into()),
-                timings: Timings {
-                    start_ms: n as f64,
-                    wait_ms: 0.0,
-                    receive_ms: 0.0,
-                },
-                missing: None,
-            },
-            Some(body),
-        );
-    }
-    let source = Source {
-        kind: "generated".into(),
-        from: "tests/priority_runs.rs".into(),
-        creator: "pagebench tests".into(),
-        started: None,
-    };
-    b.write(dir, source, "https://prio.test/".into()).unwrap();
-    format!("site:{}", dir.display())
+    runs_support::site_archive(dir, "prio.test", "h2", "tests/priority_runs.rs", &files)
 }
 
 fn matrix(tmp: &Path, workload: &str, policy: &str) -> PathBuf {

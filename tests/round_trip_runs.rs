@@ -8,10 +8,10 @@ mod runs_support;
 
 use std::path::{Path, PathBuf};
 
-use pagebench::config::site::{Builder, Entry, Source, Timings};
 use pagebench::probe::record::RunRecord;
 use pagebench::probe::round_trips::RoundTrips;
 use pagebench::probe::validate::Outcome;
+use runs_support::SiteFile;
 
 fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty());
@@ -166,41 +166,11 @@ fn a_400_kb_file_comes_in_slow_starts_flights() {
 /// A site archive of `host` with `files` (path, content type, body, the recorded wait in ms),
 /// the first being the page.
 fn site(dir: &Path, host: &str, files: &[(&str, &str, String, f64)]) -> String {
-    let mut b = Builder::default();
-    for (i, (path, kind, body, wait)) in files.iter().enumerate() {
-        b.push(
-            Entry {
-                method: "GET".into(),
-                url: format!("https://{host}{path}"),
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), kind.to_string()),
-                    ("cache-control".into(), "no-store".into()),
-                ],
-                body: None,
-                content_encoding: None,
-                decoded_size: body.len() as u64,
-                server_address: Some("192.0.2.1:443".into()),
-                protocol: Some("h2".into()),
-                timings: Timings {
-                    start_ms: i as f64,
-                    wait_ms: *wait,
-                    receive_ms: 0.0,
-                },
-                missing: None,
-            },
-            Some(body.clone().into_bytes()),
-        );
-    }
-    let source = Source {
-        kind: "generated".into(),
-        from: "tests/round_trip_runs.rs".into(),
-        creator: "pagebench tests".into(),
-        started: None,
-    };
-    b.write(dir, source, format!("https://{host}{}", files[0].0))
-        .unwrap();
-    format!("site:{}", dir.display())
+    let files: Vec<SiteFile> = files
+        .iter()
+        .map(|(path, kind, body, wait)| SiteFile::new(path, kind, body.clone()).wait(*wait))
+        .collect();
+    runs_support::site_archive(dir, host, "h2", "tests/round_trip_runs.rs", &files)
 }
 
 /// A script that loads `next` once it runs (a dynamically inserted script delays the load).

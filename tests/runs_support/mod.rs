@@ -71,3 +71,85 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// One response of a generated site archive.
+pub struct SiteFile {
+    pub path: String,
+    pub content_type: String,
+    pub cache_control: &'static str,
+    pub body: Vec<u8>,
+    /// The recorded wait (ms): `--think-time recorded` makes the server wait what it exceeds
+    /// the origin's quickest answer by.
+    pub wait_ms: f64,
+}
+
+impl SiteFile {
+    /// A `no-store` response recorded with no wait.
+    pub fn new(path: &str, content_type: &str, body: impl Into<Vec<u8>>) -> SiteFile {
+        SiteFile {
+            path: path.to_string(),
+            content_type: content_type.to_string(),
+            cache_control: "no-store",
+            body: body.into(),
+            wait_ms: 0.0,
+        }
+    }
+
+    pub fn wait(self, wait_ms: f64) -> SiteFile {
+        SiteFile { wait_ms, ..self }
+    }
+
+    pub fn cache(self, cache_control: &'static str) -> SiteFile {
+        SiteFile {
+            cache_control,
+            ..self
+        }
+    }
+}
+
+/// A site archive of `host` in `dir` with `files`, the first being the page (recorded over
+/// `protocol`, by `from`); returns its workload name.
+pub fn site_archive(
+    dir: &Path,
+    host: &str,
+    protocol: &str,
+    from: &str,
+    files: &[SiteFile],
+) -> String {
+    use pagebench::config::site::{Builder, Entry, Source, Timings};
+    let mut b = Builder::default();
+    for (i, f) in files.iter().enumerate() {
+        b.push(
+            Entry {
+                method: "GET".into(),
+                url: format!("https://{host}{}", f.path),
+                status: 200,
+                headers: vec![
+                    ("content-type".into(), f.content_type.clone()),
+                    ("cache-control".into(), f.cache_control.to_string()),
+                ],
+                body: None,
+                content_encoding: None,
+                decoded_size: f.body.len() as u64,
+                server_address: Some("192.0.2.1:443".into()),
+                protocol: Some(protocol.into()),
+                timings: Timings {
+                    start_ms: i as f64,
+                    wait_ms: f.wait_ms,
+                    receive_ms: 0.0,
+                },
+                missing: None,
+            },
+            Some(f.body.clone()),
+        );
+    }
+    let source = Source {
+        kind: "generated".into(),
+        from: from.into(),
+        creator: "pagebench tests".into(),
+        started: None,
+    };
+    b.write(dir, source, format!("https://{host}{}", files[0].path))
+        .unwrap();
+    format!("site:{}", dir.display())
+}

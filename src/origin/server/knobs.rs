@@ -504,6 +504,11 @@ impl ServerKnobs {
                 }
             }
         }
+        self.check_combinations()
+    }
+
+    /// The rules that span knobs.
+    fn check_combinations(&self) -> Result<(), KnobError> {
         if self.early_hints == Some(true) {
             let tcp = self
                 .protocols

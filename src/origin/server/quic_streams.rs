@@ -96,8 +96,10 @@ type Accepting = Pin<Box<dyn Future<Output = Accepted> + Send + Sync>>;
 
 /// A connection as h3 sees it.
 pub(crate) struct Connection {
-    /// Accepts the client's unidirectional streams and opens ours.
+    /// Accepts the client's unidirectional streams.
     uni: h3_quinn::Connection,
+    /// Opens ours.
+    open: Opener,
     conn: quinn::Connection,
     /// The request stream being accepted.
     accepting: Option<Accepting>,
@@ -107,8 +109,13 @@ pub(crate) struct Connection {
 
 impl Connection {
     pub(crate) fn new(conn: quinn::Connection, priorities: Option<StreamPriorities>) -> Connection {
+        let uni = h3_quinn::Connection::new(conn.clone());
+        let open = Opener(<h3_quinn::Connection as quic::Connection<Bytes>>::opener(
+            &uni,
+        ));
         Connection {
-            uni: h3_quinn::Connection::new(conn.clone()),
+            uni,
+            open,
             conn,
             accepting: None,
             priorities,
@@ -203,9 +210,7 @@ impl<B: Buf> quic::Connection<B> for Connection {
     }
 
     fn opener(&self) -> Opener {
-        Opener(<h3_quinn::Connection as quic::Connection<B>>::opener(
-            &self.uni,
-        ))
+        self.open.clone()
     }
 }
 
@@ -215,20 +220,20 @@ impl<B: Buf> quic::OpenStreams<B> for Connection {
 
     fn poll_open_bidi(
         &mut self,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Result<Self::BidiStream, StreamErrorIncoming>> {
-        servers_open_no_bidi()
+        quic::OpenStreams::<B>::poll_open_bidi(&mut self.open, cx)
     }
 
     fn poll_open_send(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Self::SendStream, StreamErrorIncoming>> {
-        <h3_quinn::Connection as quic::OpenStreams<B>>::poll_open_send(&mut self.uni, cx)
+        quic::OpenStreams::<B>::poll_open_send(&mut self.open, cx)
     }
 
     fn close(&mut self, code: h3::error::Code, reason: &[u8]) {
-        <h3_quinn::Connection as quic::OpenStreams<B>>::close(&mut self.uni, code, reason)
+        quic::OpenStreams::<B>::close(&mut self.open, code, reason)
     }
 }
 
