@@ -1,7 +1,8 @@
 //! `--early-hints` end to end, with real Chromium through the emulated link against the
-//! embedded server over HTTP/3: a page whose server thinks 300 ms before answering, with a
-//! render-blocking stylesheet. With the hints the browser requests the stylesheet before the
-//! page's final response begins (it acted on the `103`); without them, only after.
+//! embedded server over HTTP/2 and HTTP/3: a page whose server thinks 300 ms before answering,
+//! with a render-blocking stylesheet, replayed by three arms of the server in one matrix. With
+//! the page's hints the browser requests the stylesheet before the page's final response
+//! begins (it acted on the `103`); without them, only after; with a user's list, what it lists.
 
 mod runs_support;
 
@@ -34,42 +35,64 @@ fn archive(dir: &Path) -> String {
     runs_support::site_archive(dir, "hints.test", "h3", "tests/early_hints_runs.rs", &files)
 }
 
-fn matrix(tmp: &Path, workload: &str, hints: &str) -> PathBuf {
+/// The page under three arms of one server, interleaved in every round: no hints, the page's
+/// own, and a user's list that hints the image alone.
+fn matrix(tmp: &Path, workload: &str) -> PathBuf {
+    let list = tmp.join("hints.txt");
+    std::fs::write(
+        &list,
+        "# the image only\n/ </hero.svg>; rel=preload; as=image\n",
+    )
+    .unwrap();
+    let listed = format!(
+        "embedded:early-hints=true:early-hints-links={}",
+        list.display()
+    );
     runs_support::matrix(
         tmp,
-        &format!("hints-{hints}"),
+        "hints",
         &[
             "--profiles",
             "wired",
             "--workloads",
             workload,
             "--protocols",
-            "h3",
+            "h2,h3",
             "--runs",
             "3",
             "--think-time",
             "recorded",
-            "--server-protocols",
-            "h3",
-            "--early-hints",
-            hints,
+            "--servers",
+            &format!("embedded,{HINTED},{listed}"),
         ],
     )
 }
 
-/// Per valid run: when the server got the stylesheet's request, relative to when it answered
-/// the page (ms; negative: before), and how the page took the stylesheet (Resource Timing's
-/// `initiatorType`).
-fn stylesheet_vs_answer(dir: &Path) -> Vec<(f64, String)> {
+const HINTED: &str = "embedded:early-hints=true";
+
+/// The valid runs of one arm and protocol (at least 3).
+fn records(dir: &Path, server: &str, protocol: &str) -> Vec<RunRecord> {
     let (recs, invalid): (Vec<RunRecord>, Vec<RunRecord>) = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .filter(|r: &RunRecord| r.server.as_str() == server && r.variant.name() == protocol)
         .partition(|r: &RunRecord| r.outcome == Outcome::Valid);
     let why: Vec<String> = invalid
         .iter()
         .map(|r| format!("{}: {:?}", r.id, r.reasons))
         .collect();
-    assert!(recs.len() >= 3, "{} valid runs; {why:?}", recs.len());
+    assert!(
+        recs.len() >= 3,
+        "{server} {protocol}: {} valid runs; {why:?}",
+        recs.len()
+    );
+    recs
+}
+
+/// Per run: when the server got the stylesheet's request, relative to when it answered the
+/// page (ms; negative: before), and how the page took the stylesheet (Resource Timing's
+/// `initiatorType`).
+fn stylesheet_vs_answer(recs: &[RunRecord]) -> Vec<(f64, String)> {
     recs.iter()
         .map(|r| {
             let seen = |path: &str| {
@@ -99,36 +122,96 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[test]
-fn early_hints_over_h3_start_the_stylesheet_before_the_page_answers() {
+fn early_hints_over_h2_and_h3_start_the_stylesheet_before_the_page_answers() {
     let tmp = tempfile::tempdir().unwrap();
     let workload = archive(&tmp.path().join("site"));
-    let hinted = stylesheet_vs_answer(&matrix(tmp.path(), &workload, "true"));
-    let plain = stylesheet_vs_answer(&matrix(tmp.path(), &workload, "false"));
-    eprintln!("stylesheet's request − the page's answer (ms), and its initiator: hinted {hinted:?}, plain {plain:?}");
-    // The server thinks 300 ms: a hinted stylesheet is asked for about that much earlier.
-    let at = |v: &[(f64, String)]| median(v.iter().map(|x| x.0).collect());
-    assert!(at(&hinted) < -150.0, "hinted: {hinted:?}");
-    assert!(
-        hinted.iter().all(|x| x.1 == "early-hints"),
-        "hinted: {hinted:?}"
-    );
-    assert!(at(&plain) > 0.0, "without hints: {plain:?}");
-    assert!(
-        plain.iter().all(|x| x.1 == "link"),
-        "without hints: {plain:?}"
-    );
+    let dir = matrix(tmp.path(), &workload);
+    for protocol in ["h2", "h3"] {
+        let hinted = stylesheet_vs_answer(&records(&dir, HINTED, protocol));
+        let plain = stylesheet_vs_answer(&records(&dir, "embedded", protocol));
+        eprintln!(
+            "{protocol}: stylesheet's request − the page's answer (ms), and its initiator: \
+             hinted {hinted:?}, plain {plain:?}"
+        );
+        // The server thinks 300 ms: a hinted stylesheet is asked for about that much earlier.
+        let at = |v: &[(f64, String)]| median(v.iter().map(|x| x.0).collect());
+        assert!(at(&hinted) < -150.0, "{protocol} hinted: {hinted:?}");
+        assert!(
+            hinted.iter().all(|x| x.1 == "early-hints"),
+            "{protocol} hinted: {hinted:?}"
+        );
+        assert!(at(&plain) > 0.0, "{protocol} without hints: {plain:?}");
+        assert!(
+            plain.iter().all(|x| x.1 == "link"),
+            "{protocol} without hints: {plain:?}"
+        );
+        // The user's list replaces the page's hints: the image alone, the stylesheet as usual.
+        let listed = records(
+            &dir,
+            &format!(
+                "embedded:early-hints=true:early-hints-links={}",
+                tmp.path().join("hints.txt").display()
+            ),
+            protocol,
+        );
+        for r in &listed {
+            let page = r.server_requests.iter().find(|v| v.path == "/").unwrap();
+            assert_eq!(
+                page.early_hints,
+                vec!["</hero.svg>; rel=preload; as=image"],
+                "{}",
+                r.id
+            );
+        }
+        let css = stylesheet_vs_answer(&listed);
+        assert!(
+            css.iter().all(|x| x.1 == "link"),
+            "{protocol} listed: {css:?}"
+        );
+    }
 }
 
 #[test]
-fn early_hints_are_refused_where_the_server_would_also_offer_tcp() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pagebench"))
-        .args(["serve", "--early-hints", "true", "--port", "0"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+fn early_hints_are_refused_over_http_1_1_and_a_bad_list_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .args(["matrix", "--machine-check", "0s", "--workloads", "page10"])
+            .args(args)
+            .arg("--out")
+            .arg(tmp.path().join("out"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} ran");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["--protocols", "h1,h2", "--early-hints", "true"]);
     assert!(
-        err.contains("--early-hints") && err.contains("--server-protocols h3"),
+        err.contains("HTTP/1.1") && err.contains("measure h2 and h3"),
+        "{err}"
+    );
+    let err = refused(&[
+        "--servers",
+        "embedded,embedded:early-hints=true",
+        "--protocols",
+        "h1",
+    ]);
+    assert!(
+        err.contains("embedded:early-hints=true") && err.contains("HTTP/1.1"),
+        "{err}"
+    );
+    let list = tmp.path().join("bad.txt");
+    std::fs::write(&list, "/index.html\n").unwrap();
+    let err = refused(&[
+        "--protocols",
+        "h2",
+        "--early-hints",
+        "true",
+        "--early-hints-links",
+        list.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("bad.txt:1") && err.contains("no Link value"),
         "{err}"
     );
 }

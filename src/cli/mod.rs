@@ -1246,6 +1246,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     let variant = match a.protocol {
         Some(v) => {
             servers[0].check_protocol(v.protocol)?;
+            servers[0].check_knobs(&a.server.knobs()?, v.protocol)?;
             v
         }
         None if matches!(

@@ -47,10 +47,17 @@ impl ServerId {
         &self.0
     }
 
-    /// Its name in run ids and file names: an arm's `:` and `=` become `_`
-    /// (`embedded:priorities=rfc9218` → `embedded_priorities_rfc9218`).
+    /// Its name in run ids and file names: anything but letters, digits, `.`, `-` and `_`
+    /// becomes `_` (`embedded:priorities=rfc9218` → `embedded_priorities_rfc9218`; an arm's
+    /// file path loses its slashes).
     pub fn file_name(&self) -> String {
-        self.0.replace([':', '='], "_")
+        self.0
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
+                _ => '_',
+            })
+            .collect()
     }
 }
 

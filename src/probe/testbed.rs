@@ -23,6 +23,7 @@ use crate::config::site::replay::{deterministic_script, Replay, ReplaySite};
 use crate::config::workload::site::SitePlan;
 use crate::config::workload::Manifest;
 use crate::config::workload::PAGE_HOST as HOST;
+use crate::link::netem::nat::PortMap;
 use crate::link::netem::{Link, LinkOptions, LinkStats, PacketTrace, Tap};
 use crate::origin::server::{Certificate, ServerKnobs};
 use crate::origin::servers::{
@@ -43,6 +44,10 @@ use crate::support::tempdir::{self, TempDir};
 
 pub use crate::origin::servers::embedded::transport_summary;
 pub use crate::origin::servers::{parse_servers, ServerChoice};
+
+/// The port a replayed site's origins are served on, as its pages name them (whichever port
+/// the server of the run listens on: the link maps it).
+const SITE_PORT: u16 = 443;
 
 /// The first server listens on 443, the next on 8443, 9443…
 fn port_for(index: usize) -> u16 {
@@ -287,6 +292,12 @@ impl Testbed {
             .iter_mut()
             .find(|s| s.name() == *req.server)
             .ok_or_else(|| anyhow::anyhow!("server {} is not running", req.server))?;
+        // A replayed site's pages name port 443; a server of another arm listens on its own.
+        let map = (replay.is_some() && server.port() != SITE_PORT).then(|| PortMap {
+            public: SITE_PORT,
+            server: server.port(),
+        });
+        self.link.map_port(map)?;
         server.replay(replay)?;
         measure(
             &self.link,
@@ -597,6 +608,11 @@ fn launch_options(
     cert: &Certificate,
     req: &LoadRequest,
 ) -> Result<(String, LaunchOptions)> {
+    let port = if req.manifest.site.is_some() {
+        SITE_PORT
+    } else {
+        port
+    };
     let (url, hosts, init_script) = match &req.manifest.site {
         Some(site) => {
             let ips = link.server_ips();
@@ -1017,6 +1033,8 @@ mod tests {
                     server_ms: None,
                     priority: None,
                     received_unix_ms: None,
+                    stream_id: None,
+                    early_hints: Vec::new(),
                 }]),
                 ..ServerEvidence::default()
             }

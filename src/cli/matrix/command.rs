@@ -118,21 +118,13 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 }
             } else {
                 s.check_protocol(v.protocol)?;
+                s.check_knobs(&req.knobs, v.protocol)?;
             }
         }
     }
     for w in workloads.iter().filter(|w| w.kind.is_replayed()) {
         for s in &req.servers {
             s.check_replay(&w.name)?;
-        }
-        // A replayed site's origins answer on port 443, which is the first server's.
-        if req.servers.len() > 1 {
-            let names: Vec<String> = req.servers.iter().map(|s| s.name().to_string()).collect();
-            anyhow::bail!(
-                "workload {} is replayed on port 443, which only the first of --servers {} listens on: give one server (or arm) per matrix for it, or compare arms on generated pages",
-                w.name,
-                names.join(",")
-            );
         }
     }
     for b in &req.browsers {

@@ -20,6 +20,7 @@ use anyhow::{anyhow, Context, Result};
 use super::host;
 use super::io_counters::IoCounters;
 use super::model::{ChosenDrop, Counters, Direction, DirectionConfig, LinkDirection};
+use super::nat::PortMap;
 use super::trace::TapPacket;
 use crate::config::capacity::TraceStart;
 
@@ -78,6 +79,8 @@ enum Command {
     DropChosen(usize, ChosenDrop),
     /// Start the events' timeline now (the run's mark); replies with its start.
     StartTimeline(TraceStart, Sender<Instant>),
+    /// Deliver a server port under another number from now on (`None`: as addressed).
+    PortMap(Option<PortMap>),
 }
 
 /// The running emulator thread; stops (and closes the TUN fds) when dropped.
@@ -233,6 +236,12 @@ impl Emulator {
     /// Counters of both directions; with `reset`, counting restarts from zero.
     /// Starts handing every packet to `tap` (replacing any earlier tap), or stops (`None`).
     /// Packets already handed stay in the channel; a tap stopped sees no later packet.
+    /// Delivers what the client sends to `map.public` at `map.server`, and the server's
+    /// answers from `map.public`, until told otherwise (`None`).
+    pub fn map_port(&self, map: Option<PortMap>) -> Result<()> {
+        self.send(Command::PortMap(map))
+    }
+
     pub fn tap(&self, tap: Option<Sender<TapPacket>>) -> Result<()> {
         self.send(Command::Tap(tap))?;
         // The snapshot round trip makes the change take effect before this returns.
@@ -316,6 +325,7 @@ struct Loop {
     margin: SpinMargin,
     cpu_start_ns: u64,
     tap: Option<Sender<TapPacket>>,
+    port_map: Option<PortMap>,
 }
 
 impl Loop {
@@ -365,6 +375,7 @@ impl Loop {
             margin: SpinMargin::default(),
             cpu_start_ns: host::thread_cpu_ns(),
             tap: None,
+            port_map: None,
         };
         let mut probe = [libc::epoll_event { events: 0, u64: 0 }; 1];
         lp.wait(&mut probe, Some(Duration::ZERO)).map_err(|e| {
@@ -530,6 +541,9 @@ impl Loop {
         }
         // SAFETY: the kernel initialised the first `n` bytes.
         unsafe { buf.set_len(n) };
+        if let (Some(map), 1) = (self.port_map, i) {
+            map.from_server(&mut buf);
+        }
         // A dropped packet's buffer is freed by the model; the pool refills from releases.
         match &self.tap {
             None => {
@@ -554,11 +568,18 @@ impl Loop {
     fn release_due(&mut self) {
         for (i, dir) in DIRECTIONS.into_iter().enumerate() {
             let out: RawFd = self.tuns[1 - i].as_raw_fd();
-            while let Some(p) = self.dirs[i].poll_release(Instant::now()) {
+            while let Some(mut p) = self.dirs[i].poll_release(Instant::now()) {
+                let mapped = match (self.port_map, i) {
+                    (Some(map), 0) => map.to_server(&mut p.data).then_some(map),
+                    _ => None,
+                };
                 // SAFETY: writing an initialised buffer to our TUN fd.
                 let w = unsafe {
                     libc::write(out, p.data.as_ptr() as *const libc::c_void, p.data.len())
                 };
+                if let Some(map) = mapped {
+                    map.as_sent(&mut p.data);
+                }
                 if w < 0 {
                     self.io[i].write_errors += 1;
                 }
@@ -619,6 +640,7 @@ impl Loop {
                     let _ = reply.send(now);
                 }
                 Command::DropChosen(i, choice) => self.dirs[i].drop_chosen(choice),
+                Command::PortMap(map) => self.port_map = map,
                 Command::Reconfigure(configs) => {
                     let (up, down) = *configs;
                     let now = Instant::now();

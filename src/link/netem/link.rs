@@ -276,6 +276,12 @@ impl Link {
         self.emulator().fault_handle()
     }
 
+    /// Delivers what the client sends to port `map.public` of any server address at
+    /// `map.server` (and the answers back from `map.public`) until told otherwise (`None`).
+    pub fn map_port(&self, map: Option<super::nat::PortMap>) -> Result<()> {
+        self.emulator().map_port(map)
+    }
+
     /// Starts recording every packet the emulator handles (a run's capture).
     pub fn start_tap(&self) -> Result<Tap> {
         let (tx, rx) = std::sync::mpsc::channel();

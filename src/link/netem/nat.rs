@@ -107,20 +107,66 @@ pub fn rebind(packet: &mut [u8], side: ClientPort) -> bool {
             ClientPort::Destination => 2,
         };
     let old = u16::from_be_bytes([packet[at], packet[at + 1]]);
-    let new = old ^ REBIND_XOR;
+    set_port(packet, off, proto, at, old ^ REBIND_XOR);
+    true
+}
+
+/// A server port the client knows by another number: a replayed site's pages name port 443,
+/// and each arm of `--servers` listens on a port of its own. The link delivers what the client
+/// sends to `public` at `server`, and the server's answers come from `public`, so the client,
+/// the captures and the analyses see `public` alone (checksums fixed as for the rebinding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortMap {
+    pub public: u16,
+    pub server: u16,
+}
+
+impl PortMap {
+    /// A packet from the client, about to reach the server: `public` → `server`.
+    pub fn to_server(self, packet: &mut [u8]) -> bool {
+        self.replace(packet, 2, self.public, self.server)
+    }
+
+    /// The same packet back as the client sent it (for the tap): `server` → `public`.
+    pub fn as_sent(self, packet: &mut [u8]) -> bool {
+        self.replace(packet, 2, self.server, self.public)
+    }
+
+    /// A packet from the server, entering the link: its source `server` → `public`.
+    pub fn from_server(self, packet: &mut [u8]) -> bool {
+        self.replace(packet, 0, self.server, self.public)
+    }
+
+    /// The port at `field` (0 source, 2 destination) from `from` to `to`; false when it is not
+    /// `from` or the packet is not TCP/UDP.
+    fn replace(self, packet: &mut [u8], field: usize, from: u16, to: u16) -> bool {
+        let Some((off, proto)) = transport(packet) else {
+            return false;
+        };
+        let at = off + field;
+        if u16::from_be_bytes([packet[at], packet[at + 1]]) != from {
+            return false;
+        }
+        set_port(packet, off, proto, at, to);
+        true
+    }
+}
+
+/// Writes port `new` at byte `at` of the TCP/UDP header at `off` and fixes its checksum.
+fn set_port(packet: &mut [u8], off: usize, proto: u8, at: usize, new: u16) {
+    let old = u16::from_be_bytes([packet[at], packet[at + 1]]);
     packet[at..at + 2].copy_from_slice(&new.to_be_bytes());
     let sum_at = off + if proto == TCP { 16 } else { 6 };
     let sum = u16::from_be_bytes([packet[sum_at], packet[sum_at + 1]]);
     // A UDP checksum of 0 means "none": leave it.
     if proto == UDP && sum == 0 {
-        return true;
+        return;
     }
     let mut fixed = update_checksum(sum, old, new);
     if proto == UDP && fixed == 0 {
         fixed = 0xffff;
     }
     packet[sum_at..sum_at + 2].copy_from_slice(&fixed.to_be_bytes());
-    true
 }
 
 /// RFC 1624 eq. 3: HC' = ~(~HC + ~m + m'), in one's complement arithmetic.
@@ -204,6 +250,32 @@ mod tests {
                 assert_eq!(twice, orig);
             }
         }
+    }
+
+    #[test]
+    fn a_port_map_moves_the_servers_port_both_ways_with_valid_checksums() {
+        let map = PortMap {
+            public: 443,
+            server: 8443,
+        };
+        for proto in [TCP, UDP] {
+            let sent = packet(proto, 40_000, 443, b"client hello");
+            let mut p = sent.clone();
+            assert!(map.to_server(&mut p));
+            assert_eq!(u16::from_be_bytes([p[22], p[23]]), 8443);
+            assert_eq!(transport_checksum(&p), 0, "proto {proto}");
+            assert!(map.as_sent(&mut p));
+            assert_eq!(p, sent, "the tap keeps what the client sent");
+            let mut reply = packet(proto, 8443, 40_000, b"server hello");
+            assert!(map.from_server(&mut reply));
+            assert_eq!(reply, packet(proto, 443, 40_000, b"server hello"));
+        }
+        // Another port, another protocol: untouched.
+        let mut other = packet(TCP, 40_000, 5201, b"x");
+        let before = other.clone();
+        assert!(!map.to_server(&mut other));
+        assert!(!map.from_server(&mut other));
+        assert_eq!(other, before);
     }
 
     #[test]

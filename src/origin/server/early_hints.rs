@@ -56,6 +56,21 @@ pub fn links(html: &str, authority: &str) -> Vec<String> {
     values
 }
 
+/// The `103 Early Hints` response carrying `links`, one `Link` field each.
+pub fn response(links: &[String]) -> http::Response<()> {
+    let mut r = http::Response::new(());
+    *r.status_mut() = http::StatusCode::EARLY_HINTS;
+    for v in links {
+        match http::HeaderValue::from_str(v) {
+            Ok(v) => {
+                r.headers_mut().append(http::header::LINK, v);
+            }
+            Err(_) => tracing::debug!("a Link value that is not a header value: {v:?}"),
+        }
+    }
+    r
+}
+
 /// `https://host` of an absolute (or scheme-relative) URL on another authority than `ours`.
 fn other_origin(url: &str, ours: &str) -> Option<String> {
     let rest = url

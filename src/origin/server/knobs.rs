@@ -3,7 +3,7 @@
 //! stated here so the run metadata can say exactly what was in force).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{bail, Context, Result};
@@ -255,15 +255,21 @@ pub struct ServerKnobs {
     #[arg(long, value_name = "POLICY")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priorities: Option<Priorities>,
-    /// Send `103 Early Hints` before a page's final response: `Link` preloads of the page's
-    /// render-blocking stylesheets and scripts and its first image, and preconnects to their
-    /// other origins (see `early_hints`): true/false [default: false]. The embedded server
-    /// sends them over HTTP/3 only (hyper 1 has no server API for informational responses):
-    /// with it, offer h3 only (`--server-protocols h3`).
+    /// Send `103 Early Hints` before a page's final response, over h2 and h3: `Link` preloads
+    /// of the page's render-blocking stylesheets and scripts and its first image, and
+    /// preconnects to their other origins (see `early_hints`), or the list of
+    /// `early_hints_links`: true/false [default: false]. Not over HTTP/1.1 (Chromium ignores
+    /// 103 there, and hyper cannot send it): measure h2, h3.
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early_hints: Option<bool>,
+    /// With `early_hints`: the hints to send, page by page, from FILE (one a line: the page —
+    /// a target like /index.html or an https:// URL — then its Link value) instead of those
+    /// read from the page.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_hints_links: Option<PathBuf>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -299,6 +305,8 @@ pub struct EffectiveKnobs {
     pub priorities: Priorities,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub early_hints: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_hints_links: Option<PathBuf>,
 }
 
 fn resumed_before_the_knob() -> bool {
@@ -399,7 +407,8 @@ impl ServerKnobs {
             tls_resumption,
             quic_0rtt,
             priorities,
-            early_hints
+            early_hints,
+            early_hints_links
         )
     }
 
@@ -509,21 +518,17 @@ impl ServerKnobs {
 
     /// The rules that span knobs.
     fn check_combinations(&self) -> Result<(), KnobError> {
-        if self.early_hints == Some(true) {
-            let tcp = self
-                .protocols
-                .as_deref()
-                .is_none_or(|p| p.iter().any(|p| *p != Protocol::H3));
-            if tcp {
-                return Err(KnobError {
-                    field: "early_hints",
-                    flag: "early-hints".into(),
-                    value: "true".into(),
-                    why: "the embedded server sends 103 Early Hints over HTTP/3 only (hyper 1, \
-its HTTP/1.1 and HTTP/2 server, has no API for informational responses): add --server-protocols h3 \
-and measure h3 and h3-primed"
-                        .into(),
-                });
+        if let Some(file) = &self.early_hints_links {
+            let shown = file.display();
+            if self.early_hints != Some(true) {
+                return Err(knob_error(
+                    "early_hints_links",
+                    shown,
+                    "the list is sent only with --early-hints true: add it",
+                ));
+            }
+            if let Err(e) = super::hint_list::HintList::read(file) {
+                return Err(knob_error("early_hints_links", shown, format!("{e:#}")));
             }
         }
         if self.quic_0rtt == Some(true) && self.tls_resumption == Some(false) {
@@ -579,6 +584,7 @@ and measure h3 and h3-primed"
             quic_0rtt: self.quic_0rtt.unwrap_or(true) && self.tls_resumption.unwrap_or(true),
             priorities: self.priorities.unwrap_or_default(),
             early_hints: self.early_hints.unwrap_or(false),
+            early_hints_links: self.early_hints_links.clone(),
         }
     }
 }

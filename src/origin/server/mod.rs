@@ -11,6 +11,7 @@ pub mod capture;
 pub mod cert;
 pub mod client;
 pub mod early_hints;
+pub mod hint_list;
 pub mod knobs;
 pub mod log;
 pub mod paths;
@@ -20,8 +21,10 @@ pub mod sockets;
 pub mod stats;
 pub mod tls;
 
+mod h2;
 mod quic;
 mod quic_streams;
+mod response;
 mod tcp;
 mod turns;
 
@@ -166,6 +169,11 @@ impl EmbeddedServer {
                 alt_svc_over_h3: knobs.alt_svc_over_h3,
                 replay: Default::default(),
                 early_hints: knobs.early_hints,
+                hint_list: knobs
+                    .early_hints_links
+                    .as_deref()
+                    .map(hint_list::HintList::read)
+                    .transpose()?,
             },
             log: log.clone(),
             registry: registry.clone(),

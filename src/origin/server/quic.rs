@@ -412,14 +412,10 @@ async fn send_early_hints(
     if hints.is_empty() {
         return;
     }
-    let mut r = http::Response::new(());
-    *r.status_mut() = http::StatusCode::EARLY_HINTS;
-    for v in &hints {
-        if let Ok(v) = http::HeaderValue::from_str(v) {
-            r.headers_mut().append(http::header::LINK, v);
-        }
-    }
-    match stream.send_response(r).await {
+    match stream
+        .send_response(super::early_hints::response(&hints))
+        .await
+    {
         Ok(()) => pending.rec.early_hints = hints,
         Err(e) => tracing::debug!("103 for {target} not sent: {e}"),
     }

@@ -37,11 +37,14 @@ pub(crate) struct Site {
     /// `--early-hints`: the workload tree's files may be reused within a load (a browser
     /// fetches a hinted `no-store` response again when the page asks for it).
     pub early_hints: bool,
+    /// `--early-hints-links`: the user's hints, instead of those read from the page.
+    pub hint_list: Option<super::hint_list::HintList>,
 }
 
 /// The workload tree's `Cache-Control`: `no-store`, as the study; under `--early-hints` a
 /// short lifetime, so the page can take what its hints preloaded (each run's browser starts
 /// with an empty cache, and a repeat view clears it unless `--repeat-cache keep`).
+const REPLAYED_ALT_SVC: HeaderValue = HeaderValue::from_static("h3=\":443\"; ma=86400");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 const HINTED: HeaderValue = HeaderValue::from_static("max-age=600");
 
@@ -110,8 +113,11 @@ impl Site {
     }
 
     /// The `Link` values of a `103 Early Hints` for a GET of `target` from `authority`: the
-    /// page's own hints ([`super::early_hints::links`]); none for anything but an HTML page.
+    /// user's list's, else the page's own hints ([`super::early_hints::links`]); none for anything but an HTML page.
     pub fn early_hints(&self, authority: Option<&str>, target: &str) -> Vec<String> {
+        if let Some(list) = &self.hint_list {
+            return list.links(authority.unwrap_or(""), target);
+        }
         let host = authority.unwrap_or("").split(':').next().unwrap_or("");
         let html = match self.replaying() {
             Some(replay) => {
@@ -263,7 +269,13 @@ impl Site {
             .filter(|_| !reply.no_alt_svc)
             .filter(|_| !over_h3 || self.alt_svc_over_h3)
         {
-            h.insert(http::header::ALT_SVC, a.clone());
+            // A replayed site is on port 443 as its pages say, whatever port this server
+            // listens on (the link maps it for an arm of --servers).
+            let a = match reply.recorded {
+                Some(_) => REPLAYED_ALT_SVC,
+                None => a.clone(),
+            };
+            h.insert(http::header::ALT_SVC, a);
         }
         if let Some(allow) = reply.allow {
             h.insert(ALLOW, HeaderValue::from_static(allow));

@@ -1,29 +1,25 @@
 //! HTTP/1.1 and HTTP/2 over TLS over TCP: accept, TLS handshake, pick the protocol by ALPN,
-//! serve with hyper, and count what goes out.
+//! serve (HTTP/1.1 with hyper, HTTP/2 in [`super::h2`]), and count what goes out.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use super::knobs::Protocol;
-use super::log::PendingRecord;
-use super::priority::{Priorities, Priority};
-use super::site::{upload_reply, Plan, Reply, CHUNK};
+use super::response::{new_pending, respond, ResponseBody};
+use super::site::{upload_reply, Plan};
 use super::stats::{ConnGuard, Probe, Transport};
-use super::turns::{Counted, Turn, Turns, PRIORITY_CHUNK};
+use super::turns::{Counted, Turns, PRIORITY_CHUNK};
 use super::Ctx;
 
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -139,56 +135,25 @@ async fn serve_tls(
         .established(id, protocol.alpn(), t0.elapsed().as_secs_f64() * 1000.0);
     let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     guard.registry().resumed(id, resumed);
-    let svc_ctx = ctx.clone();
-    // HTTP/1.1 answers one request at a time: nothing to schedule.
-    let turns = turns.filter(|_| protocol == Protocol::H2);
-    let svc = hyper::service::service_fn(move |req| {
-        let conn = Conn {
-            id,
-            peer,
-            protocol,
-            turns: turns.clone(),
-        };
-        handle(req, svc_ctx.clone(), conn)
-    });
-    let io = TokioIo::new(tls);
-    // Drives a hyper connection; on shutdown it finishes in-flight requests, then closes.
-    macro_rules! drive {
-        ($conn:expr) => {{
-            let conn = $conn;
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => r,
-                _ = super::stop_requested(&mut shutdown) => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            }
-        }};
+    if protocol == Protocol::H2 {
+        let conn = super::h2::H2Conn { id, peer, turns };
+        return super::h2::serve(tls, ctx.clone(), conn, shutdown).await;
     }
-    let result = match protocol {
-        Protocol::H2 => {
-            let k = &ctx.knobs;
-            let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-            b.timer(TokioTimer::new())
-                .max_concurrent_streams(k.h2_max_concurrent_streams)
-                .initial_stream_window_size(k.h2_initial_stream_window as u32)
-                .initial_connection_window_size(k.h2_initial_connection_window as u32);
-            match (k.h2_stream_buffer, k.priorities) {
-                (Some(n), _) => {
-                    b.max_send_buf_size(n as usize);
-                }
-                (None, Priorities::Ignore) => {}
-                (None, _) => {
-                    b.max_send_buf_size(PRIORITY_CHUNK);
-                }
-            }
-            drive!(b.serve_connection(io, svc))
-        }
-        _ => {
-            let mut b = hyper::server::conn::http1::Builder::new();
-            b.timer(TokioTimer::new()).keep_alive(true);
-            drive!(b.serve_connection(io, svc))
+    // HTTP/1.1 answers one request at a time: nothing to schedule, and no 103 (hyper 1 has no
+    // API for it; Chromium ignores 103 over HTTP/1.1 anyway).
+    let svc_ctx = ctx.clone();
+    let svc = hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    // On shutdown it finishes the request in flight, then closes.
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = super::stop_requested(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
         }
     };
     result.map_err(|e| {
@@ -210,43 +175,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
-/// The connection a request came on.
-struct Conn {
-    id: u64,
-    peer: SocketAddr,
-    protocol: Protocol,
-    /// h2 under `--priorities`: the connection's schedule.
-    turns: Option<Turns>,
-}
-
+/// An HTTP/1.1 request.
 async fn handle(
     req: Request<Incoming>,
     ctx: Arc<Ctx>,
-    conn: Conn,
+    conn_id: u64,
+    peer: SocketAddr,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let Conn {
-        id: conn_id,
-        peer,
-        protocol,
-        turns,
-    } = conn;
-    let seq = ctx.registry.next_request(conn_id);
-    let target = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| req.uri().to_string());
-    let mut pending = PendingRecord::new(
-        ctx.log.clone(),
-        peer,
-        protocol.alpn(),
-        req.method().as_str(),
-        &target,
-        conn_id,
-        seq,
-        None,
-    );
-    pending.rec.priority = super::priority::header(req.headers());
+    let (target, mut pending) = new_pending(&req, &ctx, conn_id, peer, Protocol::H1);
     let reply = match ctx.site.plan_request(&req, &target, &mut pending).await {
         Plan::Respond(r) => r,
         Plan::Upload => {
@@ -258,103 +194,9 @@ async fn handle(
             upload_reply(n, pending.start.elapsed())
         }
     };
-    pending.answered();
-    pending.rec.status = reply.status.as_u16();
-    pending.rec.replay = reply.replay;
-    let turn = turns.map(|t| {
-        let p = Priority::parse(pending.rec.priority.as_deref().unwrap_or(""));
-        pending.rec.scheduled = Some(p);
-        t.join(seq, p)
-    });
-    let (parts, ()) = ctx.site.head(&reply, false).into_parts();
-    Ok(Response::from_parts(
-        parts,
-        ResponseBody::new(reply, pending, turn),
-    ))
-}
-
-/// A response body that counts what hyper takes from it and logs the request when done; under
-/// `--priorities` it hands a chunk over only in its turn.
-pub(crate) struct ResponseBody {
-    data: Bytes,
-    pos: usize,
-    pending: Option<PendingRecord>,
-    turn: Option<Turn>,
-}
-
-impl ResponseBody {
-    fn new(reply: Reply, pending: PendingRecord, turn: Option<Turn>) -> ResponseBody {
-        let data = if reply.head_only {
-            Bytes::new()
-        } else {
-            reply.body
-        };
-        let mut body = ResponseBody {
-            data,
-            pos: 0,
-            pending: Some(pending),
-            turn,
-        };
-        if body.data.is_empty() {
-            // Nothing for hyper to poll: the head is the whole response.
-            body.finish();
-        }
-        body
-    }
-
-    fn finish(&mut self) {
-        if let Some(mut p) = self.pending.take() {
-            p.set_complete();
-        }
-        // The turn passes on with the last chunk.
-        self.turn = None;
-    }
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let len = self.data.len();
-        if self.pos >= len {
-            self.finish();
-            return Poll::Ready(None);
-        }
-        let chunk_size = match &self.turn {
-            Some(turn) => {
-                std::task::ready!(turn.poll_ready(cx));
-                PRIORITY_CHUNK
-            }
-            None => CHUNK,
-        };
-        let end = (self.pos + chunk_size).min(len);
-        let chunk = self.data.slice(self.pos..end);
-        self.pos = end;
-        if let Some(p) = self.pending.as_mut() {
-            p.body_started();
-            p.rec.bytes_sent += chunk.len() as u64;
-        }
-        if let Some(turn) = &self.turn {
-            turn.sent(chunk.len());
-        }
-        if self.pos >= len {
-            // hyper may not poll again after the last frame of a sized body.
-            self.finish();
-        }
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.pos >= self.data.len()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact((self.data.len() - self.pos) as u64)
-    }
+    let (head, body) = respond(reply, pending, None, &ctx.site);
+    let (parts, ()) = head.into_parts();
+    Ok(Response::from_parts(parts, body))
 }
 
 /// Reads a request body to its end (or its first error), counting its bytes: an upload.

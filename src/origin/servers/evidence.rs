@@ -35,6 +35,12 @@ pub struct ServerView {
     /// When the request's head arrived (Unix ms; None: the server's log does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received_unix_ms: Option<u64>,
+    /// The h2 or h3 stream it came on (None: HTTP/1.1, or the server's log does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_id: Option<u64>,
+    /// The `Link` values of the `103 Early Hints` sent before its response (`--early-hints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub early_hints: Vec<String>,
 }
 
 /// The server's transport figures for one run, summed over its connections.

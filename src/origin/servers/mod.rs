@@ -372,6 +372,24 @@ impl ServerChoice {
         }
     }
 
+    /// Refuses knobs that cannot work on protocol `p` with this server: Early Hints over
+    /// HTTP/1.1 (Chromium ignores a 103 there, and hyper, the embedded server's HTTP/1.1, cannot
+    /// send one). `knobs` are the matrix's; an arm's own are laid over them.
+    pub fn check_knobs(&self, knobs: &ServerKnobs, p: Protocol) -> Result<()> {
+        let knobs = match self {
+            ServerChoice::Arm(a) => knobs.overlay(&a.knobs),
+            ServerChoice::Registered(r) if r.name == embedded::SERVER.name => knobs.clone(),
+            _ => return Ok(()),
+        };
+        if knobs.early_hints == Some(true) && p == Protocol::H1 {
+            bail!(
+                "--servers {}: Early Hints are not sent over HTTP/1.1 (Chromium ignores a 103 there, and the embedded server's HTTP/1.1 cannot send one): measure h2 and h3, or leave --early-hints out",
+                self.name()
+            );
+        }
+        Ok(())
+    }
+
     /// Refuses a site workload (a recorded site or a sharded page, served from its archive) on
     /// a server that cannot replay one: only the embedded server does.
     pub fn check_replay(&self, workload: &str) -> Result<()> {

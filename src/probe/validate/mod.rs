@@ -398,6 +398,8 @@ pub(crate) mod tests {
             server_ms: None,
             priority: None,
             received_unix_ms: None,
+            stream_id: None,
+            early_hints: Vec::new(),
         }];
         for e in obs.resources.iter().map(EntryTiming::parse) {
             v.push(ServerView {
@@ -413,6 +415,8 @@ pub(crate) mod tests {
                 server_ms: None,
                 priority: None,
                 received_unix_ms: None,
+                stream_id: None,
+                early_hints: Vec::new(),
             });
         }
         v
@@ -675,6 +679,8 @@ pub(crate) mod tests {
             server_ms: None,
             priority: None,
             received_unix_ms: None,
+            stream_id: None,
+            early_hints: Vec::new(),
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

@@ -93,6 +93,8 @@ fn parse_combined(line: &str) -> Option<ServerView> {
         server_ms: None,
         priority: None,
         received_unix_ms: None,
+        stream_id: None,
+        early_hints: Vec::new(),
     })
 }
 
@@ -113,6 +115,8 @@ pub fn record_view(r: &RequestRecord) -> ServerView {
         server_ms: r.answer_ms,
         priority: r.priority.clone(),
         received_unix_ms: Some(r.time_unix_ms),
+        stream_id: r.stream_id,
+        early_hints: r.early_hints.clone(),
     }
 }
 
@@ -149,6 +153,8 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                 server_ms: None,
                 priority: None,
                 received_unix_ms: None,
+                stream_id: None,
+                early_hints: Vec::new(),
             })
         }
         LogFormat::Combined | LogFormat::Pagebench => None,
@@ -165,6 +171,8 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
             server_ms: None,
             priority: None,
             received_unix_ms: None,
+            stream_id: None,
+            early_hints: Vec::new(),
         }),
     }
 }
