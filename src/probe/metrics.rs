@@ -702,9 +702,10 @@ fn completion(
     resources: &[ResourceMetrics],
 ) {
     match kind {
-        WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {
-            m.completion_ms = m.load_event_end_ms
-        }
+        WorkloadKind::Page { .. }
+        | WorkloadKind::Sharded { .. }
+        | WorkloadKind::Site { .. }
+        | WorkloadKind::LateStylesheet { .. } => m.completion_ms = m.load_event_end_ms,
         WorkloadKind::Download { bytes } => {
             // Only a body the page checked (length and SHA-256) counts as completed.
             let whole = obs

@@ -292,6 +292,9 @@ pub fn workload_title(workload: &str) -> String {
             let hosts = if shards == 1 { "host" } else { "hosts" };
             format!("{page} over {shards} {hosts}")
         }
+        Some(WorkloadKind::LateStylesheet { images }) => {
+            format!("{images} images before a late stylesheet")
+        }
         Some(WorkloadKind::Download { bytes }) => format!("{} download", fmt_bytes(bytes)),
         Some(WorkloadKind::Upload { bytes }) => format!("{} upload", fmt_bytes(bytes)),
         Some(WorkloadKind::Site { .. }) | None => workload.to_string(),

@@ -40,6 +40,10 @@ pub fn run_seconds(profile: &Profile, workload: &Workload) -> f64 {
             (bytes, 4.0 + *files as f64 / 6.0, false)
         }
         WorkloadKind::Site { .. } => (421_000.0, 4.0 + 50.0 / 6.0, false),
+        WorkloadKind::LateStylesheet { images } => {
+            let bytes = *images as f64 * crate::config::workload::LATE_CSS_IMAGE_BYTES as f64;
+            (bytes, 5.0 + *images as f64 / 6.0, false)
+        }
         WorkloadKind::Download { bytes } => (*bytes as f64, 4.0 + slow_start_rtts(*bytes), false),
         WorkloadKind::Upload { bytes } => (*bytes as f64, 4.0 + slow_start_rtts(*bytes), true),
     };

@@ -50,6 +50,14 @@ pub fn generate(root: &Path, workload: &Workload, seed: u64) -> Result<Manifest>
             let html = page_html(&workload.name, &planned, |_, f| f.rel.clone());
             (html, planned, None)
         }
+        WorkloadKind::LateStylesheet { images } => {
+            let planned = plan_late_stylesheet(&mut rng, images);
+            (
+                late_stylesheet_html(&workload.name, &planned),
+                planned,
+                None,
+            )
+        }
         WorkloadKind::Site { dir } => bail!(
             "{}: a site archive is recorded or imported, not generated",
             dir.display()
@@ -434,6 +442,60 @@ fn plan_page(rng: &mut ChaCha8Rng, n: u32, file_bytes: Option<u64>) -> Vec<Plann
     out
 }
 
+/// A `latecssN` page's files: the small stylesheet that imports the late one, the late one,
+/// the images.
+fn plan_late_stylesheet(rng: &mut ChaCha8Rng, images: u32) -> Vec<Planned> {
+    let mut out = vec![
+        Planned {
+            rel: "css/first.css".into(),
+            kind: FileKind::Css,
+            bytes: b"@import url(\"late.css\");\n".to_vec(),
+            hero: false,
+        },
+        Planned {
+            rel: "css/late.css".into(),
+            kind: FileKind::Css,
+            bytes: content::css(rng, super::LATE_CSS_BYTES as usize, 1, None),
+            hero: false,
+        },
+    ];
+    for i in 1..=images {
+        out.push(Planned {
+            rel: format!("img/image{i:03}.png"),
+            kind: FileKind::Image,
+            bytes: content::png(rng, super::LATE_CSS_IMAGE_BYTES as usize),
+            hero: false,
+        });
+    }
+    out
+}
+
+/// The page: the first stylesheet in its head (the late one is found in it, a round trip
+/// after the images the preload scanner finds in the body), then every image.
+fn late_stylesheet_html(name: &str, files: &[Planned]) -> String {
+    let mut h = String::from(HEAD);
+    h.push_str(&format!("<title>pagebench {name}</title>\n"));
+    h.push_str("<link rel=\"stylesheet\" href=\"css/first.css\">\n</head>\n<body>\n");
+    h.push_str(&format!(
+        "<h1>pagebench {name}</h1>\n<p>Images requested before the render-blocking stylesheet \
+         that an earlier stylesheet imports: a server's response priorities decide which \
+         arrives first.</p>\n"
+    ));
+    for (n, f) in files
+        .iter()
+        .filter(|f| f.kind == FileKind::Image)
+        .enumerate()
+    {
+        h.push_str(&format!(
+            "<img src=\"{}\" alt=\"image {}\" width=\"64\" height=\"64\">\n",
+            f.rel,
+            n + 1
+        ));
+    }
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
 const HEAD: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <link rel=\"icon\" href=\"data:,\">\n";
@@ -559,6 +621,31 @@ fn upload_html(name: &str, bytes: u64, seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_stylesheet_page_imports_its_big_stylesheet_after_its_images() {
+        let root = tempfile::tempdir().unwrap();
+        let m = generate(root.path(), &"latecss3".parse().unwrap(), 1).unwrap();
+        let sizes: Vec<(&str, u64)> = m.files.iter().map(|f| (f.path.as_str(), f.size)).collect();
+        assert_eq!(sizes.len(), 5, "{sizes:?}");
+        assert_eq!(
+            sizes[1],
+            ("/latecss3/css/late.css", super::super::LATE_CSS_BYTES)
+        );
+        assert!(sizes[2..]
+            .iter()
+            .all(|(p, s)| p.ends_with(".png") && *s == super::super::LATE_CSS_IMAGE_BYTES));
+        let dir = root.path().join("latecss3");
+        let first = std::fs::read_to_string(dir.join("css/first.css")).unwrap();
+        assert!(first.contains("@import url(\"late.css\")"), "{first}");
+        let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+        let css_at = html.find("css/first.css").unwrap();
+        assert!(html.find("img/image001.png").unwrap() > css_at);
+        assert!(
+            !html.contains("late.css"),
+            "found only through the first stylesheet"
+        );
+    }
 
     #[test]
     fn regenerating_replaces_the_tree_and_leaves_no_staging_dir() {

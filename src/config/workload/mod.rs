@@ -49,6 +49,10 @@ pub const MIN_FILE_BYTES: u64 = 128;
 pub const MAX_FILES: u32 = 1000;
 /// The host every workload is served under (`browser::HOST`); a reserved `.test` name.
 pub const PAGE_HOST: &str = "pagebench.test";
+/// Each image of a `latecssN` page, and its late stylesheet: twice an image, so a server that
+/// interleaves every response finishes it last.
+pub const LATE_CSS_IMAGE_BYTES: u64 = 60_000;
+pub const LATE_CSS_BYTES: u64 = 120_000;
 /// Most hosts a sharded page (`pageNsK`) may spread its files over.
 pub const MAX_SHARDS: u32 = 16;
 
@@ -59,6 +63,10 @@ pub enum WorkloadKind {
     /// An HTML page with `files` subresources; `file_bytes` fixes every file's size
     /// (the "many streams, few bytes" case), otherwise a realistic mix.
     Page { files: u32, file_bytes: Option<u64> },
+    /// `latecssN`: a page of `images` images whose render-blocking stylesheet is found late (a
+    /// small stylesheet `@import`s it), so it is requested after every image: what a server's
+    /// response priorities decide ([`LATE_CSS_IMAGE_BYTES`], [`LATE_CSS_BYTES`]).
+    LateStylesheet { images: u32 },
     /// A page that `fetch()`es one file of `bytes` and reports its completion.
     Download { bytes: u64 },
     /// A page that POSTs a generated body of `bytes` to `/upload`.
@@ -88,7 +96,10 @@ impl WorkloadKind {
     pub fn is_page(&self) -> bool {
         matches!(
             self,
-            WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. }
+            WorkloadKind::Page { .. }
+                | WorkloadKind::Sharded { .. }
+                | WorkloadKind::Site { .. }
+                | WorkloadKind::LateStylesheet { .. }
         )
     }
 }
@@ -177,6 +188,7 @@ fn parse_size(s: &str) -> Option<u64> {
 
 const NAME_HELP: &str = "use pageN (e.g. page20), pageNxSIZE (e.g. page50x900, page20x4kb), \
 pageNsK or pageNxSIZEsK for pageN's files sharded over K = 1 to 16 hosts (e.g. page50s4), \
+latecssN (N images, then a render-blocking stylesheet found late: e.g. latecss40), \
 download or downloadSIZE (e.g. download10mb), upload or uploadSIZE (e.g. upload5mb), or \
 site:DIR (a site archive made by `pagebench record` or `pagebench import`)";
 
@@ -224,7 +236,19 @@ impl FromStr for Workload {
         if let Some(dir) = name.strip_prefix("site:") {
             return parse_site(name, dir);
         }
-        let kind = if let Some(rest) = name.strip_prefix("page") {
+        let kind = if let Some(rest) = name.strip_prefix("latecss") {
+            let images: u32 = rest
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_FILES - 2).contains(n))
+                .with_context(|| {
+                    format!(
+                        "workload {name:?}: the image count must be 1 to {}; {NAME_HELP}",
+                        MAX_FILES - 2
+                    )
+                })?;
+            WorkloadKind::LateStylesheet { images }
+        } else if let Some(rest) = name.strip_prefix("page") {
             // No size suffix has an `s`: the last one starts the shard count.
             let (rest, shards) = match rest.rsplit_once('s') {
                 None => (rest, None),
@@ -617,6 +641,9 @@ mod tests {
                 file_bytes: Some(4000)
             }
         );
+        let w: Workload = "latecss40".parse().unwrap();
+        assert_eq!(w.kind, WorkloadKind::LateStylesheet { images: 40 });
+        assert!(w.kind.is_page() && !w.kind.is_replayed());
         let w: Workload = "download".parse().unwrap();
         assert_eq!(w.kind, WorkloadKind::Download { bytes: 3_000_000 });
         let w: Workload = "upload5mb".parse().unwrap();
@@ -628,6 +655,8 @@ mod tests {
             "foo",
             "download-3",
             "page5000",
+            "latecss0",
+            "latecss",
         ] {
             let e = bad.parse::<Workload>().unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");

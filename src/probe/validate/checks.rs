@@ -514,7 +514,10 @@ fn transfer_body(ev: &Evidence, out: &mut Findings) {
                 field("server_bytes")
             ),
         ),
-        WorkloadKind::Page { .. } | WorkloadKind::Sharded { .. } | WorkloadKind::Site { .. } => {}
+        WorkloadKind::Page { .. }
+        | WorkloadKind::Sharded { .. }
+        | WorkloadKind::Site { .. }
+        | WorkloadKind::LateStylesheet { .. } => {}
     }
 }
 
