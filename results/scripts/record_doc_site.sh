@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records a real documentation page, served from three origins on loopback, as a pagebench site
-# archive: results/sites/$NAME (site.json + bodies/). Debian 12, as root.
+# archive: results/example/sites/$NAME (site.json + bodies/). Debian 12, as root.
 #
 # The page: part 7 of the Django tutorial, intro/tutorial07.html, as Debian's python-django-doc
 # (3:3.2.25, Sphinx) ships it. Nobody in the project wrote it, and it is a typical documentation
@@ -39,13 +39,13 @@
 #    its temporary directory on exit, error and Ctrl-C; prints a summary of the archive.
 #
 # Environment: PAGEBENCH (default target/release/pagebench), NAME (default django-tutorial07),
-# OUT (default results/sites/$NAME; replaced if it exists).
+# OUT (default results/example/sites/$NAME; replaced if it exists).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PAGEBENCH=${PAGEBENCH:-$ROOT/target/release/pagebench}
 NAME=${NAME:-django-tutorial07}
-OUT=${OUT:-$ROOT/results/sites/$NAME}
+OUT=${OUT:-$ROOT/results/example/sites/$NAME}
 PKG=python-django-doc
 DOC=/usr/share/doc/python-django-doc/html
 PAGE=intro/tutorial07.html
