@@ -5,16 +5,25 @@
 //! - [`packet`], [`reassembly`]: headers and in-order delivery of a byte stream (pure);
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
 //! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure);
-//! - [`flights`]: the server's data packets of each connection and their flights (pure).
+//! - [`flights`]: the server's data packets of each connection and their flights (pure);
+//! - what HTTP/2 and HTTP/3 said on the wire: [`tls_records`], [`h2_frames`], [`hpack`],
+//!   [`h3_frames`], [`qpack`], [`huffman`], [`wire_bytes`] (pure).
 
 pub mod flights;
+pub mod h2_frames;
+pub mod h3_frames;
 pub mod handshake;
 pub mod hol;
+pub mod hpack;
+pub mod huffman;
 pub mod packet;
 pub mod pcapng;
+pub mod qpack;
 pub mod quic;
 pub mod reassembly;
 pub mod tls;
+pub mod tls_records;
+pub mod wire_bytes;
 
 use std::fmt;
 use std::str::FromStr;
