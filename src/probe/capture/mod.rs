@@ -6,8 +6,10 @@
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
 //! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure);
 //! - [`flights`]: the server's data packets of each connection and their flights (pure);
-//! - what HTTP/2 and HTTP/3 said on the wire: [`tls_records`], [`h2_frames`], [`hpack`],
-//!   [`h3_frames`], [`qpack`], [`huffman`], [`wire_bytes`] (pure).
+//! - [`streams`]: every request stream on the wire — requests, priorities, response bytes as
+//!   sent — from HTTP/2 ([`tls_records`], [`h2_frames`], [`hpack`]) and HTTP/3 ([`h3_frames`],
+//!   [`qpack`]; both on [`huffman`] and [`wire_bytes`]); [`order`]: whether the server's send
+//!   order followed the requests' urgency (pure).
 
 pub mod flights;
 pub mod h2_frames;
@@ -16,11 +18,13 @@ pub mod handshake;
 pub mod hol;
 pub mod hpack;
 pub mod huffman;
+pub mod order;
 pub mod packet;
 pub mod pcapng;
 pub mod qpack;
 pub mod quic;
 pub mod reassembly;
+pub mod streams;
 pub mod tls;
 pub mod tls_records;
 pub mod wire_bytes;

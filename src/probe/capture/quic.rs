@@ -2212,6 +2212,73 @@ pub(crate) mod tests {
         }
     }
 
+    /// QUIC packets sealed by hand, for the other modules' tests.
+    pub(crate) mod seal {
+        use super::super::*;
+
+        /// An Initial packet of `from` on the connection whose client first chose `odcid`.
+        pub(crate) fn initial(
+            from: Sender,
+            odcid: &[u8],
+            dcid: &[u8],
+            scid: &[u8],
+            pn: u32,
+            payload: &[u8],
+        ) -> Vec<u8> {
+            let keys = &initial_keys(odcid)[from.index()];
+            super::seal_initial(keys, dcid, scid, pn, payload)
+        }
+
+        /// A 1-RTT packet (key phase 0, 4-byte packet number) sealed with AES-128-GCM keys
+        /// of `secret`.
+        pub(crate) fn short(secret: &[u8], dcid: &[u8], pn: u32, payload: &[u8]) -> Vec<u8> {
+            let keys = DirectionKeys::new(CipherSuite::Aes128Gcm, secret.to_vec());
+            let mut packet = vec![0x43];
+            packet.extend(dcid);
+            let pn_offset = packet.len();
+            packet.extend(pn.to_be_bytes());
+            let mut nonce = keys.current.iv;
+            for (n, p) in nonce[4..].iter_mut().zip(u64::from(pn).to_be_bytes()) {
+                *n ^= p;
+            }
+            let mut body = payload.to_vec();
+            keys.current
+                .key
+                .seal_in_place_append_tag(
+                    aead::Nonce::assume_unique_for_key(nonce),
+                    aead::Aad::from(&packet[..]),
+                    &mut body,
+                )
+                .unwrap();
+            packet.extend(body);
+            let sample = &packet[pn_offset + 4..pn_offset + 4 + SAMPLE_LEN];
+            let mask = keys.header.new_mask(sample).unwrap();
+            packet[0] ^= mask[0] & 0x1f;
+            for i in 0..4 {
+                packet[pn_offset + i] ^= mask[1 + i];
+            }
+            packet
+        }
+
+        /// A STREAM frame with offset, length and FIN as given.
+        pub(crate) fn stream_frame(id: u64, offset: u64, data: &[u8], fin: bool) -> Vec<u8> {
+            let mut f = vec![0x0e | u8::from(fin)];
+            for v in [id, offset, data.len() as u64] {
+                f.extend((0x8000_0000 | v as u32).to_be_bytes());
+            }
+            f.extend(data);
+            f
+        }
+
+        /// A CRYPTO frame at offset 0.
+        pub(crate) fn crypto_frame(data: &[u8]) -> Vec<u8> {
+            let mut f = vec![0x06, 0x00];
+            f.extend((0x4000 | data.len() as u16).to_be_bytes());
+            f.extend(data);
+            f
+        }
+    }
+
     /// Protects `payload` as a client Initial packet with a 4-byte packet number.
     fn seal_initial(
         keys: &DirectionKeys,

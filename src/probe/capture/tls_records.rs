@@ -157,7 +157,7 @@ enum State {
         early: Vec<Keys>,
         skipped: usize,
     },
-    Application(Keys),
+    Application(Box<Keys>),
     /// Nothing more can be read.
     Stopped,
 }
@@ -233,7 +233,7 @@ fn read(state: State, header: &[u8], body: &[u8], at: Record, out: &mut Plaintex
         } => {
             for i in 0..traffic.len() {
                 if let Some(plain) = traffic[i].open(header, body) {
-                    return inner(traffic.swap_remove(i), plain, at, out);
+                    return inner(Box::new(traffic.swap_remove(i)), plain, at, out);
                 }
             }
             if let Some(plain) = early.iter_mut().find_map(|k| k.open(header, body)) {
@@ -275,7 +275,7 @@ fn read(state: State, header: &[u8], body: &[u8], at: Record, out: &mut Plaintex
 }
 
 /// A decrypted record's inner plaintext: application data goes out, a KeyUpdate moves on.
-fn inner(keys: Keys, plain: Vec<u8>, at: Record, out: &mut Plaintext) -> State {
+fn inner(keys: Box<Keys>, plain: Vec<u8>, at: Record, out: &mut Plaintext) -> State {
     let content_type = deliver(&plain, at, out);
     if content_type != Some(HANDSHAKE) {
         return State::Application(keys);
@@ -286,7 +286,7 @@ fn inner(keys: Keys, plain: Vec<u8>, at: Record, out: &mut Plaintext) -> State {
     }
     out.key_updates += 1;
     match keys.next() {
-        Some(next) => State::Application(next),
+        Some(next) => State::Application(Box::new(next)),
         None => State::Stopped,
     }
 }
