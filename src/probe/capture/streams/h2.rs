@@ -63,7 +63,9 @@ fn gather(trace: &PacketTrace) -> BTreeMap<Key, Connection> {
         let first = seq.wrapping_add(u32::from(syn));
         let base = *way.base.get_or_insert(first);
         let offset = u64::from(first.wrapping_sub(base));
-        if payload.is_empty() {
+        // Half the sequence space away is before the start (a keepalive probe sits one byte
+        // before what was sent): no byte of the stream.
+        if payload.is_empty() || offset >= 1 << 31 {
             continue;
         }
         way.bytes.sent(offset, payload, p.entered_ns);

@@ -89,8 +89,8 @@ pub struct WireStream {
     /// The response's status (the final one; an informational one when no other came).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// The response's DATA payload bytes as first sent: (ms, bytes), one entry per packet,
-    /// in time order.
+    /// The response's DATA payload bytes as first sent: (ms, bytes), one entry per µs (a
+    /// packet), in time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sends: Vec<(f64, u64)>,
     pub body_bytes: u64,
@@ -219,14 +219,13 @@ impl Draft {
                 .map(|(_, v)| v.clone())
         };
         sends.sort_by_key(|s| s.0);
+        // One entry per µs: a packet's frames, and packets sent within the same µs.
         let mut merged: Vec<(f64, u64)> = Vec::new();
-        let mut last_ns = None;
         for (ns, n) in sends {
             match merged.last_mut() {
-                Some(m) if last_ns == Some(ns) => m.1 += n,
+                Some(m) if m.0 == ms(ns) => m.1 += n,
                 _ => merged.push((ms(ns), n)),
             }
-            last_ns = Some(ns);
         }
         WireStream {
             id,
@@ -296,5 +295,147 @@ mod fixture {
             dropped: delay.is_none().then_some(DropCause::Loss),
             data,
         }
+    }
+}
+
+/// Recorded loads (`tests/fixtures/wire/`): Chromium against the embedded server on the wired
+/// profile, page10, the server side of the link and the key log.
+#[cfg(test)]
+mod recorded {
+    use std::io::Read;
+
+    use super::super::order;
+    use super::super::pcapng::read::server_side;
+    use super::super::quic::KeyLog;
+    use super::*;
+
+    fn load(name: &str) -> WireStreams {
+        let dir = format!("{}/tests/fixtures/wire/{name}", env!("CARGO_MANIFEST_DIR"));
+        let gz = std::fs::read(format!("{dir}/server.pcapng.gz")).unwrap();
+        let mut file = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_end(&mut file)
+            .unwrap();
+        let keys = KeyLog::parse(&std::fs::read_to_string(format!("{dir}/keys.log")).unwrap());
+        analyse(&server_side(&file), &keys.unwrap())
+    }
+
+    /// page10's files in request order, their sizes (tshark agrees: `http2.length` of the
+    /// DATA frames per stream) and the priority Chromium gave each.
+    const PAGE10: [(&str, u64, Option<&str>); 11] = [
+        ("index.html", 1061, Some("u=0, i")),
+        ("css/style01.css", 3842, Some("u=0")),
+        ("img/image003.png", 5501, Some("u=1, i")),
+        ("js/script01.js", 6666, None),
+        ("js/script02.js", 4663, None),
+        ("img/image001.png", 5889, Some("i")),
+        ("img/image002.png", 6712, Some("i")),
+        ("img/image004.png", 14044, Some("i")),
+        ("img/image005.png", 5817, Some("i")),
+        ("img/image006.png", 9442, None),
+        ("font/pb-sans.ttf", 17424, Some("u=0")),
+    ];
+
+    /// Every stream: its request, its status, its body whole, its times in order.
+    fn check_page10(w: &WireStreams, protocol: WireProtocol, id_step: u64) -> &WireConnection {
+        assert_eq!(w.problems, Vec::<String>::new());
+        assert_eq!(w.http1_connections, 0);
+        let [c] = &w.connections[..] else {
+            panic!("{:?}", w.connections)
+        };
+        assert_eq!(c.protocol, protocol);
+        assert_eq!(c.streams.len(), PAGE10.len());
+        for (k, (s, (file, size, _))) in c.streams.iter().zip(PAGE10).enumerate() {
+            assert_eq!(
+                s.id,
+                k as u64 * id_step + u64::from(protocol == WireProtocol::H2)
+            );
+            assert_eq!(s.path.as_deref(), Some(&*format!("/page10/{file}")));
+            assert_eq!(
+                (s.method.as_deref(), s.authority.as_deref()),
+                (Some("GET"), Some("pagebench.test"))
+            );
+            assert_eq!((s.status, s.body_bytes), (Some(200), size), "{file}");
+            assert_eq!(s.sends.iter().map(|x| x.1).sum::<u64>(), size);
+            assert!(
+                s.sends.windows(2).all(|w| w[0].0 < w[1].0),
+                "{file}: {:?}",
+                s.sends
+            );
+            let (sent, read) = (s.requested_ms.unwrap(), s.arrived_ms.unwrap());
+            // Half the wired profile's 40 ms round trip, give or take the emulator.
+            assert!(
+                (15.0..25.0).contains(&(read - sent)),
+                "{file}: {sent} → {read}"
+            );
+            assert!(read < s.first_byte_ms().unwrap(), "{file}");
+        }
+        c
+    }
+
+    #[test]
+    fn a_recorded_h2_load_reads_whole() {
+        let w = load("h2-page10");
+        let c = check_page10(&w, WireProtocol::H2, 2);
+        for (s, (file, _, priority)) in c.streams.iter().zip(PAGE10) {
+            let expected = if file.ends_with("image006.png") {
+                Some("i")
+            } else {
+                priority
+            };
+            assert_eq!(s.priority.as_deref(), expected, "{file}");
+            assert!(s.updates.is_empty());
+        }
+        // The server ran `--priorities rfc9218`, yet the font (u=0, asked for last) waited
+        // behind 20207 bytes of scripts and images the server had written to its socket: the
+        // inverted bytes are those sent while the font waited.
+        let order = order::check(c);
+        assert_eq!(
+            (order.inverted_bytes, order.contested_bytes),
+            (20_207, 24_049)
+        );
+        let font = c.streams.last().unwrap();
+        let before: u64 = c.streams[..10]
+            .iter()
+            .flat_map(|s| &s.sends)
+            .filter(|(t, _)| *t >= font.arrived_ms.unwrap() && *t < font.last_byte_ms().unwrap())
+            .map(|s| s.1)
+            .sum();
+        assert_eq!(before, 20_207);
+        let urgencies: Vec<(u8, usize)> = order
+            .by_urgency
+            .iter()
+            .map(|u| (u.urgency, u.streams))
+            .collect();
+        assert_eq!(urgencies, [(0, 3), (1, 1), (3, 7)]);
+    }
+
+    #[test]
+    fn a_recorded_h3_load_reads_whole_with_its_priority_updates() {
+        let w = load("h3-page10");
+        let c = check_page10(&w, WireProtocol::H3, 4);
+        for (s, (file, _, priority)) in c.streams.iter().zip(PAGE10) {
+            let expected = if file.ends_with("image006.png") {
+                Some("u=1, i")
+            } else {
+                priority
+            };
+            assert_eq!(s.priority.as_deref(), expected, "{file}");
+            // Chromium repeats a request's priority on the control stream, in the same
+            // packet, when it differs from the default.
+            match &s.updates[..] {
+                [] => assert_eq!(expected, None, "{file}"),
+                [u] => {
+                    assert_eq!(Some(&*u.value), expected, "{file}");
+                    assert_eq!(
+                        (Some(u.sent_ms), u.arrived_ms),
+                        (s.requested_ms, s.arrived_ms)
+                    );
+                }
+                more => panic!("{file}: {more:?}"),
+            }
+        }
+        let order = order::check(c);
+        assert!(order.inverted_share.unwrap() > 0.5, "{order:?}");
     }
 }
