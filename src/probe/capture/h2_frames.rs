@@ -100,72 +100,90 @@ fn unpadded(f: &Frame, buf: &[u8], skip: usize) -> Option<Range<usize>> {
     (start <= declared_end).then_some(start..declared_end.min(end))
 }
 
+/// A header block being gathered from HEADERS or PUSH_PROMISE and its CONTINUATIONs.
+struct Block {
+    stream: u32,
+    bytes: Vec<u8>,
+    end_stream: bool,
+    push: bool,
+}
+
+impl Block {
+    /// The block complete, its last frame ending at `end`.
+    fn event(self, end: usize) -> Event {
+        match self.push {
+            true => Event::PushPromise { block: self.bytes },
+            false => Event::Headers {
+                stream: self.stream,
+                block: self.bytes,
+                end: end as u64,
+                end_stream: self.end_stream,
+            },
+        }
+    }
+}
+
+/// The header block fragment a frame carries (a CONTINUATION only while a block is open).
+fn fragment(f: &Frame, buf: &[u8], open: bool) -> Option<Range<usize>> {
+    match f.kind {
+        HEADERS => unpadded(f, buf, if f.flags & PRIORITY != 0 { 5 } else { 0 }),
+        PUSH_PROMISE => unpadded(f, buf, 4),
+        CONTINUATION if open => Some(f.payload.clone()),
+        _ => None,
+    }
+}
+
+/// What a frame outside header blocks says, if anything the analysis reads.
+fn other(f: &Frame, buf: &[u8]) -> Option<Event> {
+    match f.kind {
+        DATA => unpadded(f, buf, 0).map(|r| Event::Data {
+            stream: f.stream,
+            payload: r.start as u64..r.end as u64,
+            end_stream: f.flags & END_STREAM != 0 && f.whole,
+        }),
+        PRIORITY_UPDATE if f.whole => priority_update(&buf[f.payload.clone()], f.payload.end),
+        RST_STREAM => Some(Event::Reset { stream: f.stream }),
+        _ => None,
+    }
+}
+
 /// Reads the events of one direction's plaintext from `from` (after the preface for the
 /// client). A problem says where reading stopped early.
 pub fn events(buf: &[u8], from: usize) -> (Vec<Event>, Option<String>) {
     let mut out = Vec::new();
-    // A header block being gathered: stream, bytes, END_STREAM, whether a PUSH_PROMISE.
-    let mut open: Option<(u32, Vec<u8>, bool, bool)> = None;
+    let mut open: Option<Block> = None;
     for f in frames(buf, from) {
-        if let Some((stream, ..)) = &open {
-            if f.kind != CONTINUATION || f.stream != *stream {
-                let at = f.payload.start - 9;
-                return (
-                    out,
-                    Some(format!("a header block is not continued at offset {at}")),
-                );
-            }
+        if open
+            .as_ref()
+            .is_some_and(|b| f.kind != CONTINUATION || f.stream != b.stream)
+        {
+            let at = f.payload.start - 9;
+            return (
+                out,
+                Some(format!("a header block is not continued at offset {at}")),
+            );
         }
-        let fragment = match f.kind {
-            HEADERS => {
-                let skip = if f.flags & PRIORITY != 0 { 5 } else { 0 };
-                unpadded(&f, buf, skip).map(|r| (false, r))
-            }
-            PUSH_PROMISE => unpadded(&f, buf, 4).map(|r| (true, r)),
-            CONTINUATION if open.is_some() => Some((false, f.payload.clone())),
-            DATA => {
-                if let Some(r) = unpadded(&f, buf, 0) {
-                    out.push(Event::Data {
-                        stream: f.stream,
-                        payload: r.start as u64..r.end as u64,
-                        end_stream: f.flags & END_STREAM != 0 && f.whole,
-                    });
-                }
-                None
-            }
-            PRIORITY_UPDATE if f.whole => {
-                if let Some(e) = priority_update(&buf[f.payload.clone()], f.payload.end) {
-                    out.push(e);
-                }
-                None
-            }
-            RST_STREAM => {
-                out.push(Event::Reset { stream: f.stream });
-                None
-            }
-            _ => None,
-        };
-        let Some((push, range)) = fragment else {
+        if let Some(e) = other(&f, buf) {
+            out.push(e);
+            continue;
+        }
+        let Some(range) = fragment(&f, buf, open.is_some()) else {
             continue;
         };
         if !f.whole {
             break; // a header block the capture cut is no block
         }
-        let (stream, mut block, end_stream, push) =
-            open.take()
-                .unwrap_or((f.stream, Vec::new(), f.flags & END_STREAM != 0, push));
-        block.extend_from_slice(&buf[range]);
+        let mut block = open.take().unwrap_or(Block {
+            stream: f.stream,
+            bytes: Vec::new(),
+            end_stream: f.flags & END_STREAM != 0,
+            push: f.kind == PUSH_PROMISE,
+        });
+        block.bytes.extend_from_slice(&buf[range]);
         if f.flags & END_HEADERS == 0 {
-            open = Some((stream, block, end_stream, push));
-        } else if push {
-            out.push(Event::PushPromise { block });
+            open = Some(block);
         } else {
-            out.push(Event::Headers {
-                stream,
-                block,
-                end: f.payload.end as u64,
-                end_stream,
-            });
+            out.push(block.event(f.payload.end));
         }
     }
     (out, None)
