@@ -5,16 +5,29 @@
 //! - [`packet`], [`reassembly`]: headers and in-order delivery of a byte stream (pure);
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
 //! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure);
-//! - [`flights`]: the server's data packets of each connection and their flights (pure).
+//! - [`flights`]: the server's data packets of each connection and their flights (pure);
+//! - [`streams`]: every request stream on the wire — requests, priorities, response bytes as
+//!   sent — from HTTP/2 ([`tls_records`], [`h2_frames`], [`hpack`]) and HTTP/3 ([`h3_frames`],
+//!   [`qpack`]; both on [`huffman`] and [`wire_bytes`]); [`order`]: whether the server's send
+//!   order followed the requests' urgency (pure).
 
 pub mod flights;
+pub mod h2_frames;
+pub mod h3_frames;
 pub mod handshake;
 pub mod hol;
+pub mod hpack;
+pub mod huffman;
+pub mod order;
 pub mod packet;
 pub mod pcapng;
+pub mod qpack;
 pub mod quic;
 pub mod reassembly;
+pub mod streams;
 pub mod tls;
+pub mod tls_records;
+pub mod wire_bytes;
 
 use std::fmt;
 use std::str::FromStr;

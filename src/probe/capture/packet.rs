@@ -117,12 +117,23 @@ pub mod build {
         flags: u8,
         payload: usize,
     ) -> Vec<u8> {
+        tcp_with(src, dst, seq, flags, &vec![0xab; payload])
+    }
+
+    /// A TCP segment carrying `payload`.
+    pub fn tcp_with(
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+        seq: u32,
+        flags: u8,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let mut l4 = Vec::new();
         l4.extend_from_slice(&src.port().to_be_bytes());
         l4.extend_from_slice(&dst.port().to_be_bytes());
         l4.extend_from_slice(&seq.to_be_bytes());
         l4.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-        l4.extend(std::iter::repeat_n(0xab, payload));
+        l4.extend_from_slice(payload);
         ip(src, dst, 6, l4)
     }
 

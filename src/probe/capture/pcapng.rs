@@ -177,6 +177,86 @@ fn pad(out: &mut Vec<u8>) {
     }
 }
 
+/// Reading a server-side file back into a trace (tests replay recorded runs with it).
+#[cfg(test)]
+pub mod read {
+    use super::*;
+    use crate::link::netem::TracedPacket;
+
+    fn u32_at(b: &[u8], i: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?))
+    }
+
+    /// The packet's comment: its time in the link (ms), or the cause of its drop.
+    fn comment(options: &[u8]) -> Option<String> {
+        let mut i = 0;
+        while i + 4 <= options.len() {
+            let code = u16::from_le_bytes([options[i], options[i + 1]]);
+            let len = usize::from(u16::from_le_bytes([options[i + 2], options[i + 3]]));
+            let value = options.get(i + 4..i + 4 + len)?;
+            if code == OPT_COMMENT {
+                return Some(String::from_utf8_lossy(value).into_owned());
+            }
+            i += 4 + len.div_ceil(4) * 4;
+        }
+        None
+    }
+
+    /// The trace `server.pcapng` (what [`write`] made for [`Vantage::Server`]) shows: the
+    /// server's packets as they entered the link, the client's as they left it, each other
+    /// time from the comment (to the µs); times from the first packet. The client's dropped
+    /// packets are not in it.
+    pub fn server_side(file: &[u8]) -> PacketTrace {
+        let mut packets = Vec::new();
+        let mut i = 0;
+        while let (Some(kind), Some(len)) = (u32_at(file, i), u32_at(file, i + 4)) {
+            let body = &file[i + 8..i + len as usize - 4];
+            i += len as usize;
+            if kind != EPB {
+                continue;
+            }
+            let ts =
+                u64::from(u32_at(body, 4).unwrap()) << 32 | u64::from(u32_at(body, 8).unwrap());
+            let caplen = u32_at(body, 12).unwrap() as usize;
+            let data = body[20..20 + caplen].to_vec();
+            let note = comment(&body[20 + caplen.div_ceil(4) * 4..]).unwrap_or_default();
+            let link_ns = note
+                .strip_suffix(" ms in the link")
+                .and_then(|ms| ms.parse::<f64>().ok())
+                .map(|ms| (ms * 1e6).round() as u64);
+            let flags = u32_at(body, body.len().saturating_sub(8)).unwrap_or(0);
+            let outbound = note.starts_with("dropped") || flags == OUTBOUND;
+            let p = match (outbound, link_ns) {
+                (true, _) => TracedPacket {
+                    dir: Direction::Down,
+                    entered_ns: ts,
+                    left_ns: link_ns.map(|l| ts + l),
+                    dropped: link_ns.is_none().then_some(DropCause::Loss),
+                    data,
+                },
+                (false, l) => TracedPacket {
+                    dir: Direction::Up,
+                    entered_ns: ts - l.unwrap_or(0),
+                    left_ns: Some(ts),
+                    dropped: None,
+                    data,
+                },
+            };
+            packets.push(p);
+        }
+        packets.sort_by_key(|p| p.entered_ns);
+        let start = packets.first().map_or(0, |p| p.entered_ns);
+        for p in &mut packets {
+            p.entered_ns -= start;
+            p.left_ns = p.left_ns.map(|l| l - start);
+        }
+        PacketTrace {
+            start_unix_ns: start,
+            packets,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +325,30 @@ mod tests {
         assert!(text.contains("dropped by the link: loss"), "{text}");
         let kept = String::from_utf8_lossy(&server[3].1);
         assert!(kept.contains("5.000 ms in the link"), "{kept}");
+    }
+
+    #[test]
+    fn a_server_side_file_reads_back_into_its_trace() {
+        let trace = PacketTrace {
+            start_unix_ns: 1_000_000_000_000,
+            packets: vec![
+                pkt(Direction::Up, 1_000, Some(5_001_000), 60),
+                pkt(Direction::Down, 2_000, None, 1400),
+                pkt(Direction::Down, 3_000, Some(5_003_000), 1401),
+            ],
+        };
+        let back = read::server_side(&write(&trace, Vantage::Server, "test"));
+        assert_eq!(back.start_unix_ns, 1_000_000_001_000);
+        let shifted: Vec<TracedPacket> = trace
+            .packets
+            .iter()
+            .map(|p| TracedPacket {
+                entered_ns: p.entered_ns - 1_000,
+                left_ns: p.left_ns.map(|l| l - 1_000),
+                ..p.clone()
+            })
+            .collect();
+        assert_eq!(back.packets, shifted);
     }
 
     #[test]

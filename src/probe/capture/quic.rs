@@ -114,7 +114,8 @@ impl KeyLog {
         !self.get(random, label).is_empty()
     }
 
-    fn get(&self, random: &[u8; 32], label: &str) -> &[Vec<u8>] {
+    /// Every secret of `label` for the connection of `random`.
+    pub(super) fn get(&self, random: &[u8; 32], label: &str) -> &[Vec<u8>] {
         self.secrets
             .get(&(*random, label.to_string()))
             .map_or(&[], Vec::as_slice)
@@ -177,6 +178,18 @@ pub struct QuicPacket {
     pub undecryptable: Option<String>,
     /// Bytes of the datagram this packet occupied.
     pub len: usize,
+    /// The STREAM frames' data, in frame order (empty unless the flow was made
+    /// [`QuicFlow::with_stream_data`]).
+    pub stream_data: Vec<StreamChunk>,
+}
+
+/// The data of one STREAM frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamChunk {
+    pub id: u64,
+    pub offset: u64,
+    pub data: Vec<u8>,
+    pub fin: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,7 +228,7 @@ pub enum Frame {
 // Crypto
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CipherSuite {
+pub(super) enum CipherSuite {
     Aes128Gcm,
     Aes256Gcm,
     ChaCha20Poly1305,
@@ -224,14 +237,14 @@ enum CipherSuite {
 impl CipherSuite {
     /// The key log does not name the suite: the secret length narrows it down (SHA-256 → 32
     /// bytes, SHA-384 → 48), the AEAD tag picks among the rest.
-    fn candidates(secret_len: usize) -> &'static [CipherSuite] {
+    pub(super) fn candidates(secret_len: usize) -> &'static [CipherSuite] {
         match secret_len {
             32 => &[CipherSuite::Aes128Gcm, CipherSuite::ChaCha20Poly1305],
             48 => &[CipherSuite::Aes256Gcm],
             _ => &[],
         }
     }
-    fn aead(self) -> &'static aead::Algorithm {
+    pub(super) fn aead(self) -> &'static aead::Algorithm {
         match self {
             CipherSuite::Aes128Gcm => &aead::AES_128_GCM,
             CipherSuite::Aes256Gcm => &aead::AES_256_GCM,
@@ -245,7 +258,7 @@ impl CipherSuite {
             CipherSuite::ChaCha20Poly1305 => &hp::CHACHA20,
         }
     }
-    fn hkdf(self) -> hkdf::Algorithm {
+    pub(super) fn hkdf(self) -> hkdf::Algorithm {
         match self {
             CipherSuite::Aes256Gcm => hkdf::HKDF_SHA384,
             _ => hkdf::HKDF_SHA256,
@@ -272,7 +285,12 @@ impl hkdf::KeyType for OkmLen {
 }
 
 /// HKDF-Expand-Label (RFC 8446 §7.1) with an empty context.
-fn expand_label(hash: hkdf::Algorithm, secret: &[u8], label: &[u8], len: usize) -> Vec<u8> {
+pub(super) fn expand_label(
+    hash: hkdf::Algorithm,
+    secret: &[u8],
+    label: &[u8],
+    len: usize,
+) -> Vec<u8> {
     let prk = hkdf::Prk::new_less_safe(hash, secret);
     expand_label_prk(&prk, label, len)
 }
@@ -516,6 +534,8 @@ pub struct QuicFlow {
     keys: [[KeySlot; 3]; 2],
     /// The suite a tag confirmed: tried first for the other levels.
     suite_hint: Option<CipherSuite>,
+    /// Whether decoded packets carry their STREAM frames' data.
+    keep_stream_data: bool,
 }
 
 impl Default for QuicFlow {
@@ -536,6 +556,16 @@ impl QuicFlow {
             largest_pn: [[None; 3]; 2],
             keys: [missing(), missing()],
             suite_hint: None,
+            keep_stream_data: false,
+        }
+    }
+
+    /// A flow whose decoded packets carry their STREAM frames' data
+    /// ([`QuicPacket::stream_data`]).
+    pub fn with_stream_data() -> Self {
+        QuicFlow {
+            keep_stream_data: true,
+            ..Self::new()
         }
     }
 
@@ -568,6 +598,7 @@ impl QuicFlow {
                     frames: Vec::new(),
                     undecryptable: None,
                     len: rest.len(),
+                    stream_data: Vec::new(),
                 });
                 break;
             }
@@ -600,6 +631,7 @@ impl QuicFlow {
                 frames: Vec::new(),
                 undecryptable: None,
                 len: data.len(),
+                stream_data: Vec::new(),
             };
         }
         if let PacketKind::UnknownVersion(version) = kind {
@@ -617,6 +649,7 @@ impl QuicFlow {
                 frames: Vec::new(),
                 undecryptable: None,
                 len: data.len(),
+                stream_data: Vec::new(),
             };
         }
         if kind == PacketKind::Initial && from == Sender::Client && self.initial_dcid.is_none() {
@@ -673,6 +706,20 @@ impl QuicFlow {
         let largest = &mut self.largest_pn[from.index()][space];
         *largest = Some(largest.map_or(opened.pn, |l| l.max(opened.pn)));
         let parsed = parse_frames(&opened.payload);
+        // Copied only for flows that keep stream data.
+        let stream_data = match self.keep_stream_data {
+            true => parsed
+                .streams
+                .iter()
+                .map(|&(id, offset, data, fin)| StreamChunk {
+                    id,
+                    offset,
+                    data: data.to_vec(),
+                    fin,
+                })
+                .collect(),
+            false => Vec::new(),
+        };
         for cid in &parsed.new_cids {
             remember_cid(&mut self.cids[from.index()], cid);
         }
@@ -691,6 +738,7 @@ impl QuicFlow {
             frames: parsed.frames,
             undecryptable: None,
             len,
+            stream_data,
         }
     }
 
@@ -808,6 +856,7 @@ fn unreadable(kind: PacketKind, len: usize, reason: String) -> QuicPacket {
         frames: Vec::new(),
         undecryptable: Some(reason),
         len,
+        stream_data: Vec::new(),
     }
 }
 
@@ -941,6 +990,8 @@ struct ParsedFrames<'a> {
     frames: Vec<Frame>,
     crypto: Vec<(u64, &'a [u8])>,
     new_cids: Vec<&'a [u8]>,
+    /// Each STREAM frame's id, offset, data and FIN.
+    streams: Vec<(u64, u64, &'a [u8], bool)>,
 }
 
 fn parse_frames(payload: &[u8]) -> ParsedFrames<'_> {
@@ -948,6 +999,7 @@ fn parse_frames(payload: &[u8]) -> ParsedFrames<'_> {
         frames: Vec::new(),
         crypto: Vec::new(),
         new_cids: Vec::new(),
+        streams: Vec::new(),
     };
     let mut r = Reader::new(payload);
     while !r.is_empty() {
@@ -1032,19 +1084,19 @@ fn parse_frame<'a>(
             } else {
                 0
             };
-            let len = if frame_type & 0x02 != 0 {
+            let data = if frame_type & 0x02 != 0 {
                 let len = r.varint()?;
-                r.bytes(usize::try_from(len).ok()?)?;
-                len
+                r.bytes(usize::try_from(len).ok()?)?
             } else {
-                let rest = r.rest();
-                rest.len() as u64
+                r.rest()
             };
+            let fin = frame_type & 0x01 != 0;
+            parsed.streams.push((id, offset, data, fin));
             Frame::Stream {
                 id,
                 offset,
-                len,
-                fin: frame_type & 0x01 != 0,
+                len: data.len() as u64,
+                fin,
             }
         }
         0x10 | 0x12 | 0x13 | 0x14 | 0x16 | 0x17 | 0x19 => {
@@ -2157,6 +2209,73 @@ pub(crate) mod tests {
                     assert_eq!(packet.undecryptable, None, "datagram {i}");
                 }
             }
+        }
+    }
+
+    /// QUIC packets sealed by hand, for the other modules' tests.
+    pub(crate) mod seal {
+        use super::super::*;
+
+        /// An Initial packet of `from` on the connection whose client first chose `odcid`.
+        pub(crate) fn initial(
+            from: Sender,
+            odcid: &[u8],
+            dcid: &[u8],
+            scid: &[u8],
+            pn: u32,
+            payload: &[u8],
+        ) -> Vec<u8> {
+            let keys = &initial_keys(odcid)[from.index()];
+            super::seal_initial(keys, dcid, scid, pn, payload)
+        }
+
+        /// A 1-RTT packet (key phase 0, 4-byte packet number) sealed with AES-128-GCM keys
+        /// of `secret`.
+        pub(crate) fn short(secret: &[u8], dcid: &[u8], pn: u32, payload: &[u8]) -> Vec<u8> {
+            let keys = DirectionKeys::new(CipherSuite::Aes128Gcm, secret.to_vec());
+            let mut packet = vec![0x43];
+            packet.extend(dcid);
+            let pn_offset = packet.len();
+            packet.extend(pn.to_be_bytes());
+            let mut nonce = keys.current.iv;
+            for (n, p) in nonce[4..].iter_mut().zip(u64::from(pn).to_be_bytes()) {
+                *n ^= p;
+            }
+            let mut body = payload.to_vec();
+            keys.current
+                .key
+                .seal_in_place_append_tag(
+                    aead::Nonce::assume_unique_for_key(nonce),
+                    aead::Aad::from(&packet[..]),
+                    &mut body,
+                )
+                .unwrap();
+            packet.extend(body);
+            let sample = &packet[pn_offset + 4..pn_offset + 4 + SAMPLE_LEN];
+            let mask = keys.header.new_mask(sample).unwrap();
+            packet[0] ^= mask[0] & 0x1f;
+            for i in 0..4 {
+                packet[pn_offset + i] ^= mask[1 + i];
+            }
+            packet
+        }
+
+        /// A STREAM frame with offset, length and FIN as given.
+        pub(crate) fn stream_frame(id: u64, offset: u64, data: &[u8], fin: bool) -> Vec<u8> {
+            let mut f = vec![0x0e | u8::from(fin)];
+            for v in [id, offset, data.len() as u64] {
+                f.extend((0x8000_0000 | v as u32).to_be_bytes());
+            }
+            f.extend(data);
+            f
+        }
+
+        /// A CRYPTO frame at offset 0.
+        pub(crate) fn crypto_frame(data: &[u8]) -> Vec<u8> {
+            let mut f = vec![0x06, 0x00];
+            f.extend((0x4000 | data.len() as u16).to_be_bytes());
+            f.extend(data);
+            f
         }
     }
 
