@@ -693,6 +693,7 @@ fn generate(
                             prof.loss_pct,
                             round,
                         )),
+                        wire: None,
                         handshakes: None,
                         disruption: None,
                         captures: vec![],

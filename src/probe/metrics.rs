@@ -362,6 +362,14 @@ pub struct ResourceMetrics {
     /// When each chunk of the body arrived in the browser (ms from navigation start).
     #[serde(default)]
     pub chunks: Vec<ChunkArrival>,
+    /// When the server sent its body, read off the wire: its first and last byte (ms from
+    /// navigation start; h2 and h3 only, see [`add_server_sends`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_sent_ms: Option<(f64, f64)>,
+    /// Its priority as the wire carried it: the request's `priority` header, or the last
+    /// PRIORITY_UPDATE's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_priority: Option<String>,
 }
 
 /// A priority change of one request.
@@ -548,6 +556,52 @@ fn navigation_start_on_engine_clock(
     crate::support::stats::median(&offsets).ok()
 }
 
+/// Gives each resource the server's send window and the priority the wire carried for it, from
+/// the stream of the same path (the query left out; several streams of one path are taken in
+/// the order the resources started). Needs the navigation's place on the wire's clock.
+pub fn add_server_sends(
+    resources: &mut [ResourceMetrics],
+    wire: &crate::probe::capture::WireEvidence,
+) {
+    let Some(nav) = wire.navigation_ms else {
+        return;
+    };
+    let mut streams: Vec<&crate::probe::capture::streams::WireStream> = wire
+        .streams
+        .connections
+        .iter()
+        .flat_map(|c| &c.streams)
+        .filter(|s| s.first_byte_ms().is_some())
+        .collect();
+    streams.sort_by(|a, b| {
+        a.requested_ms
+            .unwrap_or(0.0)
+            .total_cmp(&b.requested_ms.unwrap_or(0.0))
+    });
+    let mut order: Vec<usize> = (0..resources.len()).collect();
+    order.sort_by(|&a, &b| resources[a].start_ms.total_cmp(&resources[b].start_ms));
+    let mut used = vec![false; streams.len()];
+    for i in order {
+        let r = &mut resources[i];
+        let found = streams.iter().enumerate().find(|(k, s)| {
+            !used[*k]
+                && s.path
+                    .as_deref()
+                    .is_some_and(|p| p.split('?').next() == Some(r.path.as_str()))
+        });
+        let Some((k, s)) = found else { continue };
+        used[k] = true;
+        if let (Some(a), Some(b)) = (s.first_byte_ms(), s.last_byte_ms()) {
+            r.server_sent_ms = Some((a - nav, b - nav));
+        }
+        r.wire_priority = s
+            .updates
+            .last()
+            .map(|u| u.value.clone())
+            .or_else(|| s.priority.clone());
+    }
+}
+
 /// Derives per-resource and per-run metrics. `rtt_ms` is the profile's RTT (for handshake
 /// round trips; 0 leaves them out).
 pub fn derive(
@@ -655,6 +709,8 @@ fn resource_metrics(obs: &Observation, requests: &[NetworkRequest]) -> Vec<Resou
                 chunks: c
                     .and_then(|c| chunks_by_id.remove(c.request_id.as_str()))
                     .unwrap_or_default(),
+                server_sent_ms: None,
+                wire_priority: None,
                 path,
             }
         })
@@ -788,6 +844,8 @@ pub(crate) mod tests {
             priority: None,
             priority_changes: vec![],
             chunks: vec![],
+            server_sent_ms: None,
+            wire_priority: None,
         }
     }
 
@@ -1023,5 +1081,81 @@ pub(crate) mod tests {
         assert_eq!(css2.priority.as_deref(), Some("Low"));
         assert_eq!(css2.initial_priority, css.initial_priority);
         assert!((css2.priority_changes[0].t_ms - css.request_start_ms).abs() < 1.0);
+    }
+
+    #[test]
+    fn server_sends_join_by_path_in_start_order_on_the_navigation_clock() {
+        use crate::probe::capture::streams::{
+            PriorityUpdate, WireConnection, WireProtocol, WireStream, WireStreams,
+        };
+        use crate::probe::capture::WireEvidence;
+        let stream = |id: u64, path: &str, at: f64, spans: Vec<(f64, f64, u64)>| WireStream {
+            id,
+            path: Some(path.into()),
+            priority: Some("u=3".into()),
+            requested_ms: Some(at),
+            body_bytes: spans.iter().map(|s| s.2).sum(),
+            spans,
+            ..WireStream::default()
+        };
+        let mut late = stream(5, "/late.css?v=1", 30.0, vec![(140.0, 150.0, 10)]);
+        late.updates.push(PriorityUpdate {
+            sent_ms: 31.0,
+            arrived_ms: None,
+            value: "u=0".into(),
+        });
+        let wire = WireEvidence {
+            order: Default::default(),
+            streams: WireStreams {
+                connections: vec![WireConnection {
+                    protocol: WireProtocol::H2,
+                    client: "10.0.0.1:5000".parse().unwrap(),
+                    server: "10.0.0.2:443".parse().unwrap(),
+                    opened_ms: 0.0,
+                    streams: vec![
+                        stream(1, "/a.png", 20.0, vec![(120.0, 125.0, 5)]),
+                        stream(3, "/a.png", 25.0, vec![(126.0, 130.0, 5)]),
+                        late,
+                    ],
+                }],
+                ..Default::default()
+            },
+            navigation_ms: Some(100.0),
+        };
+        let mut first = res(1.0, 2.0, 40.0);
+        first.path = "/a.png".into();
+        let mut second = res(5.0, 6.0, 40.0);
+        second.path = "/a.png".into();
+        let mut css = res(8.0, 9.0, 60.0);
+        css.path = "/late.css".into();
+        let mut unseen = res(9.0, 10.0, 60.0);
+        unseen.path = "/h1.js".into();
+        let mut resources = vec![second.clone(), first.clone(), css, unseen];
+        resources[0].start_ms = 5.0;
+        add_server_sends(&mut resources, &wire);
+        assert_eq!(
+            resources[1].server_sent_ms,
+            Some((20.0, 25.0)),
+            "first started, first stream"
+        );
+        assert_eq!(resources[0].server_sent_ms, Some((26.0, 30.0)));
+        assert_eq!(resources[2].server_sent_ms, Some((40.0, 50.0)));
+        assert_eq!(
+            resources[2].wire_priority.as_deref(),
+            Some("u=0"),
+            "the update wins"
+        );
+        assert_eq!(resources[1].wire_priority.as_deref(), Some("u=3"));
+        assert_eq!(resources[3].server_sent_ms, None);
+        // Without the navigation on the wire's clock nothing is placed.
+        let mut again = vec![first];
+        add_server_sends(
+            &mut again,
+            &WireEvidence {
+                navigation_ms: None,
+                ..wire
+            },
+        );
+        assert_eq!(again[0].server_sent_ms, None);
     }
 }

@@ -152,6 +152,10 @@ pub struct RunRecord {
     /// analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hol: Option<crate::probe::capture::HolReport>,
+    /// The server's responses as the wire showed them: every h2/h3 stream's priority and bytes
+    /// over time, and the order check (records from before the analysis: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::probe::capture::WireEvidence>,
     /// Where the headline went, in round trips: the critical path and its terms (records from
     /// before the accounting, or a run without a navigation: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +237,7 @@ impl RunRecord {
             visual: None,
             frame_images: vec![],
             hol: None,
+            wire: None,
             round_trips: None,
             handshakes: None,
             disruption: None,

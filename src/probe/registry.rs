@@ -86,6 +86,9 @@ pub enum Scope {
     Contention,
     /// Trace profiles: what the capacity trace offered each load (the report's trace table).
     Trace,
+    /// h2 and h3: the server's response order read off the wire (`probe::capture::order`;
+    /// the report's "The servers' response order").
+    ResponseOrder,
     /// Every workload: the headline in round trips along its critical path
     /// (`probe::round_trips`; the report's "Where the time went" and the diagnosis of each
     /// difference).
@@ -626,6 +629,61 @@ pub static HOL_UNBLOCKED_BYTES: Metric = Metric {
     )
 };
 
+/// The server's response order from the wire (`capture::order`): summarised per series.
+const fn order(
+    name: &'static str,
+    label: &'static str,
+    unit: Unit,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        source: Source::Link,
+        breakdown: Some(Scope::ResponseOrder),
+        ..metric(name, label, unit, derive)
+    }
+}
+
+/// Of the body bytes sent while a response of another urgency waited, the share sent while a
+/// more urgent one waited (0: strictly by urgency; round-robin over n: about 1 − 1/n).
+pub static ORDER_INVERTED_PCT: Metric = Metric {
+    csv: CsvFormat::Fixed(1),
+    ..order(
+        "order_inverted_pct",
+        "sent against urgency (%)",
+        Unit::Percent,
+        |r| r.wire.as_ref()?.order.inverted_share.map(|s| s * 100.0),
+    )
+};
+/// The body bytes the server had a choice about (sent while a response of another urgency
+/// waited).
+pub static ORDER_CONTESTED_BYTES: Metric = Metric {
+    csv: CsvFormat::Int,
+    better: Better::Neither,
+    ..order(
+        "order_contested_bytes",
+        "contested bytes",
+        Unit::Bytes,
+        |r| {
+            r.wire
+                .as_ref()
+                .map(|w| w.order.contested_bytes as f64)
+                .filter(|b| *b > 0.0)
+        },
+    )
+};
+/// When the last body byte of the most urgent responses (u=0: Chromium's render-blocking
+/// stylesheets, fonts) left the server, on the navigation's clock.
+pub static URGENT_DONE_MS: Metric = order(
+    "urgent_done_ms",
+    "most urgent sent by (ms)",
+    Unit::Ms,
+    |r| {
+        let w = r.wire.as_ref()?;
+        let u0 = w.order.by_urgency.iter().find(|u| u.urgency == 0)?;
+        Some(u0.last_byte_ms? - w.navigation_ms?)
+    },
+);
+
 /// A transport counter: integer, from the server.
 const fn transport_count(
     name: &'static str,
@@ -834,6 +892,9 @@ pub static ALL: &[&Metric] = &[
     &HOL_BLOCKED_MS,
     &HOL_WALL_MS,
     &HOL_UNBLOCKED_BYTES,
+    &ORDER_INVERTED_PCT,
+    &ORDER_CONTESTED_BYTES,
+    &URGENT_DONE_MS,
     &RESUMED_CONNECTIONS,
     &ZERO_RTT_CONNECTIONS,
     &EARLY_REQUESTS,
@@ -969,6 +1030,17 @@ mod tests {
                 "critical_remainder_ms"
             ]
         );
+        let order: Vec<&str> = breakdown_for(Scope::ResponseOrder)
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "order_inverted_pct",
+                "order_contested_bytes",
+                "urgent_done_ms"
+            ]
+        );
         let handshakes: Vec<&str> = breakdown_for(Scope::Handshakes).map(|m| m.name).collect();
         assert_eq!(
             handshakes,
@@ -992,6 +1064,6 @@ mod tests {
                 "others_cpu_ms"
             ]
         );
-        assert_eq!(breakdown().count(), 43);
+        assert_eq!(breakdown().count(), 46);
     }
 }

@@ -191,6 +191,11 @@ fn server_time(
     }
 }
 
+/// When the navigation started on the packet trace's clock (ms), by [`trace_offset_ns`]'s rule.
+pub fn navigation_on_trace_ms(navigation: &EntryTiming, sends: &Sends) -> Option<f64> {
+    trace_offset_ns(navigation, sends).map(|ns| ns as f64 / 1e6)
+}
+
 /// Puts the browser's clock (ms from navigation start) on the packet trace's: the navigation's
 /// first packet went out at its connectStart (or requestStart on an open connection).
 fn trace_offset_ns(n: &EntryTiming, sends: &Sends) -> Option<i64> {
@@ -344,6 +349,8 @@ mod tests {
             priority: None,
             priority_changes: vec![],
             chunks: vec![],
+            server_sent_ms: None,
+            wire_priority: None,
         }
     }
 

@@ -228,6 +228,11 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         link.as_ref(),
         trace.as_ref(),
     );
+    let wire = wire_on_navigation(captured.wire, &obs, captured.sends.as_ref());
+    let mut resources = resources;
+    if let Some(w) = &wire {
+        metrics::add_server_sends(&mut resources, w);
+    }
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
@@ -272,12 +277,26 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         visual,
         frame_images,
         hol: captured.hol,
+        wire,
         round_trips,
         handshakes: captured.handshakes,
         disruption,
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
+}
+
+/// The wire's streams with the navigation's start on their clock.
+fn wire_on_navigation(
+    wire: Option<crate::probe::capture::WireEvidence>,
+    obs: &metrics::Observation,
+    sends: Option<&crate::probe::capture::flights::Sends>,
+) -> Option<crate::probe::capture::WireEvidence> {
+    let mut wire = wire?;
+    wire.navigation_ms = obs.navigation.as_ref().zip(sends).and_then(|(nav, sends)| {
+        crate::probe::round_trips::navigation_on_trace_ms(&metrics::EntryTiming::parse(nav), sends)
+    });
+    Some(wire)
 }
 
 /// The run's headline in round trips (`round_trips`): its critical path from what the browser

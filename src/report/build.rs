@@ -571,6 +571,18 @@ fn measured_sections(
         Some(tables::HEAD_OF_LINE_INTRO),
         hol,
     );
+    let order = data
+        .workloads
+        .iter()
+        .filter_map(|w| tables::response_order(data, w))
+        .collect();
+    tables_section(
+        doc,
+        tables,
+        ("The servers' response order", "order"),
+        Some(tables::RESPONSE_ORDER_INTRO),
+        order,
+    );
     let traces = per_workload_and_setup(data, |w, s| tables::trace_capacity(data, w, s));
     let trace_heading = ("Trace capacity offered", "trace");
     tables_section(

@@ -173,6 +173,8 @@ pub struct WaterfallRow {
     /// When its priority changed, and when each chunk of its body arrived.
     pub priority_changes: Vec<f64>,
     pub chunks: Vec<f64>,
+    /// When the server sent its body (first and last byte, from the wire).
+    pub server_sent: Option<(f64, f64)>,
 }
 
 /// Requests on the wire over time in the median runs, one panel per profile.
@@ -550,6 +552,7 @@ pub fn waterfall(
                     priority: r.initial_priority.clone(),
                     priority_changes: r.priority_changes.iter().map(|c| c.t_ms).collect(),
                     chunks: r.chunks.iter().map(|c| c.t_ms).collect(),
+                    server_sent: r.server_sent_ms,
                 })
                 .collect();
             rows.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.path.cmp(&b.path)));
@@ -581,7 +584,7 @@ pub fn waterfall(
         caption: format!(
             "Waterfall (the DevTools view) of the run closest to each series' median, {} on \
 {profile}: per resource, queueing in the browser (grey; connection set-up in orange), waiting \
-for the first byte (TTFB, green) and download (blue); the red line is {}.{}",
+for the first byte (TTFB, green) and download (blue); the red line is {}.{}{}",
             workload_title(workload),
             headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)"),
             if panels
@@ -591,6 +594,16 @@ for the first byte (TTFB, green) and download (blue); the red line is {}.{}",
                 " The square before each bar is Chromium's priority for the request (VeryHigh … \
 VeryLow; a black dot where it changed), the black ticks on a bar are when chunks of its body \
 reached the browser (`Network.dataReceived`)."
+            } else {
+                ""
+            },
+            if panels
+                .iter()
+                .any(|p| p.rows.iter().any(|r| r.server_sent.is_some()))
+            {
+                " The thin purple bar under a request is when the server sent its body, read \
+off the wire (its first to its last byte leaving the server): the server's order beside the \
+browser's priorities."
             } else {
                 ""
             }

@@ -98,6 +98,8 @@ const CONNECT: RGBColor = RGBColor(240, 150, 40);
 const TTFB: RGBColor = RGBColor(60, 170, 90);
 const DOWNLOAD: RGBColor = RGBColor(40, 110, 200);
 const LOAD_LINE: RGBColor = RGBColor(210, 30, 30);
+/// The server sending a response, from the wire (a thin bar under the request's).
+const SERVER_SENT: RGBColor = RGBColor(120, 40, 160);
 
 /// Axes and grid of the line charts (CDF, on-wire, sweep): six labels per axis, x without
 /// decimals, y with `y_decimals`.
@@ -718,6 +720,24 @@ fn waterfall_legends<'a>(area: &Area<'a>, wf: &Waterfall) -> Result<Area<'a>> {
             ("median of the series".into(), LOAD_LINE, Swatch::Line),
         ],
     )?;
+    let body = if wf
+        .panels
+        .iter()
+        .any(|p| p.rows.iter().any(|r| r.server_sent.is_some()))
+    {
+        let (legend, body) = body.split_vertically(28);
+        legend_row(
+            &legend,
+            &[(
+                "server sending (from the wire)".into(),
+                SERVER_SENT,
+                Swatch::Box,
+            )],
+        )?;
+        body
+    } else {
+        body
+    };
     let has_priorities = wf
         .panels
         .iter()
@@ -787,6 +807,7 @@ fn draw_waterfall_panel(pa: &Area, panel: &WaterfallPanel, xmax: f64, n: usize) 
         .map_err(err)?;
     // Bars first, the marks over them, the load line over everything.
     chart.draw_series(phase_bars(panel, xmax, n)).map_err(err)?;
+    chart.draw_series(server_bars(panel, n)).map_err(err)?;
     chart.draw_series(chunk_ticks(panel, n)).map_err(err)?;
     chart
         .draw_series(priority_change_dots(panel, n))
@@ -828,6 +849,22 @@ fn phase_bars(panel: &WaterfallPanel, xmax: f64, n: usize) -> Vec<Rectangle<(f64
             rects.push(Rectangle::new(
                 [(a, y0), (b.max(a + side * 0.5), y1)],
                 priority_color(p).filled(),
+            ));
+        }
+    }
+    rects
+}
+
+/// When the server sent each response (from the wire): a thin bar along the bottom of its row.
+fn server_bars(panel: &WaterfallPanel, n: usize) -> Vec<Rectangle<(f64, f64)>> {
+    let mut rects = Vec::new();
+    for (i, r) in panel.rows.iter().enumerate() {
+        if let Some((a, b)) = r.server_sent {
+            let (y0, y1) = row_band(n, i);
+            let top = y0 + (y1 - y0) * 0.3;
+            rects.push(Rectangle::new(
+                [(a, y0), (b.max(a), top)],
+                SERVER_SENT.filled(),
             ));
         }
     }

@@ -736,6 +736,62 @@ pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<
     })
 }
 
+/// What the response-order tables' columns mean (the section's paragraph).
+pub const RESPONSE_ORDER_INTRO: &str = "How each server ordered its responses on a connection, read off the wire (every h2 and h3 run: the link's packets decrypted with the run's TLS keys; each request's `priority` header and PRIORITY_UPDATE frames as the browser sent them, each response's DATA bytes when they first left the server). Medians over the valid runs [95 % CI]. Sent against urgency: of the body bytes sent while a response of another urgency waited on the same connection (its request at the server, its last byte not yet sent: contested bytes), the share sent while a more urgent one waited — 0 for a server that always sends the most urgent response it has (RFC 9218), about 1 − 1/n for one that takes turns between n responses; bytes already in the server's buffers when a more urgent request arrived count against it, as on the wire. Most urgent sent by: when the last byte of the most urgent responses (u=0: Chromium's render-blocking stylesheets and fonts) left the server, on the navigation's clock.";
+
+/// The servers' response order on one workload: per profile, every setup (server, arm) and
+/// protocol that multiplexes, side by side.
+pub fn response_order(data: &ReportData, workload: &str) -> Option<Table> {
+    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::ResponseOrder).collect();
+    let mut rows = Vec::new();
+    for setup in &data.setups {
+        for p in data.profiles_in(workload, setup) {
+            for v in data.variants_in(workload, setup) {
+                let Some(s) = data.series(&p, workload, setup, v) else {
+                    continue;
+                };
+                if !s
+                    .breakdown
+                    .contains_key(registry::ORDER_CONTESTED_BYTES.name)
+                {
+                    continue;
+                }
+                let mut r = vec![
+                    Cell::label(&p),
+                    Cell::label(
+                        data.setup_name(setup)
+                            .unwrap_or_else(|| setup.server.to_string()),
+                    ),
+                    Cell::label(v.name()),
+                    series_cell(data, &p, workload, setup, v),
+                ];
+                for m in &metrics {
+                    r.push(metric_cell(data, &p, workload, setup, v, m));
+                }
+                rows.push(r);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut header: Vec<String> = vec![
+        "profile".into(),
+        "setup".into(),
+        "protocol".into(),
+        headline_label(&data.summary.metric, workload).into(),
+    ];
+    header.extend(metrics.iter().map(|m| m.label.to_string()));
+    Some(Table {
+        id: format!("order-{workload}"),
+        title: format!("The servers' response order: {}", workload_phrase(workload)),
+        intro: vec![],
+        header,
+        rows,
+        notes: vec![],
+    })
+}
+
 /// What the round-trip tables' columns mean (the section's paragraph).
 pub const ROUND_TRIPS_INTRO: &str = "Where each series' headline went, along its critical path: the chain of requests that ended last before the headline (its last step the response that ended last, each step's predecessor the response that ended last before it started, the first the navigation; from Resource Timing, the same for every engine). Medians over the valid runs of each term: k = the round trips on the path (set-up + one per request + one per flight after a response's first; flights counted from the link's packets: the rounds of its connection its bytes came in, a server's packet following a round when the client acknowledged a packet of it before this one left), the RTT the link offered, then what is not round trips: the server's own time to answer (from its log; else TTFB less one RTT), waiting behind other responses (the first byte later than one RTT and the server's time, and of a transfer what its round trips leave, in the share of its connection's bytes then that were other responses'), the bytes' time at the link's rate, the link's queueing on each round trip, waiting in the browser (before each request went out, and from the last response to the headline), and what no term measures. k × RTT + server + behind + at the rate + queueing + in the browser + unexplained = the headline, run by run; unexplained ÷ headline says how much of a series' time the accounting leaves open.";
 

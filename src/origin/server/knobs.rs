@@ -270,6 +270,12 @@ pub struct ServerKnobs {
     #[arg(long, value_name = "FILE")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early_hints_links: Option<PathBuf>,
+    /// How long the server thinks before answering a page (an HTML response), as a dynamic
+    /// page's back end would, in ms (a replayed page's recorded think time adds to it): what
+    /// `103 Early Hints` are sent to cover [default: 0].
+    #[arg(long, value_name = "MS")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_think_ms: Option<u64>,
 }
 
 /// The knobs with every default filled in: what the server is told to do. The kernel's answers
@@ -307,6 +313,12 @@ pub struct EffectiveKnobs {
     pub early_hints: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early_hints_links: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub page_think_ms: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn resumed_before_the_knob() -> bool {
@@ -408,7 +420,8 @@ impl ServerKnobs {
             quic_0rtt,
             priorities,
             early_hints,
-            early_hints_links
+            early_hints_links,
+            page_think_ms
         )
     }
 
@@ -518,6 +531,13 @@ impl ServerKnobs {
 
     /// The rules that span knobs.
     fn check_combinations(&self) -> Result<(), KnobError> {
+        if let Some(ms) = self.page_think_ms.filter(|ms| *ms > 60_000) {
+            return Err(knob_error(
+                "page_think_ms",
+                ms,
+                "must be 0 to 60000 ms (a page's back end time)",
+            ));
+        }
         if let Some(file) = &self.early_hints_links {
             let shown = file.display();
             if self.early_hints != Some(true) {
@@ -585,6 +605,7 @@ impl ServerKnobs {
             priorities: self.priorities.unwrap_or_default(),
             early_hints: self.early_hints.unwrap_or(false),
             early_hints_links: self.early_hints_links.clone(),
+            page_think_ms: self.page_think_ms.unwrap_or(0),
         }
     }
 }
@@ -650,6 +671,32 @@ mod tests {
             DEFAULT_H3_MAX_CONCURRENT_STREAMS
         );
         assert!(!e.offers(Protocol::H1));
+    }
+
+    #[test]
+    fn page_think_and_the_hints_list_are_checked() {
+        let k = ServerKnobs::from_toml_str("[server]\npage_think_ms = 200\n").unwrap();
+        assert_eq!(k.effective().page_think_ms, 200);
+        let err = ServerKnobs::from_toml_str("[server]\n\npage_think_ms = 90000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("page_think_ms") && err.contains("line 3"),
+            "{err}"
+        );
+        let lonely = ServerKnobs {
+            early_hints_links: Some("hints.txt".into()),
+            ..Default::default()
+        };
+        let err = lonely.validate().unwrap_err().to_string();
+        assert!(err.contains("--early-hints true"), "{err}");
+        let missing = ServerKnobs {
+            early_hints: Some(true),
+            early_hints_links: Some("/nonexistent/hints.txt".into()),
+            ..Default::default()
+        };
+        let err = missing.validate().unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/hints.txt"), "{err}");
     }
 
     #[test]

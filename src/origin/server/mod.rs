@@ -174,6 +174,7 @@ impl EmbeddedServer {
                     .as_deref()
                     .map(hint_list::HintList::read)
                     .transpose()?,
+                page_think: Duration::from_millis(knobs.page_think_ms),
             },
             log: log.clone(),
             registry: registry.clone(),

@@ -39,6 +39,8 @@ pub(crate) struct Site {
     pub early_hints: bool,
     /// `--early-hints-links`: the user's hints, instead of those read from the page.
     pub hint_list: Option<super::hint_list::HintList>,
+    /// `--page-think-ms`: how long a page (an HTML response) takes the server to answer.
+    pub page_think: Duration,
 }
 
 /// The workload tree's `Cache-Control`: `no-store`, as the study; under `--early-hints` a
@@ -182,8 +184,12 @@ impl Site {
             let no_alt_svc = replay
                 .recorded_protocol(authority)
                 .is_some_and(|p| p != crate::config::protocol::Protocol::H3);
-            if !answer.think.is_zero() {
-                tokio::time::sleep(answer.think).await;
+            let html = answer.headers.iter().any(|(n, v)| {
+                n == CONTENT_TYPE && v.to_str().is_ok_and(|t| t.contains("text/html"))
+            });
+            let think = answer.think + self.think_for(answer.status, html);
+            if !think.is_zero() {
+                tokio::time::sleep(think).await;
             }
             return Plan::Respond(Reply {
                 status: answer.status,
@@ -232,7 +238,21 @@ impl Site {
             Resolved::BadRequest(why) => Reply::text(StatusCode::BAD_REQUEST, why),
         };
         reply.head_only = head_only;
+        let html = reply.content_type == crate::config::workload::FileKind::Html.content_type();
+        let think = self.think_for(reply.status, html);
+        if !think.is_zero() {
+            tokio::time::sleep(think).await;
+        }
         Plan::Respond(reply)
+    }
+
+    /// The page think time, for a page's answer (a 200 of HTML); nothing for anything else.
+    fn think_for(&self, status: StatusCode, html: bool) -> Duration {
+        if status == StatusCode::OK && html {
+            self.page_think
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// The response head: never compressed, never cached, Alt-Svc when h3 is offered (on

@@ -103,6 +103,8 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
                 // quiche always schedules by the request's priority header (RFC 9218).
                 "priorities",
                 "early_hints",
+                "early_hints_links",
+                "page_think_ms",
             ],
             windows,
             note: "quiche 0.30 with BoringSSL: one thread, quiche's pacing honoured to 1 ms, 1350-byte datagrams, no GSO, responses scheduled by the request's priority header; receive windows autotuned unless set; quiche does not count congestion events (0)".into(),

@@ -196,10 +196,40 @@ pub struct CaptureParts {
     pub problems: Vec<String>,
 }
 
+/// The server's responses as the wire showed them (every run, from the link's packets and the
+/// TLS keys): every h2 and h3 request stream with its priority and its bytes over time, and
+/// how well their order followed urgency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireEvidence {
+    pub order: order::OrderSummary,
+    pub streams: streams::WireStreams,
+    /// When the navigation started on the streams' clock (the trace's), ms: what puts them
+    /// beside the browser's timings (None: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub navigation_ms: Option<f64>,
+}
+
+impl WireEvidence {
+    /// Reads the streams, checks their order, and keeps their sends as spans.
+    pub fn analyse(trace: &PacketTrace, keys: &quic::KeyLog) -> WireEvidence {
+        let mut streams = streams::analyse(trace, keys);
+        let order = order::check_all(&streams);
+        for c in &mut streams.connections {
+            c.compact();
+        }
+        WireEvidence {
+            order,
+            streams,
+            navigation_ms: None,
+        }
+    }
+}
+
 /// What a run keeps of its capture.
 #[derive(Debug, Default)]
 pub struct CaptureOutcome {
     pub hol: Option<HolReport>,
+    pub wire: Option<WireEvidence>,
     /// The server's data packets of each connection (for the round-trip accounting).
     pub sends: Option<flights::Sends>,
     pub handshakes: Option<handshake::Handshakes>,
@@ -237,6 +267,14 @@ pub fn finish(parts: CaptureParts, asked: &CaptureSet, description: &str) -> Cap
             }
         }
         out.hol = Some(report);
+        let wire = WireEvidence::analyse(trace, &keys);
+        if let Some(first) = wire.streams.problems.first() {
+            out.warnings.push(format!(
+                "the wire's streams: {} problem(s), the first: {first}",
+                wire.streams.problems.len()
+            ));
+        }
+        out.wire = Some(wire);
         if asked.has(CaptureKind::Pcap) {
             for v in [pcapng::Vantage::Client, pcapng::Vantage::Server] {
                 out.files.push(CaptureFile {

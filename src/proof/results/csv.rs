@@ -74,6 +74,9 @@ pub fn resource_rows(rec: &RunRecord) -> Vec<Vec<String>> {
                 r.chunks.len().to_string(),
                 opt(r.chunks.first().map(|c| c.t_ms)),
                 opt(r.chunks.last().map(|c| c.t_ms)),
+                opt(r.server_sent_ms.map(|s| s.0)),
+                opt(r.server_sent_ms.map(|s| s.1)),
+                r.wire_priority.clone().unwrap_or_default(),
             ]
         })
         .collect()
@@ -111,6 +114,9 @@ pub const RESOURCE_COLUMNS: &[&str] = &[
     "chunks",
     "first_chunk_ms",
     "last_chunk_ms",
+    "server_first_byte_ms",
+    "server_last_byte_ms",
+    "wire_priority",
 ];
 
 #[cfg(test)]

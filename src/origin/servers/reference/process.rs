@@ -42,6 +42,8 @@ pub const KNOBS_NOT_APPLICABLE: &[&str] = &[
     "alt_svc_over_h3",
     "priorities",
     "early_hints",
+    "early_hints_links",
+    "page_think_ms",
 ];
 
 /// How pagebench knows a child server is ready.

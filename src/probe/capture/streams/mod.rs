@@ -90,9 +90,13 @@ pub struct WireStream {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// The response's DATA payload bytes as first sent: (ms, bytes), one entry per µs (a
-    /// packet), in time order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// packet), in time order. The analyses' input; a record keeps [`WireStream::spans`].
+    #[serde(skip)]
     pub sends: Vec<(f64, u64)>,
+    /// The sends as the record keeps them ([`WireConnection::compact`]): (from ms, to ms,
+    /// bytes), each a run of sends no other stream of the connection sent between.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<(f64, f64, u64)>,
     pub body_bytes: u64,
 }
 
@@ -107,13 +111,42 @@ pub struct PriorityUpdate {
 }
 
 impl WireStream {
-    /// The last body byte's time.
+    /// The last body byte's time (from the sends, or the spans of a record).
     pub fn last_byte_ms(&self) -> Option<f64> {
-        self.sends.last().map(|s| s.0)
+        (self.sends.last().map(|s| s.0)).or(self.spans.last().map(|s| s.1))
     }
 
     pub fn first_byte_ms(&self) -> Option<f64> {
-        self.sends.first().map(|s| s.0)
+        (self.sends.first().map(|s| s.0)).or(self.spans.first().map(|s| s.0))
+    }
+}
+
+impl WireConnection {
+    /// Turns every stream's sends into spans: a run of one stream's sends with no other
+    /// stream's send between them is one span. Lossless for the order between streams (a
+    /// 3 MB download is one span, round-robin keeps every turn), and small enough for every
+    /// run's record.
+    pub fn compact(&mut self) {
+        let mut all: Vec<(f64, usize, u64)> = Vec::new();
+        for (i, s) in self.streams.iter().enumerate() {
+            all.extend(s.sends.iter().map(|&(t, n)| (t, i, n)));
+        }
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut last: Option<usize> = None;
+        for (t, i, n) in all {
+            let spans = &mut self.streams[i].spans;
+            match spans.last_mut() {
+                Some(span) if last == Some(i) => {
+                    span.1 = t;
+                    span.2 += n;
+                }
+                _ => spans.push((t, t, n)),
+            }
+            last = Some(i);
+        }
+        for s in &mut self.streams {
+            s.sends = Vec::new();
+        }
     }
 }
 
@@ -247,6 +280,7 @@ impl Draft {
             status,
             body_bytes: merged.iter().map(|s| s.1).sum(),
             sends: merged,
+            spans: Vec::new(),
         }
     }
 }
@@ -254,6 +288,42 @@ impl Draft {
 /// The connection's streams, by id.
 fn finish(drafts: BTreeMap<u64, Draft>) -> Vec<WireStream> {
     drafts.into_iter().map(|(id, d)| d.finish(id)).collect()
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::*;
+
+    fn stream(id: u64, sends: &[(f64, u64)]) -> WireStream {
+        WireStream {
+            id,
+            body_bytes: sends.iter().map(|s| s.1).sum(),
+            sends: sends.to_vec(),
+            ..WireStream::default()
+        }
+    }
+
+    #[test]
+    fn runs_of_one_stream_become_spans_and_turns_stay_turns() {
+        let mut c = WireConnection {
+            protocol: WireProtocol::H2,
+            client: "10.0.0.1:5000".parse().unwrap(),
+            server: "10.0.0.2:443".parse().unwrap(),
+            opened_ms: 0.0,
+            streams: vec![
+                stream(1, &[(1.0, 10), (2.0, 10), (3.0, 10), (6.0, 5)]),
+                stream(3, &[(4.0, 7), (5.0, 7)]),
+            ],
+        };
+        c.compact();
+        assert_eq!(c.streams[0].spans, vec![(1.0, 3.0, 30), (6.0, 6.0, 5)]);
+        assert_eq!(c.streams[1].spans, vec![(4.0, 5.0, 14)]);
+        assert!(c.streams.iter().all(|s| s.sends.is_empty()));
+        assert_eq!(c.streams[0].first_byte_ms(), Some(1.0));
+        assert_eq!(c.streams[0].last_byte_ms(), Some(6.0));
+        let json = serde_json::to_string(&c.streams[1]).unwrap();
+        assert!(json.contains("\"spans\":[[4.0,5.0,14]]"), "{json}");
+    }
 }
 
 /// What the transports' tests share: addresses, keys, packets on the link.
