@@ -173,9 +173,10 @@ impl Setup {
 
     /// A name safe in ids and file names: the server, with the engine when it is not Chromium
     /// and `repeat` for a repeat view (`embedded`, `embedded-firefox`, `embedded-repeat`), so
-    /// single-engine first-view matrices keep their names.
+    /// single-engine first-view matrices keep their names; an arm's `:` and `=` are spelled as in
+    /// run ids.
     pub fn slug(&self) -> String {
-        let mut s = self.server.to_string();
+        let mut s = self.server.file_name();
         if self.browser != BrowserId::default() {
             s.push_str(&format!("-{}", self.browser));
         }
