@@ -676,3 +676,57 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
     assert!(meta.machine.browsers.contains_key("firefox"));
     assert!(namespaces_of(std::process::id()).is_empty());
 }
+
+/// `--jobs 3` with real lanes: a lossy download's rounds (network-bound: measured at well
+/// under 0.25 CPU-s per s of load) share the machine on their own testbeds, after the warm-up
+/// round that measured them ran alone (that heavy rounds never share is the scheduler's unit
+/// test). Every run is on disk, says its lane, and no namespace is left.
+#[test]
+fn light_rounds_run_side_by_side_on_lanes_after_the_round_that_measured_them() {
+    let guard = temp("lanes");
+    let tmp = guard.path().to_path_buf();
+    let out = tmp.join("results");
+    let args = matrix_args(
+        &tmp,
+        &out,
+        &[
+            "--profiles",
+            "bad-mobile",
+            "--workloads",
+            "download1mb",
+            "--protocols",
+            "h2,h3",
+            "--runs",
+            "3",
+            "--jobs",
+            "3",
+            "--seed",
+            "7",
+        ],
+    );
+    let child = bin().args(&args).spawn().unwrap();
+    let pid = child.id();
+    let status = child.wait_with_output().unwrap().status;
+    assert!(status.success());
+    assert!(runs_support::namespaces_of(pid).is_empty());
+    let rows = final_rows(&runs_csv(&out));
+    assert_eq!(rows.len(), 2 * 4, "warm-up + 3 rounds × 2 protocols");
+    for r in &rows {
+        assert!(valid_or_link_exhausted(r), "{r:?}");
+        let shared = r["lane_shared"] == "true";
+        // The warm-up measured the need: it ran alone; the rounds after it shared.
+        assert_eq!(shared, r["phase"] == "measure", "{}: {r:?}", r["run_id"]);
+        assert!(!r["lane"].is_empty());
+        let need = (r["browser_cpu_ms"].parse::<f64>().unwrap()
+            + r["server_cpu_ms"].parse::<f64>().unwrap_or(0.0)
+            + r["emulator_cpu_ms"].parse::<f64>().unwrap_or(0.0))
+            / r["completion_ms"].parse::<f64>().unwrap();
+        assert!(need < 0.25, "{}: {need:.2} CPU-s/s", r["run_id"]);
+    }
+    let lanes: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r["phase"] == "measure")
+        .map(|r| r["lane"].as_str())
+        .collect();
+    assert!(lanes.len() >= 2, "the rounds used several lanes: {lanes:?}");
+}

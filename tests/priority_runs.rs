@@ -280,6 +280,7 @@ fn study(dir: &Path, server: &str, protocol: &str) -> Study {
     }
 }
 
+/// Also the arms' own claims (see [`arms_are_series_of_their_own`]), on the same matrix.
 #[test]
 fn rfc9218_sends_a_late_stylesheet_before_the_images_and_ignore_does_not() {
     let tmp = tempfile::tempdir().unwrap();
@@ -287,6 +288,7 @@ fn rfc9218_sends_a_late_stylesheet_before_the_images_and_ignore_does_not() {
     // A replayed site under two arms: the second listens on its own port, which the link
     // maps to the 443 the page names.
     let dir = matrix(tmp.path(), &workload);
+    arms_are_series_of_their_own(&dir);
     for protocol in ["h2", "h3"] {
         let rfc = study(&dir, RFC9218, protocol);
         let ignored = study(&dir, "embedded", protocol);
@@ -340,33 +342,10 @@ fn rfc9218_sends_a_late_stylesheet_before_the_images_and_ignore_does_not() {
 
 /// Two settings of a knob as two arms of one matrix: each its own series, interleaved in every
 /// round, compared per protocol against the first arm, with its knobs in the metadata.
-#[test]
-fn arms_of_one_server_interleave_as_series_of_their_own() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = runs_support::matrix(
-        tmp.path(),
-        "arms",
-        &[
-            "--profiles",
-            "wired",
-            "--workloads",
-            "page10",
-            "--protocols",
-            "h2,h3",
-            "--runs",
-            "3",
-            "--servers",
-            "embedded,embedded:priorities=rfc9218",
-        ],
-    );
-    const ARM: &str = "embedded:priorities=rfc9218";
-    for server in ["embedded", ARM] {
-        for protocol in ["h2", "h3"] {
-            records(&dir, server, protocol);
-        }
-    }
+fn arms_are_series_of_their_own(dir: &Path) {
+    const ARM: &str = RFC9218;
     // Each round has both arms' runs, in the plan's seeded order.
-    let rows = runs_support::runs_csv(&dir);
+    let rows = runs_support::runs_csv(dir);
     for round in ["r01", "r02", "r03"] {
         let servers: std::collections::BTreeSet<&str> = rows
             .iter()

@@ -694,6 +694,8 @@ fn generate(
                             round,
                         )),
                         wire: None,
+                        lane: None,
+                        link_draws: None,
                         handshakes: None,
                         disruption: None,
                         captures: vec![],

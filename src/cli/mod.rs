@@ -330,6 +330,13 @@ pub struct MatrixArgs {
     /// 0s: no check.
     #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub machine_check: Duration,
+    /// How many lanes the plan may walk on at once: each its own namespaces, link, servers and
+    /// browser. A round of a cell runs on one lane, its protocols interleaved as ever; rounds
+    /// whose runs wait on the network (measured CPU per second of load at most 0.25) share the
+    /// machine, anything heavier or not measured yet runs alone. `auto`: 3 lanes on 2 CPUs;
+    /// 1: one run at a time.
+    #[arg(long, default_value = "1", value_name = "N|auto")]
+    pub jobs: crate::cli::matrix::lanes::Jobs,
     /// Warm-up rounds per cell (run, saved, left out of the statistics).
     #[arg(long, default_value_t = 1)]
     pub warmup: u32,
@@ -614,6 +621,44 @@ pub enum BenchTarget {
     /// protocols drawn from one distribution, run until the stopping rule stops them, judged
     /// by the summary's verdict; beside them the same cells at fixed run counts. CPU only.
     Stopping(BenchStoppingArgs),
+    /// Does walking a plan on concurrent lanes measure what a serial walk does? The same
+    /// cells one run at a time and on `--jobs` lanes, interleaved in blocks of one round; per
+    /// series the ratio of medians with its 90 % CI and a TOST of equivalence within ±5 %.
+    Concurrency(BenchConcurrencyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchConcurrencyArgs {
+    /// Network profiles (as for `matrix`).
+    #[arg(long, default_value = "mobile,bad-mobile,cell-edge,wired")]
+    pub profiles: String,
+    #[arg(long, default_value = "page50,download")]
+    pub workloads: String,
+    #[arg(long, default_value = "h1,h2,h3")]
+    pub protocols: String,
+    /// Measured runs per series, each way.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Lanes of the concurrent walk (they share the machine whatever their need: the bench
+    /// measures what sharing does).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=16))]
+    pub jobs: u32,
+    /// The equivalence margin, in percent.
+    #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+    pub margin: f64,
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The quiet-machine check before the first block (0s: none).
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub machine_check: Duration,
+    /// Results directory [default: results/bench-concurrency-<timestamp>]: `serial/`,
+    /// `concurrent/`, `concurrency.md`, `concurrency.json`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -1032,6 +1077,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
         }
         BenchTarget::Tap(v) => bench_visual(v, crate::cli::matrix::visual_bench::Treatment::Tap),
         BenchTarget::Stopping(s) => bench_stopping(s),
+        BenchTarget::Concurrency(c) => bench_concurrency(c),
         BenchTarget::Server(args) => {
             let report = server::bench::run(&args)?;
             if args.json {
@@ -1142,6 +1188,8 @@ fn matrix(a: MatrixArgs, typed: &crate::cli::matrix::resume::Typed) -> Result<Ex
         shard: a.shard,
         calibration_runs: a.calibration_runs,
         machine_check: a.machine_check,
+        jobs: a.jobs,
+        until_round: None,
         warmup: a.warmup,
         seed: a.seed,
         timeout: a.timeout,
@@ -1539,6 +1587,8 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 shard: None,
                 calibration_runs: 0,
                 machine_check: Duration::ZERO,
+                jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+                until_round: None,
             };
             let out = crate::cli::matrix::command::run(&req)?;
             if out.summarized {
@@ -1557,6 +1607,64 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     crate::support::atomic::write_file(&dir.join("link-bench.md"), text.as_bytes())?;
     print!("{text}");
     println!("(from {}; also in link-bench.md there)", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_concurrency(a: BenchConcurrencyArgs) -> Result<ExitCode> {
+    use crate::cli::matrix::concurrency_bench;
+    if !(a.margin > 0.0 && a.margin < 50.0) {
+        anyhow::bail!(
+            "--margin {}: give a percentage above 0 and below 50 (e.g. 5)",
+            a.margin
+        );
+    }
+    let out = a.out.clone().unwrap_or_else(concurrency_bench::default_out);
+    let matrix = crate::cli::matrix::command::MatrixRequest {
+        profiles: a.profiles.clone(),
+        profiles_dir: a.common.profile_source(),
+        workloads: a.workloads.clone(),
+        protocols: a.protocols.clone(),
+        h3_mode: crate::config::protocol::H3Mode::Forced,
+        servers: vec![crate::probe::testbed::ServerChoice::embedded()],
+        browsers: a.common.browsers()?,
+        views: vec![crate::config::identity::View::First],
+        repeat_cache: Default::default(),
+        knobs: ServerKnobs::default().with_default_tcp_congestion(),
+        runs: a.runs,
+        warmup: 1,
+        seed: a.seed,
+        timeout: a.timeout,
+        settle_max: a.common.settle_max,
+        pages_root: a.common.pages_root()?,
+        out: None,
+        resume: None,
+        quiet: true,
+        report: false,
+        retry_invalid: 2,
+        pages_seed: a.common.pages_seed,
+        faults: vec![],
+        steer_receive: true,
+        visual: a.common.visual,
+        capture: a.common.capture(),
+        sites: a.common.site_options(),
+        adaptive: None,
+        shard: None,
+        calibration_runs: 0,
+        machine_check: a.machine_check,
+        jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+        until_round: None,
+    };
+    let req = concurrency_bench::ConcurrencyBenchRequest {
+        matrix,
+        jobs: a.jobs as usize,
+        margin: a.margin / 100.0,
+    };
+    let table = concurrency_bench::run(&req, &out)?;
+    print!("{}", concurrency_bench::render(&table, req.margin));
+    println!(
+        "(both walks are results directories in {}; the table is also concurrency.md there)",
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -156,6 +156,13 @@ pub struct RunRecord {
     /// over time, and the order check (records from before the analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::probe::capture::WireEvidence>,
+    /// The lane it ran on when its plan ran on several (`--jobs`; None: a serial walk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<LaneRun>,
+    /// The seed of the link's random draws during the run (loss, jitter, outages): the same
+    /// planned attempt meets the same draws in any walk (None: the link's stream went on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_draws: Option<u64>,
     /// Where the headline went, in round trips: the critical path and its terms (records from
     /// before the accounting, or a run without a navigation: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +189,14 @@ fn first_attempt() -> u32 {
 
 fn three_viewpoints() -> u8 {
     3
+}
+
+/// Where a run of a plan walked on concurrent lanes (`--jobs`) ran: its lane, and whether its
+/// round shared the machine with other lanes' (else it had it alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneRun {
+    pub lane: u32,
+    pub shared: bool,
 }
 
 impl RunRecord {
@@ -238,6 +253,8 @@ impl RunRecord {
             frame_images: vec![],
             hol: None,
             wire: None,
+            lane: None,
+            link_draws: None,
             round_trips: None,
             handshakes: None,
             disruption: None,

@@ -820,6 +820,15 @@ pub static EMULATOR_RUNQ_MS: Metric =
 pub static OTHERS_CPU_MS: Metric = contention("others_cpu_ms", "others' CPU (ms)", |r| {
     r.contention.as_ref().map(|c| c.others_cpu_ms)
 });
+/// CPU time of pagebench's other lanes' browsers and reference servers in the same window
+/// (`--jobs`; 0 when the run had the machine alone): what sharing it cost, kept apart from
+/// others' so a shared run is not called busy for its own siblings.
+pub static SIBLINGS_CPU_MS: Metric = Metric {
+    better: Better::Neither,
+    ..contention("siblings_cpu_ms", "other lanes' CPU (ms)", |r| {
+        r.contention.as_ref().map(|c| c.siblings_cpu_ms)
+    })
+};
 /// 1 when the run met a busy machine (`contention::Contention::disturbance`), else 0.
 pub static DISTURBED: Metric = Metric {
     better: Better::Lower,
@@ -918,6 +927,7 @@ pub static ALL: &[&Metric] = &[
     &EMULATOR_CPU_MS,
     &EMULATOR_RUNQ_MS,
     &OTHERS_CPU_MS,
+    &SIBLINGS_CPU_MS,
     &DISTURBED,
 ];
 
@@ -1061,9 +1071,10 @@ mod tests {
                 "server_runq_ms",
                 "emulator_cpu_ms",
                 "emulator_runq_ms",
-                "others_cpu_ms"
+                "others_cpu_ms",
+                "siblings_cpu_ms"
             ]
         );
-        assert_eq!(breakdown().count(), 46);
+        assert_eq!(breakdown().count(), 47);
     }
 }

@@ -59,6 +59,10 @@ pub struct RunSpec {
     pub packet_tap: bool,
     /// Where a capacity trace starts at the mark (the plan's draw for the round).
     pub trace_start: TraceStart,
+    /// The lane it ran on when the plan ran on several (`--jobs`).
+    pub lane: Option<crate::probe::record::LaneRun>,
+    /// The seed of the link's random draws during this run (see `LoadRequest::draws`).
+    pub draws: Option<u64>,
 }
 
 impl RunSpec {
@@ -93,6 +97,8 @@ impl RunSpec {
             capture: crate::probe::capture::CaptureSet::none(),
             packet_tap: true,
             trace_start: TraceStart::default(),
+            lane: None,
+            draws: None,
         }
     }
 }
@@ -151,6 +157,7 @@ pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
         packet_tap: spec.packet_tap,
         repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
         trace_start: spec.trace_start,
+        draws: spec.draws,
     }
 }
 
@@ -278,6 +285,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         frame_images,
         hol: captured.hol,
         wire,
+        lane: spec.lane,
+        link_draws: spec.draws,
         round_trips,
         handshakes: captured.handshakes,
         disruption,

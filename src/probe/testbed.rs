@@ -352,6 +352,9 @@ pub struct LoadRequest<'a> {
     pub repeat: Option<crate::probe::browser::RepeatCache>,
     /// Where a capacity trace starts at the mark.
     pub trace_start: TraceStart,
+    /// The seed of every random draw of the link from the mark on (None: the link's stream
+    /// goes on from the run before).
+    pub draws: Option<u64>,
 }
 
 /// What one run produced, before it is judged: the browser's observation, the server's and
@@ -398,7 +401,7 @@ pub trait LinkSide {
     fn take_stats(&self) -> Result<LinkStats>;
     /// Starts the link's events (outages, NAT rebinding, a trace's position) now: the run's
     /// mark.
-    fn start_timeline(&self, trace_start: TraceStart);
+    fn start_timeline(&self, trace_start: TraceStart, draws: Option<u64>);
     /// UDP/TCP counters of the client and the server namespace (empty where a namespace
     /// cannot be entered any more).
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters);
@@ -462,9 +465,9 @@ impl LinkSide for Link {
         Link::take_stats(self)
     }
 
-    fn start_timeline(&self, trace_start: TraceStart) {
+    fn start_timeline(&self, trace_start: TraceStart, draws: Option<u64>) {
         // A link that cannot start it has stopped: the run's link gate says so.
-        if let Err(e) = Link::start_timeline(self, trace_start) {
+        if let Err(e) = Link::start_run(self, trace_start, draws) {
             tracing::warn!("cannot start the link's timeline: {e:#}");
         }
     }
@@ -812,7 +815,7 @@ impl Window {
     ) -> Window {
         server.mark();
         let _ = link.take_stats();
-        link.start_timeline(req.trace_start);
+        link.start_timeline(req.trace_start, req.draws);
         let namespaces = link.namespace_counters();
         let sides = crate::support::contention::Sides {
             browser: browser
@@ -977,7 +980,7 @@ mod tests {
                 ..LinkStats::default()
             })
         }
-        fn start_timeline(&self, _trace_start: TraceStart) {
+        fn start_timeline(&self, _trace_start: TraceStart, _draws: Option<u64>) {
             self.0.borrow_mut().push("link timeline".into());
         }
         fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
@@ -1121,6 +1124,7 @@ mod tests {
             packet_tap: true,
             repeat: None,
             trace_start: TraceStart::default(),
+            draws: None,
         };
         let cert = Certificate::generate().unwrap();
         let parts = measure(&link, &mut server, &mut browsers, &cert, &req).unwrap();

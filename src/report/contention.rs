@@ -29,11 +29,37 @@ pub fn section(doc: &mut Document, data: &ReportData, tables: &mut Vec<Table>) {
         items.push("No machine check was made before the runs.".into());
     }
     items.extend(disturbed(data));
+    items.extend(lanes(data));
     doc.blocks.push(Block::List(items));
     if let Some(t) = table(data) {
         tables.push(t.clone());
         doc.blocks.push(Block::Table(t));
     }
+}
+
+/// Which series shared the machine with other lanes (`--jobs`): their runs' other lanes' CPU
+/// is in the table, apart from others'.
+fn lanes(data: &ReportData) -> Option<String> {
+    let shared: Vec<String> = data
+        .summary
+        .series
+        .iter()
+        .filter(|s| {
+            s.breakdown
+                .get(registry::SIBLINGS_CPU_MS.name)
+                .and_then(|b| b.median)
+                .and_then(|m| m.ms())
+                .is_some_and(|ms| ms > 0.0)
+        })
+        .map(|s| s.key.label())
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "Walked on concurrent lanes (`--jobs`): {} of {} series ran most of their rounds beside other lanes' (rounds whose runs measured light enough to share: they wait on the network; the others, and every cell's first round, had the machine alone). Other lanes' browsers and servers are counted apart from other processes, so a shared run is not called busy for its siblings; its own run-queue waits are in the table.",
+            shared.len(),
+            data.summary.series.len(),
+        )
+    })
 }
 
 /// How many measured attempts met a busy machine, per protocol and among the rejected.

@@ -37,6 +37,37 @@ pub struct Sides {
 }
 
 impl Sides {
+    /// The processes pagebench started that are not this run's: other lanes' browsers and
+    /// reference servers (`--jobs`), each a [`Tasks::Process`]. Every descendant of this
+    /// process outside the run's own process groups.
+    fn siblings(&self) -> Vec<Tasks> {
+        let own: Vec<i32> = self
+            .browser
+            .iter()
+            .chain(&self.server)
+            .filter_map(|t| match t {
+                Tasks::Group(g) => Some(*g),
+                _ => None,
+            })
+            .collect();
+        let me = std::process::id() as i32;
+        let stats: Vec<(i32, procfs::PidStat)> = procfs::pids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|pid| procfs::pid_stat(pid).ok().map(|s| (pid, s)))
+            .collect();
+        descendants(me, &stats)
+            .into_iter()
+            .filter(|pid| {
+                stats
+                    .iter()
+                    .find(|(p, _)| p == pid)
+                    .is_some_and(|(_, s)| !own.contains(&s.pgrp))
+            })
+            .map(Tasks::Process)
+            .collect()
+    }
+
     /// Everything of this run's: pagebench's own process (emulator, embedded server, drivers)
     /// and the browser's and the reference server's processes.
     fn ours(&self) -> Vec<Tasks> {
@@ -50,6 +81,24 @@ impl Sides {
         );
         all
     }
+}
+
+/// The processes below `root` (its children, theirs…), from every process's parent (pure).
+fn descendants(root: i32, stats: &[(i32, procfs::PidStat)]) -> Vec<i32> {
+    let mut found = vec![root];
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at];
+        let children: Vec<i32> = stats
+            .iter()
+            .filter(|(pid, s)| s.ppid == parent && !found.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        found.extend(children);
+        at += 1;
+    }
+    found.remove(0);
+    found
 }
 
 /// Each thread's scheduler statistics at one moment, keyed by (pid, tid).
@@ -126,6 +175,7 @@ pub struct Snapshot {
     server: Reading,
     emulator: Reading,
     ours: Reading,
+    siblings: Reading,
 }
 
 impl Snapshot {
@@ -137,6 +187,7 @@ impl Snapshot {
             server: Reading::take(&sides.server),
             emulator: Reading::take(&sides.emulator),
             ours: Reading::take(&sides.ours()),
+            siblings: Reading::take(&sides.siblings()),
         }
     }
 }
@@ -157,8 +208,17 @@ pub struct Contention {
     /// resolution), and the time the hypervisor stole.
     pub machine_busy_ms: f64,
     pub steal_ms: f64,
+    /// CPU time of pagebench's other lanes (`--jobs`): their browsers and reference servers
+    /// (their emulators and embedded servers are threads of pagebench's own process, in
+    /// `ours_cpu_ms`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub siblings_cpu_ms: f64,
     /// CPU time of everything else: other processes, kernel threads (never below 0).
     pub others_cpu_ms: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl Contention {
@@ -167,6 +227,7 @@ impl Contention {
         let hz = procfs::clock_ticks_per_second();
         let ticks_ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz * 1e3;
         let ours = Usage::between(&a.ours, &b.ours);
+        let siblings = Usage::between(&a.siblings, &b.siblings);
         let machine_busy_ms = ticks_ms(a.cpu.busy(), b.cpu.busy());
         let side = |x: &Reading, y: &Reading| (!y.0.is_empty()).then(|| Usage::between(x, y));
         Contention {
@@ -178,13 +239,23 @@ impl Contention {
             ours_cpu_ms: ours.cpu_ms,
             machine_busy_ms,
             steal_ms: ticks_ms(a.cpu.steal, b.cpu.steal),
-            others_cpu_ms: (machine_busy_ms - ours.cpu_ms).max(0.0),
+            siblings_cpu_ms: siblings.cpu_ms,
+            others_cpu_ms: (machine_busy_ms - ours.cpu_ms - siblings.cpu_ms).max(0.0),
         }
     }
 
     /// The CPU time the window offered: its length on every CPU.
     pub fn capacity_ms(&self) -> f64 {
         self.window_ms * self.cpus.max(1) as f64
+    }
+
+    /// The run's own need of the machine: the CPU its browser, server and emulator used per
+    /// second of the window (CPU-seconds per second; None for an empty window).
+    pub fn need(&self) -> Option<f64> {
+        let own = self.browser.cpu_ms
+            + self.server.map_or(0.0, |u| u.cpu_ms)
+            + self.emulator.map_or(0.0, |u| u.cpu_ms);
+        (self.window_ms > 0.0).then(|| own / self.window_ms)
     }
 
     /// Others' CPU time as a share of the window's capacity, in percent.
@@ -270,6 +341,54 @@ mod tests {
             wait_ns: wait_ms * 1_000_000,
             slices: 1,
         }
+    }
+
+    #[test]
+    fn descendants_follow_parents_down_from_the_root_only() {
+        let st = |ppid: i32| procfs::PidStat {
+            state: 'S',
+            ppid,
+            pgrp: 0,
+            utime: 0,
+            stime: 0,
+            start_ticks: 0,
+        };
+        // 10 → 11 → 13, 10 → 12; 20 is someone else's, 21 its child.
+        let stats = vec![
+            (13, st(11)),
+            (11, st(10)),
+            (12, st(10)),
+            (20, st(1)),
+            (21, st(20)),
+            (10, st(1)),
+        ];
+        let mut d = descendants(10, &stats);
+        d.sort();
+        assert_eq!(d, [11, 12, 13]);
+        assert!(descendants(13, &stats).is_empty());
+    }
+
+    #[test]
+    fn a_runs_need_is_its_own_cpu_per_second_of_window() {
+        let c = Contention {
+            window_ms: 2000.0,
+            cpus: 2,
+            browser: Usage {
+                cpu_ms: 300.0,
+                ..Usage::default()
+            },
+            server: Some(Usage {
+                cpu_ms: 60.0,
+                ..Usage::default()
+            }),
+            emulator: Some(Usage {
+                cpu_ms: 40.0,
+                ..Usage::default()
+            }),
+            ..Contention::default()
+        };
+        assert!((c.need().unwrap() - 0.2).abs() < 1e-9);
+        assert_eq!(Contention::default().need(), None);
     }
 
     #[test]

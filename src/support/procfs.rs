@@ -123,6 +123,8 @@ pub fn boot_time() -> io::Result<SystemTime> {
 pub struct PidStat {
     /// `R`, `S`, `D`, `Z` (zombie), …
     pub state: char,
+    /// Parent process.
+    pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
     /// User and system CPU time, in clock ticks.
@@ -151,7 +153,8 @@ impl PidStat {
 /// parentheses, so fields are counted from the last `)`.
 pub fn parse_pid_stat(stat: &str) -> Option<PidStat> {
     let after = &stat[stat.rfind(')')? + 1..];
-    // f[0] = field 3 (state), f[2] = pgrp, f[11] = utime, f[12] = stime, f[19] = starttime.
+    // f[0] = field 3 (state), f[1] = ppid, f[2] = pgrp, f[11] = utime, f[12] = stime,
+    // f[19] = starttime.
     let f: Vec<&str> = after.split_whitespace().collect();
     if f.len() < 20 {
         return None;
@@ -162,6 +165,7 @@ pub fn parse_pid_stat(stat: &str) -> Option<PidStat> {
     };
     Some(PidStat {
         state,
+        ppid: f[1].parse().ok()?,
         pgrp: f[2].parse().ok()?,
         utime: f[11].parse().ok()?,
         stime: f[12].parse().ok()?,
@@ -492,6 +496,7 @@ processes 4242\n";
             s,
             PidStat {
                 state: 'S',
+                ppid: 1,
                 pgrp: 4242,
                 utime: 17,
                 stime: 5,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::identity::{BrowserId, View};
+use crate::config::identity::{BrowserId, Phase, View};
 use crate::config::plan::{self, PlanSpec, PlannedRun};
 use crate::config::profile::{self, Profile, ProfileSource};
 use crate::config::protocol::H3Mode;
@@ -77,6 +77,12 @@ pub struct MatrixRequest {
     pub calibration_runs: u32,
     /// How long to watch the machine before the first run (zero: no check).
     pub machine_check: Duration,
+    /// `--jobs`: the lanes the plan may walk on at once (a walking choice, not stored: a
+    /// resume may take another).
+    pub jobs: super::lanes::Jobs,
+    /// Walk only the warm-ups and the measured rounds up to this one (`bench concurrency`'s
+    /// blocks; None: the whole plan).
+    pub until_round: Option<u32>,
 }
 
 /// What a finished (or interrupted) matrix left.
@@ -238,6 +244,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
     let todo: Vec<&PlannedRun> = planned
         .iter()
         .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
+        .filter(|p| {
+            req.until_round
+                .is_none_or(|r| p.phase == Phase::Warmup || p.round <= r)
+        })
         .collect();
     let walked = if todo.is_empty() {
         tracing::info!(
@@ -482,6 +492,24 @@ fn describe_machine(req: &MatrixRequest, dir: &Path) -> Result<()> {
     )
 }
 
+/// Lane `lane`'s testbed, with `profile`: lane 0's servers log into the results directory as
+/// a serial walk's do, another lane's into `lanes/<lane>/`.
+fn lane_executor(
+    config: &TestbedConfig,
+    lane: usize,
+    profile: &crate::config::profile::Profile,
+) -> Result<Box<dyn super::execute::Executor + 'static>> {
+    let log_dir = config.log_dir.as_ref().map(|d| match lane {
+        0 => d.clone(),
+        n => d.join("lanes").join(n.to_string()),
+    });
+    Ok(Box::new(TestbedExecutor::start(TestbedConfig {
+        profile: profile.clone(),
+        log_dir,
+        ..config.clone()
+    })?))
+}
+
 /// Builds the testbed, records what the servers applied, and walks the plan.
 fn start_and_run(
     req: &MatrixRequest,
@@ -498,7 +526,7 @@ fn start_and_run(
         .find(|p| p.name == todo[0].profile)
         .cloned()
         .expect("planned profile exists");
-    let mut exec = TestbedExecutor::start(TestbedConfig {
+    let config = TestbedConfig {
         profile: first.clone(),
         servers: req.servers.clone(),
         knobs: req.knobs.clone(),
@@ -508,7 +536,8 @@ fn start_and_run(
         steer_receive: req.steer_receive,
         extra_server_addresses: TestbedConfig::extra_addresses_for(manifests.values()),
         site_hosts: TestbedConfig::hosts_for(manifests.values()),
-    })?;
+    };
+    let mut exec = TestbedExecutor::start(config.clone())?;
     // Record what the servers really applied.
     let tb = exec.testbed()?;
     meta.servers_applied = tb.describe();
@@ -561,8 +590,26 @@ fn start_and_run(
         repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
         adaptive: gate,
+        lane: None,
+        draws_seed: Some(req.seed),
     };
-    let result = run_plan(&mut exec, &ctx, &first.name, todo, store, &pb);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut policy = req.jobs.policy(cpus);
+    if req.adaptive.is_some() && policy.jobs > 1 {
+        // The stopping rule judges a cell between its rounds, in order: one lane.
+        tracing::info!("--runs auto walks one run at a time: --jobs is not used");
+        policy = super::lanes::Policy::serial();
+    }
+    let result = if policy.jobs > 1 {
+        // Every lane builds its own testbed in its own thread.
+        drop(exec);
+        let make = |lane: usize, profile: &crate::config::profile::Profile| {
+            lane_executor(&config, lane, profile)
+        };
+        super::concurrent::run_lanes(policy, &make, &ctx, todo, store, &pb)
+    } else {
+        run_plan(&mut exec, &ctx, &first.name, todo, store, &pb)
+    };
     match &result {
         Ok(PlanEnd::Interrupted) => {
             pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume")

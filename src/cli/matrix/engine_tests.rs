@@ -60,7 +60,7 @@ impl LinkSide for QuietLink {
             ..LinkStats::default()
         })
     }
-    fn start_timeline(&self, _: TraceStart) {}
+    fn start_timeline(&self, _: TraceStart, _: Option<u64>) {}
     fn namespace_counters(&self) -> (snmp::Counters, snmp::Counters) {
         Default::default()
     }

@@ -188,7 +188,9 @@ impl<T: RunTarget> Executor for TestbedExecutor<T> {
     }
 }
 
-/// What the plan loop needs besides the executor and the store.
+/// What the plan loop needs besides the executor and the store. Shared by the lanes of a
+/// concurrent walk (`--jobs`), each with its own copy's `lane`.
+#[derive(Clone)]
 pub struct PlanContext<'a> {
     pub profiles: &'a [Profile],
     pub manifests: &'a BTreeMap<String, Manifest>,
@@ -207,9 +209,14 @@ pub struct PlanContext<'a> {
     pub repeat_cache: crate::probe::browser::RepeatCache,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`signals::interrupted`]).
-    pub stop: &'a dyn Fn() -> bool,
+    pub stop: &'a (dyn Fn() -> bool + Sync),
     /// `--runs auto`: whether a cell needs more rounds (None: every planned round runs).
     pub adaptive: Option<AdaptiveGate<'a>>,
+    /// The lane these runs go on, in a concurrent walk.
+    pub lane: Option<crate::probe::record::LaneRun>,
+    /// Each attempt's link draws come from this seed and its id ([`draws_seed`]); None: the
+    /// link's stream goes on from run to run.
+    pub draws_seed: Option<u64>,
 }
 
 #[cfg(test)]
@@ -237,6 +244,8 @@ impl<'a> PlanContext<'a> {
             repeat_cache: Default::default(),
             stop: &|| false,
             adaptive: None,
+            lane: None,
+            draws_seed: None,
         }
     }
 }
@@ -247,7 +256,7 @@ pub struct AdaptiveGate<'a> {
     /// Rounds every cell runs before the rule is asked.
     pub min_runs: u32,
     /// The rule: the cell after this many measured rounds (all of them on disk).
-    pub judge: &'a dyn Fn(&plan::Cell, u32) -> Result<super::adaptive::Judgement>,
+    pub judge: &'a (dyn Fn(&plan::Cell, u32) -> Result<super::adaptive::Judgement> + Sync),
 }
 
 /// Outcomes of the attempts made by one [`run_plan`] call.
@@ -298,7 +307,22 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         capture: ctx.capture.clone(),
         packet_tap: true,
         trace_start: p.trace_start,
+        lane: ctx.lane,
+        draws: ctx
+            .draws_seed
+            .map(|s| draws_seed(s, &id_for_draws(p, attempt))),
     }
+}
+
+/// The seed of an attempt's link draws: the matrix's seed and the attempt's name, so the same
+/// planned attempt meets the same loss, jitter and outages whichever lane runs it and whatever
+/// ran before (`bench concurrency` pairs the walks on it).
+pub fn draws_seed(seed: u64, attempt_name: &str) -> u64 {
+    crate::support::stats::derive_seed(seed, attempt_name)
+}
+
+fn id_for_draws(p: &PlannedRun, attempt: u32) -> String {
+    format!("{}#{attempt}", p.id)
 }
 
 /// The planned profile called `name`.
@@ -351,6 +375,17 @@ impl Precision {
 }
 
 impl Tally {
+    /// Adds another walk's counts (a lane's unit).
+    pub fn add(&mut self, o: &Tally) {
+        self.valid += o.valid;
+        self.invalid += o.invalid;
+        self.dnf += o.dnf;
+        self.retries += o.retries;
+        self.rebuilds += o.rebuilds;
+        self.skipped += o.skipped;
+        self.cells_stopped += o.cells_stopped;
+    }
+
     /// Counts attempt `attempt`'s record: its outcome, and whether it was a retry.
     fn count(&mut self, rec: &RunRecord, attempt: u32) {
         if attempt > 1 {
@@ -480,9 +515,11 @@ mod tests {
     use crate::probe::validate::{Reason, ReasonKind};
     use crate::proof::results::store::Meta;
     use crate::proof::results::summary;
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
     use std::path::{Path, PathBuf};
     use std::rc::Rc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     /// A fake testbed: outcomes scripted per attempt id, everything it did written down.
     #[derive(Default)]
@@ -492,7 +529,7 @@ mod tests {
         broken: bool,
         log: Vec<String>,
         /// Attempts started so far (shared with a test's stop flag).
-        started: Rc<Cell<usize>>,
+        started: Arc<AtomicUsize>,
         /// A results directory that must hold every earlier attempt when one starts.
         check_store: Option<PathBuf>,
         /// An attempt that cannot be attempted at all (`execute` fails).
@@ -540,7 +577,7 @@ mod tests {
                     spec.id
                 );
             }
-            self.started.set(self.started.get() + 1);
+            self.started.fetch_add(1, Ordering::SeqCst);
             if self.fail.as_deref() == Some(spec.id.as_str()) {
                 anyhow::bail!("Chromium is missing");
             }
@@ -607,7 +644,7 @@ mod tests {
             &'a self,
             retry_invalid: u32,
             faults: &'a [FaultInjection],
-            stop: &'a dyn Fn() -> bool,
+            stop: &'a (dyn Fn() -> bool + Sync),
         ) -> PlanContext<'a> {
             PlanContext {
                 stop,
@@ -686,7 +723,7 @@ mod tests {
         exec: &mut dyn Executor,
         store: &mut Store,
         retry: u32,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<PlanEnd> {
         let ctx = f.context(retry, &[], stop);
         let todo: Vec<&PlannedRun> = f
@@ -866,21 +903,21 @@ mod tests {
         let mut store = Store::create(&f.dir, &meta(&f, 1)).unwrap();
         walk(&f, &mut exec, &mut store, 1);
         // The fake checked the directory at every start; at the end it holds every attempt.
-        assert_eq!(exec.started.get(), f.plan.len() + 1);
+        assert_eq!(exec.started.load(Ordering::SeqCst), f.plan.len() + 1);
         assert_eq!(ids_on_disk(&f.dir), runs(&exec));
     }
 
     #[test]
     fn an_interrupt_stops_between_runs_and_a_resume_finishes_exactly_the_plan() {
         let f = fixture();
-        let started = Rc::new(Cell::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
         let mut exec = FakeExecutor {
             started: started.clone(),
             ..FakeExecutor::default()
         };
         let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
         // The signal arrives during the third run: it finishes, and nothing starts after it.
-        let stop = || started.get() >= 3;
+        let stop = || started.load(Ordering::SeqCst) >= 3;
         let end = walk_until(&f, &mut exec, &mut store, 2, &stop).unwrap();
         assert_eq!(end, PlanEnd::Interrupted);
         assert_eq!(runs(&exec), plan_ids(&f)[..3]);
@@ -898,7 +935,7 @@ mod tests {
     #[test]
     fn a_run_that_fails_because_of_the_signal_is_an_interrupt_not_an_error() {
         let f = fixture();
-        let stopping = Rc::new(Cell::new(false));
+        let stopping = Arc::new(AtomicBool::new(false));
         let mut exec = FakeExecutor {
             fail: Some(f.plan[1].id.clone()),
             ..FakeExecutor::default()
@@ -908,15 +945,15 @@ mod tests {
         let started = exec.started.clone();
         // The signal arrives while the second run is under way (its load then fails).
         let stop = move || {
-            if started.get() >= 2 {
-                s.set(true);
+            if started.load(Ordering::SeqCst) >= 2 {
+                s.store(true, Ordering::SeqCst);
             }
-            s.get()
+            s.load(Ordering::SeqCst)
         };
         let end = walk_until(&f, &mut exec, &mut store, 2, &stop).unwrap();
         assert_eq!(end, PlanEnd::Interrupted);
         assert_eq!(ids_on_disk(&f.dir), plan_ids(&f)[..1]);
-        assert!(stopping.get());
+        assert!(stopping.load(Ordering::SeqCst));
     }
 
     #[test]
@@ -1114,9 +1151,9 @@ mod tests {
     fn adaptive_cells_stop_when_precise_and_a_resume_decides_the_same() {
         // Up to 4 rounds, judged from round 2 on: wired is precise after 2, mobile never.
         let f = fixture_of(4, 1);
-        let asked: RefCell<Vec<String>> = RefCell::default();
+        let asked: std::sync::Mutex<Vec<String>> = Default::default();
         let judge = |cell: &plan::Cell, rounds: u32| {
-            asked.borrow_mut().push(format!("{cell} after {rounds}"));
+            asked.lock().unwrap().push(format!("{cell} after {rounds}"));
             let precise = cell.profile == "wired";
             Ok(super::super::adaptive::Judgement {
                 rounds,
@@ -1153,7 +1190,7 @@ mod tests {
         assert_eq!((count("wired", "-r"), count("mobile", "-r")), (4, 8));
         assert_eq!((t.cells_stopped, t.skipped), (1, 4));
         assert_eq!(
-            *asked.borrow(),
+            *asked.lock().unwrap(),
             [
                 "wired/page10 after 2",
                 "mobile/page10 after 2",
@@ -1170,7 +1207,7 @@ mod tests {
             1
         );
         // Resumed: the rule says the same from the runs on disk; nothing more runs.
-        asked.borrow_mut().clear();
+        asked.lock().unwrap().clear();
         drop(store);
         let (mut store, _) = Store::resume(&f.dir, &meta(&f, 2)).unwrap();
         let mut exec = FakeExecutor::default();
@@ -1178,7 +1215,7 @@ mod tests {
             panic!("interrupted")
         };
         assert!(runs(&exec).is_empty(), "{:?}", exec.log);
-        assert_eq!(*asked.borrow(), ["wired/page10 after 2"]);
+        assert_eq!(*asked.lock().unwrap(), ["wired/page10 after 2"]);
         assert_eq!(t.skipped, 4);
     }
 }

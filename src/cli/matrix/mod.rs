@@ -4,7 +4,10 @@
 pub mod adaptive;
 pub mod calibration;
 pub mod command;
+pub mod concurrency_bench;
+pub mod concurrent;
 pub mod execute;
+pub mod lanes;
 pub mod link_bench;
 pub mod merge;
 pub mod resume;

@@ -467,6 +467,8 @@ fn stored_request(
         shard: stored.shard.as_ref().map(|s| s.spec),
         calibration_runs: given.calibration_runs,
         machine_check: given.machine_check,
+        jobs: given.jobs,
+        until_round: None,
     })
 }
 
@@ -519,6 +521,8 @@ mod tests {
             shard: None,
             calibration_runs: 5,
             machine_check: Duration::ZERO,
+            jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+            until_round: None,
         }
     }
 

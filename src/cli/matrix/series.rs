@@ -112,6 +112,8 @@ pub fn run_series(
         repeat_cache: req.repeat_cache,
         stop: &signals::interrupted,
         adaptive: None,
+        lane: None,
+        draws_seed: Some(req.seed),
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {

@@ -77,8 +77,9 @@ enum Command {
     Tap(Option<Sender<TapPacket>>),
     /// Test hook: drop one chosen packet of a direction (index 0 up, 1 down).
     DropChosen(usize, ChosenDrop),
-    /// Start the events' timeline now (the run's mark); replies with its start.
-    StartTimeline(TraceStart, Sender<Instant>),
+    /// Start the events' timeline now (the run's mark), first reseeding each direction's
+    /// draws when seeds are given (up, down); replies with its start.
+    StartTimeline(TraceStart, Option<[u64; 2]>, Sender<Instant>),
     /// Deliver a server port under another number from now on (`None`: as addressed).
     PortMap(Option<PortMap>),
 }
@@ -226,9 +227,13 @@ impl Emulator {
 
     /// Starts the events' timeline of both directions now (outages, NAT rebinding and a trace's
     /// position count from the returned instant; a trace from `trace_start`).
-    pub fn start_timeline(&self, trace_start: TraceStart) -> Result<Instant> {
+    pub fn start_timeline(
+        &self,
+        trace_start: TraceStart,
+        seeds: Option<[u64; 2]>,
+    ) -> Result<Instant> {
         let (reply, rx) = mpsc::channel();
-        self.send(Command::StartTimeline(trace_start, reply))?;
+        self.send(Command::StartTimeline(trace_start, seeds, reply))?;
         rx.recv_timeout(Duration::from_secs(10))
             .map_err(|_| anyhow!("the emulator thread did not answer (stopped or stuck)"))
     }
@@ -631,10 +636,13 @@ impl Loop {
                     }
                     self.tap = tap;
                 }
-                Command::StartTimeline(trace_start, reply) => {
+                Command::StartTimeline(trace_start, seeds, reply) => {
                     let now = Instant::now();
-                    for d in &mut self.dirs {
+                    for (i, d) in self.dirs.iter_mut().enumerate() {
                         d.account_offered(now);
+                        if let Some(s) = seeds {
+                            d.reseed(s[i]);
+                        }
                         d.start_timeline(now, trace_start);
                     }
                     let _ = reply.send(now);

@@ -349,7 +349,19 @@ impl Link {
     /// position count from the returned instant (see [`crate::link::netem::events`]); a capacity
     /// trace from `trace_start`.
     pub fn start_timeline(&self, trace_start: TraceStart) -> Result<Instant> {
-        self.emulator().start_timeline(trace_start)
+        self.start_run(trace_start, None)
+    }
+
+    /// [`Link::start_timeline`], every random draw from the mark on coming from `draws` (when
+    /// given): a run's loss, jitter and outages depend on its own seed alone.
+    pub fn start_run(&self, trace_start: TraceStart, draws: Option<u64>) -> Result<Instant> {
+        let seeds = draws.map(|s| {
+            [
+                direction_seed(s, Direction::Up),
+                direction_seed(s, Direction::Down),
+            ]
+        });
+        self.emulator().start_timeline(trace_start, seeds)
     }
 
     /// Counters since the link was built or the last [`Link::take_stats`].

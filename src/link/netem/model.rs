@@ -409,6 +409,21 @@ impl LinkDirection {
         &self.cfg
     }
 
+    /// Draws every random number from `seed` from now on — loss, jitter (a new `Varying`
+    /// process) and the next timeline's outages — as if the direction had been made with it:
+    /// a run's network then depends on its own seed alone, not on the runs the link carried
+    /// before (a resumed matrix, another lane). Call it at a mark, before
+    /// [`LinkDirection::start_timeline`].
+    pub fn reseed(&mut self, seed: u64) {
+        self.loss_rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut jitter_rng = ChaCha8Rng::seed_from_u64(seed);
+        jitter_rng.set_stream(1);
+        self.varying = varying_process(&self.cfg, &mut jitter_rng);
+        self.jitter_rng = jitter_rng;
+        self.cfg.events.seed = seed;
+        self.marks = 0;
+    }
+
     /// Starts the events' timeline at `now` (the run's mark): outages, NAT rebinding and a
     /// trace's position count from here, the trace from `trace_start`.
     pub fn start_timeline(&mut self, now: Instant, trace_start: TraceStart) {
@@ -1006,6 +1021,38 @@ mod tests {
         assert_eq!(d.offer(t0, v6), Verdict::Dropped(DropCause::NotForPeer));
         assert_eq!(d.counters().dropped_not_for_peer, 2);
         assert_eq!(d.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_reseeded_direction_draws_as_a_fresh_one_with_that_seed() {
+        let c = || DirectionConfig {
+            loss: 0.3,
+            jitter: ms(5),
+            jitter_model: JitterModel::Fifo,
+            ..cfg(20)
+        };
+        let t0 = Instant::now();
+        // 300 packets 1 ms apart: which were lost, and when the others came out.
+        let draws = |d: &mut LinkDirection, from: Instant| {
+            let verdicts: Vec<Verdict> = (0..300u64)
+                .map(|i| d.offer(from + ms(i), pkt(100)))
+                .collect();
+            let times: Vec<Duration> = drain(d, from, Duration::from_secs(1))
+                .into_iter()
+                .map(|(_, at)| at)
+                .collect();
+            (verdicts, times)
+        };
+        let mut fresh = LinkDirection::new(c(), 77);
+        let mut used = LinkDirection::new(c(), 5);
+        draws(&mut used, t0);
+        used.reseed(77);
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(
+            draws(&mut used, later),
+            draws(&mut fresh, later),
+            "history no longer matters"
+        );
     }
 
     #[test]

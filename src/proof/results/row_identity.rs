@@ -30,6 +30,8 @@ pub const COLUMNS: &[&str] = &[
     "measurement_failure",
     "invalid_reason",
     "viewpoints",
+    "lane",
+    "lane_shared",
 ];
 
 /// Who ran what, and how it came out.
@@ -64,6 +66,12 @@ pub struct RowIdentity {
     #[serde(default)]
     pub invalid_reason: String,
     pub viewpoints: u8,
+    /// The lane it ran on when its plan ran on several (`--jobs`; empty: a serial walk), and
+    /// whether its round shared the machine with other lanes'.
+    #[serde(default)]
+    pub lane: Option<u32>,
+    #[serde(default)]
+    pub lane_shared: Option<bool>,
 }
 
 impl RowIdentity {
@@ -97,6 +105,8 @@ impl RowIdentity {
             measurement_failure: rec.is_measurement_failure(),
             invalid_reason: validate::reason_text(&rec.reasons),
             viewpoints: rec.viewpoints,
+            lane: rec.lane.map(|l| l.lane),
+            lane_shared: rec.lane.map(|l| l.shared),
         }
     }
 
@@ -153,6 +163,8 @@ mod tests {
             measurement_failure: true,
             invalid_reason: "link: late, \"quoted\"".into(),
             viewpoints: 3,
+            lane: Some(2),
+            lane_shared: Some(true),
         }
     }
 
@@ -179,6 +191,7 @@ mod tests {
         assert_eq!(at("invalid_kinds"), "link timeout");
         assert_eq!(at("measurement_failure"), "true");
         assert_eq!(at("invalid_reason"), "link: late, \"quoted\"");
+        assert_eq!((at("lane"), at("lane_shared")), ("2", "true"));
         let plain = RowIdentity {
             protocol: Some(Protocol::H2),
             h3_mode: None,

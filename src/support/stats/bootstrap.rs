@@ -121,12 +121,16 @@ pub fn ratio_of_medians_ci(
 
 /// [`bootstrap_median_ci`] for input and config already validated by the caller.
 pub(crate) fn median_ci(values: &[f64], config: &BootstrapConfig) -> ConfidenceInterval {
+    percentile_interval(median_resamples(values, config), config.level)
+}
+
+/// `config.resamples` bootstrap draws of the median of `values`, in draw order.
+pub(crate) fn median_resamples(values: &[f64], config: &BootstrapConfig) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let mut resampler = MedianResampler::new(values);
-    let medians = (0..config.resamples)
+    (0..config.resamples)
         .map(|_| resampler.draw(&mut rng))
-        .collect();
-    percentile_interval(medians, config.level)
+        .collect()
 }
 
 /// Percentile bootstrap CI of the median of a censored sample: every observation (finished or
@@ -153,15 +157,20 @@ pub(crate) fn censored_median_ci(
 
 /// [`ratio_of_medians_ci`] for input and config already validated by the caller.
 pub(crate) fn ratio_ci(a: &[f64], b: &[f64], config: &BootstrapConfig) -> ConfidenceInterval {
+    percentile_interval(ratio_resamples(a, b, config), config.level)
+}
+
+/// `config.resamples` bootstrap draws of `median(a) / median(b)` (a and b resampled
+/// independently), in draw order.
+pub(crate) fn ratio_resamples(a: &[f64], b: &[f64], config: &BootstrapConfig) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let (mut resample_a, mut resample_b) = (MedianResampler::new(a), MedianResampler::new(b));
-    let ratios = (0..config.resamples)
+    (0..config.resamples)
         .map(|_| {
             let numerator = resample_a.draw(&mut rng);
             numerator / resample_b.draw(&mut rng)
         })
-        .collect();
-    percentile_interval(ratios, config.level)
+        .collect()
 }
 
 /// A reproducible seed for one named item (series, comparison) of a run seeded with `base`:
@@ -237,7 +246,7 @@ fn uniform_index(rng: &mut ChaCha8Rng, n: usize) -> usize {
     }
 }
 
-fn percentile_interval(mut statistics: Vec<f64>, level: f64) -> ConfidenceInterval {
+pub(crate) fn percentile_interval(mut statistics: Vec<f64>, level: f64) -> ConfidenceInterval {
     statistics.sort_by(f64::total_cmp);
     let tail = (1.0 - level) / 2.0;
     ConfidenceInterval {

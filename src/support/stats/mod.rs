@@ -16,6 +16,7 @@
 mod bootstrap;
 mod censored;
 mod compare;
+mod equivalence;
 mod error;
 mod fisher;
 mod hodges_lehmann;
@@ -36,6 +37,7 @@ pub use censored::{Censored, CensoredSample};
 pub use compare::{
     apply_holm, compare, CompareConfig, Comparison, RatioBound, Side, UndeterminedReason, Verdict,
 };
+pub use equivalence::{paired_ratio_equivalence, ratio_equivalence, Equivalence};
 pub use error::StatsError;
 pub use fisher::{apply_holm_rates, fisher_exact, RateTest};
 pub use hodges_lehmann::{hodges_lehmann, Shift};

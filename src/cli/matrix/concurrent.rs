@@ -1,0 +1,387 @@
+//! The plan walked on concurrent lanes (`--jobs`): the IO side of [`super::lanes`]. Each lane
+//! is a thread with its own testbed — its own namespaces, link, servers and browsers — built in
+//! that thread before any run starts (a testbed's start-up would otherwise burst the CPU under
+//! another lane's load); the main thread asks the scheduler which units start, hands them
+//! out, and waits for lanes to come back. A lane walks its unit with the
+//! serial loop ([`run_plan`]): its runs in their seeded order, retries, a rebuilt testbed,
+//! the next browser launched during a run's teardown. Every attempt goes to the one results
+//! directory under a lock, on disk before that lane's next attempt starts; the needs the
+//! scheduler decides by are read from the same records.
+
+use std::sync::mpsc;
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Result};
+use indicatif::ProgressBar;
+
+use super::execute::{run_plan, Executor, PlanContext, PlanEnd, RunLog, Tally};
+use super::lanes::{units, Assignment, Needs, Policy, Scheduler};
+use crate::config::plan::PlannedRun;
+use crate::config::profile::Profile;
+use crate::probe::record::{LaneRun, RunRecord};
+use crate::proof::results::store::Attempts;
+
+/// Builds lane `lane`'s executor with `profile` (in the lane's own thread).
+pub type LaneFactory<'a> = dyn Fn(usize, &Profile) -> Result<Box<dyn Executor + 'a>> + Sync + 'a;
+
+/// The results directory (or any [`RunLog`]) shared by the lanes, and the needs its records
+/// tell.
+struct Shared<'a> {
+    log: Mutex<&'a mut (dyn RunLog + Send)>,
+    needs: Mutex<Needs>,
+}
+
+/// One lane's handle on [`Shared`].
+struct LaneLog<'s, 'a>(&'s Shared<'a>);
+
+impl RunLog for LaneLog<'_, '_> {
+    fn attempts(&self, plan_id: &str) -> Attempts {
+        lock(&self.0.log).attempts(plan_id)
+    }
+
+    fn append(&mut self, rec: &RunRecord) -> Result<()> {
+        lock(&self.0.log).append(rec)?;
+        lock(&self.0.needs).record(rec);
+        Ok(())
+    }
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a lane reports when its unit is done.
+struct Done {
+    lane: usize,
+    end: Result<PlanEnd>,
+}
+
+/// Walks `todo` on the lanes `policy` allows, `make` building each lane's executor.
+pub fn run_lanes<'f>(
+    policy: Policy,
+    make: &LaneFactory<'f>,
+    ctx: &PlanContext,
+    todo: &[&PlannedRun],
+    log: &mut (dyn RunLog + Send),
+    pb: &ProgressBar,
+) -> Result<PlanEnd> {
+    let units = units(todo);
+    let shared = Shared {
+        log: Mutex::new(log),
+        needs: Mutex::new(Needs::default()),
+    };
+    let mut sched = Scheduler::new(policy, units.len());
+    let mut tally = Tally::default();
+    let mut interrupted = false;
+    let mut failed: Option<anyhow::Error> = None;
+    let Some(first) = units.first().map(|u| u[0].profile.clone()) else {
+        return Ok(PlanEnd::Done(tally));
+    };
+    let first = profile_named(ctx, &first)?;
+    std::thread::scope(|scope| {
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let mut lanes: Vec<mpsc::Sender<Assignment>> = Vec::new();
+        for lane in 0..policy.jobs.max(1) {
+            let (tx, rx) = mpsc::channel::<Assignment>();
+            lanes.push(tx);
+            let (done_tx, shared, units, first) = (done_tx.clone(), &shared, &units, &first);
+            std::thread::Builder::new()
+                .name(format!("lane-{lane}"))
+                .spawn_scoped(scope, move || {
+                    lane_loop(lane, first, rx, done_tx, make, ctx, units, shared, pb)
+                })
+                .expect("a lane thread starts");
+        }
+        // Every lane says it is ready (or why it is not) before the first run.
+        for _ in 0..lanes.len() {
+            match done_rx.recv() {
+                Ok(Done { end: Err(e), .. }) => {
+                    failed.get_or_insert(e);
+                    sched.stop();
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        loop {
+            let needs = lock(&shared.needs).clone();
+            for a in sched.start(|u| needs.of_unit(&units[u])) {
+                tracing::debug!(
+                    "lane {} takes {} round {} ({})",
+                    a.lane,
+                    units[a.unit][0].cell(),
+                    units[a.unit][0].round,
+                    if a.shared { "shared" } else { "alone" }
+                );
+                if lanes[a.lane].send(a).is_err() {
+                    failed.get_or_insert_with(|| anyhow!("lane {} is gone", a.lane));
+                    sched.stop();
+                }
+            }
+            if sched.is_done() {
+                break;
+            }
+            let Ok(d) = done_rx.recv() else { break };
+            sched.finished(d.lane);
+            match d.end {
+                Ok(PlanEnd::Done(t)) => tally.add(&t),
+                Ok(PlanEnd::Interrupted) => {
+                    interrupted = true;
+                    sched.stop();
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    sched.stop();
+                }
+            }
+            if (ctx.stop)() {
+                interrupted = true;
+                sched.stop();
+            }
+        }
+        // Closing the lanes' channels ends their threads (and drops their testbeds).
+        lanes.clear();
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(if interrupted {
+        PlanEnd::Interrupted
+    } else {
+        PlanEnd::Done(tally)
+    })
+}
+
+fn profile_named(ctx: &PlanContext, name: &str) -> Result<Profile> {
+    ctx.profiles
+        .iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .ok_or_else(|| anyhow!("profile {name} is not planned"))
+}
+
+/// One lane: build its executor with `first` and say it is ready, then walk each unit it is
+/// given with the serial loop and say when it is done.
+#[allow(clippy::too_many_arguments)]
+fn lane_loop<'f>(
+    lane: usize,
+    first: &Profile,
+    work: mpsc::Receiver<Assignment>,
+    done: mpsc::Sender<Done>,
+    make: &LaneFactory<'f>,
+    ctx: &PlanContext,
+    units: &[Vec<&PlannedRun>],
+    shared: &Shared,
+    pb: &ProgressBar,
+) {
+    let (mut exec, ready) = match make(lane, first) {
+        Ok(e) => (Some(e), Ok(PlanEnd::Done(Tally::default()))),
+        Err(e) => (None, Err(e.context(format!("lane {lane}'s testbed")))),
+    };
+    let mut current = first.name.clone();
+    if done.send(Done { lane, end: ready }).is_err() || exec.is_none() {
+        return;
+    }
+    for a in work {
+        let unit = &units[a.unit];
+        let end = walk_unit(
+            lane,
+            a,
+            &mut exec,
+            &mut current,
+            make,
+            ctx,
+            unit,
+            shared,
+            pb,
+        );
+        if done.send(Done { lane, end }).is_err() {
+            break;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk_unit<'f>(
+    lane: usize,
+    a: Assignment,
+    exec: &mut Option<Box<dyn Executor + 'f>>,
+    current: &mut String,
+    make: &LaneFactory<'f>,
+    ctx: &PlanContext,
+    unit: &[&PlannedRun],
+    shared: &Shared,
+    pb: &ProgressBar,
+) -> Result<PlanEnd> {
+    if exec.is_none() {
+        *exec = Some(make(lane, &profile_named(ctx, &unit[0].profile)?)?);
+        current.clone_from(&unit[0].profile);
+    }
+    let ctx = PlanContext {
+        lane: Some(LaneRun {
+            lane: lane as u32,
+            shared: a.shared,
+        }),
+        ..ctx.clone()
+    };
+    let exec = exec.as_mut().expect("built above");
+    let end = run_plan(exec.as_mut(), &ctx, current, unit, &mut LaneLog(shared), pb);
+    *current = unit[unit.len() - 1].profile.clone();
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::identity::{BrowserId, View};
+    use crate::config::plan::{self, PlanSpec};
+    use crate::config::protocol::{parse_variants, H3Mode};
+    use crate::config::workload::Manifest;
+    use crate::probe::runner::RunSpec;
+    use crate::support::contention::{Contention, Usage};
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    /// What the fake lanes did: per attempt, its id, lane and when it ran.
+    type Trace = Mutex<Vec<(String, Option<LaneRun>, Instant, Instant)>>;
+
+    /// A testbed that takes 15 ms a run and says the page needs 0.8 CPU-s/s, the download 0.05.
+    struct FakeLane<'t> {
+        trace: &'t Trace,
+    }
+
+    impl Executor for FakeLane<'_> {
+        fn set_profile(&mut self, _: &Profile) -> Result<()> {
+            Ok(())
+        }
+
+        fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
+            let start = Instant::now();
+            std::thread::sleep(Duration::from_millis(15));
+            let need = if spec.manifest.workload.name == "download" {
+                0.05
+            } else {
+                0.8
+            };
+            lock(self.trace).push((spec.id.clone(), spec.lane, start, Instant::now()));
+            Ok(RunRecord {
+                plan_id: spec.plan_id.clone(),
+                attempt: spec.attempt,
+                profile: spec.profile.name.clone(),
+                workload: spec.manifest.workload.name.clone(),
+                lane: spec.lane,
+                contention: Some(Contention {
+                    window_ms: 1000.0,
+                    browser: Usage {
+                        cpu_ms: need * 1000.0,
+                        ..Usage::default()
+                    },
+                    ..Contention::default()
+                }),
+                ..RunRecord::fixture(&spec.id)
+            })
+        }
+
+        fn recover(&mut self, _: &Profile) -> Result<Option<String>> {
+            Ok(None)
+        }
+    }
+
+    /// Attempts kept in memory.
+    #[derive(Default)]
+    struct Kept(Vec<RunRecord>);
+
+    impl RunLog for Kept {
+        fn attempts(&self, plan_id: &str) -> Attempts {
+            let mut a = Attempts::default();
+            for r in self.0.iter().filter(|r| r.plan_id == plan_id) {
+                a.record(r.attempt, r.is_measurement_failure());
+            }
+            a
+        }
+
+        fn append(&mut self, rec: &RunRecord) -> Result<()> {
+            self.0.push(rec.clone());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn light_rounds_share_lanes_heavy_and_unmeasured_ones_run_alone_and_nothing_is_lost() {
+        let spec = PlanSpec {
+            profiles: vec!["wired".into()],
+            workloads: vec!["page10".into(), "download".into()],
+            servers: vec!["embedded".into()],
+            browsers: vec![BrowserId::default()],
+            views: vec![View::First],
+            variants: parse_variants("h1,h2", H3Mode::Forced).unwrap(),
+            runs: 4,
+            warmup: 1,
+            seed: 3,
+            adaptive: None,
+        };
+        let planned = plan::plan(&spec);
+        let todo: Vec<&PlannedRun> = planned.iter().collect();
+        let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
+        let mut download = Manifest::empty_page10();
+        download.workload = "download".parse().unwrap();
+        let manifests: BTreeMap<String, Manifest> = [
+            ("page10".to_string(), Manifest::empty_page10()),
+            ("download".to_string(), download),
+        ]
+        .into_iter()
+        .collect();
+        let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(1), 0, &[]);
+        let trace = Trace::default();
+        let make = |_: usize, _: &Profile| -> Result<Box<dyn Executor + '_>> {
+            Ok(Box::new(FakeLane { trace: &trace }))
+        };
+        let mut kept = Kept::default();
+        let policy = Policy {
+            jobs: 3,
+            light: 0.25,
+            budget: 0.5,
+        };
+        let end = run_lanes(
+            policy,
+            &make,
+            &ctx,
+            &todo,
+            &mut kept,
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        let PlanEnd::Done(t) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(t.valid, planned.len());
+        let mut ids: Vec<&str> = kept.0.iter().map(|r| r.plan_id.as_str()).collect();
+        ids.sort();
+        let mut want: Vec<&str> = planned.iter().map(|p| p.id.as_str()).collect();
+        want.sort();
+        assert_eq!(ids, want, "every planned run once, on record");
+        let runs = lock(&trace).clone();
+        let overlaps = |a: &(String, Option<LaneRun>, Instant, Instant),
+                        b: &(String, Option<LaneRun>, Instant, Instant)| {
+            a.2 < b.3 && b.2 < a.3
+        };
+        for a in &runs {
+            let lane = a.1.expect("every run says its lane");
+            let warm = a.0.contains("-w1-");
+            // Pages (heavy) and every cell's first round (not measured yet) have the machine.
+            if a.0.contains("page10") || warm {
+                assert!(!lane.shared, "{} shared", a.0);
+                for b in runs.iter().filter(|b| b.0 != a.0) {
+                    assert!(!overlaps(a, b), "{} overlapped {}", a.0, b.0);
+                }
+            } else {
+                assert!(lane.shared, "{} alone", a.0);
+            }
+        }
+        let shared_overlap = runs.iter().any(|a| {
+            runs.iter()
+                .any(|b| a.1.map(|l| l.lane) != b.1.map(|l| l.lane) && overlaps(a, b))
+        });
+        assert!(shared_overlap, "the download rounds ran side by side");
+    }
+}

@@ -1,0 +1,398 @@
+//! Concurrent lanes (`--jobs`): which parts of a plan may run at the same moment, decided from
+//! what their series measured — the CPU their runs used per second of load (pure).
+//!
+//! The unit of work is one round of one cell ([`units`]): its runs interleave on one lane in
+//! their seeded order, exactly as in a serial walk, so a comparison between the protocols (and
+//! servers, browsers) of a round never spans two machine conditions. A unit whose series wait
+//! on the network (a lossy download, a long-RTT load) needs little CPU and shares the machine
+//! with other such units — at most `jobs` at once, their needs summed within a budget; a unit
+//! that needs more, or whose need is not measured yet (a cell's first round), runs alone, and
+//! nothing starts beside it. Its browser launches and settles (which burst the CPU) therefore
+//! never overlap another lane's load: only light units ever share.
+
+use std::collections::BTreeMap;
+
+use crate::config::plan::PlannedRun;
+use crate::probe::record::RunRecord;
+
+/// `--jobs`: how many lanes a plan may walk on at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jobs {
+    /// At most this many (1: the serial walk); a unit shares only when its need is light.
+    Fixed(usize),
+    /// As many as [`auto`] gives this machine.
+    Auto,
+    /// This many, sharing whatever their need ([`Policy::forced`]): `bench concurrency`'s
+    /// concurrent blocks (not a `--jobs` value).
+    Forced(usize),
+}
+
+impl std::str::FromStr for Jobs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Jobs, String> {
+        match s.trim() {
+            "auto" => Ok(Jobs::Auto),
+            n => match n.parse::<usize>() {
+                Ok(n @ 1..=MAX_JOBS) => Ok(Jobs::Fixed(n)),
+                _ => Err(format!(
+                    "--jobs {n:?}: give 1 to {MAX_JOBS} lanes (1: one run at a time) or auto"
+                )),
+            },
+        }
+    }
+}
+
+/// The most lanes `--jobs` takes.
+pub const MAX_JOBS: usize = 16;
+
+impl Jobs {
+    /// The policy on a machine of `cpus` CPUs.
+    pub fn policy(self, cpus: usize) -> Policy {
+        match self {
+            Jobs::Fixed(1) => Policy::serial(),
+            Jobs::Fixed(n) => Policy {
+                jobs: n,
+                ..auto(cpus)
+            },
+            Jobs::Auto => auto(cpus),
+            Jobs::Forced(n) => Policy::forced(n),
+        }
+    }
+}
+
+/// How lanes may share the machine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// Most units at once (1: a serial walk).
+    pub jobs: usize,
+    /// A unit may share the machine when its need is at most this (CPU-seconds per second of
+    /// load, summed over the browser, the server and the emulator).
+    pub light: f64,
+    /// …and the needs of the units sharing it add up to at most this.
+    pub budget: f64,
+}
+
+/// `--jobs auto`'s lanes on a machine of `cpus` CPUs: three lanes per CPU pair, units of at
+/// most 0.25 CPU-s/s, together within a quarter of the machine. What `bench concurrency`
+/// proved equivalent to a serial walk; a unit above it runs alone.
+pub fn auto(cpus: usize) -> Policy {
+    Policy {
+        jobs: (3 * cpus / 2).clamp(1, 6),
+        light: AUTO_LIGHT,
+        budget: AUTO_BUDGET_PER_CPU * cpus.max(1) as f64,
+    }
+}
+
+/// See [`auto`].
+pub const AUTO_LIGHT: f64 = 0.25;
+pub const AUTO_BUDGET_PER_CPU: f64 = 0.25;
+
+impl Policy {
+    /// One lane: the serial walk.
+    pub fn serial() -> Policy {
+        Policy {
+            jobs: 1,
+            light: 0.0,
+            budget: 0.0,
+        }
+    }
+
+    /// `jobs` lanes that share whatever their need (`bench concurrency`'s concurrent blocks:
+    /// it measures what sharing does, so nothing is held back).
+    pub fn forced(jobs: usize) -> Policy {
+        Policy {
+            jobs,
+            light: f64::INFINITY,
+            budget: f64::INFINITY,
+        }
+    }
+
+    /// Whether a unit of `need` may share the machine (None: not measured yet, which only a
+    /// forced policy lets share).
+    pub fn shares(&self, need: Option<f64>) -> bool {
+        self.jobs > 1 && need.map_or(self.light.is_infinite(), |n| n <= self.light)
+    }
+}
+
+/// The plan's units: runs of one cell, phase and round, in plan order (the plan lists a
+/// round's runs together).
+pub fn units<'a>(todo: &[&'a PlannedRun]) -> Vec<Vec<&'a PlannedRun>> {
+    let mut out: Vec<Vec<&PlannedRun>> = Vec::new();
+    for p in todo {
+        match out.last_mut() {
+            Some(u) if same_unit(u[0], p) => u.push(p),
+            _ => out.push(vec![p]),
+        }
+    }
+    out
+}
+
+fn same_unit(a: &PlannedRun, b: &PlannedRun) -> bool {
+    a.profile == b.profile && a.workload == b.workload && a.phase == b.phase && a.round == b.round
+}
+
+/// What a running unit holds of the machine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Held {
+    /// The whole machine.
+    Alone,
+    /// A share: its need.
+    Shared(f64),
+}
+
+/// Hands units to lanes in plan order ([`Scheduler::start`]), told when a lane is free again
+/// ([`Scheduler::finished`]).
+#[derive(Debug)]
+pub struct Scheduler {
+    policy: Policy,
+    units: usize,
+    next: usize,
+    lanes: Vec<Option<(usize, Held)>>,
+    stopped: bool,
+}
+
+impl Scheduler {
+    pub fn new(policy: Policy, units: usize) -> Scheduler {
+        Scheduler {
+            policy,
+            units,
+            next: 0,
+            lanes: vec![None; policy.jobs.max(1)],
+            stopped: false,
+        }
+    }
+
+    /// The units to start now, each with its lane and whether it shares the machine, given
+    /// each unit's measured need. A unit that must run alone waits for every lane to be free;
+    /// nothing passes it (plan order is kept).
+    pub fn start(&mut self, need: impl Fn(usize) -> Option<f64>) -> Vec<Assignment> {
+        let mut out = Vec::new();
+        while !self.stopped && self.next < self.units {
+            if self.held().any(|h| h == Held::Alone) {
+                break;
+            }
+            let n = need(self.next);
+            let held = if self.policy.shares(n) {
+                Held::Shared(n.unwrap_or(0.0))
+            } else {
+                Held::Alone
+            };
+            let running = self.held().count();
+            let fits = match held {
+                Held::Alone => running == 0,
+                Held::Shared(n) => running == 0 || self.used() + n <= self.policy.budget,
+            };
+            let Some(lane) = self.lanes.iter().position(Option::is_none).filter(|_| fits) else {
+                break;
+            };
+            self.lanes[lane] = Some((self.next, held));
+            out.push(Assignment {
+                lane,
+                unit: self.next,
+                shared: held != Held::Alone,
+            });
+            self.next += 1;
+        }
+        out
+    }
+
+    /// `lane` finished its unit.
+    pub fn finished(&mut self, lane: usize) {
+        if let Some(slot) = self.lanes.get_mut(lane) {
+            *slot = None;
+        }
+    }
+
+    /// Start nothing more (interrupted, or a lane failed).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// Whether every unit was handed out (or the walk stopped) and every lane is free.
+    pub fn is_done(&self) -> bool {
+        (self.stopped || self.next == self.units) && self.held().count() == 0
+    }
+
+    fn held(&self) -> impl Iterator<Item = Held> + '_ {
+        self.lanes.iter().flatten().map(|(_, h)| *h)
+    }
+
+    fn used(&self) -> f64 {
+        self.held()
+            .map(|h| match h {
+                Held::Alone => f64::INFINITY,
+                Held::Shared(n) => n,
+            })
+            .sum()
+    }
+}
+
+/// A unit handed to a lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assignment {
+    pub lane: usize,
+    pub unit: usize,
+    /// Whether it shares the machine with other lanes (else it has it alone).
+    pub shared: bool,
+}
+
+/// What the runs measured of each series' CPU need, as they finish.
+#[derive(Debug, Clone, Default)]
+pub struct Needs {
+    by_series: BTreeMap<String, Vec<f64>>,
+}
+
+impl Needs {
+    /// Notes a finished attempt's need (runs without contention figures say nothing).
+    pub fn record(&mut self, rec: &RunRecord) {
+        if let Some(n) = rec.contention.as_ref().and_then(|c| c.need()) {
+            self.by_series
+                .entry(series_key(&rec.profile, &rec.workload, &rec.plan_id))
+                .or_default()
+                .push(n);
+        }
+    }
+
+    /// A unit's need: the largest of its series' median needs; None while any of its series
+    /// has none yet.
+    pub fn of_unit(&self, unit: &[&PlannedRun]) -> Option<f64> {
+        let mut most: f64 = 0.0;
+        for p in unit {
+            let v = self
+                .by_series
+                .get(&series_key(&p.profile, &p.workload, &p.id))?;
+            most = most.max(crate::support::stats::median(v).ok()?);
+        }
+        Some(most)
+    }
+}
+
+/// A series' key from a run's plan id: the id without its round (`wired-page10-r03-h2` and
+/// `wired-page10-w1-h2` are one series).
+fn series_key(profile: &str, workload: &str, plan_id: &str) -> String {
+    let rest = plan_id
+        .strip_prefix(&format!("{profile}-{workload}-"))
+        .unwrap_or(plan_id);
+    let after_round = rest.split_once('-').map_or(rest, |(_, r)| r);
+    format!("{profile}/{workload}/{after_round}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn light(jobs: usize) -> Policy {
+        Policy {
+            jobs,
+            light: 0.25,
+            budget: 0.5,
+        }
+    }
+
+    /// Starts what it can with `needs` and returns `lane:unit[s]` per assignment.
+    fn step(s: &mut Scheduler, needs: &[Option<f64>]) -> Vec<String> {
+        s.start(|u| needs[u])
+            .into_iter()
+            .map(|a| format!("{}:{}{}", a.lane, a.unit, if a.shared { "s" } else { "" }))
+            .collect()
+    }
+
+    #[test]
+    fn light_units_share_within_the_lanes_and_the_budget() {
+        let needs = [Some(0.1), Some(0.1), Some(0.2), Some(0.1), Some(0.05)];
+        let mut s = Scheduler::new(light(3), needs.len());
+        // 0.1 + 0.1 + 0.2 = 0.4 ≤ 0.5 with three lanes; the fourth waits for a lane.
+        assert_eq!(step(&mut s, &needs), ["0:0s", "1:1s", "2:2s"]);
+        assert!(step(&mut s, &needs).is_empty());
+        s.finished(1);
+        // 0.1 + 0.2 + 0.1 = 0.4: fits again.
+        assert_eq!(step(&mut s, &needs), ["1:3s"]);
+        s.finished(2);
+        assert_eq!(step(&mut s, &needs), ["2:4s"]);
+        for lane in 0..3 {
+            s.finished(lane);
+        }
+        assert!(s.is_done());
+    }
+
+    #[test]
+    fn a_heavy_or_unmeasured_unit_waits_for_every_lane_and_runs_alone() {
+        let needs = [Some(0.1), None, Some(0.9), Some(0.1)];
+        let mut s = Scheduler::new(light(3), needs.len());
+        assert_eq!(
+            step(&mut s, &needs),
+            ["0:0s"],
+            "nothing passes the unmeasured unit"
+        );
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:1"]);
+        assert!(step(&mut s, &needs).is_empty(), "nothing starts beside it");
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:2"], "heavy: alone too");
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:3s"]);
+    }
+
+    #[test]
+    fn the_budget_holds_back_a_unit_that_would_overfill_it_but_never_the_first() {
+        let needs = [Some(0.25), Some(0.25), Some(0.25)];
+        let mut s = Scheduler::new(light(3), needs.len());
+        assert_eq!(step(&mut s, &needs), ["0:0s", "1:1s"]);
+        s.finished(0);
+        s.finished(1);
+        let mut lone = Scheduler::new(
+            Policy {
+                budget: 0.1,
+                ..light(2)
+            },
+            1,
+        );
+        assert_eq!(step(&mut lone, &[Some(0.2)]), ["0:0s"]);
+    }
+
+    #[test]
+    fn serial_is_one_unit_at_a_time_and_stop_starts_nothing_more() {
+        let needs = [Some(0.0), Some(0.0)];
+        let mut s = Scheduler::new(Policy::serial(), 2);
+        assert_eq!(step(&mut s, &needs), ["0:0"]);
+        s.stop();
+        s.finished(0);
+        assert!(step(&mut s, &needs).is_empty());
+        assert!(s.is_done());
+        let mut forced = Scheduler::new(Policy::forced(2), 2);
+        assert_eq!(step(&mut forced, &[Some(5.0), None]), ["0:0s", "1:1s"]);
+    }
+
+    #[test]
+    fn jobs_parse_and_give_their_policy() {
+        assert_eq!("auto".parse::<Jobs>(), Ok(Jobs::Auto));
+        assert_eq!("3".parse::<Jobs>(), Ok(Jobs::Fixed(3)));
+        for bad in ["0", "17", "two", ""] {
+            let e = bad.parse::<Jobs>().unwrap_err();
+            assert!(e.contains("--jobs") && e.contains("auto"), "{e}");
+        }
+        assert_eq!(Jobs::Fixed(1).policy(2), Policy::serial());
+        assert_eq!(Jobs::Fixed(4).policy(2).jobs, 4);
+        assert_eq!(Jobs::Fixed(4).policy(2).light, AUTO_LIGHT);
+    }
+
+    #[test]
+    fn auto_scales_with_the_cpus() {
+        assert_eq!(auto(2).jobs, 3);
+        assert_eq!(auto(1).jobs, 1);
+        assert_eq!(auto(16).jobs, 6);
+        assert!((auto(2).budget - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn series_keys_drop_the_round() {
+        assert_eq!(
+            series_key("wired", "page10", "wired-page10-r03-h2"),
+            "wired/page10/h2"
+        );
+        assert_eq!(
+            series_key("wired", "page10", "wired-page10-w1-embedded_x-h3-primed"),
+            "wired/page10/embedded_x-h3-primed"
+        );
+    }
+}
