@@ -332,11 +332,17 @@ pub struct MatrixArgs {
     pub machine_check: Duration,
     /// How many lanes the plan may walk on at once: each its own namespaces, link, servers and
     /// browser. A round of a cell runs on one lane, its protocols interleaved as ever; rounds
-    /// whose runs wait on the network (measured CPU per second of load at most 0.25) share the
-    /// machine, anything heavier or not measured yet runs alone. `auto`: 3 lanes on 2 CPUs;
-    /// 1: one run at a time.
+    /// whose runs wait on the network (measured CPU per second of load at most
+    /// --share-below) share the machine, anything heavier or not measured yet runs alone.
+    /// `auto`: 3 lanes on 2 CPUs; 1: one run at a time.
     #[arg(long, default_value = "1", value_name = "N|auto")]
     pub jobs: crate::cli::matrix::lanes::Jobs,
+    /// With --jobs: the CPU need (CPU-seconds per second of load: browser, server and emulator,
+    /// the median of a series' runs so far) up to which a round shares the machine. The default
+    /// is what `bench concurrency` showed equivalent to a serial walk on this machine class
+    /// (lossy downloads, 0.02-0.05); pages need more and keep the machine alone.
+    #[arg(long, default_value = "0.1", value_name = "CPU", value_parser = crate::cli::matrix::lanes::parse_share_below)]
+    pub share_below: f64,
     /// Warm-up rounds per cell (run, saved, left out of the statistics).
     #[arg(long, default_value_t = 1)]
     pub warmup: u32,
@@ -1189,6 +1195,7 @@ fn matrix(a: MatrixArgs, typed: &crate::cli::matrix::resume::Typed) -> Result<Ex
         calibration_runs: a.calibration_runs,
         machine_check: a.machine_check,
         jobs: a.jobs,
+        share_below: a.share_below,
         until_round: None,
         warmup: a.warmup,
         seed: a.seed,
@@ -1588,6 +1595,7 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 calibration_runs: 0,
                 machine_check: Duration::ZERO,
                 jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+                share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
                 until_round: None,
             };
             let out = crate::cli::matrix::command::run(&req)?;
@@ -1652,6 +1660,7 @@ fn bench_concurrency(a: BenchConcurrencyArgs) -> Result<ExitCode> {
         calibration_runs: 0,
         machine_check: a.machine_check,
         jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+        share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
         until_round: None,
     };
     let req = concurrency_bench::ConcurrencyBenchRequest {

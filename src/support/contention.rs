@@ -37,10 +37,9 @@ pub struct Sides {
 }
 
 impl Sides {
-    /// The processes pagebench started that are not this run's: other lanes' browsers and
-    /// reference servers (`--jobs`), each a [`Tasks::Process`]. Every descendant of this
-    /// process outside the run's own process groups.
-    fn siblings(&self) -> Vec<Tasks> {
+    /// The CPU, in clock ticks, of the processes pagebench started that are not this run's:
+    /// other lanes' browsers and reference servers (`--jobs`). See [`sibling_ticks`].
+    fn siblings_ticks(&self) -> u64 {
         let own: Vec<i32> = self
             .browser
             .iter()
@@ -50,22 +49,12 @@ impl Sides {
                 _ => None,
             })
             .collect();
-        let me = std::process::id() as i32;
         let stats: Vec<(i32, procfs::PidStat)> = procfs::pids()
             .unwrap_or_default()
             .into_iter()
             .filter_map(|pid| procfs::pid_stat(pid).ok().map(|s| (pid, s)))
             .collect();
-        descendants(me, &stats)
-            .into_iter()
-            .filter(|pid| {
-                stats
-                    .iter()
-                    .find(|(p, _)| p == pid)
-                    .is_some_and(|(_, s)| !own.contains(&s.pgrp))
-            })
-            .map(Tasks::Process)
-            .collect()
+        sibling_ticks(std::process::id() as i32, &own, &stats)
     }
 
     /// Everything of this run's: pagebench's own process (emulator, embedded server, drivers)
@@ -81,6 +70,23 @@ impl Sides {
         );
         all
     }
+}
+
+/// The CPU ticks of every process below `me` outside the run's own process groups `own`, each
+/// with its reaped children's, plus the ticks of the children `me` reaped (pure). Counted per
+/// process, not per thread, and with the reaped ones, so the difference between two moments
+/// loses nothing that ended between them (another lane's browser closing inside this run's
+/// window): a process's CPU moves to whoever reaped it.
+fn sibling_ticks(me: i32, own: &[i32], stats: &[(i32, procfs::PidStat)]) -> u64 {
+    let stat = |pid: i32| stats.iter().find(|(p, _)| *p == pid).map(|(_, s)| s);
+    let reaped = stat(me).map_or(0, |s| s.children_ticks);
+    let alive: u64 = descendants(me, stats)
+        .into_iter()
+        .filter_map(stat)
+        .filter(|s| !own.contains(&s.pgrp))
+        .map(|s| s.cpu_ticks() + s.children_ticks)
+        .sum();
+    reaped + alive
 }
 
 /// The processes below `root` (its children, theirs…), from every process's parent (pure).
@@ -175,7 +181,8 @@ pub struct Snapshot {
     server: Reading,
     emulator: Reading,
     ours: Reading,
-    siblings: Reading,
+    /// See [`sibling_ticks`].
+    siblings: u64,
 }
 
 impl Snapshot {
@@ -187,7 +194,7 @@ impl Snapshot {
             server: Reading::take(&sides.server),
             emulator: Reading::take(&sides.emulator),
             ours: Reading::take(&sides.ours()),
-            siblings: Reading::take(&sides.siblings()),
+            siblings: sides.siblings_ticks(),
         }
     }
 }
@@ -227,7 +234,7 @@ impl Contention {
         let hz = procfs::clock_ticks_per_second();
         let ticks_ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz * 1e3;
         let ours = Usage::between(&a.ours, &b.ours);
-        let siblings = Usage::between(&a.siblings, &b.siblings);
+        let siblings_cpu_ms = ticks_ms(a.siblings, b.siblings);
         let machine_busy_ms = ticks_ms(a.cpu.busy(), b.cpu.busy());
         let side = |x: &Reading, y: &Reading| (!y.0.is_empty()).then(|| Usage::between(x, y));
         Contention {
@@ -239,8 +246,8 @@ impl Contention {
             ours_cpu_ms: ours.cpu_ms,
             machine_busy_ms,
             steal_ms: ticks_ms(a.cpu.steal, b.cpu.steal),
-            siblings_cpu_ms: siblings.cpu_ms,
-            others_cpu_ms: (machine_busy_ms - ours.cpu_ms - siblings.cpu_ms).max(0.0),
+            siblings_cpu_ms,
+            others_cpu_ms: (machine_busy_ms - ours.cpu_ms - siblings_cpu_ms).max(0.0),
         }
     }
 
@@ -351,6 +358,7 @@ mod tests {
             pgrp: 0,
             utime: 0,
             stime: 0,
+            children_ticks: 0,
             start_ticks: 0,
         };
         // 10 → 11 → 13, 10 → 12; 20 is someone else's, 21 its child.
@@ -366,6 +374,44 @@ mod tests {
         d.sort();
         assert_eq!(d, [11, 12, 13]);
         assert!(descendants(13, &stats).is_empty());
+    }
+
+    #[test]
+    fn a_sibling_that_ends_in_the_window_is_counted_through_its_reaper() {
+        // pagebench 10; this run's browser group 11 (its renderer 12); another lane's browser
+        // 20 (group 20) with its renderer 21; 30 is someone else's.
+        let st = |ppid: i32, pgrp: i32, own: u64, children: u64| procfs::PidStat {
+            state: 'S',
+            ppid,
+            pgrp,
+            utime: own,
+            stime: 0,
+            children_ticks: children,
+            start_ticks: 0,
+        };
+        let before = [
+            (10, st(1, 10, 500, 40)),
+            (11, st(10, 11, 300, 0)),
+            (12, st(11, 11, 200, 0)),
+            (20, st(10, 20, 100, 0)),
+            (21, st(20, 20, 70, 0)),
+            (30, st(1, 30, 9000, 0)),
+        ];
+        assert_eq!(sibling_ticks(10, &[11], &before), 40 + 100 + 70);
+        // The renderer 21 ended at 90 ticks, reaped by 20 (which grew to 130); then 20 ended,
+        // reaped by pagebench: its 130 + 90 joined pagebench's reaped children.
+        let after = [
+            (10, st(1, 10, 600, 40 + 220)),
+            (11, st(10, 11, 900, 0)),
+            (12, st(11, 11, 700, 0)),
+            (30, st(1, 30, 9500, 0)),
+        ];
+        assert_eq!(sibling_ticks(10, &[11], &after), 40 + 220);
+        // Growth: 20's 30 ticks and 21's 20, nothing of this run's or of 30's.
+        assert_eq!(
+            sibling_ticks(10, &[11], &after) - sibling_ticks(10, &[11], &before),
+            50
+        );
     }
 
     #[test]

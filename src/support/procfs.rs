@@ -130,6 +130,9 @@ pub struct PidStat {
     /// User and system CPU time, in clock ticks.
     pub utime: u64,
     pub stime: u64,
+    /// User and system CPU time of the children it reaped (each with its own reaped
+    /// children's), in clock ticks.
+    pub children_ticks: u64,
     /// When the process started, in clock ticks after boot.
     pub start_ticks: u64,
 }
@@ -154,7 +157,7 @@ impl PidStat {
 pub fn parse_pid_stat(stat: &str) -> Option<PidStat> {
     let after = &stat[stat.rfind(')')? + 1..];
     // f[0] = field 3 (state), f[1] = ppid, f[2] = pgrp, f[11] = utime, f[12] = stime,
-    // f[19] = starttime.
+    // f[13] = cutime, f[14] = cstime, f[19] = starttime.
     let f: Vec<&str> = after.split_whitespace().collect();
     if f.len() < 20 {
         return None;
@@ -169,6 +172,7 @@ pub fn parse_pid_stat(stat: &str) -> Option<PidStat> {
         pgrp: f[2].parse().ok()?,
         utime: f[11].parse().ok()?,
         stime: f[12].parse().ok()?,
+        children_ticks: f[13].parse::<u64>().ok()? + f[14].parse::<u64>().ok()?,
         start_ticks: f[19].parse().ok()?,
     })
 }
@@ -490,7 +494,7 @@ processes 4242\n";
 
     #[test]
     fn parses_pid_stat_despite_odd_command_names() {
-        let stat = "4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 17 5 0 0 20 0 1 0 987654 1000 10";
+        let stat = "4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 17 5 3 2 20 0 1 0 987654 1000 10";
         let s = parse_pid_stat(stat).unwrap();
         assert_eq!(
             s,
@@ -500,6 +504,7 @@ processes 4242\n";
                 pgrp: 4242,
                 utime: 17,
                 stime: 5,
+                children_ticks: 5,
                 start_ticks: 987654,
             }
         );

@@ -80,6 +80,9 @@ pub struct MatrixRequest {
     /// `--jobs`: the lanes the plan may walk on at once (a walking choice, not stored: a
     /// resume may take another).
     pub jobs: super::lanes::Jobs,
+    /// `--share-below`: the need (CPU-s per s of load) up to which a round shares the machine
+    /// on `--jobs` lanes.
+    pub share_below: f64,
     /// Walk only the warm-ups and the measured rounds up to this one (`bench concurrency`'s
     /// blocks; None: the whole plan).
     pub until_round: Option<u32>,
@@ -594,7 +597,7 @@ fn start_and_run(
         draws_seed: Some(req.seed),
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut policy = req.jobs.policy(cpus);
+    let mut policy = req.jobs.policy(cpus, req.share_below);
     if req.adaptive.is_some() && policy.jobs > 1 {
         // The stopping rule judges a cell between its rounds, in order: one lane.
         tracing::info!("--runs auto walks one run at a time: --jobs is not used");

@@ -46,19 +46,39 @@ impl std::str::FromStr for Jobs {
 pub const MAX_JOBS: usize = 16;
 
 impl Jobs {
-    /// The policy on a machine of `cpus` CPUs.
-    pub fn policy(self, cpus: usize) -> Policy {
+    /// The policy on a machine of `cpus` CPUs, rounds sharing the machine when their need is
+    /// at most `share_below` (`--share-below`).
+    pub fn policy(self, cpus: usize, share_below: f64) -> Policy {
         match self {
             Jobs::Fixed(1) => Policy::serial(),
             Jobs::Fixed(n) => Policy {
                 jobs: n,
+                light: share_below,
                 ..auto(cpus)
             },
-            Jobs::Auto => auto(cpus),
+            Jobs::Auto => Policy {
+                light: share_below,
+                ..auto(cpus)
+            },
             Jobs::Forced(n) => Policy::forced(n),
         }
     }
 }
+
+/// `--share-below`: a CPU need above 0 and at most [`MAX_SHARE_BELOW`].
+pub fn parse_share_below(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= MAX_SHARE_BELOW => Ok(v),
+        _ => Err(format!(
+            "--share-below {s:?}: give the CPU need, in CPU-seconds per second of load, up to \
+             which rounds share the machine: above 0 and at most {MAX_SHARE_BELOW} (default \
+             {AUTO_LIGHT})"
+        )),
+    }
+}
+
+/// The largest `--share-below` (a need of one whole CPU).
+pub const MAX_SHARE_BELOW: f64 = 1.0;
 
 /// How lanes may share the machine.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,8 +93,8 @@ pub struct Policy {
 }
 
 /// `--jobs auto`'s lanes on a machine of `cpus` CPUs: three lanes per CPU pair, units of at
-/// most 0.25 CPU-s/s, together within a quarter of the machine. What `bench concurrency`
-/// proved equivalent to a serial walk; a unit above it runs alone.
+/// most [`AUTO_LIGHT`] CPU-s/s, together within a quarter of the machine; a unit above it
+/// runs alone.
 pub fn auto(cpus: usize) -> Policy {
     Policy {
         jobs: (3 * cpus / 2).clamp(1, 6),
@@ -83,8 +103,12 @@ pub fn auto(cpus: usize) -> Policy {
     }
 }
 
-/// See [`auto`].
-pub const AUTO_LIGHT: f64 = 0.25;
+/// The need up to which a round shares the machine by default. `bench concurrency` (24 series,
+/// 10 rounds, 3 lanes sharing whatever their need) showed the lossy downloads equivalent to a
+/// serial walk, needing 0.02–0.05 CPU-s/s; the lightest page series, cell-edge page50 at 0.19,
+/// was not shown equivalent (90 % CIs up to 1.25×), and pages that need more were slower
+/// beside other lanes (up to 1.10× [1.03–1.22]).
+pub const AUTO_LIGHT: f64 = 0.1;
 pub const AUTO_BUDGET_PER_CPU: f64 = 0.25;
 
 impl Policy {
@@ -371,9 +395,15 @@ mod tests {
             let e = bad.parse::<Jobs>().unwrap_err();
             assert!(e.contains("--jobs") && e.contains("auto"), "{e}");
         }
-        assert_eq!(Jobs::Fixed(1).policy(2), Policy::serial());
-        assert_eq!(Jobs::Fixed(4).policy(2).jobs, 4);
-        assert_eq!(Jobs::Fixed(4).policy(2).light, AUTO_LIGHT);
+        assert_eq!(Jobs::Fixed(1).policy(2, AUTO_LIGHT), Policy::serial());
+        assert_eq!(Jobs::Fixed(4).policy(2, AUTO_LIGHT).jobs, 4);
+        assert_eq!(Jobs::Fixed(4).policy(2, 0.3).light, 0.3);
+        assert_eq!(Jobs::Auto.policy(2, AUTO_LIGHT).light, AUTO_LIGHT);
+        assert_eq!(parse_share_below(" 0.25"), Ok(0.25));
+        for bad in ["0", "-1", "1.5", "NaN", "inf", "x"] {
+            let e = parse_share_below(bad).unwrap_err();
+            assert!(e.contains("--share-below") && e.contains("CPU"), "{e}");
+        }
     }
 
     #[test]

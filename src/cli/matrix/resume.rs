@@ -468,6 +468,7 @@ fn stored_request(
         calibration_runs: given.calibration_runs,
         machine_check: given.machine_check,
         jobs: given.jobs,
+        share_below: given.share_below,
         until_round: None,
     })
 }
@@ -522,6 +523,7 @@ mod tests {
             calibration_runs: 5,
             machine_check: Duration::ZERO,
             jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+            share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
             until_round: None,
         }
     }
