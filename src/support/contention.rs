@@ -57,18 +57,15 @@ impl Sides {
         sibling_ticks(std::process::id() as i32, &own, &stats)
     }
 
-    /// Everything of this run's: pagebench's own process (emulator, embedded server, drivers)
-    /// and the browser's and the reference server's processes.
-    fn ours(&self) -> Vec<Tasks> {
-        let mut all = vec![Tasks::Process(std::process::id() as i32)];
-        all.extend(
-            self.browser
-                .iter()
-                .chain(&self.server)
-                .filter(|t| matches!(t, Tasks::Group(_)))
-                .cloned(),
-        );
-        all
+    /// This run's processes: the browser's and the reference server's (pagebench's own process
+    /// is read whole, see [`Snapshot`]).
+    fn own_groups(&self) -> Vec<Tasks> {
+        self.browser
+            .iter()
+            .chain(&self.server)
+            .filter(|t| matches!(t, Tasks::Group(_)))
+            .cloned()
+            .collect()
     }
 }
 
@@ -180,7 +177,11 @@ pub struct Snapshot {
     browser: Reading,
     server: Reading,
     emulator: Reading,
-    ours: Reading,
+    /// This run's browser and reference server processes' threads.
+    own_groups: Reading,
+    /// pagebench's own CPU ticks (emulators, embedded servers, drivers and analysis, of every
+    /// lane): the process's figure, which keeps the threads that ended.
+    me: u64,
     /// See [`sibling_ticks`].
     siblings: u64,
 }
@@ -193,7 +194,8 @@ impl Snapshot {
             browser: Reading::take(&sides.browser),
             server: Reading::take(&sides.server),
             emulator: Reading::take(&sides.emulator),
-            ours: Reading::take(&sides.ours()),
+            own_groups: Reading::take(&sides.own_groups()),
+            me: procfs::pid_stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks()),
             siblings: sides.siblings_ticks(),
         }
     }
@@ -233,7 +235,8 @@ impl Contention {
     pub fn between(a: &Snapshot, b: &Snapshot, cpus: usize) -> Contention {
         let hz = procfs::clock_ticks_per_second();
         let ticks_ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz * 1e3;
-        let ours = Usage::between(&a.ours, &b.ours);
+        let ours_cpu_ms =
+            Usage::between(&a.own_groups, &b.own_groups).cpu_ms + ticks_ms(a.me, b.me);
         let siblings_cpu_ms = ticks_ms(a.siblings, b.siblings);
         let machine_busy_ms = ticks_ms(a.cpu.busy(), b.cpu.busy());
         let side = |x: &Reading, y: &Reading| (!y.0.is_empty()).then(|| Usage::between(x, y));
@@ -243,11 +246,11 @@ impl Contention {
             browser: Usage::between(&a.browser, &b.browser),
             server: side(&a.server, &b.server),
             emulator: side(&a.emulator, &b.emulator),
-            ours_cpu_ms: ours.cpu_ms,
+            ours_cpu_ms,
             machine_busy_ms,
             steal_ms: ticks_ms(a.cpu.steal, b.cpu.steal),
             siblings_cpu_ms,
-            others_cpu_ms: (machine_busy_ms - ours.cpu_ms - siblings_cpu_ms).max(0.0),
+            others_cpu_ms: (machine_busy_ms - ours_cpu_ms - siblings_cpu_ms).max(0.0),
         }
     }
 
@@ -495,9 +498,38 @@ mod tests {
         let spun = c.emulator.unwrap();
         assert_eq!(spun.threads, 1);
         assert!(spun.cpu_ms > 1.0, "{spun:?}");
-        // The process's threads are read a moment after this one's, at both ends: the two
-        // windows differ by the time of reading /proc, well under a millisecond or two.
-        assert!(c.ours_cpu_ms >= spun.cpu_ms - 5.0, "{c:?}");
+        // The process's figure is read a moment after this thread's, at both ends, and in
+        // whole clock ticks (10 ms): at most a tick and the reading time apart.
+        assert!(c.ours_cpu_ms >= spun.cpu_ms - 15.0, "{c:?}");
         assert!(c.window_ms >= 100.0);
+    }
+
+    /// The CPU time of the calling thread, in ms.
+    fn thread_cpu_ms() -> f64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer for the calling thread's clock.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+    }
+
+    #[test]
+    fn a_thread_that_ends_inside_the_window_still_counts_as_ours() {
+        let sides = Sides::default();
+        let a = Snapshot::take(&sides);
+        // Another lane's analysis, say: 60 ms of CPU on a thread gone before the window ends.
+        std::thread::spawn(|| {
+            let start = thread_cpu_ms();
+            while thread_cpu_ms() - start < 60.0 {
+                std::hint::black_box(0u64.wrapping_add(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let b = Snapshot::take(&sides);
+        let c = Contention::between(&a, &b, 2);
+        assert!(c.ours_cpu_ms >= 45.0, "{c:?}");
     }
 }
