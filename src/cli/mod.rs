@@ -1563,40 +1563,20 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
                 ))
             });
             let req = crate::cli::matrix::command::MatrixRequest {
-                profiles,
-                profiles_dir,
-                workloads: a.workloads.clone(),
-                protocols: a.protocols.clone(),
-                h3_mode: crate::config::protocol::H3Mode::Forced,
-                servers: vec![crate::probe::testbed::ServerChoice::embedded()],
-                browsers: vec![crate::config::identity::BrowserId::default()],
-                views: vec![crate::config::identity::View::First],
-                repeat_cache: Default::default(),
-                knobs: ServerKnobs::default().with_default_tcp_congestion(),
+                out: Some(out),
                 runs: a.runs,
-                warmup: 1,
                 seed: a.seed,
                 timeout: a.timeout,
-                settle_max: a.common.settle_max,
-                pages_root: a.common.pages_root()?,
-                out: Some(out),
-                resume: None,
-                quiet: true,
-                report: false,
-                retry_invalid: 2,
-                pages_seed: a.common.pages_seed,
-                faults: vec![],
-                steer_receive: true,
                 visual: a.common.visual,
                 capture: a.common.capture(),
                 sites: a.common.site_options(),
-                adaptive: None,
-                shard: None,
-                calibration_runs: 0,
-                machine_check: Duration::ZERO,
-                jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
-                share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
-                until_round: None,
+                ..bench_matrix(
+                    &a.common,
+                    profiles,
+                    profiles_dir,
+                    &a.workloads,
+                    &a.protocols,
+                )?
             };
             let out = crate::cli::matrix::command::run(&req)?;
             if out.summarized {
@@ -1618,6 +1598,53 @@ fn bench_link(a: BenchLinkArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A bench's matrix: the embedded server and Chromium's first view, forced h3, one warm-up,
+/// quiet and without a report, walked one run at a time; the bench sets what it varies.
+fn bench_matrix(
+    common: &CommonArgs,
+    profiles: String,
+    profiles_dir: profile::ProfileSource,
+    workloads: &str,
+    protocols: &str,
+) -> Result<crate::cli::matrix::command::MatrixRequest> {
+    Ok(crate::cli::matrix::command::MatrixRequest {
+        profiles,
+        profiles_dir,
+        workloads: workloads.to_string(),
+        protocols: protocols.to_string(),
+        h3_mode: crate::config::protocol::H3Mode::Forced,
+        servers: vec![crate::probe::testbed::ServerChoice::embedded()],
+        browsers: vec![crate::config::identity::BrowserId::default()],
+        views: vec![crate::config::identity::View::First],
+        repeat_cache: Default::default(),
+        knobs: ServerKnobs::default().with_default_tcp_congestion(),
+        runs: 10,
+        warmup: 1,
+        seed: 1,
+        timeout: Duration::from_secs(120),
+        settle_max: common.settle_max,
+        pages_root: common.pages_root()?,
+        out: None,
+        resume: None,
+        quiet: true,
+        report: false,
+        retry_invalid: 2,
+        pages_seed: common.pages_seed,
+        faults: vec![],
+        steer_receive: true,
+        visual: false,
+        capture: Default::default(),
+        sites: Default::default(),
+        adaptive: None,
+        shard: None,
+        calibration_runs: 0,
+        machine_check: Duration::ZERO,
+        jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
+        share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
+        until_round: None,
+    })
+}
+
 fn bench_concurrency(a: BenchConcurrencyArgs) -> Result<ExitCode> {
     use crate::cli::matrix::concurrency_bench;
     if !(a.margin > 0.0 && a.margin < 50.0) {
@@ -1628,40 +1655,21 @@ fn bench_concurrency(a: BenchConcurrencyArgs) -> Result<ExitCode> {
     }
     let out = a.out.clone().unwrap_or_else(concurrency_bench::default_out);
     let matrix = crate::cli::matrix::command::MatrixRequest {
-        profiles: a.profiles.clone(),
-        profiles_dir: a.common.profile_source(),
-        workloads: a.workloads.clone(),
-        protocols: a.protocols.clone(),
-        h3_mode: crate::config::protocol::H3Mode::Forced,
-        servers: vec![crate::probe::testbed::ServerChoice::embedded()],
         browsers: a.common.browsers()?,
-        views: vec![crate::config::identity::View::First],
-        repeat_cache: Default::default(),
-        knobs: ServerKnobs::default().with_default_tcp_congestion(),
         runs: a.runs,
-        warmup: 1,
         seed: a.seed,
         timeout: a.timeout,
-        settle_max: a.common.settle_max,
-        pages_root: a.common.pages_root()?,
-        out: None,
-        resume: None,
-        quiet: true,
-        report: false,
-        retry_invalid: 2,
-        pages_seed: a.common.pages_seed,
-        faults: vec![],
-        steer_receive: true,
+        machine_check: a.machine_check,
         visual: a.common.visual,
         capture: a.common.capture(),
         sites: a.common.site_options(),
-        adaptive: None,
-        shard: None,
-        calibration_runs: 0,
-        machine_check: a.machine_check,
-        jobs: crate::cli::matrix::lanes::Jobs::Fixed(1),
-        share_below: crate::cli::matrix::lanes::AUTO_LIGHT,
-        until_round: None,
+        ..bench_matrix(
+            &a.common,
+            a.profiles.clone(),
+            a.common.profile_source(),
+            &a.workloads,
+            &a.protocols,
+        )?
     };
     let req = concurrency_bench::ConcurrencyBenchRequest {
         matrix,

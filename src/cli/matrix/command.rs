@@ -545,19 +545,7 @@ fn start_and_run(
     let tb = exec.testbed()?;
     meta.servers_applied = tb.describe();
     store::write_meta(store.dir(), meta)?;
-    for s in &req.servers {
-        let slot = tb.server(&s.name()).expect("started");
-        for v in &r.variants {
-            if !slot.offers(v.protocol) {
-                tracing::warn!(
-                    "server {} does not offer {}: its {} runs will be invalid (the browser is caught falling back)",
-                    s.name(),
-                    v.protocol,
-                    v.name()
-                );
-            }
-        }
-    }
+    warn_unoffered(req, r, tb);
     let pb = progress_bar(
         planned.len(),
         store.finished(planned, req.retry_invalid),
@@ -596,13 +584,7 @@ fn start_and_run(
         lane: None,
         draws_seed: Some(req.seed),
     };
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut policy = req.jobs.policy(cpus, req.share_below);
-    if req.adaptive.is_some() && policy.jobs > 1 {
-        // The stopping rule judges a cell between its rounds, in order: one lane.
-        tracing::info!("--runs auto walks one run at a time: --jobs is not used");
-        policy = super::lanes::Policy::serial();
-    }
+    let policy = lane_policy(req);
     let result = if policy.jobs > 1 {
         // Every lane builds its own testbed in its own thread.
         drop(exec);
@@ -613,7 +595,42 @@ fn start_and_run(
     } else {
         run_plan(&mut exec, &ctx, &first.name, todo, store, &pb)
     };
-    match &result {
+    finish_progress(&pb, &result, req.adaptive.is_some());
+    result
+}
+
+/// Warns of every measured protocol a server does not offer (its runs will be invalid).
+fn warn_unoffered(req: &MatrixRequest, r: &Resolved, tb: &crate::probe::testbed::Testbed) {
+    for s in &req.servers {
+        let slot = tb.server(&s.name()).expect("started");
+        for v in &r.variants {
+            if !slot.offers(v.protocol) {
+                tracing::warn!(
+                    "server {} does not offer {}: its {} runs will be invalid (the browser is caught falling back)",
+                    s.name(),
+                    v.protocol,
+                    v.name()
+                );
+            }
+        }
+    }
+}
+
+/// The lanes `--jobs` and `--share-below` give this machine (one with `--runs auto`).
+fn lane_policy(req: &MatrixRequest) -> super::lanes::Policy {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let policy = req.jobs.policy(cpus, req.share_below);
+    if req.adaptive.is_some() && policy.jobs > 1 {
+        // The stopping rule judges a cell between its rounds, in order: one lane.
+        tracing::info!("--runs auto walks one run at a time: --jobs is not used");
+        return super::lanes::Policy::serial();
+    }
+    policy
+}
+
+/// The progress bar's last line: interrupted, or what the walk counted.
+fn finish_progress(pb: &ProgressBar, result: &Result<PlanEnd>, adaptive: bool) {
+    match result {
         Ok(PlanEnd::Interrupted) => {
             pb.abandon_with_message("interrupted: finished runs are saved; continue with --resume")
         }
@@ -623,7 +640,7 @@ fn start_and_run(
             t.invalid,
             t.dnf,
             t.retries,
-            if req.adaptive.is_some() {
+            if adaptive {
                 format!(
                     " · {} cells precise before their last round, {} runs not needed",
                     t.cells_stopped, t.skipped
@@ -634,5 +651,4 @@ fn start_and_run(
         )),
         Err(_) => pb.abandon(),
     }
-    result
 }
