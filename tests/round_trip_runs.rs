@@ -76,6 +76,10 @@ fn assert_accounted(recs: &[RunRecord]) {
 }
 
 fn matrix(tmp: &Path, name: &str, workload: &str, extra: &[&str]) -> PathBuf {
+    matrix_of(tmp, name, workload, "3", extra)
+}
+
+fn matrix_of(tmp: &Path, name: &str, workload: &str, runs: &str, extra: &[&str]) -> PathBuf {
     let mut args = vec![
         "--profiles",
         "wired",
@@ -84,7 +88,7 @@ fn matrix(tmp: &Path, name: &str, workload: &str, extra: &[&str]) -> PathBuf {
         "--protocols",
         "h2,h3",
         "--runs",
-        "3",
+        runs,
     ];
     args.extend_from_slice(extra);
     runs_support::matrix(tmp, name, &args)
@@ -93,12 +97,16 @@ fn matrix(tmp: &Path, name: &str, workload: &str, extra: &[&str]) -> PathBuf {
 #[test]
 fn a_one_file_page_costs_its_handshake_and_a_round_trip_per_request() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = matrix(tmp.path(), "page1", "page1", &[]);
+    // Five runs: a handshake is a few ms of CPU on both ends, which a busy CI machine stretches
+    // now and then (the median of three h3 set-ups measured 1.36 RTT there).
+    let dir = matrix_of(tmp.path(), "page1", "page1", "5", &[]);
     for (protocol, setup) in [("h2", 2.0), ("h3", 1.0)] {
         let recs = records(&dir, protocol);
         let setup_rtts = median(recs.iter().map(|r| accounting(r).setup_rtts).collect());
+        // Half a round trip is what tells one count from the next; the measured set-up is
+        // never shorter than the round trips it takes.
         assert!(
-            (setup_rtts - setup).abs() < 0.3,
+            setup_rtts > setup - 0.3 && setup_rtts < setup + 0.5,
             "{protocol}: set-up {setup_rtts:.2} RTT, expected {setup}"
         );
         for r in &recs {
