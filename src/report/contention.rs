@@ -55,7 +55,7 @@ fn lanes(data: &ReportData) -> Option<String> {
         .collect();
     (!shared.is_empty()).then(|| {
         format!(
-            "Walked on concurrent lanes (`--jobs`): {} of {} series ran most of their rounds beside other lanes' (rounds whose runs measured light enough to share: they wait on the network; the others, and every cell's first round, had the machine alone). Other lanes' browsers and servers are counted apart from other processes, except the helper processes of a browser that closes during a shared run's load (reaped by init, they count as others): a shared run called busy may have met only its siblings. Its own run-queue waits are in the table.",
+            "Walked on concurrent lanes (`--jobs`): {} of {} series ran most of their rounds beside other lanes' (rounds whose runs measured light enough to share: they wait on the network; the others, and every cell's first round, had the machine alone). Other lanes' browsers and servers are counted apart from other processes, every process of theirs (each launch runs in a CPU accounting group of its own, cgroup v2, which keeps the CPU of helpers that outlive their browser); on a machine without cgroup2, said by a warning at the start, a closing browser's helpers count as others, and a shared run called busy may have met only its siblings. Its own run-queue waits are in the table.",
             shared.len(),
             data.summary.series.len(),
         )

@@ -8,13 +8,15 @@
 //! see all of them, so a report can say the machine was busy — and a user can read what a
 //! protocol costs in CPU on each side.
 //!
-//! The IO shell ([`Snapshot::take`]) reads `/proc`; [`Contention::between`] is pure.
+//! The IO shell ([`Snapshot::take`]) reads `/proc` and the CPU accounting groups;
+//! [`Contention::between`] is pure.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::support::cgroup;
 use crate::support::procfs::{self, CpuTicks, SchedStat};
 
 /// Where a side's threads are.
@@ -184,6 +186,48 @@ pub struct Snapshot {
     me: u64,
     /// See [`sibling_ticks`].
     siblings: u64,
+    /// The same from the accounting groups, where every process of this run's and of pagebench's
+    /// is in one ([`GroupUsage::read`]).
+    groups: Option<GroupUsage>,
+}
+
+/// CPU time (ns) from the accounting groups (`support::cgroup`): of everything pagebench
+/// started in them, and of this run's browser and server. Unlike reading processes, this keeps
+/// the CPU of processes that ended, whoever reaped them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct GroupUsage {
+    /// Which of pagebench's sessions of groups was read (a new one starts from zero).
+    session: u64,
+    all_ns: u64,
+    own_ns: u64,
+}
+
+impl GroupUsage {
+    /// None unless every one of `own`'s process groups was started in a group.
+    fn read(own: &[Tasks]) -> Option<GroupUsage> {
+        let mut own_ns = 0;
+        for t in own {
+            if let Tasks::Group(pgid) = t {
+                own_ns += cgroup::usage_of_process_group(*pgid)?;
+            }
+        }
+        let (session, all_ns) = cgroup::session_usage()?;
+        Some(GroupUsage {
+            session,
+            all_ns,
+            own_ns,
+        })
+    }
+
+    /// (this run's, other lanes') CPU in ms between two readings of one session (pure).
+    fn between(a: &GroupUsage, b: &GroupUsage) -> Option<(f64, f64)> {
+        if a.session != b.session {
+            return None;
+        }
+        let ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / 1e6;
+        let own = ms(a.own_ns, b.own_ns);
+        Some((own, (ms(a.all_ns, b.all_ns) - own).max(0.0)))
+    }
 }
 
 impl Snapshot {
@@ -197,6 +241,7 @@ impl Snapshot {
             own_groups: Reading::take(&sides.own_groups()),
             me: procfs::pid_stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks()),
             siblings: sides.siblings_ticks(),
+            groups: GroupUsage::read(&sides.own_groups()),
         }
     }
 }
@@ -219,7 +264,8 @@ pub struct Contention {
     pub steal_ms: f64,
     /// CPU time of pagebench's other lanes (`--jobs`): their browsers and reference servers
     /// (their emulators and embedded servers are threads of pagebench's own process, in
-    /// `ours_cpu_ms`).
+    /// `ours_cpu_ms`). Read from the CPU accounting groups (`support::cgroup`) where the
+    /// machine has them, else from the processes below pagebench ([`sibling_ticks`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub siblings_cpu_ms: f64,
     /// CPU time of everything else: other processes, kernel threads (never below 0).
@@ -235,9 +281,17 @@ impl Contention {
     pub fn between(a: &Snapshot, b: &Snapshot, cpus: usize) -> Contention {
         let hz = procfs::clock_ticks_per_second();
         let ticks_ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz * 1e3;
-        let ours_cpu_ms =
-            Usage::between(&a.own_groups, &b.own_groups).cpu_ms + ticks_ms(a.me, b.me);
-        let siblings_cpu_ms = ticks_ms(a.siblings, b.siblings);
+        let by_groups = a
+            .groups
+            .zip(b.groups)
+            .and_then(|(x, y)| GroupUsage::between(&x, &y));
+        let (own_ms, siblings_cpu_ms) = by_groups.unwrap_or_else(|| {
+            (
+                Usage::between(&a.own_groups, &b.own_groups).cpu_ms,
+                ticks_ms(a.siblings, b.siblings),
+            )
+        });
+        let ours_cpu_ms = own_ms + ticks_ms(a.me, b.me);
         let machine_busy_ms = ticks_ms(a.cpu.busy(), b.cpu.busy());
         let side = |x: &Reading, y: &Reading| (!y.0.is_empty()).then(|| Usage::between(x, y));
         Contention {
@@ -415,6 +469,31 @@ mod tests {
             sibling_ticks(10, &[11], &after) - sibling_ticks(10, &[11], &before),
             50
         );
+    }
+
+    #[test]
+    fn groups_split_pagebench_s_cpu_into_this_run_s_and_other_lanes() {
+        let at = |all_ms: u64, own_ms: u64| GroupUsage {
+            session: 1,
+            all_ns: all_ms * 1_000_000,
+            own_ns: own_ms * 1_000_000,
+        };
+        // This run's browser used 300 ms, other lanes' 500 ms (whatever of theirs ended).
+        assert_eq!(
+            GroupUsage::between(&at(1000, 200), &at(1800, 500)),
+            Some((300.0, 500.0))
+        );
+        // Read a moment apart, the two figures may cross by a little: never below zero.
+        assert_eq!(
+            GroupUsage::between(&at(1000, 200), &at(1299, 500)),
+            Some((300.0, 0.0))
+        );
+        // A new session (every group was gone in between) is not comparable.
+        let later = GroupUsage {
+            session: 2,
+            ..at(50, 10)
+        };
+        assert_eq!(GroupUsage::between(&at(1000, 200), &later), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (statistics, terminal text, the bundled font).
 
 pub mod atomic;
+pub mod cgroup;
 pub mod contention;
 pub mod font;
 pub mod machine_check;

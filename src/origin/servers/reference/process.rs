@@ -22,6 +22,7 @@ use crate::origin::servers::{
     AccessLogDescription, NamespaceTcp, OfferedProtocols, ServerDescription, ServerEvidence,
     ServerUnderTest,
 };
+use crate::support::cgroup::{spawn_counted, CpuGroup};
 use crate::support::signals;
 
 /// The embedded server's knobs that a reference server does not take from pagebench (TCP
@@ -65,6 +66,8 @@ pub struct ChildServer {
     log_mark: u64,
     sink_mark: usize,
     _cleanup: signals::CleanupGuard,
+    /// Dropped after the server's processes are ended (fields drop after `Drop::drop`).
+    _cpu_group: Option<CpuGroup>,
 }
 
 /// The first line of `program args…`'s output (`caddy version`, `nginx -v`), for the metadata.
@@ -126,9 +129,8 @@ impl ChildServer {
             .stdout(stderr.try_clone()?)
             .stderr(stderr)
             .process_group(0);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
+        let (child, cpu_group) =
+            spawn_counted(&mut cmd).with_context(|| format!("cannot start {name}"))?;
         let pgid = child.id() as i32;
         let guard = signals::register_cleanup(move || {
             // SAFETY: signalling the process group we created.
@@ -142,6 +144,7 @@ impl ChildServer {
             log_mark: 0,
             sink_mark: 0,
             _cleanup: guard,
+            _cpu_group: cpu_group,
         };
         server.wait_ready(ns, &ready)?;
         Ok(server)

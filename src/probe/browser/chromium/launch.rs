@@ -15,6 +15,7 @@ use serde_json::json;
 use super::cdp::Cdp;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::probe::browser::{process, BrowserOverhead, LaunchOptions, HOST};
+use crate::support::cgroup::{spawn_counted, CpuGroup};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 
@@ -267,6 +268,8 @@ pub struct ChromiumProcess {
     /// A repeat view's first navigation, made during the launch.
     pub first_view: Option<crate::probe::metrics::FirstView>,
     _cleanup: signals::CleanupGuard,
+    /// Where the browser's processes are counted; removed by `close` once they are gone.
+    cpu_group: Option<CpuGroup>,
     closed: bool,
 }
 
@@ -367,9 +370,8 @@ impl ChromiumProcess {
             });
         }
         let started = Instant::now();
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {CHROMIUM}"))?;
+        let (child, cpu_group) =
+            spawn_counted(&mut cmd).with_context(|| format!("cannot start {CHROMIUM}"))?;
         drop(child_in);
         drop(child_out);
         let pgid = child.id() as i32;
@@ -390,6 +392,7 @@ impl ChromiumProcess {
             version: None,
             first_view: None,
             _cleanup: guard,
+            cpu_group,
             closed: false,
         };
         let version = browser.cdp.call(
@@ -450,6 +453,7 @@ impl ChromiumProcess {
             .cdp
             .call(None, "Browser.close", json!({}), Duration::from_secs(3));
         process::end_group(&mut self.child, self.pgid, Duration::from_secs(5));
+        self.cpu_group = None;
         let _ = std::fs::remove_dir_all(self.tmp.path());
         self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
     }

@@ -28,6 +28,7 @@ use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
 use crate::probe::metrics::{DevtoolsEvent, Observation};
 use crate::probe::validate::LoadEnd;
+use crate::support::cgroup::{spawn_counted, CpuGroup};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 use bidi::{Bidi, BidiError};
@@ -328,6 +329,8 @@ struct FirefoxProcess {
     version: String,
     overhead: BrowserOverhead,
     _cleanup: signals::CleanupGuard,
+    /// Where the browser's processes are counted; removed by `close` once they are gone.
+    cpu_group: Option<CpuGroup>,
     closed: bool,
 }
 
@@ -367,9 +370,8 @@ impl FirefoxProcess {
             cmd.env("SSLKEYLOGFILE", path);
         }
         let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {FIREFOX}"))?;
+        let (mut child, cpu_group) =
+            spawn_counted(&mut cmd).with_context(|| format!("cannot start {FIREFOX}"))?;
         let pgid = child.id() as i32;
         let tmp_for_cleanup = tmp.path().to_path_buf();
         let guard = signals::register_cleanup(move || {
@@ -416,6 +418,7 @@ impl FirefoxProcess {
             version,
             overhead: BrowserOverhead::default(),
             _cleanup: guard,
+            cpu_group,
             closed: false,
         };
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -486,6 +489,7 @@ impl FirefoxProcess {
             .bidi
             .call("browser.close", json!({}), Duration::from_secs(3));
         process::end_group(&mut self.child, self.pgid, Duration::from_secs(5));
+        self.cpu_group = None;
         let _ = std::fs::remove_dir_all(self.tmp.path());
         self.overhead.teardown_ms = t.elapsed().as_secs_f64() * 1e3;
     }
