@@ -644,6 +644,7 @@ fn generate(
                         outcome,
                         reasons,
                         warnings: vec![],
+                        browser_initiated: vec![],
                         viewpoints: 3,
                         end,
                         metrics,

@@ -162,20 +162,7 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
 fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     let tmp = tempfile::tempdir().unwrap();
     let resources = site_support::write_files(&tmp.path().join("site"));
-    let har = tmp.path().join("devtools.har");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/make_devtools_har.py"
-    );
-    site_support::run_ok(
-        Command::new("python3")
-            .arg(script)
-            .arg(tmp.path().join("site"))
-            .arg(PAGE_URL)
-            .arg(&har)
-            .arg("--redirect")
-            .arg(format!("{}={}", REDIRECT.0, REDIRECT.1)),
-    );
+    let har = devtools_har(&tmp.path().join("site"), tmp.path());
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&har).unwrap()).unwrap();
     assert_eq!(v["log"]["creator"]["name"], "WebInspector");
@@ -229,6 +216,112 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
     // All origins on one address (as Web Page Replay serves them): still every origin by name.
     let (runs, _) = replay_with(&archive, "h2", 1, &["--origin-addresses", "single"]);
     assert_replayed(&archive, &runs, 3);
+}
+
+/// The HAR DevTools would write of the fixture site below `site` (with its redirect), in `out`.
+fn devtools_har(site: &std::path::Path, out: &std::path::Path) -> std::path::PathBuf {
+    let har = out.join("devtools.har");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/make_devtools_har.py"
+    );
+    site_support::run_ok(
+        Command::new("python3")
+            .arg(script)
+            .arg(site)
+            .arg(PAGE_URL)
+            .arg(&har)
+            .arg("--redirect")
+            .arg(format!("{}={}", REDIRECT.0, REDIRECT.1)),
+    );
+    har
+}
+
+/// A page that names no icon: the browser asks its origin for `/favicon.ico` on its own, and a
+/// DevTools HAR leaves that request out. Replayed, the archive answers it 404; every run counts
+/// and its record names the request as the browser's own.
+#[test]
+fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("site");
+    let resources = site_support::write_files(&dir);
+    let page = resources.iter().find(|r| r.url() == PAGE_URL).unwrap();
+    let html = String::from_utf8(page.bytes.clone()).unwrap();
+    let without = html.replace("<link rel=\"icon\" href=\"data:,\">\n", "");
+    assert_ne!(without, html, "the fixture page names a data: icon");
+    std::fs::write(dir.join(page.host).join(page.file()), without).unwrap();
+    let har = devtools_har(&dir, tmp.path());
+    let archive = tmp.path().join("archive");
+    site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .arg("import")
+            .arg(&har)
+            .arg("--out")
+            .arg(&archive),
+    );
+    let icon = "https://www.site.test/favicon.ico";
+    let (chromium, report) = replay(&archive, "h2,h3", 1);
+    // A site's report reads as a site's: no study tables it could not fill, and its server in a
+    // line (every applied setting stays in meta.json).
+    assert!(
+        !report.contains("The study's tables") && !report.contains("50-file page taken apart"),
+        "{report}"
+    );
+    let server = report
+        .lines()
+        .find(|l| l.starts_with("| **server**"))
+        .unwrap_or_else(|| panic!("no server row: {report}"));
+    assert!(
+        server.contains("`servers_applied.embedded`") && server.len() < 300,
+        "{server}"
+    );
+    let (firefox, _) = replay_with(
+        &archive,
+        "h2",
+        1,
+        &["--browsers", "firefox", "--origin-addresses", "single"],
+    );
+    for r in chromium.iter().chain(&firefox) {
+        if r.reasons.iter().any(|x| x.kind == ReasonKind::Link) {
+            continue; // the link gate doing its job
+        }
+        if r.browser == pagebench::config::identity::BrowserId::new("firefox") {
+            // Firefox's Resource Timing hides cross-origin sizes (its short_resource on this
+            // three-origin site is issue 33's); the favicon must not be a miss.
+            assert!(
+                r.reasons.iter().all(|x| x.kind != ReasonKind::ReplayMiss),
+                "{}: {:?}",
+                r.id,
+                r.reasons
+            );
+        } else {
+            assert_eq!(r.outcome, Outcome::Valid, "{}: {:?}", r.id, r.reasons);
+        }
+        let asked: Vec<_> = r
+            .server_requests
+            .iter()
+            .filter(|v| v.url.as_deref() == Some(icon))
+            .collect();
+        assert!(
+            asked
+                .iter()
+                .all(|v| v.status == 404 && v.replay == Some(ReplayMatch::Miss)),
+            "{}: {asked:?}",
+            r.id
+        );
+        assert_eq!(
+            r.browser_initiated,
+            if asked.is_empty() {
+                vec![]
+            } else {
+                vec![icon.to_string()]
+            },
+            "{}",
+            r.id
+        );
+    }
+    // Chromium always asks.
+    assert!(chromium.iter().all(|r| r.browser_initiated == [icon]));
 }
 
 /// Replays the archive at `dir` with `pagebench matrix` on `wired` over `protocols`, `runs`

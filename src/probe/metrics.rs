@@ -325,6 +325,14 @@ pub struct NetworkRequest {
     pub initial_priority: Option<String>,
     /// Each later change: when (the engine's monotonic clock, s) and the new priority.
     pub priority_changes: Vec<(f64, String)>,
+    /// Who asked for it, as the engine tells (CDP's `initiator.type`: `parser`, `script`,
+    /// `other`…; BiDi's `request.initiatorType`: `link`, `img`…): `other` on a request for no
+    /// document is the browser's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<String>,
+    /// Whether it loads a document (the navigation, a frame).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub document: bool,
 }
 
 /// Per-resource figures (ms from navigation start, or durations in ms).

@@ -105,6 +105,11 @@ pub struct RunRecord {
     pub outcome: Outcome,
     pub reasons: Vec<Reason>,
     pub warnings: Vec<String>,
+    /// What the browser asked for on its own, not the page (a favicon when the page names no
+    /// icon), by manifest name: answered (from the archive if recorded, else 404) and left out
+    /// of validation (`validate::Verdict::browser_initiated`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub browser_initiated: Vec<String>,
     /// How many viewpoints cross-checked the protocol and the files: 3 (Resource Timing, CDP
     /// and the server's log) or 2 when the server keeps no log pagebench can read.
     #[serde(default = "three_viewpoints")]
@@ -232,6 +237,7 @@ impl RunRecord {
             outcome: Outcome::Valid,
             reasons: vec![],
             warnings: vec![],
+            browser_initiated: vec![],
             viewpoints: 3,
             end: LoadEnd::Completed,
             metrics: RunMetrics::default(),

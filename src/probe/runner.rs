@@ -261,6 +261,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         outcome: verdict.outcome,
         reasons: verdict.reasons,
         warnings: verdict.warnings,
+        browser_initiated: verdict.browser_initiated,
         viewpoints,
         end,
         metrics,

@@ -114,12 +114,13 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
         .servers
         .iter()
         .map(|s| {
+            if let Some(d) = m.servers_applied.get(s) {
+                return server_summary(s.as_str(), d);
+            }
             let knobs = m
-                .servers_applied
-                .get(s)
-                .and_then(|d| serde_json::to_value(d).ok())
-                .or_else(|| m.servers.get(s.as_str()).cloned())
-                .map(|v| flatten_knobs(&v))
+                .servers
+                .get(s.as_str())
+                .map(flatten_knobs)
                 .unwrap_or_default();
             if knobs.is_empty() {
                 format!("{s} (no configuration recorded)")
@@ -160,6 +161,31 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
         ));
     }
     kv
+}
+
+/// A server in a line: its version, the knobs asked (else pagebench's defaults), which knobs a
+/// reference server takes, and its note; every value as applied stays in `meta.json`.
+fn server_summary(name: &str, d: &crate::origin::servers::ServerDescription) -> String {
+    let mut parts = vec![d.version.clone()];
+    let asked = d
+        .knobs_requested
+        .as_ref()
+        .and_then(|k| serde_json::to_value(k).ok())
+        .map(|v| flatten_knobs(&v))
+        .unwrap_or_default();
+    parts.push(if asked.is_empty() {
+        "pagebench's default knobs".into()
+    } else {
+        format!("asked {}", asked.join(", "))
+    });
+    if let Some(takes) = d.knobs_applied.as_ref().filter(|k| !k.is_empty()) {
+        parts.push(format!("takes {}", takes.join(", ")));
+    }
+    parts.extend(d.note.clone());
+    parts.push(format!(
+        "every setting as applied in `meta.json` (`servers_applied.{name}`)"
+    ));
+    format!("{name}: {}", parts.join("; "))
 }
 
 /// How HTTP/3 was reached, per variant and engine.
@@ -483,29 +509,44 @@ fn setup_and_warnings(
     }
 }
 
-/// The study's tables, then the 50-file page taken apart with its on-wire and waterfall charts.
+/// The workloads the study's tables are made of.
+const STUDY_WORKLOADS: [&str; 3] = ["page10", "page50", "download"];
+
+/// The study's tables, then the 50-file page taken apart with its on-wire and waterfall
+/// charts; each section only when the matrix measured one of its workloads (a replayed site's
+/// report has neither, rather than a row of "not measured").
 fn study_and_breakdown(
     doc: &mut Document,
     tables: &mut Vec<Table>,
     data: &ReportData,
     charts: &[PlacedChart],
 ) {
-    doc.heading(2, "The study's tables, from our data", "study");
-    for (i, setup) in data.setups.iter().enumerate() {
-        let first = i == 0;
-        push_table(doc, tables::h2_vs_h1(data, setup), tables, first);
-        push_table(doc, tables::h3_vs_h2(data, "page10", setup), tables, first);
-        push_table(doc, tables::h3_vs_h2(data, "page50", setup), tables, first);
-        push_table(doc, tables::download(data, setup), tables, first);
+    let measured = |w: &str| data.workloads.iter().any(|x| x == w);
+    if STUDY_WORKLOADS.iter().any(|w| measured(w)) {
+        doc.heading(2, "The study's tables, from our data", "study");
+        for (i, setup) in data.setups.iter().enumerate() {
+            let first = i == 0;
+            push_table(doc, tables::h2_vs_h1(data, setup), tables, first);
+            push_table(doc, tables::h3_vs_h2(data, "page10", setup), tables, first);
+            push_table(doc, tables::h3_vs_h2(data, "page50", setup), tables, first);
+            push_table(doc, tables::download(data, setup), tables, first);
+        }
     }
-    doc.heading(2, "Why: the 50-file page taken apart", "breakdown");
-    for (i, setup) in data.setups.iter().enumerate() {
-        push_table(
-            doc,
-            tables::breakdown(data, "page50", setup),
-            tables,
-            i == 0,
-        );
+    let wire_charts = |c: &Chart| matches!(c.data, ChartData::Onwire(_) | ChartData::Waterfall(_));
+    if measured("page50") {
+        doc.heading(2, "Why: the 50-file page taken apart", "breakdown");
+        for (i, setup) in data.setups.iter().enumerate() {
+            push_table(
+                doc,
+                tables::breakdown(data, "page50", setup),
+                tables,
+                i == 0,
+            );
+        }
+    } else if charts.iter().any(|c| wire_charts(c.chart)) {
+        doc.heading(2, "The median runs, request by request", "breakdown");
+    } else {
+        return;
     }
     figures_where(doc, charts, |c| matches!(c.data, ChartData::Onwire(_)));
     figures_where(doc, charts, |c| matches!(c.data, ChartData::Waterfall(_)));

@@ -123,14 +123,18 @@ pub struct Evidence<'a> {
     manifest: &'a Manifest,
     obs: &'a Observation,
     end: &'a LoadEnd,
-    server: Option<&'a [ServerView]>,
+    /// The server's log, without what the browser asked for on its own.
+    server: Option<Vec<ServerView>>,
+    /// What the browser asked for on its own (see [`browser_initiated`]), by manifest name;
+    /// left out of every view the checks read.
+    pub browser_initiated: BTreeSet<String>,
     /// The load timed out.
     dnf: bool,
     /// A replayed site (many origins, recorded files).
     site: bool,
     nav: Option<EntryTiming>,
     entries: Vec<EntryTiming>,
-    requests: &'a [NetworkRequest],
+    requests: Vec<&'a NetworkRequest>,
     /// Files whose request the DevTools view saw fail, with why.
     failed_paths: BTreeMap<String, String>,
     /// Resource Timing entries (indices into `entries`) by manifest file.
@@ -159,8 +163,24 @@ impl<'a> Evidence<'a> {
         end: &'a LoadEnd,
         server: Option<&'a [ServerView]>,
     ) -> Self {
-        let entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
-        let requests = obs.network.requests.as_slice();
+        let site = manifest.site.is_some();
+        let nav = obs.navigation.as_ref().map(EntryTiming::parse);
+        let mut entries: Vec<EntryTiming> = obs.resources.iter().map(EntryTiming::parse).collect();
+        let mut requests: Vec<&NetworkRequest> = obs.network.requests.iter().collect();
+        let mut server: Option<Vec<ServerView>> = server.map(<[ServerView]>::to_vec);
+        let own = browser_initiated(&Views {
+            manifest,
+            nav: nav.as_ref(),
+            entries: &entries,
+            requests: &requests,
+            server: server.as_deref(),
+            site,
+        });
+        entries.retain(|e| !own.contains(&manifest.key(&e.name)));
+        requests.retain(|c| !own.contains(&manifest.key(&c.url)));
+        if let Some(log) = server.as_mut() {
+            log.retain(|v| !own.contains(&logged_key(manifest, site, v)));
+        }
         let failed_paths = requests
             .iter()
             .filter_map(|c| c.failed.as_ref().map(|f| (manifest.key(&c.url), f.clone())))
@@ -188,9 +208,10 @@ impl<'a> Evidence<'a> {
             obs,
             end,
             server,
+            browser_initiated: own,
             dnf: matches!(end, LoadEnd::TimedOut(_)),
-            site: manifest.site.is_some(),
-            nav: obs.navigation.as_ref().map(EntryTiming::parse),
+            site,
+            nav,
             entries,
             requests,
             failed_paths,
@@ -272,11 +293,12 @@ impl<'a> Evidence<'a> {
     }
 
     /// Each manifest file once, in the manifest's order.
-    fn distinct_files(&self) -> impl Iterator<Item = &'a crate::config::workload::FileEntry> {
+    fn distinct_files(&self) -> impl Iterator<Item = &'a crate::config::workload::FileEntry> + '_ {
         let mut checked = BTreeSet::new();
         self.manifest
             .files
             .iter()
+            .filter(|f| !self.browser_initiated.contains(&f.path))
             .filter(move |f| checked.insert(f.path.as_str()))
     }
 
@@ -524,11 +546,74 @@ fn transfer_body(ev: &Evidence, out: &mut Findings) {
 /// The manifest's name of the request a server logged: a site's requests are told apart by
 /// their whole URL (many origins).
 fn served_key(ev: &Evidence, v: &ServerView) -> String {
-    match (&v.url, ev.site) {
-        (Some(u), true) => ev.key(u),
+    logged_key(ev.manifest, ev.site, v)
+}
+
+fn logged_key(manifest: &Manifest, site: bool, v: &ServerView) -> String {
+    match (&v.url, site) {
+        (Some(u), true) => manifest.key(u),
         _ => v.path.clone(),
     }
 }
+
+/// A load's three views, as [`browser_initiated`] reads them.
+struct Views<'v> {
+    manifest: &'v Manifest,
+    nav: Option<&'v EntryTiming>,
+    entries: &'v [EntryTiming],
+    requests: &'v [&'v NetworkRequest],
+    server: Option<&'v [ServerView]>,
+    site: bool,
+}
+
+/// The requests the browser made on its own, not the page (icons for its own UI: the
+/// `/favicon.ico` browsers ask for when a page names no icon), by manifest name: those the
+/// DevTools view says `other` made (CDP does), and every [`FAVICON`], unless a view attributes
+/// them to the page. Resource Timing attributes an entry whose initiator is not `other`; the
+/// DevTools view a document, or a request whose initiator it names and is not `other`. The
+/// navigation is always the page's, and so is any other request (a beacon only the server saw,
+/// a font whose initiator the engine does not tell).
+fn browser_initiated(v: &Views) -> BTreeSet<String> {
+    let key = |url: &str| v.manifest.key(url);
+    let web = |url: &str| url.starts_with("https://") || url.starts_with("http://");
+    let mut page: BTreeSet<String> = BTreeSet::from([v.manifest.entry.clone()]);
+    page.extend(v.nav.map(|n| key(&n.name)));
+    let mut candidates: BTreeSet<String> = BTreeSet::new();
+    // Resource Timing's `other` says nothing: Firefox gives it to a stylesheet's fonts too.
+    for e in v.entries.iter().filter(|e| web(&e.name)) {
+        if e.initiator_type != "other" {
+            page.insert(key(&e.name));
+        }
+    }
+    // An initiator the engine does not tell (Firefox's for a font) attributes nothing.
+    for c in v.requests.iter().filter(|c| web(&c.url)) {
+        match c.initiator.as_deref() {
+            _ if c.document => page.insert(key(&c.url)),
+            Some("other") => candidates.insert(key(&c.url)),
+            Some(_) => page.insert(key(&c.url)),
+            None => false,
+        };
+    }
+    // A favicon is the browser's in any engine, whatever its views tell or leave out.
+    let icons = v.server.unwrap_or_default().iter();
+    for s in icons.filter(|s| s.method == "GET" && s.path == FAVICON) {
+        candidates.insert(logged_key(v.manifest, v.site, s));
+    }
+    let named: Vec<&str> = v.entries.iter().map(|e| e.name.as_str()).collect();
+    for url in named
+        .into_iter()
+        .chain(v.requests.iter().map(|c| c.url.as_str()))
+    {
+        if web(url) && crate::config::workload::url_path(url) == FAVICON {
+            candidates.insert(key(url));
+        }
+    }
+    candidates.retain(|k| !page.contains(k));
+    candidates
+}
+
+/// What browsers ask every origin for when its page names no icon.
+const FAVICON: &str = "/favicon.ico";
 
 /// The URL a server view names (its path when the server does not say the authority).
 pub(super) fn server_key_of(v: &ServerView) -> String {
@@ -536,7 +621,9 @@ pub(super) fn server_key_of(v: &ServerView) -> String {
 }
 
 fn server_view(ev: &Evidence, out: &mut Findings) {
-    let Some(log) = ev.server else { return };
+    let Some(log) = ev.server.as_deref() else {
+        return;
+    };
     if log.is_empty() && ev.nav.is_some() {
         out.add(
             ReasonKind::ServerLogMismatch,
@@ -597,7 +684,8 @@ fn server_duplicates(ev: &Evidence, log: &[ServerView], out: &mut Findings) {
 fn server_served_files(ev: &Evidence, log: &[ServerView], out: &mut Findings) {
     let devtools_only = ev.devtools_only();
     let mut unlogged = Vec::new();
-    for f in &ev.manifest.files {
+    let files = ev.manifest.files.iter();
+    for f in files.filter(|f| !ev.browser_initiated.contains(&f.path)) {
         let served: Vec<&ServerView> = log.iter().filter(|s| served_key(ev, s) == f.path).collect();
         if served.is_empty() && (ev.seen.contains_key(&f.path) || devtools_only.contains(&f.path)) {
             unlogged.push(f.path.clone());
@@ -644,7 +732,7 @@ fn server_upload(ev: &Evidence, log: &[ServerView], out: &mut Findings) {
 
 fn replay_misses(ev: &Evidence, out: &mut Findings) {
     use crate::config::site::replay::ReplayMatch;
-    let (Some(plan), Some(log)) = (&ev.manifest.site, ev.server) else {
+    let (Some(plan), Some(log)) = (&ev.manifest.site, ev.server.as_deref()) else {
         return;
     };
     let of = |m: ReplayMatch| -> Vec<String> {

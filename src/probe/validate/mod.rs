@@ -183,6 +183,9 @@ pub struct Verdict {
     pub reasons: Vec<Reason>,
     /// Oddities that do not invalidate the run (e.g. an unexpected extra request).
     pub warnings: Vec<String>,
+    /// What the browser asked for on its own (a favicon), by manifest name: answered, and left
+    /// out of the checks.
+    pub browser_initiated: Vec<String>,
 }
 
 impl Verdict {
@@ -295,6 +298,7 @@ pub fn validate<'a>(
         outcome,
         reasons: found.reasons,
         warnings: found.warnings,
+        browser_initiated: evidence.browser_initiated.iter().cloned().collect(),
     }
 }
 /// An `h3-discovered` repeat view counts only when the browser used HTTP/3 for everything:
@@ -744,6 +748,48 @@ pub(crate) mod tests {
             "{:?}",
             v.warnings
         );
+    }
+
+    #[test]
+    fn what_the_browser_asks_for_on_its_own_is_answered_and_left_out() {
+        use crate::config::site::replay::ReplayMatch;
+        let (m, mut obs, mut views) = site_manifest();
+        let icon = "https://www.a.test/favicon.ico";
+        // Chromium: Resource Timing and CDP both call it `other`; the archive lacks it (404),
+        // and even its protocol is not the page's to check.
+        obs.resources
+            .push(serde_json::json!({"name": icon, "initiatorType": "other",
+            "nextHopProtocol": "http/1.1", "responseStatus": 404}));
+        obs.network.requests.push(NetworkRequest {
+            request_id: "9".into(),
+            url: icon.into(),
+            method: "GET".into(),
+            protocol: Some("http/1.1".into()),
+            status: Some(404),
+            initiator: Some("other".into()),
+            ..NetworkRequest::default()
+        });
+        let mut miss = views[0].clone();
+        miss.url = Some(icon.into());
+        miss.path = "/favicon.ico".into();
+        miss.status = 404;
+        miss.replay = Some(ReplayMatch::Miss);
+        views.push(miss);
+        let v = as_recorded(&m, &obs, &views);
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        assert_eq!(v.browser_initiated, [icon]);
+        // Only the server saw it (an engine whose views leave icons out): the browser's still.
+        let (only_server, no_views) = (views.clone(), site_manifest().1);
+        let v = as_recorded(&m, &no_views, &only_server);
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        assert_eq!(v.browser_initiated, [icon]);
+        // The same request made by the page (an image) is the page's: a miss, and its protocol.
+        obs.resources.last_mut().unwrap()["initiatorType"] = "img".into();
+        let v = as_recorded(&m, &obs, &views);
+        let kinds: Vec<ReasonKind> = v.reasons.iter().map(|r| r.kind).collect();
+        assert!(kinds.contains(&ReasonKind::ReplayMiss), "{kinds:?}");
+        assert!(kinds.contains(&ReasonKind::ProtocolMismatch), "{kinds:?}");
+        assert!(v.browser_initiated.is_empty());
     }
 
     #[test]

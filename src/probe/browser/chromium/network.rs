@@ -32,6 +32,11 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
                             .and_then(Value::as_str)
                             .map(String::from);
                     }
+                    entry.initiator = p
+                        .pointer("/initiator/type")
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                    entry.document = p.get("type").and_then(Value::as_str) == Some("Document");
                 }
                 "Network.responseReceived" => {
                     let r = &p["response"];

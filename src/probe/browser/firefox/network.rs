@@ -28,6 +28,12 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
                 entry.method = text("/request/method").unwrap_or_default();
             }
             match e.method.as_str() {
+                "network.beforeRequestSent" => {
+                    // Firefox says `other` as BiDi's initiator of every request; the request's
+                    // own `initiatorType` is Resource Timing's (`link`, `img`; none for a font).
+                    entry.initiator = text("/request/initiatorType");
+                    entry.document = p.get("navigation").is_some_and(|n| !n.is_null());
+                }
                 "network.responseCompleted" => {
                     entry.url = text("/response/url").unwrap_or(std::mem::take(&mut entry.url));
                     entry.protocol = text("/response/protocol");
