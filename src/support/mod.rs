@@ -8,6 +8,7 @@ pub mod contention;
 pub mod font;
 pub mod machine_check;
 pub mod procfs;
+pub mod public_suffix;
 pub mod signals;
 pub mod snmp;
 pub mod stats;

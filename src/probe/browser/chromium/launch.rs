@@ -16,6 +16,7 @@ use super::cdp::Cdp;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::probe::browser::{process, BrowserOverhead, LaunchOptions, HOST};
 use crate::support::cgroup::{spawn_counted, CpuGroup};
+use crate::support::public_suffix::{self, SuffixList};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 
@@ -180,20 +181,18 @@ fn chromium_time_us(t: std::time::SystemTime) -> u64 {
         + EPOCH_DELTA_US
 }
 
-/// The schemeful site of `host`: its last two labels (the registrable domain for the names
-/// pagebench serves; no public-suffix list, so `a.co.uk` would be taken as `co.uk`).
-fn schemeful_site(host: &str) -> String {
-    let labels: Vec<&str> = host.split('.').collect();
-    let n = labels.len();
-    format!("https://{}", labels[n.saturating_sub(2)..].join("."))
+/// The schemeful site of `host`: its registrable domain by the Public Suffix List, as
+/// Chromium's (`shop.example.co.uk` → `https://example.co.uk`).
+fn schemeful_site(host: &str, suffixes: &SuffixList) -> String {
+    format!("https://{}", suffixes.registrable(host).to_lowercase())
 }
 
 /// Chromium's serialised NetworkAnonymizationKey for a top-level navigation to `https://host`:
 /// a base::Pickle of the schemeful site (u32 payload size, u32 string length, bytes padded to
 /// 4), then "is cross-site" and the nonce flag — as Chromium itself writes it.
-fn anonymization_key(top_host: &str) -> serde_json::Value {
+fn anonymization_key(top_host: &str, suffixes: &SuffixList) -> serde_json::Value {
     use base64::Engine;
-    let site = schemeful_site(top_host);
+    let site = schemeful_site(top_host, suffixes);
     let padded = site.len().div_ceil(4) * 4;
     let mut pickle = Vec::new();
     pickle.extend(((4 + padded) as u32).to_le_bytes());
@@ -210,9 +209,11 @@ fn anonymization_key(top_host: &str) -> serde_json::Value {
 /// The `Network Persistent State` file that tells Chromium each of `hosts` speaks h3 on
 /// `port` (the first host is the page's: the top-level site of every entry), in the form
 /// Chromium itself writes after seeing `Alt-Svc: h3=":port"`.
-pub fn primed_network_state(hosts: &[&str], port: u16) -> serde_json::Value {
+pub fn primed_network_state(hosts: &[&str], port: u16) -> Result<serde_json::Value> {
+    let suffixes = public_suffix::system()?;
     let expires = chromium_time_us(std::time::SystemTime::now() + Duration::from_secs(30 * 86400));
     let top = hosts.first().copied().unwrap_or(HOST);
+    let anonymization = anonymization_key(top, suffixes);
     let servers: Vec<serde_json::Value> = hosts
         .iter()
         .map(|h| {
@@ -223,20 +224,20 @@ pub fn primed_network_state(hosts: &[&str], port: u16) -> serde_json::Value {
                     "port": port,
                     "protocol_str": "quic"
                 }],
-                "anonymization": anonymization_key(top),
+                "anonymization": anonymization,
                 "server": format!("https://{h}:{port}"),
                 "supports_spdy": true
             })
         })
         .collect();
-    json!({
+    Ok(json!({
         "net": {
             "http_server_properties": {
                 "servers": servers,
                 "version": 5
             }
         }
-    })
+    }))
 }
 
 /// Writes a fresh profile: prediction off (else Chromium preconnects at navigation start and
@@ -312,7 +313,9 @@ impl ChromiumProcess {
         let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
         let hosts = o.host_map();
         let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
-        let state = primed.then(|| primed_network_state(&names, o.port));
+        let state = primed
+            .then(|| primed_network_state(&names, o.port))
+            .transpose()?;
         Self::start(cmd, chromium_args(o), state, o.settle_max)
     }
 
@@ -542,16 +545,16 @@ mod tests {
     #[test]
     fn anonymization_key_matches_what_chromium_writes() {
         // Copied from a profile Chromium 156 wrote after loading https://pagebench.test:8443/.
+        let suffixes = public_suffix::system().unwrap();
         assert_eq!(
-            anonymization_key(HOST),
+            anonymization_key(HOST, suffixes),
             json!(["HAAAABYAAABodHRwczovL3BhZ2ViZW5jaC50ZXN0AAA=", false, 0])
         );
-        assert_eq!(schemeful_site("static.site.test"), "https://site.test");
-        assert_eq!(schemeful_site("pagebench.test"), "https://pagebench.test");
-        assert_eq!(
-            schemeful_site("s2.pagebench.test"),
-            "https://pagebench.test"
-        );
+        let site = |host| schemeful_site(host, suffixes);
+        assert_eq!(site("static.site.test"), "https://site.test");
+        assert_eq!(site("pagebench.test"), "https://pagebench.test");
+        assert_eq!(site("s2.pagebench.test"), "https://pagebench.test");
+        assert_eq!(site("shop.example.co.uk"), "https://example.co.uk");
     }
 
     #[test]
@@ -581,7 +584,7 @@ mod tests {
             "{a:?}"
         );
         assert!(a.contains(&"--origin-to-force-quic-on=static.site.test:443".to_string()));
-        let state = primed_network_state(&["www.site.test", "static.site.test"], 443);
+        let state = primed_network_state(&["www.site.test", "static.site.test"], 443).unwrap();
         let servers = &state["net"]["http_server_properties"]["servers"];
         assert_eq!(servers[1]["server"], "https://static.site.test:443");
         assert_eq!(servers[0]["anonymization"], servers[1]["anonymization"]);
