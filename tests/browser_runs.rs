@@ -115,6 +115,23 @@ fn assert_valid(rec: &RunRecord, alpn: &str) {
         rec.id
     );
     assert!(rec.metrics.completion_ms.unwrap() > 0.0);
+    assert_sandboxed(rec);
+}
+
+/// No browser runs as root: every process of the run's browser had a non-zero uid, none was
+/// started with `--no-sandbox`, and the engine's sandboxed helpers ran under seccomp.
+fn assert_sandboxed(rec: &RunRecord) {
+    let c = rec
+        .browser_confinement
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}: no confinement recorded", rec.id));
+    assert!(c.processes >= 2, "{}: {c:?}", rec.id);
+    assert!(c.uids.iter().all(|u| *u != 0), "{}: {c:?}", rec.id);
+    assert!(
+        c.sandboxed() && !c.no_sandbox_flag && c.seccomp_filtered > 0,
+        "{}: {c:?}",
+        rec.id
+    );
 }
 
 /// What a generated page must show of its paints: FCP ≤ LCP, the hero painted (it is the LCP
@@ -463,6 +480,7 @@ fn assert_firefox(rec: &RunRecord) {
     let (fcp, lcp) = (m.fcp_ms.unwrap(), m.lcp_ms.unwrap());
     assert!(0.0 < fcp && fcp <= lcp, "{}: FCP {fcp} LCP {lcp}", rec.id);
     assert_eq!((m.cls, m.hero_ms), (None, None), "{}", rec.id);
+    assert_sandboxed(rec);
 }
 
 #[test]
@@ -630,4 +648,25 @@ fn a_returning_visitor_resumes_and_sends_its_first_request_in_0rtt() {
     );
     let n = nav(&off);
     assert!(n.request_start >= n.connect_end, "{n:?}");
+}
+
+/// `--no-browser-sandbox` is the one way to run a browser as root, and its record says so.
+#[test]
+fn without_the_sandbox_the_record_says_the_browser_ran_as_root() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pagebench"))
+        .args(["run", "--no-browser-sandbox", "--profile", "datacenter"])
+        .args(["--protocol", "h2", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: RunRecord = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let c = rec.browser_confinement.unwrap();
+    assert_eq!(c.uids, [0], "{c:?}");
+    assert!(c.no_sandbox_flag && !c.sandboxed(), "{c:?}");
+    assert_eq!(c.seccomp_filtered, 0, "{c:?}");
 }

@@ -636,6 +636,7 @@ fn generate(
                         server: spec.server.into(),
                         browser: BrowserId::default(),
                         browser_version: None,
+                        browser_confinement: None,
                         view: pagebench::config::identity::View::First,
                         phase: phase.parse().unwrap(),
                         round,

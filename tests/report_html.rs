@@ -3,6 +3,7 @@
 //! the bundled font is used, and a screenshot is taken (copied to /work/notes when that folder
 //! exists, for the issue note).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -83,10 +84,16 @@ fn report_html_renders_offline_in_chromium() {
         "no external URL in report.html"
     );
 
-    // No network namespace of our own to clean up: `unshare --net` makes one that dies with
-    // Chromium.
-    let mut cmd = Command::new("unshare");
-    cmd.args(["--net", "--", CHROMIUM]);
+    // No network namespace of our own to clean up: the child unshares one that dies with
+    // Chromium (as root, before the launch drops it to the browser's unprivileged user).
+    let mut cmd = Command::new(CHROMIUM);
+    // SAFETY: unshare is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| match libc::unshare(libc::CLONE_NEWNET) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
     let opts = LaunchOptions {
         protocol: Protocol::H2,
         h3_mode: H3Mode::Forced,

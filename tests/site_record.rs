@@ -69,6 +69,9 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     let resources = site_support::resources();
     assert_eq!(a.source.kind, "record");
     assert_eq!(a.source.from, PAGE_URL);
+    // The recording browser ran as an unprivileged user with its sandbox on.
+    let c = a.source.browser_confinement.as_ref().unwrap();
+    assert!(c.sandboxed() && c.uids.iter().all(|u| *u != 0), "{c:?}");
     assert!(a.source.creator.contains("/ Chromium "), "{:?}", a.source);
     assert_eq!(a.page_url, PAGE_URL);
     assert!(a.entries.len() >= 60, "{} entries", a.entries.len());
@@ -261,8 +264,9 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
     );
     let icon = "https://www.site.test/favicon.ico";
     let (chromium, report) = replay(&archive, "h2,h3", 1);
-    // A site's report reads as a site's: no study tables it could not fill, and its server in a
-    // line (every applied setting stays in meta.json).
+    // A site's report reads as a site's: no study tables it could not fill, its server in a
+    // line and its settings in a table, the defaults folded into a note (every applied setting
+    // stays in meta.json).
     assert!(
         !report.contains("The study's tables") && !report.contains("50-file page taken apart"),
         "{report}"
@@ -275,6 +279,10 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
         server.contains("`servers_applied.embedded`") && server.len() < 300,
         "{server}"
     );
+    assert!(
+        report.contains("The servers' settings") && report.contains("defaults, not asked:"),
+        "{report}"
+    );
     let (firefox, _) = replay_with(
         &archive,
         "h2",
@@ -282,6 +290,13 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
         &["--browsers", "firefox", "--origin-addresses", "single"],
     );
     for r in chromium.iter().chain(&firefox) {
+        // No browser of a replay runs as root or without its sandbox.
+        let c = r.browser_confinement.as_ref().unwrap();
+        assert!(
+            c.sandboxed() && c.uids.iter().all(|u| *u != 0),
+            "{}: {c:?}",
+            r.id
+        );
         if r.reasons.iter().any(|x| x.kind == ReasonKind::Link) {
             continue; // the link gate doing its job
         }

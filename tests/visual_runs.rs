@@ -69,6 +69,7 @@ fn write_archive(dir: &Path) {
         from: "tests/visual_runs.rs".into(),
         creator: "pagebench tests".into(),
         started: None,
+        browser_confinement: None,
     };
     b.write(dir, source, PAGE_URL.into()).unwrap();
 }

@@ -31,6 +31,12 @@ from a server that speaks all three protocols on one port; then says which diffe
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Run browsers as root without their own sandbox. By default every browser (run, matrix,
+    /// record, bench) runs as the unprivileged user `nobody` with its sandbox on, which needs
+    /// user namespaces; this is for machines that refuse them. Every record says how its
+    /// browser ran.
+    #[arg(long, global = true)]
+    pub no_browser_sandbox: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -826,6 +832,13 @@ fn init_tracing() {
 }
 
 fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
+    let launches_browsers = matches!(
+        cli.command,
+        Command::Matrix(_) | Command::Run(_) | Command::Record(_) | Command::Bench(_)
+    );
+    if launches_browsers {
+        crate::probe::browser::sandbox::configure(cli.no_browser_sandbox)?;
+    }
     match cli.command {
         Command::Pages(a) => pages(a),
         Command::Profiles(a) => profiles(a),

@@ -10,6 +10,7 @@ use crate::config::protocol::{H3Mode, Protocol, Variant};
 use crate::link::netem::{LinkStats, SelfCheck};
 use crate::origin::server::ConnectionStats;
 use crate::origin::servers::{ServerView, TransportSummary};
+use crate::probe::browser::sandbox::Confinement;
 use crate::probe::browser::BrowserOverhead;
 use crate::probe::metrics::{Observation, ResourceMetrics, RunMetrics};
 use crate::probe::validate::{self, LoadEnd, Outcome, Reason};
@@ -95,6 +96,10 @@ pub struct RunRecord {
     /// The engine's version as it reported it (`Chromium 156.0.…`, `Firefox 153.8.0esr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser_version: Option<String>,
+    /// Who the browser's processes ran as and whether its sandbox was on, read from /proc
+    /// after it settled (None: it never started, or a record from before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_confinement: Option<Confinement>,
     /// A first visit, or a repeat view (records from before there was a choice: first).
     #[serde(default)]
     pub view: View,
@@ -229,6 +234,7 @@ impl RunRecord {
             server: "embedded".into(),
             browser: BrowserId::default(),
             browser_version: None,
+            browser_confinement: None,
             view: View::First,
             phase: Phase::Measure,
             round: 1,

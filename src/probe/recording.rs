@@ -33,6 +33,7 @@ use crate::probe::browser::chromium::launch::{ChromiumProcess, NaturalOptions, C
 use crate::probe::browser::chromium::load::{load_until, LoadExtras, WaitFor};
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
+use crate::support::unprivileged::Confinement;
 
 /// How long the network must be quiet after the load for `--wait idle`.
 pub const IDLE_QUIET: Duration = Duration::from_millis(500);
@@ -141,6 +142,7 @@ pub fn record(o: &RecordOptions) -> Result<(SiteArchive, ImportSummary)> {
             ..Default::default()
         },
     )?;
+    let confinement = browser.confinement.clone();
     browser.close();
     match end {
         LoadEnd::Completed => {}
@@ -154,7 +156,7 @@ pub fn record(o: &RecordOptions) -> Result<(SiteArchive, ImportSummary)> {
         ),
         LoadEnd::Crashed(why) => bail!("recording {}: {why}", o.url),
     }
-    write_archive(&obs, &o.url, &chromium, &o.out)
+    write_archive(&obs, &o.url, &chromium, confinement, &o.out)
 }
 
 /// The archive of one observed load (pure but for writing `out`): its HAR with content,
@@ -163,6 +165,7 @@ pub fn write_archive(
     obs: &Observation,
     url: &str,
     chromium: &str,
+    confinement: Option<Confinement>,
     out: &Path,
 ) -> Result<(SiteArchive, ImportSummary)> {
     let entries = crate::probe::browser::chromium::har::entries(obs);
@@ -173,6 +176,7 @@ pub fn write_archive(
         from: url.to_string(),
         creator,
         started: s.started,
+        browser_confinement: confinement,
     })
 }
 
@@ -341,8 +345,14 @@ mod tests {
             },
         );
         let out = tempfile::tempdir().unwrap();
-        let (a, s) =
-            write_archive(&obs, "https://www.a.test/", "Chromium 156.0.1", out.path()).unwrap();
+        let (a, s) = write_archive(
+            &obs,
+            "https://www.a.test/",
+            "Chromium 156.0.1",
+            None,
+            out.path(),
+        )
+        .unwrap();
         assert_eq!(crate::config::site::read(out.path()).unwrap(), a);
         assert_eq!(a.source.kind, "record");
         assert_eq!(a.source.from, "https://www.a.test/");

@@ -771,6 +771,19 @@ pub static BROWSER_WAIT_MS: Metric = machine(
     1,
     |r| Some(r.overhead.wait_ms),
 );
+/// 1 when the browser ran as an unprivileged user with its sandbox on (seen in /proc after it
+/// settled), 0 when not (`--no-browser-sandbox`, or a sandbox that did not come up).
+pub static BROWSER_SANDBOXED: Metric = machine(
+    "browser_sandboxed",
+    "browser sandboxed",
+    Unit::Count,
+    0,
+    |r| {
+        r.browser_confinement
+            .as_ref()
+            .map(|c| f64::from(u8::from(c.sandboxed())))
+    },
+);
 
 /// A contention figure: summarised per series.
 const fn contention(
@@ -919,6 +932,7 @@ pub static ALL: &[&Metric] = &[
     &SETTLE_MS,
     &TEARDOWN_MS,
     &BROWSER_WAIT_MS,
+    &BROWSER_SANDBOXED,
     &WALL_MS,
     &BROWSER_CPU_MS,
     &BROWSER_RUNQ_MS,

@@ -194,6 +194,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         end,
         browser,
         browser_version,
+        browser_confinement,
         overhead,
         server,
         server_exit,
@@ -253,6 +254,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         server: spec.server.clone(),
         browser,
         browser_version,
+        browser_confinement,
         view: spec.view,
         phase: spec.phase,
         round: spec.round,
@@ -873,6 +875,7 @@ mod tests {
             end: LoadEnd::Completed,
             browser: BrowserId::default(),
             browser_version: Some("Chromium 156".into()),
+            browser_confinement: None,
             overhead: BrowserOverhead {
                 launch_ms: 300.0,
                 ..BrowserOverhead::default()

@@ -30,6 +30,7 @@ use crate::origin::servers::{
     NamespaceTcp, ServerDescription, ServerEvidence, ServerUnderTest, StartContext,
 };
 use crate::probe::browser::prelaunch::{self, Prelaunch, Ready};
+use crate::probe::browser::sandbox::Confinement;
 use crate::probe::browser::{Browser, BrowserOverhead, ClientSide, LaunchOptions};
 use crate::probe::capture::{CaptureKind, CaptureParts, CaptureSet};
 use crate::probe::fault::{self, FaultInjection};
@@ -368,6 +369,8 @@ pub struct RunParts {
     /// The engine that loaded the page, and its version (None: it never started).
     pub browser: BrowserId,
     pub browser_version: Option<String>,
+    /// Who the browser's processes ran as and whether its sandbox was on (None: never started).
+    pub browser_confinement: Option<Confinement>,
     pub overhead: BrowserOverhead,
     pub server: ServerEvidence,
     /// Why the server stopped during the run, if it did.
@@ -721,6 +724,7 @@ pub fn measure(
         end,
         browser: ready.browser.id(),
         browser_version: ready.browser.version(),
+        browser_confinement: ready.browser.confinement(),
         overhead,
         server: evidence,
         server_exit,

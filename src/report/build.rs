@@ -163,27 +163,13 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
     kv
 }
 
-/// A server in a line: its version, the knobs asked (else pagebench's defaults), which knobs a
-/// reference server takes, and its note; every value as applied stays in `meta.json`.
+/// A server in a line: its version and its note; its settings are the table under the setup
+/// ([`super::server_knobs`]).
 fn server_summary(name: &str, d: &crate::origin::servers::ServerDescription) -> String {
     let mut parts = vec![d.version.clone()];
-    let asked = d
-        .knobs_requested
-        .as_ref()
-        .and_then(|k| serde_json::to_value(k).ok())
-        .map(|v| flatten_knobs(&v))
-        .unwrap_or_default();
-    parts.push(if asked.is_empty() {
-        "pagebench's default knobs".into()
-    } else {
-        format!("asked {}", asked.join(", "))
-    });
-    if let Some(takes) = d.knobs_applied.as_ref().filter(|k| !k.is_empty()) {
-        parts.push(format!("takes {}", takes.join(", ")));
-    }
     parts.extend(d.note.clone());
     parts.push(format!(
-        "every setting as applied in `meta.json` (`servers_applied.{name}`)"
+        "settings in \"The servers' settings\" (every value as applied: `meta.json`, `servers_applied.{name}`)"
     ));
     format!("{name}: {}", parts.join("; "))
 }
@@ -498,6 +484,11 @@ fn setup_and_warnings(
 ) {
     doc.heading(2, "Setup", "setup");
     doc.blocks.push(Block::KeyValues(setup(data)));
+    push_tables(
+        doc,
+        tables,
+        super::server_knobs::table(data).into_iter().collect(),
+    );
     push_tables(doc, tables, tables::link_table(data).into_iter().collect());
     doc.heading(2, "How to read", "how-to-read");
     doc.blocks.push(Block::List(how_to_read(data)));

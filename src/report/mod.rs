@@ -15,6 +15,7 @@ pub mod filmstrip;
 pub mod glyph;
 pub mod machines;
 pub mod model;
+pub mod server_knobs;
 pub mod sharding;
 pub mod sites;
 pub mod study;

@@ -22,6 +22,7 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use crate::support::signals::{self, CleanupGuard};
+use crate::support::unprivileged::{self, UserIds};
 
 /// The prefix of a pagebench process's group; its pid follows.
 const SESSION_PREFIX: &str = "pagebench-";
@@ -127,9 +128,21 @@ impl CpuGroup {
 
 /// Spawns `cmd` with its process (group) in a new accounting group, when groups can be made.
 pub fn spawn_counted(cmd: &mut Command) -> std::io::Result<(Child, Option<CpuGroup>)> {
+    spawn_counted_as(cmd, None)
+}
+
+/// As [`spawn_counted`], the process dropping to `user` once it joined its group (joining
+/// needs root).
+pub fn spawn_counted_as(
+    cmd: &mut Command,
+    user: Option<UserIds>,
+) -> std::io::Result<(Child, Option<CpuGroup>)> {
     let mut group = CpuGroup::create();
     if let Some(g) = &group {
         g.join_on_exec(cmd);
+    }
+    if let Some(user) = user {
+        unprivileged::drop_on_exec(cmd, user);
     }
     let child = cmd.spawn()?;
     if let Some(g) = &mut group {

@@ -15,3 +15,4 @@ pub mod stats;
 pub mod sysinfo;
 pub mod tempdir;
 pub mod textfmt;
+pub mod unprivileged;

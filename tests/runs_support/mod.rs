@@ -148,6 +148,7 @@ pub fn site_archive(
         from: from.into(),
         creator: "pagebench tests".into(),
         started: None,
+        browser_confinement: None,
     };
     b.write(dir, source, format!("https://{host}{}", files[0].path))
         .unwrap();

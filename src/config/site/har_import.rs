@@ -296,6 +296,7 @@ pub fn import_as(
             .map(|c| format!("{} {}", c.name, c.version).trim().to_string())
             .unwrap_or_default(),
         started: log.pages.first().and_then(|p| p.started.clone()),
+        browser_confinement: None,
     });
     let archive = builder.write(out, source, page_url)?;
     Ok((archive, summary))

@@ -58,6 +58,9 @@ pub struct Source {
     /// When the recording started (RFC 3339), if known.
     #[serde(default)]
     pub started: Option<String>,
+    /// `record`: who the recording browser's processes ran as and whether its sandbox was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_confinement: Option<crate::support::unprivileged::Confinement>,
 }
 
 /// One request and its recorded response.
@@ -315,6 +318,7 @@ pub(crate) mod tests {
             from: "test.har".into(),
             creator: "test".into(),
             started: None,
+            browser_confinement: None,
         }
     }
 

@@ -293,6 +293,7 @@ mod tests {
                 from: "t.har".into(),
                 creator: String::new(),
                 started: None,
+                browser_confinement: None,
             },
             "https://www.a.test/".into(),
         )

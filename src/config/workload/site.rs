@@ -291,6 +291,7 @@ mod tests {
                 from: "x.har".into(),
                 creator: String::new(),
                 started: None,
+                browser_confinement: None,
             },
             page_url: "https://www.a.test/#top".into(),
             entries: vec![

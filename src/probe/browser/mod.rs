@@ -17,6 +17,7 @@ pub mod prelaunch;
 pub mod process;
 pub mod requests;
 pub mod rpc;
+pub mod sandbox;
 pub mod scripts;
 
 use std::io;
@@ -98,6 +99,11 @@ pub trait Browser {
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()>;
     /// The engine's version (`Chromium 156.0.…`, `Firefox 153.8.0esr`), once launched.
     fn version(&self) -> Option<String>;
+    /// Who the last launch's processes ran as and whether its sandbox was on (kept after
+    /// close); None before a launch, or for a browser that is not a real engine (test fakes).
+    fn confinement(&self) -> Option<sandbox::Confinement> {
+        None
+    }
     /// The process group of the running browser (every process of the engine is in it), for
     /// the CPU a run costs it; None when it is not running.
     fn process_group(&self) -> Option<i32>;

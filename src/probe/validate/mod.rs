@@ -646,6 +646,7 @@ pub(crate) mod tests {
                 from: "https://www.a.test/".into(),
                 creator: String::new(),
                 started: None,
+                browser_confinement: None,
             },
             page_url: "https://www.a.test/".into(),
             entries: vec![

@@ -126,6 +126,21 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
+/// Attempts whose browser ran as root or without its sandbox (`--no-browser-sandbox`).
+fn unsandboxed_warning(rows: &[RunRow]) -> Option<String> {
+    let observed: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.value(&registry::BROWSER_SANDBOXED))
+        .collect();
+    let unsandboxed = observed.iter().filter(|v| **v < 1.0).count();
+    (unsandboxed > 0).then(|| {
+        format!(
+            "{unsandboxed} of {} attempts' browsers ran as root or without their sandbox (--no-browser-sandbox, or the sandbox did not come up: see browser_confinement in their records); the pages they loaded could reach this machine",
+            observed.len()
+        )
+    })
+}
+
 /// The comparisons made within a cell, by series name: (a, b), ratio a/b.
 fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
     let has = |v: Variant| variants.contains(&v);
@@ -588,6 +603,7 @@ pub fn summarize_runs_on(
         .collect();
     warnings.extend(without_headline_warning(&series, headline));
     warnings.extend(attempts::busy_warning(&accounts));
+    warnings.extend(unsandboxed_warning(rows));
     let mut viewpoints: BTreeMap<ServerId, u8> = BTreeMap::new();
     for r in rows {
         let v = viewpoints.entry(r.server.clone()).or_insert(r.viewpoints);
@@ -1219,6 +1235,20 @@ mod tests {
     }
 
     const TIMEOUT_MS: f64 = 120_000.0;
+
+    #[test]
+    fn a_browser_without_its_sandbox_is_a_warning() {
+        let row = |id: &str, sandboxed: Option<f64>| {
+            RunRow::measured(id, "wired", "page10", "embedded", "h2", 1)
+                .with_value(&registry::BROWSER_SANDBOXED, sandboxed)
+        };
+        let all_in = [row("a", Some(1.0)), row("b", Some(1.0)), row("c", None)];
+        assert_eq!(unsandboxed_warning(&all_in), None);
+        let one_out = [row("a", Some(1.0)), row("b", Some(0.0)), row("c", None)];
+        let w = unsandboxed_warning(&one_out).unwrap();
+        assert!(w.starts_with("1 of 2 attempts' browsers"), "{w}");
+        assert!(w.contains("--no-browser-sandbox"), "{w}");
+    }
 
     #[test]
     fn engines_and_views_are_series_of_their_own_and_compared_per_protocol() {

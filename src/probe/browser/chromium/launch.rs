@@ -14,11 +14,13 @@ use serde_json::json;
 
 use super::cdp::Cdp;
 use crate::config::protocol::{H3Mode, Protocol};
+use crate::probe::browser::sandbox::{self, Confinement};
 use crate::probe::browser::{process, BrowserOverhead, LaunchOptions, HOST};
-use crate::support::cgroup::{spawn_counted, CpuGroup};
-use crate::support::public_suffix::{self, SuffixList};
+use crate::support::cgroup::{spawn_counted_as, CpuGroup};
+use crate::support::public_suffix;
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
+use crate::support::unprivileged;
 
 /// The real Chromium binary of Debian's package (`/usr/bin/chromium` is a wrapper script).
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
@@ -40,13 +42,13 @@ pub struct NaturalOptions {
     pub settle_max: Duration,
 }
 
-/// The flags every launch gets: headless, no background traffic, a DevTools pipe.
+/// The flags every launch gets: headless, no background traffic, a DevTools pipe; and
+/// `--no-sandbox` only when the sandbox is off (`--no-browser-sandbox`: [`sandbox`]).
 fn quiet_browser_args() -> Vec<String> {
     [
         "--headless=new",
         // A fixed viewport: what the page paints (LCP, the filmstrip) does not depend on a default.
         "--window-size=1280,720",
-        "--no-sandbox",
         "--disable-gpu",
         "--no-first-run",
         "--no-default-browser-check",
@@ -66,6 +68,7 @@ fn quiet_browser_args() -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain((!sandbox::engine_sandbox_on()).then(|| "--no-sandbox".to_string()))
     .collect()
 }
 
@@ -183,16 +186,16 @@ fn chromium_time_us(t: std::time::SystemTime) -> u64 {
 
 /// The schemeful site of `host`: its registrable domain by the Public Suffix List, as
 /// Chromium's (`shop.example.co.uk` → `https://example.co.uk`).
-fn schemeful_site(host: &str, suffixes: &SuffixList) -> String {
-    format!("https://{}", suffixes.registrable(host).to_lowercase())
+fn schemeful_site(host: &str) -> String {
+    format!("https://{}", public_suffix::registrable(host))
 }
 
 /// Chromium's serialised NetworkAnonymizationKey for a top-level navigation to `https://host`:
 /// a base::Pickle of the schemeful site (u32 payload size, u32 string length, bytes padded to
 /// 4), then "is cross-site" and the nonce flag — as Chromium itself writes it.
-fn anonymization_key(top_host: &str, suffixes: &SuffixList) -> serde_json::Value {
+fn anonymization_key(top_host: &str) -> serde_json::Value {
     use base64::Engine;
-    let site = schemeful_site(top_host, suffixes);
+    let site = schemeful_site(top_host);
     let padded = site.len().div_ceil(4) * 4;
     let mut pickle = Vec::new();
     pickle.extend(((4 + padded) as u32).to_le_bytes());
@@ -209,11 +212,10 @@ fn anonymization_key(top_host: &str, suffixes: &SuffixList) -> serde_json::Value
 /// The `Network Persistent State` file that tells Chromium each of `hosts` speaks h3 on
 /// `port` (the first host is the page's: the top-level site of every entry), in the form
 /// Chromium itself writes after seeing `Alt-Svc: h3=":port"`.
-pub fn primed_network_state(hosts: &[&str], port: u16) -> Result<serde_json::Value> {
-    let suffixes = public_suffix::system()?;
+pub fn primed_network_state(hosts: &[&str], port: u16) -> serde_json::Value {
     let expires = chromium_time_us(std::time::SystemTime::now() + Duration::from_secs(30 * 86400));
     let top = hosts.first().copied().unwrap_or(HOST);
-    let anonymization = anonymization_key(top, suffixes);
+    let anonymization = anonymization_key(top);
     let servers: Vec<serde_json::Value> = hosts
         .iter()
         .map(|h| {
@@ -230,14 +232,14 @@ pub fn primed_network_state(hosts: &[&str], port: u16) -> Result<serde_json::Val
             })
         })
         .collect();
-    Ok(json!({
+    json!({
         "net": {
             "http_server_properties": {
                 "servers": servers,
                 "version": 5
             }
         }
-    }))
+    })
 }
 
 /// Writes a fresh profile: prediction off (else Chromium preconnects at navigation start and
@@ -271,6 +273,8 @@ pub struct ChromiumProcess {
     _cleanup: signals::CleanupGuard,
     /// Where the browser's processes are counted; removed by `close` once they are gone.
     cpu_group: Option<CpuGroup>,
+    /// Who its processes ran as and whether its sandbox was on, read once it settled.
+    pub confinement: Option<Confinement>,
     closed: bool,
 }
 
@@ -313,16 +317,19 @@ impl ChromiumProcess {
         let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
         let hosts = o.host_map();
         let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
-        let state = primed
-            .then(|| primed_network_state(&names, o.port))
-            .transpose()?;
-        Self::start(cmd, chromium_args(o), state, o.settle_max)
+        let state = primed.then(|| primed_network_state(&names, o.port));
+        let writes: Vec<PathBuf> = [o.key_log.as_ref(), o.net_log.as_ref().map(|(p, _)| p)]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .collect();
+        Self::start(cmd, chromium_args(o), state, o.settle_max, &writes)
     }
 
     /// Launches Chromium as a normal browser ([`NaturalOptions`]: no protocol forced), with
     /// `cmd` as the process to run.
     pub fn launch_natural(cmd: Command, o: &NaturalOptions) -> Result<ChromiumProcess> {
-        Self::start(cmd, natural_args(o), None, o.settle_max)
+        Self::start(cmd, natural_args(o), None, o.settle_max, &[])
     }
 
     fn start(
@@ -330,6 +337,7 @@ impl ChromiumProcess {
         args: Vec<String>,
         network_state: Option<serde_json::Value>,
         settle_max: Duration,
+        writes: &[PathBuf],
     ) -> Result<ChromiumProcess> {
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
@@ -345,6 +353,12 @@ impl ChromiumProcess {
         write_profile(&profile, network_state)?;
         let stderr_path = tmp.path().join("chromium.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
+        let user = sandbox::browser_user();
+        if let Some(user) = user {
+            let mut dirs: Vec<&Path> = writes.iter().map(PathBuf::as_path).collect();
+            dirs.push(tmp.path());
+            unprivileged::hand_over(user, &dirs)?;
+        }
 
         let (child_in, parent_out) = pipe_cloexec()?; // parent writes commands → child fd 3
         let (parent_in, child_out) = pipe_cloexec()?; // child writes replies (fd 4) → parent
@@ -374,7 +388,7 @@ impl ChromiumProcess {
         }
         let started = Instant::now();
         let (child, cpu_group) =
-            spawn_counted(&mut cmd).with_context(|| format!("cannot start {CHROMIUM}"))?;
+            spawn_counted_as(&mut cmd, user).with_context(|| format!("cannot start {CHROMIUM}"))?;
         drop(child_in);
         drop(child_out);
         let pgid = child.id() as i32;
@@ -396,6 +410,7 @@ impl ChromiumProcess {
             first_view: None,
             _cleanup: guard,
             cpu_group,
+            confinement: None,
             closed: false,
         };
         let version = browser.cdp.call(
@@ -422,6 +437,7 @@ impl ChromiumProcess {
         browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
         browser.overhead.settled = settle.settled;
         browser.overhead.settle_cpu = settle.last_cpu;
+        browser.confinement = Some(sandbox::observe(pgid));
         Ok(browser)
     }
 
@@ -545,12 +561,11 @@ mod tests {
     #[test]
     fn anonymization_key_matches_what_chromium_writes() {
         // Copied from a profile Chromium 156 wrote after loading https://pagebench.test:8443/.
-        let suffixes = public_suffix::system().unwrap();
         assert_eq!(
-            anonymization_key(HOST, suffixes),
+            anonymization_key(HOST),
             json!(["HAAAABYAAABodHRwczovL3BhZ2ViZW5jaC50ZXN0AAA=", false, 0])
         );
-        let site = |host| schemeful_site(host, suffixes);
+        let site = schemeful_site;
         assert_eq!(site("static.site.test"), "https://site.test");
         assert_eq!(site("pagebench.test"), "https://pagebench.test");
         assert_eq!(site("s2.pagebench.test"), "https://pagebench.test");
@@ -584,7 +599,7 @@ mod tests {
             "{a:?}"
         );
         assert!(a.contains(&"--origin-to-force-quic-on=static.site.test:443".to_string()));
-        let state = primed_network_state(&["www.site.test", "static.site.test"], 443).unwrap();
+        let state = primed_network_state(&["www.site.test", "static.site.test"], 443);
         let servers = &state["net"]["http_server_properties"]["servers"];
         assert_eq!(servers[1]["server"], "https://static.site.test:443");
         assert_eq!(servers[0]["anonymization"], servers[1]["anonymization"]);

@@ -15,6 +15,7 @@ pub mod repeat;
 use super::{Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions};
 use crate::config::identity::BrowserId;
 use crate::config::workload::WorkloadKind;
+use crate::probe::browser::sandbox::Confinement;
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
 use launch::{ChromiumProcess, CHROMIUM};
@@ -72,6 +73,8 @@ pub struct Chromium {
     visual: bool,
     /// The version the last launch reported (kept after close).
     version: Option<String>,
+    /// How the last launch's processes ran (kept after close).
+    confinement: Option<Confinement>,
 }
 
 impl Browser for Chromium {
@@ -87,6 +90,7 @@ impl Browser for Chromium {
         });
         let process = launched.context("Chromium did not start")?;
         self.version = process.version.clone();
+        self.confinement = process.confinement.clone();
         self.running = Some(process);
         self.keep_bodies = opts.keep_bodies;
         self.init_script = opts.init_script.clone();
@@ -96,6 +100,10 @@ impl Browser for Chromium {
 
     fn version(&self) -> Option<String> {
         self.version.clone()
+    }
+
+    fn confinement(&self) -> Option<Confinement> {
+        self.confinement.clone()
     }
 
     fn process_group(&self) -> Option<i32> {

@@ -26,11 +26,13 @@ use super::{process, scripts, Asked, Browser, BrowserOverhead, ClientSide, Engin
 use crate::config::identity::BrowserId;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
+use crate::probe::browser::sandbox::{self, Confinement};
 use crate::probe::metrics::{DevtoolsEvent, Observation};
 use crate::probe::validate::LoadEnd;
-use crate::support::cgroup::{spawn_counted, CpuGroup};
+use crate::support::cgroup::{spawn_counted_as, CpuGroup};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
+use crate::support::unprivileged;
 use bidi::{Bidi, BidiError};
 
 /// The real binary of Debian's package (`/usr/bin/firefox-esr` links to it).
@@ -331,6 +333,8 @@ struct FirefoxProcess {
     _cleanup: signals::CleanupGuard,
     /// Where the browser's processes are counted; removed by `close` once they are gone.
     cpu_group: Option<CpuGroup>,
+    /// Who its processes ran as and whether its sandbox was on, read once it settled.
+    confinement: Confinement,
     closed: bool,
 }
 
@@ -346,6 +350,13 @@ impl FirefoxProcess {
         write_profile(&profile, &user_js(&prefs(o)?), &o.cert_pem)?;
         let stderr_path = tmp.path().join("firefox.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
+        let user = sandbox::browser_user();
+        if let Some(user) = user {
+            // Its profile (written as root, certutil's database too) and its key log's folder.
+            let mut dirs = vec![tmp.path()];
+            dirs.extend(o.key_log.as_deref().and_then(Path::parent));
+            unprivileged::hand_over(user, &dirs)?;
+        }
 
         let mut cmd = client.command(FIREFOX);
         cmd.args(["--headless", "--no-remote", "--profile"])
@@ -371,7 +382,7 @@ impl FirefoxProcess {
         }
         let started = Instant::now();
         let (mut child, cpu_group) =
-            spawn_counted(&mut cmd).with_context(|| format!("cannot start {FIREFOX}"))?;
+            spawn_counted_as(&mut cmd, user).with_context(|| format!("cannot start {FIREFOX}"))?;
         let pgid = child.id() as i32;
         let tmp_for_cleanup = tmp.path().to_path_buf();
         let guard = signals::register_cleanup(move || {
@@ -419,6 +430,7 @@ impl FirefoxProcess {
             overhead: BrowserOverhead::default(),
             _cleanup: guard,
             cpu_group,
+            confinement: Confinement::default(),
             closed: false,
         };
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -433,6 +445,7 @@ impl FirefoxProcess {
         browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
         browser.overhead.settled = settle.settled;
         browser.overhead.settle_cpu = settle.last_cpu;
+        browser.confinement = sandbox::observe(pgid);
         Ok(browser)
     }
 
@@ -578,6 +591,8 @@ fn cannot(asked: &Asked) -> Option<&'static str> {
 pub struct Firefox {
     running: Option<FirefoxProcess>,
     version: Option<String>,
+    /// How the last launch's processes ran (kept after close).
+    confinement: Option<Confinement>,
 }
 
 impl Browser for Firefox {
@@ -595,12 +610,17 @@ impl Browser for Firefox {
         }
         let process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
         self.version = Some(format!("Firefox {}", process.version));
+        self.confinement = Some(process.confinement.clone());
         self.running = Some(process);
         Ok(())
     }
 
     fn version(&self) -> Option<String> {
         self.version.clone()
+    }
+
+    fn confinement(&self) -> Option<Confinement> {
+        self.confinement.clone()
     }
 
     fn process_group(&self) -> Option<i32> {
