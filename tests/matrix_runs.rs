@@ -672,6 +672,14 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
     ] {
         assert!(report.contains(title), "{title} missing from the report");
     }
+    // What Firefox cannot measure is said, not left empty.
+    for said in [
+        "Firefox cannot measure",
+        "CLS (no Layout Instability API)",
+        "(no Element Timing API)",
+    ] {
+        assert!(report.contains(said), "{said} missing from the report");
+    }
     let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
     assert!(meta.machine.browsers.contains_key("firefox"));
     assert!(namespaces_of(std::process::id()).is_empty());

@@ -85,6 +85,14 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     assert_eq!(got, expected);
     assert_eq!(a.entries.len(), expected.len(), "each recorded once");
     assert_every_resource(&dir, &a, &resources);
+    // The page's cookie is kept as the server sent it.
+    let page = a.entries.iter().find(|e| e.url == PAGE_URL).unwrap();
+    assert_eq!(
+        page.header("set-cookie"),
+        Some(site_support::SESSION_COOKIE),
+        "{:?}",
+        page.headers
+    );
 
     let origins: BTreeSet<String> = a
         .entries

@@ -17,7 +17,8 @@
 //! Chromium's count includes each DATA frame's 9-byte header: an identity body reads 9 bytes
 //! more per frame than the body (Caddy fixture: 268 vs 277 per image, gzip text 2–3 bytes
 //! either way beyond that). Response headers are those of `Network.responseReceived`
-//! (repeated ones split again; `Set-Cookie` may be filtered there).
+//! (repeated ones split again), and its `Set-Cookie`, which that event leaves out, from the raw
+//! headers of `Network.responseReceivedExtraInfo`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -184,6 +185,7 @@ pub fn write_archive(
 mod tests {
     use super::*;
     use crate::config::site::encoding::Coding;
+    use crate::probe::browser::chromium::load::EXTRA_INFO;
     use crate::probe::metrics::{DevtoolsEvent, ResponseBody};
     use serde_json::{json, Value};
 
@@ -321,6 +323,15 @@ mod tests {
                 "Network.responseReceived",
                 json!({"requestId": "2", "response": response("https://static.a.test/new.css", 200, css_headers, "192.0.2.2", 80)}),
             ),
+            // Set-Cookie comes only with the raw headers, after or before its response event.
+            event(
+                EXTRA_INFO,
+                json!({"requestId": "2", "statusCode": 200, "headers": {"set-cookie": "c=3; Secure\nd=4"}}),
+            ),
+            event(
+                EXTRA_INFO,
+                json!({"requestId": "2", "statusCode": 301, "headers": {"set-cookie": "r=1"}}),
+            ),
             event(
                 "Network.loadingFinished",
                 json!({"requestId": "2", "timestamp": 100.2, "encodedDataLength": 80 + gz.len()}),
@@ -381,6 +392,15 @@ mod tests {
             Some("https://static.a.test/new.css")
         );
         assert!(redirect.body.is_none() && redirect.missing.is_none());
+        let set_cookie = |e: &crate::config::site::Entry| -> Vec<String> {
+            e.headers
+                .iter()
+                .filter(|(n, _)| n == "set-cookie")
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        assert_eq!(set_cookie(redirect), ["r=1"]);
+        assert_eq!(set_cookie(target), ["c=3; Secure", "d=4"]);
         assert_eq!(target.url, "https://static.a.test/new.css");
         assert_eq!(target.server_address.as_deref(), Some("192.0.2.2:443"));
         assert_eq!(target.protocol.as_deref(), Some("h2"));

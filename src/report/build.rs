@@ -3,7 +3,6 @@
 
 use crate::config::protocol::Variant;
 use crate::probe::browser::{engine, Engine};
-use serde_json::Value;
 
 use super::chart_data::{Chart, ChartData};
 use super::doc::{Block, Document, Table};
@@ -14,42 +13,6 @@ use super::tables::{self, Skipped};
 pub struct PlacedChart<'a> {
     pub chart: &'a Chart,
     pub png: &'a [u8],
-}
-
-/// Flattens a server's configuration into `key=value` pairs (nested keys joined by dots).
-pub fn flatten_knobs(v: &Value) -> Vec<String> {
-    fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
-        match v {
-            Value::Null => {}
-            Value::Object(m) => {
-                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                for (k, x) in entries {
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&key, x, out);
-                }
-            }
-            Value::Array(a) => {
-                let items: Vec<String> = a
-                    .iter()
-                    .map(|x| match x {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect();
-                out.push(format!("{prefix}=[{}]", items.join(", ")));
-            }
-            Value::String(s) => out.push(format!("{prefix}={s}")),
-            other => out.push(format!("{prefix}={other}")),
-        }
-    }
-    let mut out = Vec::new();
-    walk("", v, &mut out);
-    out
 }
 
 /// What the browsers' DevTools view was called: CDP (Chromium), BiDi (Firefox).
@@ -120,7 +83,7 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
             let knobs = m
                 .servers
                 .get(s.as_str())
-                .map(flatten_knobs)
+                .map(super::server_knobs::flatten_knobs)
                 .unwrap_or_default();
             if knobs.is_empty() {
                 format!("{s} (no configuration recorded)")
@@ -782,23 +745,4 @@ fn problem_runs(doc: &mut Document, data: &ReportData) {
 median runs' records in `runs/`.",
         env!("CARGO_PKG_VERSION")
     ));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn knobs_flatten() {
-        let v = serde_json::json!({"kind": "embedded", "quic": {"stream_window": 65536, "cc": "cubic"}, "x": null, "alpn": ["h2", "http/1.1"]});
-        assert_eq!(
-            flatten_knobs(&v),
-            [
-                "alpn=[h2, http/1.1]",
-                "kind=embedded",
-                "quic.cc=cubic",
-                "quic.stream_window=65536"
-            ]
-        );
-    }
 }

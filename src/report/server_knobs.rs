@@ -7,13 +7,48 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::build::flatten_knobs;
 use super::doc::{Cell, Table};
 use super::model::ReportData;
 use crate::origin::servers::ServerDescription;
 
 /// QUIC's largest variable-length integer: a receive window "without limit".
 const QUIC_VARINT_MAX: u64 = (1 << 62) - 1;
+
+/// Flattens a server's configuration into `key=value` pairs (nested keys joined by dots).
+pub fn flatten_knobs(v: &Value) -> Vec<String> {
+    fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Null => {}
+            Value::Object(m) => {
+                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, x) in entries {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, x, out);
+                }
+            }
+            Value::Array(a) => {
+                let items: Vec<String> = a
+                    .iter()
+                    .map(|x| match x {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                out.push(format!("{prefix}=[{}]", items.join(", ")));
+            }
+            Value::String(s) => out.push(format!("{prefix}={s}")),
+            other => out.push(format!("{prefix}={other}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", v, &mut out);
+    out
+}
 
 /// The table, when some server's settings were recorded.
 pub fn table(data: &ReportData) -> Option<Table> {
@@ -281,6 +316,20 @@ mod tests {
         let (rows, note) = server("nginx", &quiet);
         assert_eq!(rows[0][1].text, "(none asked)");
         assert_eq!(note, None);
+    }
+
+    #[test]
+    fn knobs_flatten() {
+        let v = serde_json::json!({"kind": "embedded", "quic": {"stream_window": 65536, "cc": "cubic"}, "x": null, "alpn": ["h2", "http/1.1"]});
+        assert_eq!(
+            flatten_knobs(&v),
+            [
+                "alpn=[h2, http/1.1]",
+                "kind=embedded",
+                "quic.cc=cubic",
+                "quic.stream_window=65536"
+            ]
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::study::{study_ratio, study_value, StudyValue};
 use crate::config::identity::Setup;
 use crate::config::protocol::Variant;
 use crate::config::workload::WorkloadKind;
+use crate::probe::browser::engine;
 use crate::probe::registry::{self, Metric, Precision, Scope};
 use crate::proof::results::summary::{metric_word, SeriesStats};
 
@@ -81,6 +82,29 @@ pub fn series_cell(
     }
 }
 
+/// What a cell reads where the setup's engine cannot measure the metric.
+const NOT_IN_ENGINE: &str = "n/a";
+
+/// Why the setup's engine cannot measure `metric` (None: it can, or the engine is unknown).
+fn cannot_fill(setup: &Setup, metric: &Metric) -> Option<&'static str> {
+    engine(setup.browser).ok()?.cannot_fill(metric.name)
+}
+
+/// The note under a table whose engine cannot fill some of its columns.
+fn unfillable_note(setup: &Setup, metrics: &[&Metric]) -> Option<String> {
+    let lacks: Vec<String> = metrics
+        .iter()
+        .filter_map(|m| cannot_fill(setup, m).map(|why| format!("{} ({why})", m.label)))
+        .collect();
+    (!lacks.is_empty()).then(|| {
+        format!(
+            "{} cannot measure {}: those cells read `{NOT_IN_ENGINE}`, not a missing measurement.",
+            setup.browser.label(),
+            lacks.join(", ")
+        )
+    })
+}
+
 fn metric_cell(
     data: &ReportData,
     profile: &str,
@@ -92,6 +116,9 @@ fn metric_cell(
     let Some(s) = data.series(profile, workload, setup, variant) else {
         return Cell::missing();
     };
+    if cannot_fill(setup, metric).is_some() {
+        return Cell::new(NOT_IN_ENGINE, CellClass::Missing);
+    }
     if s.completion.median_is_dnf() {
         return Cell::new("DNF", CellClass::Dnf);
     }
@@ -578,7 +605,7 @@ pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> 
         ],
         header,
         rows,
-        notes: vec![],
+        notes: unfillable_note(setup, &metrics).into_iter().collect(),
     })
 }
 

@@ -1,9 +1,10 @@
 //! A deterministic three-origin fixture site for the record, import and replay tests:
 //! `www.site.test` (the page, and a 301 from `/old.css` to static's `/new.css`),
 //! `static.site.test` (CSS with a web font and background images, many images, a script) and
-//! `api.site.test` (JSON the script fetches, CORS open). Served by Caddy (`encode gzip`: every
-//! text file is over Caddy's 512-byte minimum) on three addresses of `lo` inside a network
-//! namespace the test creates, and recorded there by the built `pagebench record`.
+//! `api.site.test` (JSON the script fetches, CORS open); the page sets a cookie. Served by
+//! Caddy (`encode gzip`: every text file is over Caddy's 512-byte minimum) on three addresses
+//! of `lo` inside a network namespace the test creates, and recorded there by the built
+//! `pagebench record`.
 //! Every process started here is ended by its id when its guard drops.
 #![allow(dead_code)]
 
@@ -28,6 +29,9 @@ pub const REDIRECT: (&str, &str) = (
     "https://www.site.test/old.css",
     "https://static.site.test/new.css",
 );
+/// The cookie the page sets (CDP's response event leaves `Set-Cookie` out: the recording takes
+/// it from the raw headers).
+pub const SESSION_COOKIE: &str = "session=fixture; Path=/; Secure; HttpOnly";
 pub const IMAGES: usize = 44;
 pub const BACKGROUNDS: usize = 8;
 pub const JSON_FILES: usize = 5;
@@ -258,6 +262,7 @@ fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
         ));
         if *host == WWW {
             s.push_str("\tredir /old.css https://static.site.test/new.css 301\n");
+            s.push_str(&format!("\theader / Set-Cookie \"{SESSION_COOKIE}\"\n"));
         } else {
             s.push_str("\theader Access-Control-Allow-Origin *\n");
         }

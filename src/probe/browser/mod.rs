@@ -147,6 +147,25 @@ pub struct Engine {
     /// report's "HTTP/3 mode").
     pub forced_h3: Option<&'static str>,
     pub primed_h3: Option<&'static str>,
+    /// The metrics (registry names) this engine has no way to measure, each with why: the
+    /// report says so in their cells instead of leaving them empty.
+    pub cannot_fill: &'static [Unfillable],
+}
+
+/// A metric an engine cannot measure, and why (an API it lacks).
+pub struct Unfillable {
+    pub metric: &'static str,
+    pub why: &'static str,
+}
+
+impl Engine {
+    /// Why this engine cannot measure `metric` (None: it can).
+    pub fn cannot_fill(&self, metric: &str) -> Option<&'static str> {
+        self.cannot_fill
+            .iter()
+            .find(|u| u.metric == metric)
+            .map(|u| u.why)
+    }
 }
 
 /// Every engine pagebench can drive, in the order reports list them.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::load::EXTRA_INFO;
 use crate::probe::har::{
     http_version, iso, phase, query_string, Cache, Content, Entry, NameValue, Request, Response,
     Timings, PAGE_ID,
@@ -31,6 +32,23 @@ fn headers(v: &Value) -> Vec<NameValue> {
         .unwrap_or_default()
 }
 
+/// A hop's response headers, with the `Set-Cookie` lines its extra-info event had when the
+/// response event left them out.
+fn response_headers(r: &Hop) -> Vec<NameValue> {
+    let mut h = r
+        .response
+        .map(|r| headers(&r["headers"]))
+        .unwrap_or_default();
+    let has_cookie = h.iter().any(|n| n.name.eq_ignore_ascii_case("set-cookie"));
+    if let (false, Some(cookies)) = (has_cookie, r.set_cookie) {
+        h.extend(cookies.split('\n').map(|c| NameValue {
+            name: "set-cookie".into(),
+            value: c.to_string(),
+        }));
+    }
+    h
+}
+
 /// One request of the page, or one hop of a redirect chain (CDP keeps the request id across
 /// redirects and tells of each 3xx in the next `requestWillBeSent`'s `redirectResponse`).
 struct Hop<'a> {
@@ -42,6 +60,9 @@ struct Hop<'a> {
     failed: Option<&'a Value>,
     /// A redirect hop ends when the next hop is sent.
     redirected_at: Option<f64>,
+    /// Its `Set-Cookie` values (joined by `\n`), from the extra-info event of its request id
+    /// and status: `responseReceived` leaves them out.
+    set_cookie: Option<&'a str>,
 }
 
 /// The HAR entries of a load, from its CDP events (with the bodies the run kept).
@@ -73,6 +94,9 @@ fn hops(events: &[DevtoolsEvent]) -> (Vec<Hop<'_>>, BTreeMap<&str, usize>) {
     let mut hops: Vec<Hop> = Vec::new();
     // Request id → its latest hop.
     let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
+    // Extra-info events (kept only with a `Set-Cookie`), matched to hops once all are known:
+    // one may come before its response event or after.
+    let mut cookies: Vec<(&str, &Value)> = Vec::new();
     for DevtoolsEvent { method, params } in events {
         let Some(id) = params.get("requestId").and_then(Value::as_str) else {
             continue;
@@ -90,7 +114,12 @@ fn hops(events: &[DevtoolsEvent]) -> (Vec<Hop<'_>>, BTreeMap<&str, usize>) {
                 finished: None,
                 failed: None,
                 redirected_at: None,
+                set_cookie: None,
             });
+            continue;
+        }
+        if method == EXTRA_INFO {
+            cookies.push((id, params));
             continue;
         }
         let Some(&i) = latest.get(id) else { continue };
@@ -100,6 +129,16 @@ fn hops(events: &[DevtoolsEvent]) -> (Vec<Hop<'_>>, BTreeMap<&str, usize>) {
             "Network.loadingFinished" => hop.finished = Some(params),
             "Network.loadingFailed" => hop.failed = Some(params),
             _ => {}
+        }
+    }
+    for hop in &mut hops {
+        let status = hop.response.and_then(|r| r["status"].as_u64());
+        let matching = cookies
+            .iter()
+            .position(|(id, p)| *id == hop.id && p["statusCode"].as_u64() == status);
+        if let Some(i) = matching {
+            let (_, p) = cookies.remove(i);
+            hop.set_cookie = p["headers"]["set-cookie"].as_str();
         }
     }
     (hops, latest)
@@ -219,7 +258,7 @@ fn entry(r: &Hop, url: &str, times: &HopTimes) -> Entry {
             status_text: text(resp, "statusText", ""),
             http_version: http_version(protocol),
             cookies: vec![],
-            headers: resp.map(|r| headers(&r["headers"])).unwrap_or_default(),
+            headers: response_headers(r),
             content: Content {
                 // Without the body, its wire size stands in (an upper bound: decoded ≥ wire
                 // but for the headers a total may include).

@@ -565,12 +565,35 @@ fn keep_event(obs: &mut Observation, session: &str, e: cdp::Event) {
                 encoded_data_length: n("encodedDataLength"),
             });
         }
+    } else if e.method == EXTRA_INFO {
+        obs.network.events.extend(set_cookie_only(&e.params));
     } else if KEPT_EVENTS.contains(&e.method.as_str()) {
         obs.network.events.push(DevtoolsEvent {
             method: e.method,
             params: e.params,
         });
     }
+}
+
+/// The event with a response's raw headers: the only one that carries its `Set-Cookie`
+/// (`responseReceived` leaves it out).
+pub const EXTRA_INFO: &str = "Network.responseReceivedExtraInfo";
+
+/// An extra-info event cut down to what a recording needs of it: its request, status and
+/// `Set-Cookie` (None: the response set no cookie, and the event is not kept).
+fn set_cookie_only(p: &Value) -> Option<DevtoolsEvent> {
+    let (name, cookies) = p["headers"]
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))?;
+    Some(DevtoolsEvent {
+        method: EXTRA_INFO.into(),
+        params: json!({
+            "requestId": p["requestId"],
+            "statusCode": p["statusCode"],
+            "headers": { name.to_lowercase(): cookies },
+        }),
+    })
 }
 
 fn collect_events(browser: &ChromiumProcess, session: &str, obs: &mut Observation) {
@@ -602,4 +625,26 @@ fn paint_entries(browser: &ChromiumProcess, session: &str) -> Option<PaintEntrie
         scripts::PAINT_ENTRIES,
         Duration::from_secs(5),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_extra_info_event_is_kept_for_its_set_cookie_only() {
+        let raw = json!({
+            "requestId": "7", "statusCode": 200, "headersText": "HTTP/1.1 200 OK...",
+            "headers": { "Set-Cookie": "a=1\na=2", "content-type": "text/html" },
+            "blockedCookies": [], "resourceIPAddressSpace": "Local"
+        });
+        let kept = set_cookie_only(&raw).unwrap();
+        assert_eq!(kept.method, EXTRA_INFO);
+        assert_eq!(
+            kept.params,
+            json!({ "requestId": "7", "statusCode": 200, "headers": { "set-cookie": "a=1\na=2" } })
+        );
+        let no_cookie = json!({ "requestId": "8", "statusCode": 200, "headers": { "a": "b" } });
+        assert!(set_cookie_only(&no_cookie).is_none());
+    }
 }

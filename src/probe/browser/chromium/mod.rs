@@ -36,6 +36,7 @@ pub static ENGINE: Engine = Engine {
     har_lacks: None,
     forced_h3: None,
     primed_h3: None,
+    cannot_fill: &[],
 };
 
 fn make() -> Box<dyn Browser + Send> {

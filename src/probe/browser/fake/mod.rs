@@ -40,6 +40,7 @@ pub static ENGINE: Engine = Engine {
     har_lacks: Some("the fake's HAR files have no bodies"),
     forced_h3: None,
     primed_h3: None,
+    cannot_fill: &[],
 };
 
 fn make() -> Box<dyn Browser + Send> {

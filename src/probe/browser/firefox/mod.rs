@@ -22,7 +22,10 @@ pub mod bidi;
 pub mod har;
 pub mod network;
 
-use super::{process, scripts, Asked, Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions};
+use super::{
+    process, scripts, Asked, Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions,
+    Unfillable,
+};
 use crate::config::identity::BrowserId;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
@@ -561,6 +564,16 @@ multiplexed requests)",
         "Firefox primed: the alt-svc testing mapping without `force-use`, which Firefox \
 takes as an Alt-Svc it learnt",
     ),
+    cannot_fill: &[
+        Unfillable {
+            metric: "cls",
+            why: "no Layout Instability API",
+        },
+        Unfillable {
+            metric: "hero_ms",
+            why: "no Element Timing API",
+        },
+    ],
 };
 
 fn make() -> Box<dyn Browser + Send> {
