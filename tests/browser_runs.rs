@@ -670,3 +670,39 @@ fn without_the_sandbox_the_record_says_the_browser_ran_as_root() {
     assert!(c.no_sandbox_flag && !c.sandboxed(), "{c:?}");
     assert_eq!(c.seccomp_filtered, 0, "{c:?}");
 }
+
+/// Firefox's repeat view: its connections closed by privileged script over BiDi (no BiDi
+/// command does it), its TLS session cache kept — the server resumes its h2 sessions.
+#[test]
+fn a_returning_firefox_visitor_resumes_its_sessions() {
+    let guard = temp_root("ffviews");
+    let root = guard.path().to_path_buf();
+    let m = pages(&root, &["page10"]).remove(0);
+    let rtt = Profile::simple("rtt100", 100.0, 0.0, 0.0);
+    let mut tb = testbed(&rtt, &root, ServerKnobs::default());
+    let run = |tb: &mut Testbed, id: &str, v: Variant| {
+        let rec = counted(tb, &repeat(firefox(spec(id, &rtt, &m, v))));
+        assert_valid(&rec, v.protocol.alpn());
+        assert_firefox(&rec);
+        rec
+    };
+    let h2r = run(&mut tb, "ff-repeat-h2", Variant::H2);
+    let fv = h2r.observation.first_view.as_ref().unwrap();
+    assert!(fv.protocols.contains_key("h2"), "{fv:?}");
+    let tcp = h2r.server_transport.as_ref().unwrap();
+    assert!(
+        !tcp.is_empty() && tcp.iter().all(|c| c.tls_resumed == Some(true)),
+        "{tcp:?}"
+    );
+    assert!(h2r.handshakes.as_ref().unwrap().resumed() >= 1);
+    // Over h3 the returning Firefox makes a new, full handshake: it keeps no QUIC resumption
+    // token with its desktop default (`network.ssl_tokens_cache_enabled` false), which
+    // pagebench leaves as users have it. The first view's connection was closed, not reused.
+    let h3r = run(&mut tb, "ff-repeat-h3", Variant::H3);
+    let fv = h3r.observation.first_view.as_ref().unwrap();
+    assert!(fv.protocols.contains_key("h3"), "{fv:?}");
+    let hs = h3r.handshakes.as_ref().unwrap();
+    assert!(!hs.connections.is_empty(), "{hs:?}");
+    assert_eq!((hs.resumed(), hs.zero_rtt_accepted()), (0, 0), "{hs:?}");
+    drop(tb);
+}

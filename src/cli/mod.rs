@@ -1360,6 +1360,7 @@ fn run_cmd(a: RunArgs) -> Result<ExitCode> {
                 capture: &req.capture,
                 as_recorded: variant.as_recorded,
                 repeat_view: req.views.contains(&crate::config::identity::View::Repeat),
+                discovered_h3: variant == crate::config::protocol::Variant::H3_DISCOVERED,
             },
         )?;
     }

@@ -144,6 +144,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 capture: &req.capture,
                 as_recorded: variants.iter().any(|v| v.as_recorded),
                 repeat_view: req.views.contains(&View::Repeat),
+                discovered_h3: variants.contains(&Variant::H3_DISCOVERED),
             },
         )?;
     }

@@ -219,6 +219,8 @@ pub struct Asked<'a> {
     pub as_recorded: bool,
     /// Repeat views (`--views repeat`).
     pub repeat_view: bool,
+    /// `h3-discovered`: the h3 a returning visitor learnt from the first view's Alt-Svc.
+    pub discovered_h3: bool,
 }
 
 /// Refuses, before any run, an engine that is not installed or cannot do what is asked; the

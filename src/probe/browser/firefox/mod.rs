@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 pub mod bidi;
 pub mod har;
 pub mod network;
+mod repeat;
 
 use super::{
     process, scripts, Asked, Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions,
@@ -30,7 +31,7 @@ use crate::config::identity::BrowserId;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
 use crate::probe::browser::sandbox::{self, Confinement};
-use crate::probe::metrics::{DevtoolsEvent, Observation};
+use crate::probe::metrics::{DevtoolsEvent, FirstView, Observation};
 use crate::probe::validate::LoadEnd;
 use crate::support::cgroup::{spawn_counted_as, CpuGroup};
 use crate::support::signals;
@@ -208,7 +209,7 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
         }
         Protocol::H2 => p.push(("network.http.http3.enable", Bool(false))),
         Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
-            bail!("h3-discovered needs a repeat view, which runs in Chromium only")
+            bail!("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) runs in Chromium only")
         }
         Protocol::H3 => {
             let mapping: Vec<String> = hosts
@@ -338,6 +339,8 @@ struct FirefoxProcess {
     cpu_group: Option<CpuGroup>,
     /// Who its processes ran as and whether its sandbox was on, read once it settled.
     confinement: Confinement,
+    /// A repeat view's first navigation, made during the launch ([`repeat::first_view`]).
+    first_view: Option<FirstView>,
     closed: bool,
 }
 
@@ -365,6 +368,8 @@ impl FirefoxProcess {
         cmd.args(["--headless", "--no-remote", "--profile"])
             .arg(&profile)
             .args(["--remote-debugging-port", "0"])
+            // Privileged script over BiDi, only where a repeat view needs it.
+            .args(o.repeat.is_some().then_some(repeat::SYSTEM_ACCESS))
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .env("XDG_CACHE_HOME", home.join(".cache"))
@@ -434,6 +439,7 @@ impl FirefoxProcess {
             _cleanup: guard,
             cpu_group,
             confinement: Confinement::default(),
+            first_view: None,
             closed: false,
         };
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -593,8 +599,8 @@ fn cannot(asked: &Asked) -> Option<&'static str> {
             "the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can",
         );
     }
-    if asked.repeat_view {
-        return Some("a repeat view closes the browser's connections but keeps its TLS sessions, which only Chromium's --enable-net-benchmarking can (Firefox has no such call over BiDi)");
+    if asked.discovered_h3 {
+        return Some("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) is measured in Chromium only");
     }
     None
 }
@@ -621,7 +627,8 @@ impl Browser for Firefox {
         if opts.net_log.is_some() {
             bail!("--capture netlog is Chromium's NetLog: Firefox runs have none");
         }
-        let process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
+        let mut process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
+        repeat::first_view(&mut process, opts).context("Firefox's repeat view")?;
         self.version = Some(format!("Firefox {}", process.version));
         self.confinement = Some(process.confinement.clone());
         self.running = Some(process);
@@ -651,7 +658,10 @@ impl Browser for Firefox {
             .running
             .as_mut()
             .ok_or_else(|| anyhow!("Firefox is not running: launch it first"))?;
-        load(browser, url, expected_resources, !kind.is_page(), timeout)
+        let first_view = browser.first_view.clone();
+        let (mut obs, end) = load(browser, url, expected_resources, !kind.is_page(), timeout)?;
+        obs.first_view = first_view;
+        Ok((obs, end))
     }
 
     fn close(&mut self) -> BrowserOverhead {
