@@ -646,6 +646,7 @@ fn generate(
                         reasons,
                         warnings: vec![],
                         browser_initiated: vec![],
+                        site_distances: None,
                         viewpoints: 3,
                         end,
                         metrics,

@@ -167,6 +167,16 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     let (runs, _) = replay(&mixed, "as-recorded", 2);
     assert_eq!(runs.len(), 2);
     assert_replayed_as(&mixed, &runs, 3, |_, host| recorded(host).to_string());
+
+    // Firefox too, each origin from its own address (the hosts file of its own mount
+    // namespace), over each protocol and as recorded.
+    let firefox = ["--browsers", "firefox"];
+    let (runs, _) = replay_with(&dir, "h1,h2,h3", 2, &firefox);
+    assert_eq!(runs.len(), 6);
+    assert_replayed(&dir, &runs, 3);
+    let (runs, _) = replay_with(&mixed, "as-recorded", 2, &firefox);
+    assert_eq!(runs.len(), 2);
+    assert_replayed_as(&mixed, &runs, 3, |_, host| recorded(host).to_string());
 }
 
 #[test]
@@ -291,12 +301,7 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
         report.contains("The servers' settings") && report.contains("defaults, not asked:"),
         "{report}"
     );
-    let (firefox, _) = replay_with(
-        &archive,
-        "h2",
-        1,
-        &["--browsers", "firefox", "--origin-addresses", "single"],
-    );
+    let (firefox, _) = replay_with(&archive, "h2", 1, &["--browsers", "firefox"]);
     for r in chromium.iter().chain(&firefox) {
         // No browser of a replay runs as root or without its sandbox.
         let c = r.browser_confinement.as_ref().unwrap();
@@ -308,18 +313,7 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
         if r.reasons.iter().any(|x| x.kind == ReasonKind::Link) {
             continue; // the link gate doing its job
         }
-        if r.browser == pagebench::config::identity::BrowserId::new("firefox") {
-            // Firefox's Resource Timing hides cross-origin sizes (its short_resource on this
-            // three-origin site is issue 33's); the favicon must not be a miss.
-            assert!(
-                r.reasons.iter().all(|x| x.kind != ReasonKind::ReplayMiss),
-                "{}: {:?}",
-                r.id,
-                r.reasons
-            );
-        } else {
-            assert_eq!(r.outcome, Outcome::Valid, "{}: {:?}", r.id, r.reasons);
-        }
+        assert_eq!(r.outcome, Outcome::Valid, "{}: {:?}", r.id, r.reasons);
         let asked: Vec<_> = r
             .server_requests
             .iter()
@@ -347,7 +341,8 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
     assert!(chromium.iter().all(|r| r.browser_initiated == [icon]));
 }
 
-/// Replays the archive at `dir` with `pagebench matrix` on `wired` over `protocols`, `runs`
+/// Replays the archive at `dir` with `pagebench matrix` on `wired` (unless `flags` name the
+/// profiles) over `protocols`, `runs`
 /// each, and returns the final attempt of every planned run (with the matrix's own report).
 fn replay(dir: &std::path::Path, protocols: &str, runs: u32) -> (Vec<RunRecord>, String) {
     replay_with(dir, protocols, runs, &[])
@@ -364,7 +359,13 @@ fn replay_with(
     let out = tmp.path().join("results");
     site_support::run_ok(
         Command::new(env!("CARGO_BIN_EXE_pagebench"))
-            .args(["matrix", "--profiles", "wired", "--protocols", protocols])
+            .args(["matrix", "--protocols", protocols])
+            .args(
+                (!flags.contains(&"--profiles"))
+                    .then_some(["--profiles", "wired"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(["--runs", &runs.to_string(), "--warmup", "0", "--quiet"])
             .args(["--machine-check", "0s"])
             .arg("--workloads")
@@ -496,4 +497,146 @@ fn origins_on_one_address_share_an_http2_connection() {
     let apart = median_connections("per-origin");
     assert!(shared <= 2, "one address: {shared} connections");
     assert!(apart >= 4, "an address per origin: {apart} connections");
+}
+
+/// The round trips of the three origins in [`recorded_distances_put_each_origin_back`].
+const DISTANCES_MS: [f64; 3] = [10.0, 40.0, 120.0];
+
+/// Three origins at 10, 40 and 120 ms: recorded through a link whose server addresses have
+/// those round trips (`pagebench shell --server-addresses 3` and a profile's
+/// `origin_delay_ms`), `--distances recorded` reads each origin's round trip back from the
+/// recording within 10 %, and the replay on a near profile at those distances (and the
+/// recorded think times) loads the page within 10 % of the recorded load time (medians of 5
+/// recordings and 5 replays).
+#[test]
+fn recorded_distances_put_each_origin_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    site_support::write_files(&dir.join("site"));
+    let any: std::net::IpAddr = "0.0.0.0".parse().unwrap();
+    let hosts = [site_support::WWW, site_support::STATIC, site_support::API];
+    let spki = site_support::caddy_config(dir, &hosts.map(|h| (h, any)));
+    // 2 ms of the profile's own, the rest added one way per address, each direction.
+    let delays: Vec<String> = DISTANCES_MS
+        .iter()
+        .map(|d| format!("{}", (d - 2.0) / 2.0))
+        .collect();
+    let profiles = dir.join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("far-origins.toml"),
+        format!(
+            "name = \"far-origins\"\nrtt_ms = 2\norigin_delay_ms = [{}]\n",
+            delays.join(", ")
+        ),
+    )
+    .unwrap();
+    std::fs::write(profiles.join("near.toml"), "name = \"near\"\nrtt_ms = 2\n").unwrap();
+    let caddy = ["exec".to_string(), "env".to_string()]
+        .into_iter()
+        .chain(
+            site_support::caddy_env(dir)
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", v.display())),
+        )
+        .chain(std::iter::once("caddy".into()))
+        .chain(site_support::caddy_args(dir))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // Five recordings, one browser each: their median load is the recorded one.
+    let record = format!(
+        "set -- $PAGEBENCH_SERVER_IPS; for i in 1 2 3 4 5; do {} record {PAGE_URL} --out {}/archive$i \
+         --wait idle --timeout 90s --ignore-cert-spki {spki} --resolve {}=$1 --resolve {}=$2 \
+         --resolve {}=$3 || exit 1; done",
+        env!("CARGO_BIN_EXE_pagebench"),
+        dir.display(),
+        hosts[0],
+        hosts[1],
+        hosts[2]
+    );
+    site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .args([
+                "shell",
+                "--profile",
+                "far-origins",
+                "--server-addresses",
+                "3",
+            ])
+            .arg("--profiles-dir")
+            .arg(&profiles)
+            .args([
+                "--server-cmd",
+                &caddy,
+                "--wait-tcp",
+                "443",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(&record),
+    );
+    let mut recorded: Vec<f64> = (1..=5)
+        .map(|i| {
+            let a = site::read(&dir.join(format!("archive{i}"))).unwrap();
+            a.source.load_ms.unwrap()
+        })
+        .collect();
+    recorded.sort_by(f64::total_cmp);
+    let recorded_load = recorded[2];
+    let archive = dir.join("archive1");
+
+    let (runs, _) = replay_with(
+        &archive,
+        "h2",
+        5,
+        &[
+            "--distances",
+            "recorded",
+            "--think-time",
+            "recorded",
+            "--profiles",
+            "near",
+            "--profiles-dir",
+            profiles.to_str().unwrap(),
+        ],
+    );
+    let valid: Vec<&RunRecord> = runs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Valid)
+        .collect();
+    assert!(
+        valid.len() >= 4,
+        "{:?}",
+        runs.iter().map(|r| &r.reasons).collect::<Vec<_>>()
+    );
+    for r in &valid {
+        let d = r
+            .site_distances
+            .as_ref()
+            .expect("the record names the distances");
+        for (host, want) in hosts.iter().zip(DISTANCES_MS) {
+            let o = d
+                .iter()
+                .find(|o| o.origin == format!("https://{host}"))
+                .unwrap();
+            let got = o.recorded.unwrap().rtt_ms;
+            assert!(
+                (got - want).abs() <= want * 0.1,
+                "{host}: read {got} ms, was {want}"
+            );
+            assert!((o.replay_rtt_ms - got.max(2.0)).abs() < 1e-6, "{o:?}");
+        }
+    }
+    let mut loads: Vec<f64> = valid
+        .iter()
+        .map(|r| r.metrics.load_event_end_ms.unwrap())
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    let median = loads[loads.len() / 2];
+    eprintln!("recorded {recorded:.0?} ms, replayed {loads:.0?} ms");
+    assert!(
+        (median - recorded_load).abs() <= recorded_load * 0.1,
+        "replayed {median} ms (of {loads:?}), recorded {recorded_load} ms"
+    );
 }

@@ -70,6 +70,7 @@ fn write_archive(dir: &Path) {
         creator: "pagebench tests".into(),
         started: None,
         browser_confinement: None,
+        load_ms: None,
     };
     b.write(dir, source, PAGE_URL.into()).unwrap();
 }

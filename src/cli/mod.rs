@@ -461,6 +461,12 @@ pub struct CommonArgs {
     /// recording's round trip to that origin.
     #[arg(long, default_value = "none", value_name = "MODE")]
     pub think_time: crate::config::site::replay::ThinkTime,
+    /// Site replay: `profile` puts every origin at the profile's round trip; `recorded` puts
+    /// each at the round trip its recording's connection set-ups show, instead of the
+    /// profile's (never nearer: its server address delayed by the difference), the profile's
+    /// rate and loss kept.
+    #[arg(long, default_value = "profile", value_name = "MODE")]
+    pub distances: crate::config::site::distances::Distances,
     /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
     /// for the same URLs on every load.
     #[arg(long)]
@@ -503,6 +509,7 @@ impl CommonArgs {
             think: self.think_time,
             deterministic: self.deterministic,
             max_misses: self.max_misses,
+            distances: self.distances,
         }
     }
 
@@ -563,8 +570,9 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Both commands see PAGEBENCH_CLIENT_IP, PAGEBENCH_SERVER_IP, PAGEBENCH_CLIENT_NS and \
-PAGEBENCH_SERVER_NS. Example:\n  pagebench shell --profile wired --server-cmd 'python3 -m http.server \
+    after_help = "Both commands see PAGEBENCH_CLIENT_IP, PAGEBENCH_SERVER_IP, PAGEBENCH_CLIENT_NS, \
+PAGEBENCH_SERVER_NS and PAGEBENCH_SERVER_IPS (with --server-addresses N: the N addresses, space-separated, \
+the profile's origin_delay_ms in this order). Example:\n  pagebench shell --profile wired --server-cmd 'python3 -m http.server \
 --bind $PAGEBENCH_SERVER_IP 8000' --wait-tcp 8000 -- sh -c 'curl -so /dev/null -w \"%{time_total}\\n\" \
 http://$PAGEBENCH_SERVER_IP:8000/'"
 )]
@@ -580,6 +588,10 @@ pub struct ShellArgs {
     /// Start the client command only once the server accepts TCP connections on this port.
     #[arg(long, value_name = "PORT")]
     pub wait_tcp: Option<u16>,
+    /// Give the server namespace N addresses (its own and N − 1 more), each with the profile's
+    /// `origin_delay_ms` entry: origins at different distances.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub server_addresses: u16,
     /// Seed of the link's loss and jitter draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -1486,6 +1498,7 @@ fn shell(a: ShellArgs) -> Result<ExitCode> {
             seed: a.seed,
             realtime: !a.no_realtime,
             hold_cpus_awake: !a.let_cpus_sleep,
+            extra_server_addresses: usize::from(a.server_addresses - 1),
             ..Default::default()
         },
         stats_json: a.stats_json,

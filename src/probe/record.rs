@@ -115,6 +115,10 @@ pub struct RunRecord {
     /// of validation (`validate::Verdict::browser_initiated`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub browser_initiated: Vec<String>,
+    /// A replayed site at its recorded distances (`--distances recorded`): each origin's
+    /// recorded round trip and the one the link gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_distances: Option<Vec<crate::config::site::distances::AppliedDistance>>,
     /// How many viewpoints cross-checked the protocol and the files: 3 (Resource Timing, CDP
     /// and the server's log) or 2 when the server keeps no log pagebench can read.
     #[serde(default = "three_viewpoints")]
@@ -244,6 +248,7 @@ impl RunRecord {
             reasons: vec![],
             warnings: vec![],
             browser_initiated: vec![],
+            site_distances: None,
             viewpoints: 3,
             end: LoadEnd::Completed,
             metrics: RunMetrics::default(),

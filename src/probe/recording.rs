@@ -176,8 +176,8 @@ pub fn write_archive(
         kind: "record".into(),
         from: url.to_string(),
         creator,
-        started: s.started,
         browser_confinement: confinement,
+        ..s
     })
 }
 

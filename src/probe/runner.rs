@@ -264,6 +264,11 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         reasons: verdict.reasons,
         warnings: verdict.warnings,
         browser_initiated: verdict.browser_initiated,
+        site_distances: spec
+            .manifest
+            .site
+            .as_ref()
+            .and_then(|s| s.applied_distances(&spec.profile)),
         viewpoints,
         end,
         metrics,

@@ -4,6 +4,7 @@
 
 use super::doc::{Cell, Table};
 use super::model::ReportData;
+use crate::config::site::distances::Distances;
 use crate::config::site::origins::AddressMode;
 use crate::config::site::replay::ThinkTime;
 
@@ -43,6 +44,12 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
             ThinkTime::None => "none",
             ThinkTime::Recorded => "recorded",
         };
+        let distances = match plan.options.distances {
+            Distances::Profile => "every origin at the profile's round trip",
+            Distances::Recorded => {
+                "each origin at its recorded round trip instead of the profile's (never nearer)"
+            }
+        };
         // Valid runs per variant over every profile and server: each checked resource by
         // resource on every origin.
         let counted: Vec<String> = data
@@ -64,8 +71,8 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
             id: format!("site-{w}"),
             title: format!("{w}: {}", plan.page_url),
             intro: vec![format!(
-                "From `{}`: {} origin(s) on {} server address(es) ({mode}), think time {think}{}; \
-                 runs that counted: {}.",
+                "From `{}`: {} origin(s) on {} server address(es) ({mode}), {distances}, think \
+                 time {think}{}; runs that counted: {}.",
                 plan.dir.display(),
                 plan.origins.len(),
                 plan.addresses,
@@ -76,9 +83,16 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
                 },
                 counted.join(", ")
             )],
-            header: ["origin", "address", "responses", "bytes", "recorded over"]
-                .map(String::from)
-                .to_vec(),
+            header: [
+                "origin",
+                "address",
+                "responses",
+                "bytes",
+                "recorded over",
+                "recorded round trip",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows: Vec::new(),
             notes: vec![
                 "A counted run had every resource of every origin on its protocol by Resource \
@@ -93,6 +107,9 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
                 Cell::text(o.responses.to_string()),
                 Cell::text(fmt_kb(o.bytes)),
                 Cell::text(o.recorded_protocol.clone().unwrap_or_else(|| "-".into())),
+                Cell::text(o.recorded_rtt.map_or("-".into(), |r| {
+                    format!("{:.0} ms ({})", r.rtt_ms, r.basis.describe())
+                })),
             ]);
         }
         out.push(t);
@@ -103,6 +120,7 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::site::distances::{RecordedRtt, RttBasis};
     use crate::config::workload::site::{SiteOptions, SiteOrigin, SitePlan};
     use crate::report::sharding::tests::{data, row};
 
@@ -125,6 +143,7 @@ mod tests {
             recorded_protocol: Some(p.into()),
             responses,
             bytes,
+            recorded_rtt: None,
         };
         d.meta.sites.insert(
             "site-shop".into(),
@@ -133,10 +152,20 @@ mod tests {
                 page_url: "https://www.shop.test/".into(),
                 origins: vec![
                     origin("www.shop.test", 0, 3, 12_000, "h2"),
-                    origin("cdn.shop.test", 1, 60, 420_000, "h3"),
+                    SiteOrigin {
+                        recorded_rtt: Some(RecordedRtt {
+                            rtt_ms: 81.4,
+                            basis: RttBasis::Handshake,
+                            samples: 4,
+                        }),
+                        ..origin("cdn.shop.test", 1, 60, 420_000, "h3")
+                    },
                 ],
                 addresses: 2,
-                options: SiteOptions::default(),
+                options: SiteOptions {
+                    distances: Distances::Recorded,
+                    ..SiteOptions::default()
+                },
                 recorded_start_ms: 0.0,
             },
         );
@@ -144,6 +173,7 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].title, "site-shop: https://www.shop.test/");
         assert!(t[0].intro[0].contains("2 origin(s) on 2 server address(es) (as recorded)"));
+        assert!(t[0].intro[0].contains("each origin at its recorded round trip"));
         assert!(
             t[0].intro[0].contains("h1 3/3, h2 3/3"),
             "{}",
@@ -153,8 +183,16 @@ mod tests {
         let texts: Vec<&str> = cdn.iter().map(|c| c.text.as_str()).collect();
         assert_eq!(
             texts,
-            ["https://cdn.shop.test", "#2", "60", "420.0 KB", "h3"]
+            [
+                "https://cdn.shop.test",
+                "#2",
+                "60",
+                "420.0 KB",
+                "h3",
+                "81 ms (a connection set-up)"
+            ]
         );
+        assert_eq!(t[0].rows[0].last().unwrap().text, "-");
         // A results directory without sites has no such table.
         d.meta.sites.clear();
         assert!(tables(&d).is_empty());

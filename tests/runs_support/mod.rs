@@ -137,6 +137,7 @@ pub fn site_archive(
                     start_ms: i as f64,
                     wait_ms: f.wait_ms,
                     receive_ms: 0.0,
+                    ..Timings::default()
                 },
                 missing: None,
             },
@@ -149,6 +150,7 @@ pub fn site_archive(
         creator: "pagebench tests".into(),
         started: None,
         browser_confinement: None,
+        load_ms: None,
     };
     b.write(dir, source, format!("https://{host}{}", files[0].path))
         .unwrap();

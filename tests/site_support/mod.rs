@@ -255,8 +255,14 @@ fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
         d("caddy-data")
     );
     for (host, ip) in addresses {
+        // Unspecified: every address of the namespace (the host picked by SNI).
+        let bind = if ip.is_unspecified() {
+            String::new()
+        } else {
+            format!("\tbind {ip}\n")
+        };
         s.push_str(&format!(
-            "https://{host}:443 {{\n\tbind {ip}\n\ttls {} {}\n\tencode gzip\n",
+            "https://{host}:443 {{\n{bind}\ttls {} {}\n\tencode gzip\n",
             d("cert.pem"),
             d("key.pem")
         ));
@@ -272,6 +278,37 @@ fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
         ));
     }
     s
+}
+
+/// Writes one certificate for the three names, its key and the Caddyfile serving `site/` of
+/// `dir` at `addresses` into `dir`; returns the SPKI Chromium accepts the certificate by.
+pub fn caddy_config(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec![WWW.into(), STATIC.into(), API.into()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("Caddyfile"), caddyfile(dir, addresses)).unwrap();
+    use rcgen::PublicKeyData;
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.subject_public_key_info()))
+}
+
+/// `caddy run` with the Caddyfile [`caddy_config`] wrote into `dir`.
+pub fn caddy_args(dir: &Path) -> Vec<String> {
+    let config = dir.join("Caddyfile").display().to_string();
+    ["run", "--adapter", "caddyfile", "--config", &config]
+        .map(String::from)
+        .to_vec()
+}
+
+/// Caddy's HOME and data folders, inside `dir`.
+pub fn caddy_env(dir: &Path) -> Vec<(String, PathBuf)> {
+    vec![
+        ("HOME".into(), dir.to_path_buf()),
+        ("XDG_DATA_HOME".into(), dir.join("data")),
+        ("XDG_CONFIG_HOME".into(), dir.join("config")),
+    ]
 }
 
 impl FixtureSite {
@@ -304,27 +341,11 @@ impl FixtureSite {
                 .unwrap();
             assert!(st.success(), "ip addr add {ip} in {}", ns.name());
         }
-        // One certificate for the three names; Chromium accepts it by its key (SPKI).
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec![WWW.into(), STATIC.into(), API.into()]).unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
-        let spki = {
-            use rcgen::PublicKeyData;
-            base64::engine::general_purpose::STANDARD
-                .encode(Sha256::digest(key.subject_public_key_info()))
-        };
-        let caddyfile_path = dir.path().join("Caddyfile");
-        std::fs::write(&caddyfile_path, caddyfile(dir.path(), &addresses)).unwrap();
+        let spki = caddy_config(dir.path(), &addresses);
         let log = std::fs::File::create(dir.path().join("caddy.log")).unwrap();
         let mut cmd = ns.command("caddy");
-        cmd.args(["run", "--adapter", "caddyfile", "--config"])
-            .arg(&caddyfile_path)
-            .env("HOME", dir.path())
-            .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        cmd.args(caddy_args(dir.path()))
+            .envs(caddy_env(dir.path()))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::identity::{BrowserId, Phase, View};
@@ -353,11 +353,12 @@ fn manifests_of(req: &MatrixRequest, r: &Resolved) -> Result<BTreeMap<String, Ma
     }
     for (w, m) in &manifests {
         let Some(site) = &m.site else { continue };
-        for b in &req.browsers {
-            crate::probe::browser::check_site(*b, w, site)?;
-        }
         if r.variants.iter().any(|v| v.as_recorded) {
             site.check_as_recorded(w)?;
+        }
+        for p in &r.profiles {
+            site.profile_for(p)
+                .with_context(|| format!("workload {w} on profile {}", p.name))?;
         }
     }
     Ok(manifests)

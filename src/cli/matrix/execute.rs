@@ -326,12 +326,27 @@ fn id_for_draws(p: &PlannedRun, attempt: u32) -> String {
 }
 
 /// The planned profile called `name`.
-fn planned_profile(ctx: &PlanContext, name: &str) -> Profile {
-    ctx.profiles
+fn planned_profile(ctx: &PlanContext, p: &PlannedRun) -> Result<Profile> {
+    let profile = ctx
+        .profiles
         .iter()
-        .find(|p| p.name == name)
+        .find(|x| x.name == p.profile)
         .cloned()
-        .expect("planned profile exists")
+        .expect("planned profile exists");
+    match ctx.manifests.get(&p.workload).and_then(|m| m.site.as_ref()) {
+        Some(site) => site.profile_for(&profile),
+        None => Ok(profile),
+    }
+}
+
+/// What tells the link's settings apart: the profile's name, and the per-address delays a
+/// replayed site's `--distances recorded` adds to it.
+fn link_key(p: &Profile) -> String {
+    if p.origin_delay_ms.is_empty() {
+        p.name.clone()
+    } else {
+        format!("{} {:?}", p.name, p.origin_delay_ms)
+    }
 }
 
 /// `--runs auto` over one walk: the cells that need no more rounds, and the rounds the rule
@@ -462,19 +477,24 @@ pub fn run_plan(
                 continue;
             }
         }
-        let profile = planned_profile(ctx, &p.profile);
-        if p.profile != current {
+        let profile = planned_profile(ctx, p)?;
+        if link_key(&profile) != current {
             exec.set_profile(&profile)?;
-            current = p.profile.clone();
+            current = link_key(&profile);
         }
         // The run after this one, as far as it is known now (a retry of this one, or a cell
         // that turns out precise, makes it another): its browser may start early.
         let next = todo[i + 1..]
             .iter()
             .find(|q| !precision.leaves_out(ctx, q))
-            .map(|q| {
+            .and_then(|q| {
                 let attempt = store.attempts(&q.id).next(ctx.retry_invalid).unwrap_or(1);
-                attempt_spec(ctx, q, &planned_profile(ctx, &q.profile), attempt)
+                Some(attempt_spec(
+                    ctx,
+                    q,
+                    &planned_profile(ctx, q).ok()?,
+                    attempt,
+                ))
             });
         while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
             if (ctx.stop)() {

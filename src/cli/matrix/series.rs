@@ -55,9 +55,7 @@ pub fn run_series(
     let manifest =
         crate::config::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
     if let Some(site) = &manifest.site {
-        for b in &req.browsers {
-            crate::probe::browser::check_site(*b, &req.workload.name, site)?;
-        }
+        site.profile_for(&req.profile)?;
     }
     if req.variant.as_recorded {
         match &manifest.site {

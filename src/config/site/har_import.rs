@@ -45,6 +45,15 @@ struct Creator {
 struct Page {
     #[serde(rename = "startedDateTime", default)]
     started: Option<String>,
+    #[serde(rename = "pageTimings", default)]
+    timings: Option<PageTimings>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PageTimings {
+    /// -1 or absent: unknown.
+    #[serde(rename = "onLoad", default = "unknown")]
+    on_load: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +117,11 @@ struct HarTimings {
     wait: f64,
     #[serde(default)]
     receive: f64,
+    /// -1 or absent: no connection opened (HAR 1.2).
+    #[serde(default = "unknown")]
+    connect: f64,
+    #[serde(default = "unknown")]
+    ssl: f64,
 }
 
 /// What an import did, for the one summary it prints.
@@ -297,6 +311,12 @@ pub fn import_as(
             .unwrap_or_default(),
         started: log.pages.first().and_then(|p| p.started.clone()),
         browser_confinement: None,
+        load_ms: log
+            .pages
+            .first()
+            .and_then(|p| p.timings.as_ref())
+            .map(|t| t.on_load)
+            .filter(|l| *l > 0.0),
     });
     let archive = builder.write(out, source, page_url)?;
     Ok((archive, summary))
@@ -374,6 +394,8 @@ fn import_entry(
             start_ms: first_start.map_or(0.0, |t| ms_between(t, &h.started)),
             wait_ms: timings.map_or(0.0, |t| t.wait.max(0.0)),
             receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
+            connect_ms: timings.map(|t| t.connect).filter(|c| *c > 0.0),
+            ssl_ms: timings.map(|t| t.ssl).filter(|s| *s >= 0.0),
         },
         missing,
     };
@@ -542,8 +564,11 @@ mod tests {
             "192.0.2.1",
         );
         first["startedDateTime"] = json!("2026-12-01T10:00:00.000Z");
+        first["timings"]["connect"] = json!(82.5);
+        first["timings"]["ssl"] = json!(41.0);
         json!({"log": {"version": "1.2", "creator": {"name": "WebInspector", "version": "537.36"},
-            "pages": [{"startedDateTime": "2026-12-01T10:00:00.000Z", "id": "page_1", "title": "https://www.a.test/"}],
+            "pages": [{"startedDateTime": "2026-12-01T10:00:00.000Z", "id": "page_1", "title": "https://www.a.test/",
+                       "pageTimings": {"onContentLoad": 300.5, "onLoad": 412.25}}],
             "entries": [
                 first,
                 entry("https://cdn.a.test/site.css", 200,
@@ -602,6 +627,11 @@ mod tests {
         assert_eq!(css.protocol.as_deref(), Some("h2"));
         assert!((css.timings.start_ms - 100.0).abs() < 1e-9);
         assert!((css.timings.wait_ms - 40.5).abs() < 1e-9);
+        // Connection set-up where a request opened one (-1: none); the page's load event.
+        assert_eq!(css.timings.connect_ms, None);
+        let page = &a.entries[0].timings;
+        assert_eq!((page.connect_ms, page.ssl_ms), (Some(82.5), Some(41.0)));
+        assert_eq!(a.source.load_ms, Some(412.25));
         // Base64 bodies are bytes; a redirect has no body.
         let png = super::super::body(out.path(), &a.entries[2]).unwrap();
         assert_eq!(&png[..4], b"\x89PNG");

@@ -13,6 +13,7 @@
 //! [`write`] puts the bodies first and the manifest last (atomically), so a directory with a
 //! `site.json` is complete; [`read`] checks every body against its address and size.
 
+pub mod distances;
 pub mod encoding;
 pub mod har_import;
 pub mod matching;
@@ -61,6 +62,10 @@ pub struct Source {
     /// `record`: who the recording browser's processes ran as and whether its sandbox was on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser_confinement: Option<crate::support::unprivileged::Confinement>,
+    /// The recorded page's load event, ms from its navigation (HAR `pageTimings.onLoad`): what a
+    /// replay at the recording's own distances is compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_ms: Option<f64>,
 }
 
 /// One request and its recorded response.
@@ -103,7 +108,7 @@ pub struct BodyRef {
     pub size: u64,
 }
 
-/// The recorded timings (ms), for think time on replay.
+/// The recorded timings (ms), for think time and each origin's distance on replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Timings {
@@ -113,6 +118,12 @@ pub struct Timings {
     pub wait_ms: f64,
     /// First → last response byte.
     pub receive_ms: f64,
+    /// When this request opened its connection: the set-up, TLS included (HAR `connect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<f64>,
+    /// Its TLS part (HAR `ssl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssl_ms: Option<f64>,
 }
 
 /// Why an entry's body was not available, and what stands in for it.
@@ -319,6 +330,7 @@ pub(crate) mod tests {
             creator: "test".into(),
             started: None,
             browser_confinement: None,
+            load_ms: None,
         }
     }
 

@@ -294,6 +294,7 @@ mod tests {
                 creator: String::new(),
                 started: None,
                 browser_confinement: None,
+                load_ms: None,
             },
             "https://www.a.test/".into(),
         )

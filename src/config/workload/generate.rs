@@ -249,6 +249,7 @@ fn generate_sharded(
         creator: "pagebench".into(),
         started: None,
         browser_confinement: None,
+        load_ms: None,
     };
     archive.write(staged.path(), source, page_url)?;
     let json = serde_json::to_string_pretty(&manifest)? + "\n";

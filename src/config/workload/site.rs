@@ -8,6 +8,8 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{FileEntry, FileKind, Manifest, Workload};
+use crate::config::profile::Profile;
+use crate::config::site::distances::{self, AppliedDistance, Distances, RecordedRtt};
 use crate::config::site::origins::{self, AddressMode};
 use crate::config::site::replay::ThinkTime;
 use crate::config::site::{Entry, SiteArchive};
@@ -21,10 +23,13 @@ pub struct SiteOptions {
     pub deterministic: bool,
     /// Requests not in the archive a run may make and still count.
     pub max_misses: u32,
+    /// Each origin at the profile's round trip, or at the recording's.
+    #[serde(default)]
+    pub distances: Distances,
 }
 
 /// One recorded origin on replay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiteOrigin {
     /// `https://host[:port]`.
     pub origin: String,
@@ -37,6 +42,9 @@ pub struct SiteOrigin {
     /// Recorded responses and their bytes on the wire.
     pub responses: usize,
     pub bytes: u64,
+    /// Its round trip as the recording's timings tell it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_rtt: Option<RecordedRtt>,
 }
 
 /// What the replay of a site needs beside the manifest's files.
@@ -75,6 +83,55 @@ impl SitePlan {
                 ))
             })
             .collect()
+    }
+
+    /// The profile a replay of this site runs on: `profile` itself, or with `--distances
+    /// recorded` each server address delayed so its origins sit at their recorded round trip
+    /// instead of the profile's. Errors when the profile delays addresses itself.
+    pub fn profile_for(&self, profile: &Profile) -> Result<Profile> {
+        if self.options.distances == Distances::Profile {
+            return Ok(profile.clone());
+        }
+        if self.options.addresses == AddressMode::Single && self.origins.len() > 1 {
+            bail!(
+                "--distances recorded puts each origin at its own distance, but --origin-addresses single serves them all from one address: use recorded or per-origin"
+            );
+        }
+        if !profile.origin_delay_ms.is_empty() {
+            bail!(
+                "--distances recorded: profile {} sets origin_delay_ms itself; give one or the other",
+                profile.name
+            );
+        }
+        let origins: Vec<(usize, Option<f64>)> = self
+            .origins
+            .iter()
+            .map(|o| (o.address, o.recorded_rtt.map(|r| r.rtt_ms)))
+            .collect();
+        let (delays, _) = distances::address_delays(self.addresses, &origins, profile.rtt_ms);
+        Ok(Profile {
+            origin_delay_ms: delays,
+            ..profile.clone()
+        })
+    }
+
+    /// Each origin's recorded and replayed round trip on `profile` (as [`SitePlan::profile_for`]
+    /// made it), when the replay runs at the recorded distances.
+    pub fn applied_distances(&self, profile: &Profile) -> Option<Vec<AppliedDistance>> {
+        if self.options.distances == Distances::Profile {
+            return None;
+        }
+        let extra = |a: usize| profile.origin_delay_ms.get(a).copied().unwrap_or(0.0);
+        Some(
+            self.origins
+                .iter()
+                .map(|o| AppliedDistance {
+                    origin: o.origin.clone(),
+                    recorded: o.recorded_rtt,
+                    replay_rtt_ms: profile.rtt_ms + 2.0 * extra(o.address),
+                })
+                .collect(),
+        )
     }
 
     /// Whether every origin has a recorded protocol (the `as-recorded` arm needs them).
@@ -238,6 +295,7 @@ pub fn manifest(
                 recorded_protocol,
                 responses: mine.len(),
                 bytes: mine.iter().map(|e| size(e)).sum(),
+                recorded_rtt: distances::recorded_rtt(&mine),
             }
         })
         .collect();
@@ -292,6 +350,7 @@ mod tests {
                 creator: String::new(),
                 started: None,
                 browser_confinement: None,
+                load_ms: None,
             },
             page_url: "https://www.a.test/#top".into(),
             entries: vec![
@@ -344,6 +403,63 @@ mod tests {
         assert_eq!(cdn.recorded_protocol.as_deref(), Some("h3"));
         assert_eq!((cdn.responses, cdn.bytes), (3, 12300));
         assert_eq!(m.files[0].kind, FileKind::Css);
+    }
+
+    #[test]
+    fn recorded_distances_delay_each_address_to_its_origins_round_trip() {
+        let w = Workload {
+            name: "site-a".into(),
+            kind: super::super::WorkloadKind::Site {
+                dir: "/tmp/a".into(),
+            },
+        };
+        let mut a = archive();
+        // www (and fonts, on its address) 12 ms away; cdn 80 ms, read off its handshake.
+        a.entries[0].timings.wait_ms = 12.0;
+        a.entries[5].timings.wait_ms = 12.0;
+        a.entries[2].timings.connect_ms = Some(160.0);
+        a.entries[2].timings.ssl_ms = Some(80.0);
+        a.entries[2].timings.wait_ms = 85.0;
+        let recorded = SiteOptions {
+            distances: Distances::Recorded,
+            ..SiteOptions::default()
+        };
+        let m = manifest(&w, Path::new("/tmp/a"), &a, recorded).unwrap();
+        let site = m.site.unwrap();
+        let cdn = site
+            .origin_of_host("cdn.a.test")
+            .unwrap()
+            .recorded_rtt
+            .unwrap();
+        assert_eq!(
+            (cdn.rtt_ms, cdn.basis),
+            (80.0, distances::RttBasis::Handshake)
+        );
+        let near = Profile::simple("near", 2.0, 0.0, 0.0);
+        let p = site.profile_for(&near).unwrap();
+        assert_eq!(p.origin_delay_ms, [5.0, 39.0]);
+        let applied = site.applied_distances(&p).unwrap();
+        let rtts: Vec<f64> = applied.iter().map(|d| d.replay_rtt_ms).collect();
+        assert_eq!(rtts, [12.0, 80.0, 12.0]);
+        // A profile that delays addresses itself, or one address for all: refused.
+        let own = Profile {
+            origin_delay_ms: vec![0.0, 10.0],
+            ..near.clone()
+        };
+        let e = site.profile_for(&own).unwrap_err().to_string();
+        assert!(e.contains("origin_delay_ms"), "{e}");
+        let single = SiteOptions {
+            addresses: AddressMode::Single,
+            ..recorded
+        };
+        let m = manifest(&w, Path::new("/tmp/a"), &a, single).unwrap();
+        let e = m.site.unwrap().profile_for(&near).unwrap_err().to_string();
+        assert!(e.contains("--origin-addresses single"), "{e}");
+        // At the profile's distances nothing changes.
+        let m = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap();
+        let site = m.site.unwrap();
+        assert_eq!(site.profile_for(&near).unwrap(), near);
+        assert_eq!(site.applied_distances(&near), None);
     }
 
     #[test]

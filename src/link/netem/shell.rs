@@ -3,7 +3,8 @@
 //! Like mahimahi's `mm-delay` shell, with loss, rate limits and a check of what the link did.
 //!
 //! Both commands see `PAGEBENCH_CLIENT_IP`, `PAGEBENCH_SERVER_IP`, `PAGEBENCH_CLIENT_NS` and
-//! `PAGEBENCH_SERVER_NS`. The client command stays in pagebench's process group (so it can be
+//! `PAGEBENCH_SERVER_NS`, and `PAGEBENCH_SERVER_IPS` (every server address, space-separated,
+//! the namespace's own first: the profile's `origin_delay_ms` is in this order). The client command stays in pagebench's process group (so it can be
 //! interactive and receives Ctrl-C from the terminal); the server command writes to stderr (so
 //! stdout is the client's alone), gets its own process group,
 //! is killed with its children when the client is done, and dies with pagebench
@@ -58,6 +59,14 @@ pub struct ShellOutcome {
     pub trace: Option<super::PacketTrace>,
 }
 
+/// The server addresses as `PAGEBENCH_SERVER_IPS` gives them.
+fn server_ips_env(ips: &[std::net::Ipv4Addr]) -> String {
+    ips.iter()
+        .map(|ip| ip.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs the shell; the self-check is printed to stderr.
 pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
     let Some(program) = opts.command.first() else {
@@ -68,6 +77,7 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
     let mut env: Vec<(String, String)> = [
         ("PAGEBENCH_CLIENT_IP", link.client_ip().to_string()),
         ("PAGEBENCH_SERVER_IP", link.server_ip().to_string()),
+        ("PAGEBENCH_SERVER_IPS", server_ips_env(link.server_ips())),
         ("PAGEBENCH_CLIENT_NS", link.client().name().to_string()),
         ("PAGEBENCH_SERVER_NS", link.server().name().to_string()),
     ]

@@ -15,7 +15,9 @@ pub mod firefox;
 pub mod options;
 pub mod prelaunch;
 pub mod process;
+pub mod repeat;
 pub mod requests;
+pub mod resolver;
 pub mod rpc;
 pub mod sandbox;
 pub mod scripts;
@@ -28,7 +30,6 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::config::identity::BrowserId;
-use crate::config::workload::site::SitePlan;
 use crate::config::workload::WorkloadKind;
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
@@ -135,8 +136,6 @@ pub struct Engine {
     pub installed: fn() -> Result<String>,
     /// What of a request it cannot do, in words that say why (None: it can do all of it).
     pub cannot: fn(&Asked) -> Option<&'static str>,
-    /// Refuses a replayed site it cannot load as planned (`workload` names it).
-    pub check_site: fn(&str, &SitePlan) -> Result<()>,
     /// The HAR entries of one of its loads (from the events its network view kept).
     pub har: fn(&Observation) -> Vec<crate::probe::har::Entry>,
     /// Its network view tells which connection carried each request.
@@ -235,11 +234,6 @@ pub fn check_request(id: BrowserId, asked: &Asked) -> Result<()> {
         ),
         None => Ok(()),
     }
-}
-
-/// Refuses, before any run, a replayed site engine `id` cannot load as planned.
-pub fn check_site(id: BrowserId, workload: &str, site: &SitePlan) -> Result<()> {
-    (engine(id)?.check_site)(workload, site)
 }
 
 /// Each installed engine's version by its name, as `meta.json` records it.

@@ -112,3 +112,12 @@ pub struct BrowserOverhead {
     #[serde(default)]
     pub prelaunched: bool,
 }
+
+impl BrowserOverhead {
+    /// Counts one settle wait (the launch's, or a repeat view's second).
+    pub fn add_settle(&mut self, settle: &super::process::Settle) {
+        self.settle_ms += settle.waited.as_secs_f64() * 1e3;
+        self.settled = settle.settled;
+        self.settle_cpu = settle.last_cpu;
+    }
+}

@@ -292,6 +292,22 @@ impl<'a> Evidence<'a> {
         }
     }
 
+    /// Whether Resource Timing hides the body size and status of `e`, a load of file `url`: a
+    /// site's response from another origin (a redirect's target included) fetched without
+    /// CORS is opaque, and the Fetch standard gives it no body sizes whatever its
+    /// `Timing-Allow-Origin` (Firefox follows it; Chromium still shows them). Its size is then
+    /// the server log's to check ([`server_served_files`]).
+    fn sizes_hidden(&self, e: &EntryTiming, url: &str) -> bool {
+        let origin = crate::config::site::har_import::origin;
+        self.site
+            && e.encoded_body_size == 0.0
+            && e.response_status == 0
+            && self
+                .nav
+                .as_ref()
+                .is_some_and(|n| origin(&n.name).is_some() && origin(&n.name) != origin(url))
+    }
+
     /// Each manifest file once, in the manifest's order.
     fn distinct_files(&self) -> impl Iterator<Item = &'a crate::config::workload::FileEntry> + '_ {
         let mut checked = BTreeSet::new();
@@ -393,6 +409,7 @@ struct FileFindings {
     short: Vec<String>,
     http: Vec<String>,
     not_requested: Vec<String>,
+    sizes_hidden: Vec<String>,
 }
 
 fn manifest_files(ev: &Evidence, out: &mut Findings) {
@@ -417,7 +434,9 @@ fn manifest_files(ev: &Evidence, out: &mut Findings) {
             }
         } else {
             for e in loads {
-                if e.response_status != 0 && e.response_status != f.status {
+                if ev.sizes_hidden(e, &f.path) {
+                    found.sizes_hidden.push(f.path.clone());
+                } else if e.response_status != 0 && e.response_status != f.status {
                     found
                         .http
                         .push(format!("{} answered {}", f.path, e.response_status));
@@ -442,6 +461,13 @@ fn file_warnings(ev: &Evidence, found: &FileFindings, out: &mut Findings) {
             devtools_only.len(),
             ev.obs.network.name(),
             few(&devtools_only)
+        ));
+    }
+    if !found.sizes_hidden.is_empty() {
+        out.warn(format!(
+            "{} cross-origin file(s) whose sizes Resource Timing hides (no CORS), checked by the server log: {}",
+            found.sizes_hidden.len(),
+            few(&found.sizes_hidden)
         ));
     }
     if !found.not_requested.is_empty() {

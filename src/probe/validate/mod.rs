@@ -647,6 +647,7 @@ pub(crate) mod tests {
                 creator: String::new(),
                 started: None,
                 browser_confinement: None,
+                load_ms: None,
             },
             page_url: "https://www.a.test/".into(),
             entries: vec![
@@ -692,6 +693,41 @@ pub(crate) mod tests {
             view("https://cdn.a.test/x.css", "http/1.1", 300),
         ];
         (m, obs, views)
+    }
+
+    #[test]
+    fn a_cross_origin_size_resource_timing_hides_is_the_server_log_s_to_check() {
+        let (m, mut obs, mut views) = site_manifest();
+        // Firefox: an opaque cross-origin response has no body size and no status.
+        obs.resources[0]["encodedBodySize"] = 0.into();
+        let v = as_recorded(&m, &obs, &views);
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        assert!(
+            v.warnings
+                .iter()
+                .any(|w| w.contains("sizes Resource Timing hides")),
+            "{:?}",
+            v.warnings
+        );
+        // The server log still says whether it went whole.
+        views[1].bytes_sent = 120;
+        let v = as_recorded(&m, &obs, &views);
+        assert_eq!(
+            v.reasons[0].kind,
+            ReasonKind::ShortResource,
+            "{}",
+            v.reason_text()
+        );
+        // A same-origin response is never hidden: 0 bytes of it is short.
+        let (m, mut obs, views) = site_manifest();
+        obs.navigation.as_mut().unwrap()["name"] = "https://cdn.a.test/".into();
+        obs.resources[0]["encodedBodySize"] = 0.into();
+        let v = as_recorded(&m, &obs, &views);
+        assert!(
+            v.reason_text().contains("0 of 300 bytes"),
+            "{}",
+            v.reason_text()
+        );
     }
 
     fn as_recorded(m: &Manifest, obs: &Observation, views: &[ServerView]) -> Verdict {

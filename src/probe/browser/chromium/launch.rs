@@ -311,7 +311,7 @@ impl ChromiumProcess {
     /// Launches Chromium with `cmd` as the process to run (e.g. a namespace's
     /// `command(CHROMIUM)`, which makes the child enter the client namespace), a fresh temporary
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
-    /// A repeat view's first navigation is not made here: [`super::repeat::first_view`] makes
+    /// A repeat view's first navigation is not made here: [`crate::probe::browser::repeat::first_view`] makes
     /// it next (it loads pages, which needs [`super::load`], which needs this process).
     pub fn launch(cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
         let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
@@ -434,9 +434,7 @@ impl ChromiumProcess {
         }
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
         let settle = process::settle(pgid, settle_max);
-        browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
-        browser.overhead.settled = settle.settled;
-        browser.overhead.settle_cpu = settle.last_cpu;
+        browser.overhead.add_settle(&settle);
         browser.confinement = Some(sandbox::observe(pgid));
         Ok(browser)
     }

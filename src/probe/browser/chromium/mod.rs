@@ -30,7 +30,6 @@ pub static ENGINE: Engine = Engine {
     make,
     installed,
     cannot: |_| None,
-    check_site: |_, _| Ok(()),
     har: har::entries,
     tells_connections: true,
     har_lacks: None,
@@ -86,7 +85,7 @@ impl Browser for Chromium {
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
         self.close();
         let launched = ChromiumProcess::launch(client.command(CHROMIUM), opts).and_then(|mut p| {
-            repeat::first_view(&mut p, opts)?;
+            crate::probe::browser::repeat::first_view(&mut p, opts)?;
             Ok(p)
         });
         let process = launched.context("Chromium did not start")?;

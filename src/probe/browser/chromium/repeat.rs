@@ -5,7 +5,7 @@
 //! whose `closeConnections()` closes every socket and QUIC session of the network service
 //! without touching those caches.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
@@ -13,85 +13,75 @@ use serde_json::{json, Value};
 use super::cdp;
 use super::launch::{ChromiumProcess, NET_BENCHMARKING};
 use super::load::{self, LoadExtras, WaitFor};
-use crate::probe::browser::{process, LaunchOptions, RepeatCache, RepeatView};
+use crate::probe::browser::repeat::{
+    completed, ReturningVisitor, FIRST_VIEW_QUIET, FIRST_VIEW_TIMEOUT,
+};
+use crate::probe::browser::{BrowserOverhead, LaunchOptions, RepeatCache, RepeatView};
 use crate::probe::metrics::FirstView;
-use crate::probe::validate::LoadEnd;
 
-/// The first navigation may take this long (a lossy profile's page).
-const FIRST_VIEW_TIMEOUT: Duration = Duration::from_secs(120);
-/// The first view is over when no request was in flight for this long after its load event.
-const FIRST_VIEW_QUIET: Duration = Duration::from_millis(500);
 /// Time for the closing packets (FIN, CONNECTION_CLOSE) to cross the link before the mark.
 const CLOSE_DRAIN: Duration = Duration::from_millis(300);
 
-/// A launched browser's repeat view, when `o` asks for one: the first navigation (timed as
-/// `first_view_ms`), then a second settle, since the first view's work is over before the
-/// measurement. Part of the launch (outside the measured window).
-pub fn first_view(browser: &mut ChromiumProcess, o: &LaunchOptions) -> Result<()> {
-    let Some(repeat) = &o.repeat else {
-        return Ok(());
-    };
-    let t = Instant::now();
-    let first = prepare(browser, repeat, o.init_script.as_deref());
-    browser.overhead.first_view_ms = t.elapsed().as_secs_f64() * 1e3;
-    browser.first_view = Some(first?);
-    let settle = process::settle(browser.pgid(), o.settle_max);
-    browser.overhead.settle_ms += settle.waited.as_secs_f64() * 1e3;
-    browser.overhead.settled = settle.settled;
-    browser.overhead.settle_cpu = settle.last_cpu;
-    Ok(())
+impl ReturningVisitor for ChromiumProcess {
+    /// Connections closed (and the cache cleared) by `chrome.benchmarking` in the page.
+    fn prepare(&mut self, repeat: &RepeatView, o: &LaunchOptions) -> Result<FirstView> {
+        let (obs, end) = load::load_until(
+            self,
+            &repeat.url,
+            WaitFor::NetworkIdle {
+                quiet: FIRST_VIEW_QUIET,
+            },
+            FIRST_VIEW_TIMEOUT,
+            LoadExtras {
+                init_script: o.init_script.as_deref(),
+                ..LoadExtras::default()
+            },
+        )?;
+        completed(&end, repeat)?;
+        let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
+        in_page(self, |b, session| {
+            close_connections(b, session, repeat.cache)
+        })
+        .context("preparing the repeat view")?;
+        std::thread::sleep(CLOSE_DRAIN);
+        Ok(first)
+    }
+
+    fn process_group(&self) -> i32 {
+        self.pgid()
+    }
+
+    fn overhead(&mut self) -> &mut BrowserOverhead {
+        &mut self.overhead
+    }
+
+    fn keep(&mut self, first: FirstView) {
+        self.first_view = Some(first);
+    }
 }
 
-/// Loads the page once, closes every connection, clears the HTTP cache unless kept, and leaves
-/// the tab on `about:blank`. Errors when the first navigation did not complete: without it the
-/// measured navigation would not be a returning visitor's.
-pub fn prepare(
-    browser: &mut ChromiumProcess,
-    repeat: &RepeatView,
-    init_script: Option<&str>,
-) -> Result<FirstView> {
-    let (obs, end) = load::load_until(
-        browser,
-        &repeat.url,
-        WaitFor::NetworkIdle {
-            quiet: FIRST_VIEW_QUIET,
-        },
-        FIRST_VIEW_TIMEOUT,
-        LoadExtras {
-            init_script,
-            ..LoadExtras::default()
-        },
-    )?;
-    if end != LoadEnd::Completed {
-        bail!(
-            "the repeat view's first navigation to {} did not complete: {end:?}",
-            repeat.url
-        );
+/// Closes every connection (and clears the cache unless kept), then leaves for `about:blank`.
+fn close_connections(b: &ChromiumProcess, session: &str, cache: RepeatCache) -> Result<()> {
+    let mut script = "chrome.benchmarking.closeConnections();".to_string();
+    if cache == RepeatCache::Clear {
+        script.push_str(" chrome.benchmarking.clearCache();");
     }
-    let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
-    in_page(browser, |b, session| {
-        let mut script = "chrome.benchmarking.closeConnections();".to_string();
-        if repeat.cache == RepeatCache::Clear {
-            script.push_str(" chrome.benchmarking.clearCache();");
+    let expr = format!(
+        "(function () {{ if (!window.chrome || !chrome.benchmarking) return 'no chrome.benchmarking'; {script} return 'ok'; }})()"
+    );
+    match cdp::evaluate(&b.cdp, session, &expr, Duration::from_secs(10))? {
+        Value::String(s) if s == "ok" => {}
+        other => {
+            bail!("closing the connections failed: {other} (Chromium lacks {NET_BENCHMARKING}?)")
         }
-        let expr = format!(
-            "(function () {{ if (!window.chrome || !chrome.benchmarking) return 'no chrome.benchmarking'; {script} return 'ok'; }})()"
-        );
-        match cdp::evaluate(&b.cdp, session, &expr, Duration::from_secs(10))? {
-            Value::String(s) if s == "ok" => {}
-            other => bail!("closing the connections failed: {other} (Chromium lacks {NET_BENCHMARKING}?)"),
-        }
-        b.cdp.call(
-            Some(session),
-            "Page.navigate",
-            json!({ "url": "about:blank" }),
-            Duration::from_secs(10),
-        )?;
-        Ok(())
-    })
-    .context("preparing the repeat view")?;
-    std::thread::sleep(CLOSE_DRAIN);
-    Ok(first)
+    }
+    b.cdp.call(
+        Some(session),
+        "Page.navigate",
+        json!({ "url": "about:blank" }),
+        Duration::from_secs(10),
+    )?;
+    Ok(())
 }
 
 /// Runs `f` in a DevTools session on the browser's page, detached afterwards.

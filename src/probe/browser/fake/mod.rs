@@ -34,7 +34,6 @@ pub static ENGINE: Engine = Engine {
     make,
     installed: || Ok(VERSION.into()),
     cannot: |asked| asked.visual.then_some("--visual: the fake paints nothing"),
-    check_site: |_, _| Ok(()),
     har: entries,
     tells_connections: false,
     har_lacks: Some("the fake's HAR files have no bodies"),

@@ -30,6 +30,7 @@ use super::{
 use crate::config::identity::BrowserId;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
+use crate::probe::browser::resolver::PrivateNames;
 use crate::probe::browser::sandbox::{self, Confinement};
 use crate::probe::metrics::{DevtoolsEvent, FirstView, Observation};
 use crate::probe::validate::LoadEnd;
@@ -191,41 +192,53 @@ fn quiet_prefs() -> Vec<(&'static str, Pref)> {
     ]
 }
 
-/// Every pref of one launch: the quiet ones, name resolution (every host the page may contact
-/// resolves to the server's one address: `forceResolve`), and the protocol's.
+/// Every pref of one launch: the quiet ones, name resolution (from the hosts file of the
+/// browser's own mount namespace only: [`resolver`]), and the protocol's.
 pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
     use Pref::*;
-    let hosts = o.host_map();
-    let address = single_address(&hosts)?;
     let mut p = quiet_prefs();
-    p.push(("network.dns.forceResolve", Str(address.to_string())));
-    if !o.as_recorded.is_empty() {
-        bail!("the as-recorded arm of a replayed site runs in Chromium only");
-    }
-    match o.protocol {
-        Protocol::H1 => {
-            p.push(("network.http.http2.enabled", Bool(false)));
-            p.push(("network.http.http3.enable", Bool(false)));
+    // No DNS over HTTPS, no HTTPS records: the replay has no DNS server.
+    p.push(("network.trr.mode", Int(5)));
+    p.push(("network.dns.native_https_query", Bool(false)));
+    let quic_hosts: Vec<String> = if o.as_recorded.is_empty() {
+        match o.protocol {
+            Protocol::H1 => {
+                p.push(("network.http.http2.enabled", Bool(false)));
+                p.push(("network.http.http3.enable", Bool(false)));
+                vec![]
+            }
+            Protocol::H2 => {
+                p.push(("network.http.http3.enable", Bool(false)));
+                vec![]
+            }
+            Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
+                bail!("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) runs in Chromium only")
+            }
+            Protocol::H3 => o.host_map().into_iter().map(|(h, _)| h).collect(),
         }
-        Protocol::H2 => p.push(("network.http.http3.enable", Bool(false))),
-        Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
-            bail!("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) runs in Chromium only")
-        }
-        Protocol::H3 => {
-            let mapping: Vec<String> = hosts
-                .iter()
-                .map(|(h, _)| format!("{h};h3=:{}", o.port))
-                .collect();
-            p.push(("network.http.http3.enable", Bool(true)));
-            p.push((
-                "network.http.http3.alt-svc-mapping-for-testing",
-                Str(mapping.join(",")),
-            ));
-            p.push((
-                "network.http.http3.force-use-alt-svc-mapping-for-testing",
-                Bool(o.h3_mode == H3Mode::Forced),
-            ));
-        }
+    } else {
+        // Each origin on its recorded protocol: QUIC mapped for the h3 origins only; the server
+        // answers an h1 origin's TLS hello with HTTP/1.1 alone.
+        o.as_recorded
+            .iter()
+            .filter(|(_, p)| *p == Protocol::H3)
+            .map(|(h, _)| h.clone())
+            .collect()
+    };
+    if o.protocol == Protocol::H3 || !o.as_recorded.is_empty() {
+        let mapping: Vec<String> = quic_hosts
+            .iter()
+            .map(|h| format!("{h};h3=:{}", o.port))
+            .collect();
+        p.push(("network.http.http3.enable", Bool(true)));
+        p.push((
+            "network.http.http3.alt-svc-mapping-for-testing",
+            Str(mapping.join(",")),
+        ));
+        p.push((
+            "network.http.http3.force-use-alt-svc-mapping-for-testing",
+            Bool(o.h3_mode == H3Mode::Forced || !o.as_recorded.is_empty()),
+        ));
     }
     // Without it Firefox drops h3 (and only h3) for a certificate under a non-built-in root.
     p.push((
@@ -233,35 +246,6 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
         Bool(false),
     ));
     Ok(p)
-}
-
-/// The one address every host maps to: Firefox has no per-host resolver rule, only
-/// `network.dns.forceResolve` for every name.
-fn single_address(hosts: &[(String, IpAddr)]) -> Result<IpAddr> {
-    let first = hosts
-        .first()
-        .map(|(_, ip)| *ip)
-        .ok_or_else(|| anyhow!("no host to load"))?;
-    if let Some((h, ip)) = hosts.iter().find(|(_, ip)| *ip != first) {
-        bail!(
-            "Firefox resolves every host to one address, but {h} is at {ip} and {} at {first}: \
-             replay the site with --origin-addresses single for Firefox",
-            hosts[0].0
-        );
-    }
-    Ok(first)
-}
-
-/// Refuses a replayed site whose origins need more than one server address (Firefox maps every
-/// name to one address), before any run.
-pub fn check_site(workload: &str, site: &crate::config::workload::site::SitePlan) -> Result<()> {
-    if site.addresses > 1 {
-        bail!(
-            "--browsers firefox: workload {workload} puts its origins on {} server addresses, but Firefox resolves every host to one: add --origin-addresses single",
-            site.addresses
-        );
-    }
-    Ok(())
 }
 
 /// The `user.js` text of `prefs`.
@@ -339,7 +323,7 @@ struct FirefoxProcess {
     cpu_group: Option<CpuGroup>,
     /// Who its processes ran as and whether its sandbox was on, read once it settled.
     confinement: Confinement,
-    /// A repeat view's first navigation, made during the launch ([`repeat::first_view`]).
+    /// A repeat view's first navigation, made during the launch ([`crate::probe::browser::repeat::first_view`]).
     first_view: Option<FirstView>,
     closed: bool,
 }
@@ -356,6 +340,7 @@ impl FirefoxProcess {
         write_profile(&profile, &user_js(&prefs(o)?), &o.cert_pem)?;
         let stderr_path = tmp.path().join("firefox.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
+        let names = PrivateNames::write(tmp.path(), &o.host_map())?;
         let user = sandbox::browser_user();
         if let Some(user) = user {
             // Its profile (written as root, certutil's database too) and its key log's folder.
@@ -388,6 +373,7 @@ impl FirefoxProcess {
             // NSS writes TLS and QUIC secrets alike.
             cmd.env("SSLKEYLOGFILE", path);
         }
+        names.mount_on_exec(&mut cmd);
         let started = Instant::now();
         let (mut child, cpu_group) =
             spawn_counted_as(&mut cmd, user).with_context(|| format!("cannot start {FIREFOX}"))?;
@@ -451,9 +437,7 @@ impl FirefoxProcess {
         // The settle wait starts after the warm-up: both are part of the launch, and what it
         // measures is the browser's own start-up burst.
         let settle = process::settle(pgid, o.settle_max);
-        browser.overhead.settle_ms = settle.waited.as_secs_f64() * 1e3;
-        browser.overhead.settled = settle.settled;
-        browser.overhead.settle_cpu = settle.last_cpu;
+        browser.overhead.add_settle(&settle);
         browser.confinement = sandbox::observe(pgid);
         Ok(browser)
     }
@@ -556,7 +540,6 @@ pub static ENGINE: Engine = Engine {
     make,
     installed: installed_version,
     cannot,
-    check_site,
     har: har::entries,
     tells_connections: false,
     har_lacks: Some(
@@ -594,11 +577,6 @@ fn cannot(asked: &Asked) -> Option<&'static str> {
     if asked.capture.netlog().is_some() {
         return Some("--capture netlog is Chromium's NetLog (Firefox keeps none)");
     }
-    if asked.as_recorded {
-        return Some(
-            "the as-recorded arm forces single origins onto QUIC, which only Chromium's flags can",
-        );
-    }
     if asked.discovered_h3 {
         return Some("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) is measured in Chromium only");
     }
@@ -628,7 +606,8 @@ impl Browser for Firefox {
             bail!("--capture netlog is Chromium's NetLog: Firefox runs have none");
         }
         let mut process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
-        repeat::first_view(&mut process, opts).context("Firefox's repeat view")?;
+        crate::probe::browser::repeat::first_view(&mut process, opts)
+            .context("Firefox's repeat view")?;
         self.version = Some(format!("Firefox {}", process.version));
         self.confinement = Some(process.confinement.clone());
         self.running = Some(process);
@@ -841,10 +820,9 @@ mod tests {
             Some(&Pref::Bool(false))
         );
         for p in [&h1, &h2, &h3, &primed] {
-            assert_eq!(
-                get(p, "network.dns.forceResolve"),
-                Some(&Pref::Str("10.1.2.2".into()))
-            );
+            // Names come from the hosts file of the browser's mount namespace, not a pref.
+            assert_eq!(get(p, "network.dns.forceResolve"), None);
+            assert_eq!(get(p, "network.trr.mode"), Some(&Pref::Int(5)));
             assert_eq!(
                 get(p, "network.http.http3.disable_when_third_party_roots_found"),
                 Some(&Pref::Bool(false))
@@ -861,11 +839,11 @@ mod tests {
     }
 
     #[test]
-    fn every_host_of_a_site_is_mapped_but_only_to_one_address() {
+    fn every_host_of_a_site_is_mapped_whatever_its_address() {
         let mut o = opts(Protocol::H3, H3Mode::Forced);
         o.hosts = vec![
             ("www.site.test".into(), "10.1.2.2".parse().unwrap()),
-            ("static.site.test".into(), "10.1.2.2".parse().unwrap()),
+            ("static.site.test".into(), "10.250.0.1".parse().unwrap()),
         ];
         let p = prefs(&o).unwrap();
         assert_eq!(
@@ -874,12 +852,33 @@ mod tests {
                 "www.site.test;h3=:443,static.site.test;h3=:443".into()
             ))
         );
-        o.hosts[1].1 = "10.250.0.1".parse().unwrap();
-        let e = prefs(&o).unwrap_err().to_string();
-        assert!(e.contains("--origin-addresses single"), "{e}");
-        o.hosts[1].1 = "10.1.2.2".parse().unwrap();
-        o.as_recorded = vec![("www.site.test".into(), Protocol::H2)];
-        assert!(prefs(&o).is_err());
+    }
+
+    #[test]
+    fn as_recorded_maps_quic_for_the_h3_origins_only_and_keeps_http2() {
+        let mut o = opts(Protocol::H2, H3Mode::Forced);
+        o.as_recorded = vec![
+            ("www.site.test".into(), Protocol::H2),
+            ("static.site.test".into(), Protocol::H1),
+            ("api.site.test".into(), Protocol::H3),
+        ];
+        let p = prefs(&o).unwrap();
+        assert_eq!(
+            get(&p, "network.http.http3.alt-svc-mapping-for-testing"),
+            Some(&Pref::Str("api.site.test;h3=:443".into()))
+        );
+        assert_eq!(
+            get(
+                &p,
+                "network.http.http3.force-use-alt-svc-mapping-for-testing"
+            ),
+            Some(&Pref::Bool(true))
+        );
+        assert_eq!(get(&p, "network.http.http2.enabled"), None);
+        assert_eq!(
+            get(&p, "network.http.http3.enable"),
+            Some(&Pref::Bool(true))
+        );
     }
 
     #[test]

@@ -6,22 +6,20 @@
 //! there the `net:prune-all-connections` notification closes the connections (as Firefox's own
 //! shift-reload does) and `Services.cache2.clear()` empties the cache.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::{load, FirefoxProcess};
-use crate::probe::browser::{process, LaunchOptions, RepeatCache, RepeatView};
+use crate::probe::browser::repeat::{
+    completed, ReturningVisitor, FIRST_VIEW_QUIET, FIRST_VIEW_TIMEOUT,
+};
+use crate::probe::browser::{BrowserOverhead, LaunchOptions, RepeatCache, RepeatView};
 use crate::probe::metrics::FirstView;
-use crate::probe::validate::LoadEnd;
 
 /// The flag that opens chrome contexts to the BiDi client (added only for repeat views).
 pub const SYSTEM_ACCESS: &str = "--remote-allow-system-access";
-/// The first navigation may take this long (a lossy profile's page).
-const FIRST_VIEW_TIMEOUT: Duration = Duration::from_secs(120);
-/// Time after the first view's load event for its last requests (as Chromium's network idle).
-const FIRST_VIEW_QUIET: Duration = Duration::from_millis(500);
 /// Time for the closed connections to be gone before the mark. Firefox drains a closed QUIC
 /// connection (three probe timeouts) before it opens a new one to the same origin: after a
 /// 300 ms wait, the repeat view's first byte came 2.6 round trips late at 150 ms RTT (4.68
@@ -29,58 +27,49 @@ const FIRST_VIEW_QUIET: Duration = Duration::from_millis(500);
 /// profiles; an RTT above ~500 ms would need more.
 const CLOSE_DRAIN: Duration = Duration::from_secs(3);
 
-/// A launched Firefox's repeat view, when `o` asks for one: the first navigation (timed as
-/// `first_view_ms`), then a second settle. Part of the launch (outside the measured window).
-pub fn first_view(browser: &mut FirefoxProcess, o: &LaunchOptions) -> Result<()> {
-    let Some(repeat) = &o.repeat else {
-        return Ok(());
-    };
-    let t = Instant::now();
-    let first = prepare(browser, repeat);
-    browser.overhead.first_view_ms = t.elapsed().as_secs_f64() * 1e3;
-    browser.first_view = Some(first?);
-    let settle = process::settle(browser.pgid, o.settle_max);
-    browser.overhead.settle_ms += settle.waited.as_secs_f64() * 1e3;
-    browser.overhead.settled = settle.settled;
-    browser.overhead.settle_cpu = settle.last_cpu;
-    Ok(())
-}
-
-/// Loads the page once, closes every connection, clears the HTTP cache unless kept, and leaves
-/// the tab on `about:blank`.
-fn prepare(browser: &mut FirefoxProcess, repeat: &RepeatView) -> Result<FirstView> {
-    let (obs, end) = load(browser, &repeat.url, 0, false, FIRST_VIEW_TIMEOUT)?;
-    if end != LoadEnd::Completed {
-        bail!(
-            "the repeat view's first navigation to {} did not complete: {end:?}",
-            repeat.url
-        );
-    }
-    std::thread::sleep(FIRST_VIEW_QUIET);
-    let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
-    let t = Duration::from_secs(10);
-    browser.bidi.call(
-        "browsingContext.navigate",
-        json!({ "context": browser.context, "url": "about:blank", "wait": "complete" }),
-        t,
-    )?;
-    let script = close_script(repeat.cache);
-    let chrome = chrome_context(browser)?;
-    let done = browser
-        .bidi
-        .call(
-            "script.evaluate",
-            json!({ "expression": script, "target": { "context": chrome }, "awaitPromise": false }),
+impl ReturningVisitor for FirefoxProcess {
+    /// Connections closed and the cache cleared by privileged script in a chrome context.
+    fn prepare(&mut self, repeat: &RepeatView, _: &LaunchOptions) -> Result<FirstView> {
+        let (obs, end) = load(self, &repeat.url, 0, false, FIRST_VIEW_TIMEOUT)?;
+        completed(&end, repeat)?;
+        std::thread::sleep(FIRST_VIEW_QUIET);
+        let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
+        let t = Duration::from_secs(10);
+        self.bidi.call(
+            "browsingContext.navigate",
+            json!({ "context": self.context, "url": "about:blank", "wait": "complete" }),
             t,
-        )
-        .context("closing Firefox's connections")?;
-    match done.pointer("/result/value").and_then(Value::as_str) {
-        Some("ok") => {}
-        _ => bail!("closing Firefox's connections failed: {done}"),
+        )?;
+        let script = close_script(repeat.cache);
+        let chrome = chrome_context(self)?;
+        let done = self
+            .bidi
+            .call(
+                "script.evaluate",
+                json!({ "expression": script, "target": { "context": chrome }, "awaitPromise": false }),
+                t,
+            )
+            .context("closing Firefox's connections")?;
+        match done.pointer("/result/value").and_then(Value::as_str) {
+            Some("ok") => {}
+            _ => bail!("closing Firefox's connections failed: {done}"),
+        }
+        std::thread::sleep(CLOSE_DRAIN);
+        let _ = self.bidi.drain_events();
+        Ok(first)
     }
-    std::thread::sleep(CLOSE_DRAIN);
-    let _ = browser.bidi.drain_events();
-    Ok(first)
+
+    fn process_group(&self) -> i32 {
+        self.pgid
+    }
+
+    fn overhead(&mut self) -> &mut BrowserOverhead {
+        &mut self.overhead
+    }
+
+    fn keep(&mut self, first: FirstView) {
+        self.first_view = Some(first);
+    }
 }
 
 /// The privileged script that closes the connections (and clears the cache unless kept).
