@@ -695,14 +695,20 @@ fn a_returning_firefox_visitor_resumes_its_sessions() {
         "{tcp:?}"
     );
     assert!(h2r.handshakes.as_ref().unwrap().resumed() >= 1);
-    // Over h3 the returning Firefox makes a new, full handshake: it keeps no QUIC resumption
-    // token with its desktop default (`network.ssl_tokens_cache_enabled` false), which
-    // pagebench leaves as users have it. The first view's connection was closed, not reused.
+    // Over h3 the returning Firefox opens a new connection (the first view's was closed, not
+    // reused), which may or may not resume its session (seen both ways: see
+    // docs/repeat-views.md); the wire and the server tell the same, and 0-RTT only resumed.
     let h3r = run(&mut tb, "ff-repeat-h3", Variant::H3);
     let fv = h3r.observation.first_view.as_ref().unwrap();
     assert!(fv.protocols.contains_key("h3"), "{fv:?}");
     let hs = h3r.handshakes.as_ref().unwrap();
     assert!(!hs.connections.is_empty(), "{hs:?}");
-    assert_eq!((hs.resumed(), hs.zero_rtt_accepted()), (0, 0), "{hs:?}");
+    for c in &hs.connections {
+        assert_eq!(c.server_says_resumed, c.resumed, "{c:?}");
+        assert!(
+            c.resumed == Some(true) || c.early_data_accepted != Some(true),
+            "{c:?}"
+        );
+    }
     drop(tb);
 }

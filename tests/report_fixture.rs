@@ -647,6 +647,7 @@ fn generate(
                         warnings: vec![],
                         browser_initiated: vec![],
                         site_distances: None,
+                        replay_fidelity: None,
                         viewpoints: 3,
                         end,
                         metrics,

@@ -61,6 +61,7 @@ fn write_archive(dir: &Path) {
             protocol: None,
             timings: Timings::default(),
             missing: None,
+            connection: None,
         },
         Some(html),
     );

@@ -6,6 +6,7 @@ pub mod browser;
 pub mod capture;
 pub mod disruption;
 pub mod fault;
+pub mod fidelity;
 pub mod har;
 pub mod metrics;
 pub mod record;

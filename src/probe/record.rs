@@ -119,6 +119,9 @@ pub struct RunRecord {
     /// recorded round trip and the one the link gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_distances: Option<Vec<crate::config::site::distances::AppliedDistance>>,
+    /// A replayed site: how close this load came to the recording's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_fidelity: Option<crate::probe::fidelity::ReplayFidelity>,
     /// How many viewpoints cross-checked the protocol and the files: 3 (Resource Timing, CDP
     /// and the server's log) or 2 when the server keeps no log pagebench can read.
     #[serde(default = "three_viewpoints")]
@@ -249,6 +252,7 @@ impl RunRecord {
             warnings: vec![],
             browser_initiated: vec![],
             site_distances: None,
+            replay_fidelity: None,
             viewpoints: 3,
             end: LoadEnd::Completed,
             metrics: RunMetrics::default(),

@@ -89,6 +89,9 @@ pub enum Scope {
     /// h2 and h3: the server's response order read off the wire (`probe::capture::order`;
     /// the report's "The servers' response order").
     ResponseOrder,
+    /// Replayed sites: how close each replay came to its recording (`probe::fidelity`; the
+    /// report's "How faithful each replay was").
+    Replay,
     /// Every workload: the headline in round trips along its critical path
     /// (`probe::round_trips`; the report's "Where the time went" and the diagnosis of each
     /// difference).
@@ -509,6 +512,43 @@ const fn handshakes(
     }
 }
 
+/// A replayed site's closeness to its recording (`probe::fidelity`), per run.
+const fn replay(
+    name: &'static str,
+    label: &'static str,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        breakdown: Some(Scope::Replay),
+        better: Better::Neither,
+        csv: CsvFormat::Int,
+        ..metric(name, label, Unit::Count, derive)
+    }
+}
+
+pub static REPLAY_REPLAYED: Metric = replay("replay_replayed", "recorded requests replayed", |r| {
+    r.replay_fidelity.map(|f| f.replayed as f64)
+});
+pub static REPLAY_MISSING: Metric = replay("replay_missing", "recorded requests not made", |r| {
+    r.replay_fidelity.map(|f| f.missing as f64)
+});
+pub static REPLAY_EXTRA: Metric = replay("replay_extra", "requests the recording lacks", |r| {
+    r.replay_fidelity.map(|f| f.extra as f64)
+});
+/// The engine's connections, for the replays only (beside the recording's).
+pub static REPLAY_CONNECTIONS: Metric = replay("replay_connections", "connections", |r| {
+    r.replay_fidelity?;
+    (CONNECTIONS.derive)(r)
+});
+pub static REPLAY_FIDELITY: Metric = Metric {
+    better: Better::Higher,
+    unit: Unit::Score,
+    csv: CsvFormat::Fixed(3),
+    ..replay("replay_fidelity", "fidelity", |r| {
+        r.replay_fidelity.map(|f| f.score())
+    })
+};
+
 /// Connections whose TLS handshake resumed a session (the ServerHello took the ticket).
 pub static RESUMED_CONNECTIONS: Metric =
     handshakes("resumed_connections", "resumed connections", |r| {
@@ -920,6 +960,11 @@ pub static ALL: &[&Metric] = &[
     &RESUMED_CONNECTIONS,
     &ZERO_RTT_CONNECTIONS,
     &EARLY_REQUESTS,
+    &REPLAY_REPLAYED,
+    &REPLAY_MISSING,
+    &REPLAY_EXTRA,
+    &REPLAY_CONNECTIONS,
+    &REPLAY_FIDELITY,
     &TCP_RETRANSMITS,
     &QUIC_LOST_PACKETS,
     &QUIC_CONGESTION_EVENTS,
@@ -1089,6 +1134,17 @@ mod tests {
                 "siblings_cpu_ms"
             ]
         );
-        assert_eq!(breakdown().count(), 47);
+        let replay: Vec<&str> = breakdown_for(Scope::Replay).map(|m| m.name).collect();
+        assert_eq!(
+            replay,
+            [
+                "replay_replayed",
+                "replay_missing",
+                "replay_extra",
+                "replay_connections",
+                "replay_fidelity"
+            ]
+        );
+        assert_eq!(breakdown().count(), 52);
     }
 }

@@ -263,6 +263,15 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         outcome: verdict.outcome,
         reasons: verdict.reasons,
         warnings: verdict.warnings,
+        // Where the server keeps a log (every replay: the embedded server serves sites).
+        replay_fidelity: spec.manifest.site.as_ref().and_then(|s| {
+            let views = server.views.as_deref()?;
+            Some(crate::probe::fidelity::of(
+                s,
+                views,
+                &verdict.browser_initiated,
+            ))
+        }),
         browser_initiated: verdict.browser_initiated,
         site_distances: spec
             .manifest

@@ -615,7 +615,8 @@ address). Sharding was HTTP/1.1-era advice: more hosts, more connections; with H
 each extra host costs a handshake and splits one multiplexed connection.";
 
 fn sites_and_sharding(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
-    let sites = super::sites::tables(data);
+    let mut sites = super::sites::tables(data);
+    sites.extend(super::sites::fidelity_tables(data));
     if !sites.is_empty() {
         tables_section(
             doc,

@@ -7,6 +7,10 @@ use super::model::ReportData;
 use crate::config::site::distances::Distances;
 use crate::config::site::origins::AddressMode;
 use crate::config::site::replay::ThinkTime;
+use crate::probe::registry::{
+    self, REPLAY_CONNECTIONS, REPLAY_EXTRA, REPLAY_FIDELITY, REPLAY_MISSING, REPLAY_REPLAYED,
+};
+use crate::proof::results::summary::SeriesStats;
 
 fn fmt_kb(b: u64) -> String {
     format!("{:.1} KB", b as f64 / 1000.0)
@@ -117,6 +121,85 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
     out
 }
 
+/// How faithful each replay of a recorded site was, one table per site: per series the median
+/// recorded requests replayed, not made and the requests the archive lacked, connections and
+/// load time beside the recording's, and the fidelity figure (`probe::fidelity`).
+pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
+    let mut out = Vec::new();
+    for w in recorded_sites(data) {
+        let Some(plan) = data.meta.sites.get(&w) else {
+            continue;
+        };
+        let series: Vec<&SeriesStats> = data
+            .summary
+            .series
+            .iter()
+            .filter(|s| s.key.workload == w && s.breakdown.contains_key(REPLAY_FIDELITY.name))
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let recorded: usize = plan.origins.iter().map(|o| o.responses).sum();
+        let at_distance = plan.options.distances == Distances::Recorded;
+        let mut t = Table {
+            id: format!("fidelity-{w}"),
+            title: format!("{w}: how faithful the replay was"),
+            intro: vec![format!(
+                "Against the recording ({recorded} requests, {} connections, load event {}):                  medians over each series' counted runs. Fidelity = recorded requests replayed ÷                  (recorded requests + requests the recording lacks): 1 when the replay asked for                  exactly what was recorded.{}",
+                plan.recorded_connections
+                    .map_or("?".into(), |c| c.to_string()),
+                plan.recorded_load_ms
+                    .map_or("not recorded".into(), |l| format!("{l:.0} ms")),
+                if at_distance {
+                    " Each origin sat at its recorded round trip, so the load times compare."
+                } else {
+                    " The origins sat at the profile's round trip, not the recording's: the \
+                     load times do not compare (`--distances recorded` puts them back)."
+                }
+            )],
+            header: [
+                "series",
+                "replayed",
+                "not made",
+                "not recorded",
+                "connections",
+                "load (ms)",
+                "fidelity",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+            notes: vec![],
+        };
+        for s in series {
+            let m = |metric: &registry::Metric| {
+                s.breakdown.get(metric.name).and_then(|b| b.median?.ms())
+            };
+            let count = |metric| m(metric).map_or("-".into(), |v| format!("{v:.0}"));
+            let load = s.completion.median.and_then(|c| c.ms());
+            let load_text = match (load, plan.recorded_load_ms) {
+                (Some(l), Some(r)) if at_distance => format!("{l:.0} ({:.2}×)", l / r),
+                (Some(l), _) => format!("{l:.0}"),
+                _ => "-".into(),
+            };
+            t.rows.push(vec![
+                Cell::label(format!(
+                    "{} · {} · {}",
+                    s.key.profile, s.key.variant, s.key.browser
+                )),
+                Cell::text(count(&REPLAY_REPLAYED)),
+                Cell::text(count(&REPLAY_MISSING)),
+                Cell::text(count(&REPLAY_EXTRA)),
+                Cell::text(count(&REPLAY_CONNECTIONS)),
+                Cell::text(load_text),
+                Cell::text(m(&REPLAY_FIDELITY).map_or("-".into(), |f| format!("{f:.2}"))),
+            ]);
+        }
+        out.push(t);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +250,8 @@ mod tests {
                     ..SiteOptions::default()
                 },
                 recorded_start_ms: 0.0,
+                recorded_load_ms: None,
+                recorded_connections: None,
             },
         );
         let t = tables(&d);

@@ -140,6 +140,7 @@ pub fn site_archive(
                     ..Timings::default()
                 },
                 missing: None,
+                connection: None,
             },
             Some(f.body.clone()),
         );

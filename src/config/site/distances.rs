@@ -7,7 +7,8 @@
 //! part, which TLS 1.3 adds as a second; QUIC's whole set-up is one, its TLS in the first
 //! flight) and its first byte (`wait`: one round trip plus the server's think time). A busy
 //! moment only ever lengthens either (a second connection to a 40 ms origin, opened while the
-//! page's images were decoding, took 53 ms), so the estimate is the quickest of them.
+//! page's images were decoding, took 53 ms), so the estimate is the quickest of them — first
+//! bytes far below the handshakes excepted (see [`FIRST_BYTE_FLOOR`]).
 
 use std::str::FromStr;
 
@@ -92,19 +93,27 @@ fn handshake_rtt(e: &Entry) -> Option<f64> {
     }
 }
 
+/// A first byte shorter than this share of the quickest handshake is not a round trip: the
+/// recording browser's request-sent time can come after the request left (waits of 32 ms were
+/// recorded on a 40 ms path, and of 2.5 ms on a 10 ms one).
+const FIRST_BYTE_FLOOR: f64 = 0.9;
+
 /// The round trip of the origin whose recorded requests are `entries`, if they tell any: the
 /// quickest of their handshakes and first bytes (each is one round trip plus what delayed it:
-/// a busy moment, the server's think time; never less), first bytes only of responses that
-/// came over the network (a server address recorded: no cache hits).
+/// a busy moment, the server's think time), first bytes only of responses that came over the
+/// network (a server address recorded: no cache hits) and not far below the handshakes.
 pub fn recorded_rtt(entries: &[&Entry]) -> Option<RecordedRtt> {
-    let handshakes = entries.iter().filter_map(|e| handshake_rtt(e));
+    let handshakes: Vec<f64> = entries.iter().filter_map(|e| handshake_rtt(e)).collect();
+    let quickest_handshake = handshakes.iter().copied().min_by(f64::total_cmp);
+    let floor = quickest_handshake.map_or(0.0, |h| h * FIRST_BYTE_FLOOR);
     let first_bytes = entries
         .iter()
         .filter(|e| e.server_address.is_some())
         .map(|e| e.timings.wait_ms)
-        .filter(|w| *w > 0.0);
+        .filter(|w| *w > 0.0 && *w >= floor);
     let samples: Vec<(f64, RttBasis)> = handshakes
-        .map(|h| (h, RttBasis::Handshake))
+        .iter()
+        .map(|h| (*h, RttBasis::Handshake))
         .chain(first_bytes.map(|w| (w, RttBasis::FirstByte)))
         .collect();
     let (rtt_ms, basis) = samples.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0))?;
@@ -189,6 +198,11 @@ mod tests {
         let quick = timed("h2", None, None, 38.5);
         let r = recorded_rtt(&[&a, &quick]).unwrap();
         assert_eq!((r.rtt_ms, r.basis), (38.5, RttBasis::FirstByte));
+        // Far below the handshake: the browser's send time came late, not a round trip.
+        let early = timed("h2", None, None, 32.3);
+        assert_eq!(recorded_rtt(&[&a, &early]).unwrap().rtt_ms, 40.0);
+        // Without a handshake, the quickest first byte.
+        assert_eq!(recorded_rtt(&[&early, &quick]).unwrap().rtt_ms, 32.3);
         // A response from the cache (no server address) says nothing of the distance.
         let mut cached = timed("h2", None, None, 0.4);
         cached.server_address = None;

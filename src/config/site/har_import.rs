@@ -69,6 +69,9 @@ struct HarEntry {
     server_port: Option<u16>,
     #[serde(default)]
     timings: Option<HarTimings>,
+    /// The connection's id (a string in HAR 1.2; some tools write a number).
+    #[serde(default)]
+    connection: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -398,6 +401,11 @@ fn import_entry(
             ssl_ms: timings.map(|t| t.ssl).filter(|s| *s >= 0.0),
         },
         missing,
+        connection: match &h.connection {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        },
     };
     Ok((entry, wire))
 }

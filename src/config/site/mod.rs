@@ -97,6 +97,9 @@ pub struct Entry {
     /// Why the body is not the recorded one, if it is not.
     #[serde(default)]
     pub missing: Option<Missing>,
+    /// The recording browser's id of the connection that carried it (HAR `connection`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
 }
 
 /// Where a body's wire bytes are.
@@ -320,6 +323,7 @@ pub(crate) mod tests {
             protocol: Some("h2".into()),
             timings: Timings::default(),
             missing: None,
+            connection: None,
         }
     }
 

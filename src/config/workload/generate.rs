@@ -169,6 +169,7 @@ fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> s
         protocol: None,
         timings: site::Timings::default(),
         missing: None,
+        connection: None,
     }
 }
 

@@ -58,6 +58,12 @@ pub struct SitePlan {
     pub options: SiteOptions,
     /// When the recording started (unix ms): `--deterministic`'s clock starts there.
     pub recorded_start_ms: f64,
+    /// The recorded page's load event (ms from its navigation), if the recording says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_load_ms: Option<f64>,
+    /// The connections the recording browser used, if the recording names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_connections: Option<usize>,
 }
 
 impl SitePlan {
@@ -204,6 +210,15 @@ fn redirect_target(e: &Entry) -> Option<String> {
     })
 }
 
+/// How many connections carried `entries` when recorded (None: the recording names none).
+fn recorded_connections(entries: &[Entry]) -> Option<usize> {
+    let ids: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e.connection.as_deref())
+        .collect();
+    (!ids.is_empty()).then_some(ids.len())
+}
+
 /// The manifest of `workload` replaying `archive` (read from `dir`).
 pub fn manifest(
     workload: &Workload,
@@ -317,6 +332,8 @@ pub fn manifest(
             addresses,
             options,
             recorded_start_ms: crate::config::site::replay::recording_start_ms(archive),
+            recorded_load_ms: archive.source.load_ms,
+            recorded_connections: recorded_connections(&archive.entries),
         }),
     })
 }
