@@ -558,7 +558,7 @@ fn recorded_distances_put_each_origin_back() {
         .collect::<Vec<_>>()
         .join(" ");
     // Seven recordings, one browser each: their median load is the recorded one. A recording
-    // whose load never ends (seen in 2 of ~70 through this link, cause not found: the link's
+    // whose load never ends (seen in 2 of about 100 through this link, cause not found: the link's
     // self-check was clean) is made again, at most twice.
     let record = format!(
         "set -- $PAGEBENCH_SERVER_IPS; for i in $(seq {RECORDINGS}); do ok=0; for t in 1 2 3; do \
@@ -683,9 +683,9 @@ fn recorded_distances_put_each_origin_back() {
             && fidelity.contains("| 1.00 |"),
         "{fidelity}"
     );
-    // The issue asks for 10 %: the median ratio was 0.97–1.12 over 12 runs of this test (two
-    // above 1.10, their replays all slower than every recording), so 10 % is not asserted
-    // until that spread is understood; 20 % still fails a replay that ignores the distances
+    // The issue asks for 10 %: the ratio of medians was 0.97–1.12 over 15 runs of this test
+    // (one above 1.10, its replays slower than most recordings), so 10 % is not asserted until
+    // that spread is understood; 20 % still fails a replay that ignores the distances
     // (on the 2 ms profile alone the page loads in about a third of the time).
     assert!(
         (median - recorded_load).abs() <= recorded_load * 0.2,

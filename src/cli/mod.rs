@@ -462,9 +462,9 @@ pub struct CommonArgs {
     #[arg(long, default_value = "none", value_name = "MODE")]
     pub think_time: crate::config::site::replay::ThinkTime,
     /// Site replay: `profile` puts every origin at the profile's round trip; `recorded` puts
-    /// each at the round trip its recording's connection set-ups show, instead of the
-    /// profile's (never nearer: its server address delayed by the difference), the profile's
-    /// rate and loss kept.
+    /// each at the round trip its recording shows (its quickest connection set-up or first
+    /// byte), instead of the profile's (never nearer: its server address delayed by the
+    /// difference), the profile's rate and loss kept.
     #[arg(long, default_value = "profile", value_name = "MODE")]
     pub distances: crate::config::site::distances::Distances,
     /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
