@@ -95,21 +95,12 @@ mod tests {
     }
 
     fn view(url: &str, m: ReplayMatch) -> ServerView {
+        let path = url.rsplit_once(".test").map_or("/", |(_, p)| p);
+        let status = if m == ReplayMatch::Miss { 404 } else { 200 };
         ServerView {
-            protocol: "h2".into(),
-            method: "GET".into(),
-            path: url.rsplit_once(".test").map_or("/", |(_, p)| p).into(),
             url: Some(url.into()),
             replay: Some(m),
-            status: if m == ReplayMatch::Miss { 404 } else { 200 },
-            bytes_sent: 0,
-            bytes_received: 0,
-            tls_resumed: None,
-            server_ms: None,
-            priority: None,
-            received_unix_ms: None,
-            stream_id: None,
-            early_hints: Vec::new(),
+            ..ServerView::logged("h2", "GET", path, status, 0)
         }
     }
 

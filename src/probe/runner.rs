@@ -13,15 +13,17 @@ use crate::config::identity::{BrowserId, Phase, ServerId, View};
 use crate::config::profile::Profile;
 use crate::config::protocol::H3Mode;
 use crate::config::protocol::{Protocol, Variant};
+use crate::config::site::distances::AppliedDistance;
 use crate::config::workload::Manifest;
 use crate::link::netem::{self, LinkStats, SelfCheck};
 use crate::origin::servers::ServerEvidence;
 use crate::probe::capture::{CaptureOutcome, CaptureParts};
 use crate::probe::fault::FaultInjection;
+use crate::probe::fidelity::ReplayFidelity;
 use crate::probe::metrics;
 use crate::probe::record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::probe::testbed::{LoadRequest, RunParts, Testbed};
-use crate::probe::validate::{self, Outcome, ReasonKind};
+use crate::probe::validate::{self, Outcome, ReasonKind, Verdict};
 use crate::support::snmp;
 
 /// Everything that identifies and configures one run.
@@ -241,6 +243,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     if let Some(w) = &wire {
         metrics::add_server_sends(&mut resources, w);
     }
+    let (replay_fidelity, site_distances) = replayed_site(spec, &server, &verdict);
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
@@ -263,21 +266,9 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         outcome: verdict.outcome,
         reasons: verdict.reasons,
         warnings: verdict.warnings,
-        // Where the server keeps a log (every replay: the embedded server serves sites).
-        replay_fidelity: spec.manifest.site.as_ref().and_then(|s| {
-            let views = server.views.as_deref()?;
-            Some(crate::probe::fidelity::of(
-                s,
-                views,
-                &verdict.browser_initiated,
-            ))
-        }),
+        replay_fidelity,
         browser_initiated: verdict.browser_initiated,
-        site_distances: spec
-            .manifest
-            .site
-            .as_ref()
-            .and_then(|s| s.applied_distances(&spec.profile)),
+        site_distances,
         viewpoints,
         end,
         metrics,
@@ -310,6 +301,23 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         captures: captured.files.iter().map(|f| f.reference()).collect(),
         capture_files: captured.files,
     }
+}
+
+/// A replayed site's run: how close it came to the recording (where the server keeps a log:
+/// every replay, the embedded server serves sites) and where each origin sat.
+fn replayed_site(
+    spec: &RunSpec,
+    server: &ServerEvidence,
+    verdict: &Verdict,
+) -> (Option<ReplayFidelity>, Option<Vec<AppliedDistance>>) {
+    let Some(site) = spec.manifest.site.as_ref() else {
+        return (None, None);
+    };
+    let fidelity = server
+        .views
+        .as_deref()
+        .map(|views| crate::probe::fidelity::of(site, views, &verdict.browser_initiated));
+    (fidelity, site.applied_distances(&spec.profile))
 }
 
 /// The wire's streams with the navigation's start on their clock.

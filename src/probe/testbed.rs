@@ -1027,22 +1027,13 @@ mod tests {
         fn collect(&mut self) -> ServerEvidence {
             self.0.borrow_mut().push("server collect".into());
             ServerEvidence {
-                views: Some(vec![ServerView {
-                    url: None,
-                    replay: None,
-                    protocol: "h2".into(),
-                    method: "GET".into(),
-                    path: "/page10/index.html".into(),
-                    status: 200,
-                    bytes_sent: 1,
-                    bytes_received: 0,
-                    tls_resumed: None,
-                    server_ms: None,
-                    priority: None,
-                    received_unix_ms: None,
-                    stream_id: None,
-                    early_hints: Vec::new(),
-                }]),
+                views: Some(vec![ServerView::logged(
+                    "h2",
+                    "GET",
+                    "/page10/index.html",
+                    200,
+                    1,
+                )]),
                 ..ServerEvidence::default()
             }
         }

@@ -129,14 +129,13 @@ pub fn recorded_rtt(entries: &[&Entry]) -> Option<RecordedRtt> {
 /// `origin_delay_ms`) that puts each origin at its recorded round trip instead of the
 /// profile's `profile_rtt_ms`; `origins` gives each origin's address and recorded round trip.
 /// Origins sharing an address get their mean. An origin nearer than the profile stays at the
-/// profile's round trip (the link cannot take delay away): the second value names them.
+/// profile's round trip (the link cannot take delay away).
 pub fn address_delays(
     addresses: usize,
     origins: &[(usize, Option<f64>)],
     profile_rtt_ms: f64,
-) -> (Vec<f64>, Vec<usize>) {
+) -> Vec<f64> {
     let mut delays = vec![0.0; addresses];
-    let mut nearer = Vec::new();
     for (a, delay) in delays.iter_mut().enumerate() {
         let rtts: Vec<f64> = origins
             .iter()
@@ -147,12 +146,9 @@ pub fn address_delays(
             continue;
         }
         let rtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
-        if rtt < profile_rtt_ms {
-            nearer.push(a);
-        }
         *delay = ((rtt - profile_rtt_ms) / 2.0).max(0.0);
     }
-    (delays, nearer)
+    delays
 }
 
 #[cfg(test)]
@@ -220,15 +216,13 @@ mod tests {
             (2, Some(120.0)),
             (2, Some(100.0)),
         ];
-        let (d, nearer) = address_delays(3, &origins, 4.0);
+        let d = address_delays(3, &origins, 4.0);
         assert_eq!(d, [3.0, 18.0, 53.0]);
-        assert!(nearer.is_empty());
         // On a 20 ms profile the 10 ms origin cannot come nearer: it stays at 20 ms.
-        let (d, nearer) = address_delays(3, &origins, 20.0);
+        let d = address_delays(3, &origins, 20.0);
         assert_eq!(d, [0.0, 10.0, 45.0]);
-        assert_eq!(nearer, [0]);
         // An address whose origins tell no round trip keeps the profile's.
-        let (d, _) = address_delays(2, &[(0, None), (1, Some(30.0))], 10.0);
+        let d = address_delays(2, &[(0, None), (1, Some(30.0))], 10.0);
         assert_eq!(d, [0.0, 10.0]);
     }
 }

@@ -114,11 +114,24 @@ impl SitePlan {
             .iter()
             .map(|o| (o.address, o.recorded_rtt.map(|r| r.rtt_ms)))
             .collect();
-        let (delays, _) = distances::address_delays(self.addresses, &origins, profile.rtt_ms);
+        let delays = distances::address_delays(self.addresses, &origins, profile.rtt_ms);
         Ok(Profile {
             origin_delay_ms: delays,
             ..profile.clone()
         })
+    }
+
+    /// The origins recorded nearer than `profile`'s round trip: at the recorded distances they
+    /// stay at the profile's (the link cannot take delay away).
+    pub fn nearer_than(&self, profile: &Profile) -> Vec<&str> {
+        if self.options.distances == Distances::Profile {
+            return Vec::new();
+        }
+        self.origins
+            .iter()
+            .filter(|o| o.recorded_rtt.is_some_and(|r| r.rtt_ms < profile.rtt_ms))
+            .map(|o| o.origin.as_str())
+            .collect()
     }
 
     /// Each origin's recorded and replayed round trip on `profile` (as [`SitePlan::profile_for`]
@@ -455,6 +468,12 @@ mod tests {
         let near = Profile::simple("near", 2.0, 0.0, 0.0);
         let p = site.profile_for(&near).unwrap();
         assert_eq!(p.origin_delay_ms, [5.0, 39.0]);
+        assert!(site.nearer_than(&near).is_empty());
+        let far = Profile::simple("far", 40.0, 0.0, 0.0);
+        assert_eq!(
+            site.nearer_than(&far),
+            ["https://www.a.test", "https://fonts.a.test"]
+        );
         let applied = site.applied_distances(&p).unwrap();
         let rtts: Vec<f64> = applied.iter().map(|d| d.replay_rtt_ms).collect();
         assert_eq!(rtts, [12.0, 80.0, 12.0]);

@@ -43,6 +43,35 @@ pub struct ServerView {
     pub early_hints: Vec<String>,
 }
 
+impl ServerView {
+    /// A request as an access log tells it at the least: its protocol, method, path, status and
+    /// body bytes sent; the rest unknown.
+    pub fn logged(
+        protocol: impl Into<String>,
+        method: impl Into<String>,
+        path: impl Into<String>,
+        status: u16,
+        bytes_sent: u64,
+    ) -> ServerView {
+        ServerView {
+            protocol: protocol.into(),
+            method: method.into(),
+            path: path.into(),
+            url: None,
+            replay: None,
+            status,
+            bytes_sent,
+            bytes_received: 0,
+            tls_resumed: None,
+            server_ms: None,
+            priority: None,
+            received_unix_ms: None,
+            stream_id: None,
+            early_hints: Vec::new(),
+        }
+    }
+}
+
 /// The server's transport figures for one run, summed over its connections.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TransportSummary {

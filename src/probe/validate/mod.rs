@@ -385,43 +385,17 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn server_view(obs: &Observation, proto: &str) -> Vec<ServerView> {
-        let mut v = vec![ServerView {
-            url: None,
-            replay: None,
-            protocol: proto.into(),
-            method: "GET".into(),
-            path: crate::probe::metrics::url_path(
-                EntryTiming::parse(obs.navigation.as_ref().unwrap())
-                    .name
-                    .as_str(),
-            ),
-            status: 200,
-            bytes_sent: 1,
-            bytes_received: 0,
-            tls_resumed: None,
-            server_ms: None,
-            priority: None,
-            received_unix_ms: None,
-            stream_id: None,
-            early_hints: Vec::new(),
-        }];
+        let nav = EntryTiming::parse(obs.navigation.as_ref().unwrap());
+        let page = crate::probe::metrics::url_path(nav.name.as_str());
+        let mut v = vec![ServerView::logged(proto, "GET", page, 200, 1)];
         for e in obs.resources.iter().map(EntryTiming::parse) {
-            v.push(ServerView {
-                url: None,
-                replay: None,
-                protocol: proto.into(),
-                method: "GET".into(),
-                path: e.path(),
-                status: 200,
-                bytes_sent: e.encoded_body_size as u64,
-                bytes_received: 0,
-                tls_resumed: None,
-                server_ms: None,
-                priority: None,
-                received_unix_ms: None,
-                stream_id: None,
-                early_hints: Vec::new(),
-            });
+            v.push(ServerView::logged(
+                proto,
+                "GET",
+                e.path(),
+                200,
+                e.encoded_body_size as u64,
+            ));
         }
         v
     }
@@ -673,20 +647,9 @@ pub(crate) mod tests {
             ..Observation::default()
         };
         let view = |url: &str, p: &str, bytes: u64| ServerView {
-            protocol: p.into(),
-            method: "GET".into(),
-            path: crate::probe::metrics::url_path(url),
             url: Some(url.into()),
             replay: Some(crate::config::site::replay::ReplayMatch::Exact),
-            status: 200,
-            bytes_sent: bytes,
-            bytes_received: 0,
-            tls_resumed: None,
-            server_ms: None,
-            priority: None,
-            received_unix_ms: None,
-            stream_id: None,
-            early_hints: Vec::new(),
+            ..ServerView::logged(p, "GET", crate::probe::metrics::url_path(url), 200, bytes)
         };
         let views = vec![
             view("https://www.a.test/", "h2", 100),

@@ -80,22 +80,13 @@ fn parse_combined(line: &str) -> Option<ServerView> {
     let mut after = rest[end + 1..].split_whitespace();
     let status: u16 = after.next()?.parse().ok()?;
     let bytes_sent = after.next().and_then(|b| b.parse().ok()).unwrap_or(0);
-    Some(ServerView {
-        url: None,
-        replay: None,
-        protocol: alpn_of(proto),
-        method: method.to_string(),
-        path: url_path(&format!("https://x{uri}")),
+    Some(ServerView::logged(
+        alpn_of(proto),
+        method,
+        url_path(&format!("https://x{uri}")),
         status,
         bytes_sent,
-        bytes_received: 0,
-        tls_resumed: None,
-        server_ms: None,
-        priority: None,
-        received_unix_ms: None,
-        stream_id: None,
-        early_hints: Vec::new(),
-    })
+    ))
 }
 
 /// What the server view of a request is, from pagebench's own request record.
@@ -136,13 +127,6 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
         LogFormat::Caddy => {
             let r = v.get("request")?;
             Some(ServerView {
-                url: None,
-                replay: None,
-                protocol: alpn_of(r.get("proto")?.as_str()?),
-                method: r.get("method")?.as_str()?.to_string(),
-                path: url_path(&format!("https://x{}", r.get("uri")?.as_str()?)),
-                status: v.get("status")?.as_u64()? as u16,
-                bytes_sent: v.get("size").and_then(Value::as_u64).unwrap_or(0),
                 bytes_received: v.get("bytes_read").and_then(Value::as_u64).unwrap_or(0),
                 // Caddy 2.6 logs zeros for HTTP/3's TLS state: trusted only with a version.
                 tls_resumed: r
@@ -150,29 +134,25 @@ pub fn parse_line(format: LogFormat, line: &str) -> Option<ServerView> {
                     .filter(|t| t.get("version").and_then(Value::as_u64).unwrap_or(0) != 0)
                     .and_then(|t| t.get("resumed"))
                     .and_then(Value::as_bool),
-                server_ms: None,
-                priority: None,
-                received_unix_ms: None,
-                stream_id: None,
-                early_hints: Vec::new(),
+                ..ServerView::logged(
+                    alpn_of(r.get("proto")?.as_str()?),
+                    r.get("method")?.as_str()?,
+                    url_path(&format!("https://x{}", r.get("uri")?.as_str()?)),
+                    v.get("status")?.as_u64()? as u16,
+                    v.get("size").and_then(Value::as_u64).unwrap_or(0),
+                )
             })
         }
         LogFormat::Combined | LogFormat::Pagebench => None,
         LogFormat::Nginx => Some(ServerView {
-            url: None,
-            replay: None,
-            protocol: alpn_of(v.get("proto")?.as_str()?),
-            method: v.get("method")?.as_str()?.to_string(),
-            path: v.get("uri")?.as_str()?.to_string(),
-            status: v.get("status")?.as_u64()? as u16,
-            bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
             bytes_received: v.get("bytes_received").and_then(Value::as_u64).unwrap_or(0),
-            tls_resumed: None,
-            server_ms: None,
-            priority: None,
-            received_unix_ms: None,
-            stream_id: None,
-            early_hints: Vec::new(),
+            ..ServerView::logged(
+                alpn_of(v.get("proto")?.as_str()?),
+                v.get("method")?.as_str()?,
+                v.get("uri")?.as_str()?,
+                v.get("status")?.as_u64()? as u16,
+                v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
+            )
         }),
     }
 }
