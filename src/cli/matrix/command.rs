@@ -341,20 +341,6 @@ fn open_store(req: &MatrixRequest, requested: Meta) -> Result<(PathBuf, Store, M
     })
 }
 
-/// Says, once before the runs, which origins of site `w` stay at profile `p`'s round trip
-/// though recorded nearer (`--distances recorded`).
-pub fn warn_nearer(w: &str, site: &workload::site::SitePlan, p: &Profile) {
-    let near = site.nearer_than(p);
-    if !near.is_empty() {
-        tracing::warn!(
-            "--distances recorded: {w}'s {} recorded nearer than profile {}'s {} ms round trip; they stay at it",
-            near.join(", "),
-            p.name,
-            p.rtt_ms
-        );
-    }
-}
-
 /// Each workload's manifest (generated or read), checked against the engines and variants
 /// that will load it.
 fn manifests_of(req: &MatrixRequest, r: &Resolved) -> Result<BTreeMap<String, Manifest>> {
@@ -373,7 +359,7 @@ fn manifests_of(req: &MatrixRequest, r: &Resolved) -> Result<BTreeMap<String, Ma
         for p in &r.profiles {
             site.profile_for(p)
                 .with_context(|| format!("workload {w} on profile {}", p.name))?;
-            warn_nearer(w, site, p);
+            site.warn_nearer(w, p);
         }
     }
     Ok(manifests)

@@ -56,7 +56,7 @@ pub fn run_series(
         crate::config::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
     if let Some(site) = &manifest.site {
         site.profile_for(&req.profile)?;
-        super::command::warn_nearer(&req.workload.name, site, &req.profile);
+        site.warn_nearer(&req.workload.name, &req.profile);
     }
     if req.variant.as_recorded {
         match &manifest.site {

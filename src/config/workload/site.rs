@@ -134,6 +134,20 @@ impl SitePlan {
             .collect()
     }
 
+    /// Says (once, before the runs of workload `w`) which origins stay at `profile`'s round
+    /// trip though recorded nearer.
+    pub fn warn_nearer(&self, w: &str, profile: &Profile) {
+        let near = self.nearer_than(profile);
+        if !near.is_empty() {
+            tracing::warn!(
+                "--distances recorded: {w}'s {} recorded nearer than profile {}'s {} ms round trip; they stay at it",
+                near.join(", "),
+                profile.name,
+                profile.rtt_ms
+            );
+        }
+    }
+
     /// Each origin's recorded and replayed round trip on `profile` (as [`SitePlan::profile_for`]
     /// made it), when the replay runs at the recorded distances.
     pub fn applied_distances(&self, profile: &Profile) -> Option<Vec<AppliedDistance>> {
