@@ -16,11 +16,12 @@ need=()
 # mount: programs the tests run (a web server through `pagebench shell`, unshare, setpriv,
 # mount); iproute2: ip and ss; tshark: the capture tests decrypt the runs' pcaps with it;
 # firefox-esr and libnss3-tools: the second engine and the tool that trusts the server's
-# certificate in its profile. Servers under test: apache2 and h2o (h1/h2); cmake, g++ and
+# certificate in its profile; xvfb: the virtual display `--visual` records the browsers'
+# windows on. Servers under test: apache2 and h2o (h1/h2); cmake, g++ and
 # libclang-dev build quiche's vendored BoringSSL (--servers quiche), with make (cmake's
 # generator) and git (boring-sys's build calls it; a bare Debian has neither); python3-venv
 # holds aioquic (--servers aioquic) and kubernetes-validate.
-for pkg in chromium firefox-esr libnss3-tools curl caddy nginx-light apache2 h2o iproute2 procps ca-certificates gcc g++ libc6-dev cmake make git libclang-dev python3 python3-venv util-linux mount tshark; do
+for pkg in chromium firefox-esr libnss3-tools xvfb curl caddy nginx-light apache2 h2o iproute2 procps ca-certificates gcc g++ libc6-dev cmake make git libclang-dev python3 python3-venv util-linux mount tshark; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if $runtime_only && [ ${#need[@]} -gt 0 ]; then

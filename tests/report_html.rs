@@ -106,14 +106,14 @@ fn report_html_renders_offline_in_chromium() {
         settle_max: Duration::from_secs(3),
         extra_args: vec![],
         keep_bodies: false,
-        visual: false,
+        visual: None,
         hosts: vec![],
         init_script: None,
         repeat: None,
         as_recorded: vec![],
     };
-    let mut browser =
-        ChromiumProcess::launch(cmd, &opts).expect("Chromium starts in an empty network namespace");
+    let mut browser = ChromiumProcess::launch(cmd, &opts, None)
+        .expect("Chromium starts in an empty network namespace");
     let session = attach(&browser);
     let t = Duration::from_secs(20);
     let call = |m: &str, p: Value| browser.cdp.call(Some(&session), m, p, t).unwrap();

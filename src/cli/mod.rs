@@ -474,10 +474,13 @@ pub struct CommonArgs {
     /// Site replay: requests not in the archive (answered 404) a run may make and still count.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_misses: u32,
-    /// Record a screencast of every load: Speed Index, Visually Complete and First Visual
-    /// Change per run, the frames in `frames/<run id>/`, a filmstrip in the report.
-    #[arg(long)]
-    pub visual: bool,
+    /// Record every load's screen: Speed Index, Visually Complete and First Visual Change per
+    /// run, the frames in `frames/<run id>/`, a filmstrip in the report. `--visual` (or
+    /// `--visual=video`): video of the browser's window on a virtual display (Xvfb), the same
+    /// for every engine; `--visual=screencast`: Chromium's DevTools screencast (headless,
+    /// Chromium only).
+    #[arg(long, value_name = "HOW", num_args = 0..=1, require_equals = true, default_missing_value = "video")]
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// Keep files of every run beside its record: any of pcap (the link's packets, both
     /// sides, drops marked), keys (TLS key log of browser and server), netlog (Chromium's
     /// NetLog; netlog-bytes with socket bytes), qlog (the embedded server's, per QUIC
@@ -1093,7 +1096,8 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
         BenchTarget::Netem(n) => bench_netem(n),
         BenchTarget::Link(l) => bench_link(l),
         BenchTarget::Visual(v) => {
-            bench_visual(v, crate::cli::matrix::visual_bench::Treatment::Visual)
+            let how = v.common.visual.unwrap_or_default();
+            bench_visual(v, crate::cli::matrix::visual_bench::Treatment::Visual(how))
         }
         BenchTarget::Capture(v) => {
             let kinds = v
@@ -1659,7 +1663,7 @@ fn bench_matrix(
         pages_seed: common.pages_seed,
         faults: vec![],
         steer_receive: true,
-        visual: false,
+        visual: None,
         capture: Default::default(),
         sites: Default::default(),
         adaptive: None,
@@ -1795,6 +1799,13 @@ fn bench_visual(
         out: out.clone(),
         timeout: a.timeout,
         seed: a.seed,
+        browser: match a.common.browsers()?.as_slice() {
+            [one] => *one,
+            more => anyhow::bail!(
+                "--browsers: bench {slug} measures one engine, not {}",
+                more.len()
+            ),
+        },
     };
     let r = visual_bench::run(&req, &signals::interrupted)?;
     let json = serde_json::to_string_pretty(&r)?;
@@ -1821,6 +1832,19 @@ fn bench_visual(
             "attempts run again after failing as a measurement: {} with, {} without",
             r.retried_with, r.retried_without
         );
+        if !r.speed_index_ms.is_empty() {
+            println!(
+                "Speed Index ({}): median {}, range {:.0}–{:.0} ms over {} runs",
+                flag,
+                med(&r.speed_index_ms),
+                r.speed_index_ms
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min),
+                r.speed_index_ms.iter().copied().fold(0.0, f64::max),
+                r.speed_index_ms.len()
+            );
+        }
         if !r.kept_bytes.is_empty() {
             let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();
             println!(

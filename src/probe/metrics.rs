@@ -94,10 +94,14 @@ pub struct Observation {
     /// never written into the run record.
     #[serde(skip)]
     pub bodies: std::collections::BTreeMap<String, ResponseBody>,
-    /// The screencast of the load (`--visual`), in arrival order; the record keeps what the
-    /// frames showed (`record::VisualEvidence`), the store their images.
+    /// The frames of the load's screen (`--visual`: the video or the screencast), in arrival
+    /// order; the record keeps what the frames showed (`record::VisualEvidence`), the store
+    /// their images.
     #[serde(skip)]
     pub frames: Vec<ScreencastFrame>,
+    /// Why the screen was not recorded although asked (the video recorder failed).
+    #[serde(skip)]
+    pub frames_error: Option<String>,
 }
 
 /// What a repeat view's first navigation (made during the launch, not measured) showed.

@@ -53,7 +53,7 @@ pub struct RunSpec {
     /// Keep the response bodies after the load (`run --har`: a HAR with content).
     pub keep_bodies: bool,
     /// Record a screencast of the load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// What the run keeps beside its record (`--capture`).
     pub capture: crate::probe::capture::CaptureSet,
     /// Tap the link's packets for the head-of-line analysis (always, but in `bench tap`'s
@@ -95,7 +95,7 @@ impl RunSpec {
             settle_max: Duration::from_secs(3),
             fault: None,
             keep_bodies: false,
-            visual: false,
+            visual: None,
             capture: crate::probe::capture::CaptureSet::none(),
             packet_tap: true,
             trace_start: TraceStart::default(),
@@ -163,11 +163,21 @@ pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
     }
 }
 
-/// The screencast's evidence (frame times made relative to navigation start) and the frames'
-/// images, when the run recorded one.
+/// The visual evidence (frame times made relative to navigation start) and the frames' images,
+/// when the run recorded its screen (with `source`).
 fn visual_of(
+    source: crate::probe::visual::VisualSource,
     obs: &crate::probe::metrics::Observation,
 ) -> (Option<crate::probe::visual::VisualEvidence>, Vec<Vec<u8>>) {
+    if let Some(error) = obs.frames_error.clone().filter(|_| obs.frames.is_empty()) {
+        let failed = crate::probe::visual::VisualEvidence {
+            source,
+            metrics: None,
+            frames: Vec::new(),
+            error: Some(error),
+        };
+        return (Some(failed), Vec::new());
+    }
     let Some(origin) = obs.time_origin.filter(|_| !obs.frames.is_empty()) else {
         return (None, Vec::new());
     };
@@ -176,7 +186,7 @@ fn visual_of(
         .iter()
         .map(|f| (f.timestamp * 1000.0 - origin, f.jpeg.as_slice()))
         .collect();
-    let evidence = crate::probe::visual::evidence(&frames);
+    let evidence = crate::probe::visual::evidence(source, &frames);
     (
         evidence,
         obs.frames.iter().map(|f| f.jpeg.clone()).collect(),
@@ -211,7 +221,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     let disruption = disruption_of(&link_stats, &capture, &server);
     let captured = finish_capture(spec, capture);
     let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
-    let (visual, frame_images) = visual_of(&obs);
+    let (visual, frame_images) = visual_of(spec.visual.unwrap_or_default(), &obs);
     add_visual_metrics(&mut metrics, visual.as_ref());
     let client = snmp::delta(&snmp_c0, &snmp_c1);
     let warnings = capture_warnings(&captured);

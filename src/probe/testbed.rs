@@ -342,7 +342,7 @@ pub struct LoadRequest<'a> {
     /// Keep the response bodies (`run --har`).
     pub keep_bodies: bool,
     /// Record a screencast of the load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// What the run keeps beside its record (`--capture`); the packets are always tapped for
     /// the head-of-line analysis.
     pub capture: &'a CaptureSet,
@@ -1114,7 +1114,7 @@ mod tests {
             settle_max: Duration::from_secs(1),
             fault,
             keep_bodies: false,
-            visual: false,
+            visual: None,
             capture: &CaptureSet::none(),
             packet_tap: true,
             repeat: None,

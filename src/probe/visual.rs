@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// A pixel whose three channels all exceed this is page background ("nothing painted"), left out
 /// of histograms as WebPageTest does.
-const WHITE_ABOVE: u8 = 250;
+pub const WHITE_ABOVE: u8 = 250;
 
 /// How many histogram bins a colour may drift (JPEG noise, antialiasing) and still count as
 /// the colour it is meant to be: WebPageTest's slop, applied either side of a bin.
@@ -24,6 +24,49 @@ const COMPLETE: f64 = 0.9995;
 
 /// The most ticks one filmstrip may ask for; more means the interval is a unit mistake.
 const MAX_TICKS: usize = 100_000;
+
+/// How a run's frames were taken (`--visual[=HOW]`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum VisualSource {
+    /// Video of the browser's window on a virtual display (Xvfb), read 30 times a second: the
+    /// same instrument for every engine, as browsertime's.
+    #[default]
+    Video,
+    /// Chromium's screencast (DevTools `Page.startScreencast`): a frame per paint, headless,
+    /// Chromium only.
+    Screencast,
+}
+
+impl VisualSource {
+    /// Its name in flags and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            VisualSource::Video => "video",
+            VisualSource::Screencast => "screencast",
+        }
+    }
+
+    /// What took the frames, in a report's words.
+    pub fn described(self) -> &'static str {
+        match self {
+            VisualSource::Video => "video of the screen (Xvfb, 30 frames a second)",
+            VisualSource::Screencast => "Chromium's screencast",
+        }
+    }
+
+    /// What records stored before the method was recorded meant: the screencast.
+    pub fn before_video() -> VisualSource {
+        VisualSource::Screencast
+    }
+}
+
+/// After the load, the screen is recorded on until it has not changed for this long…
+pub const TAIL_QUIET: std::time::Duration = std::time::Duration::from_millis(1000);
+/// …or this long after the load (a page that never stops animating).
+pub const TAIL_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A decoded frame: RGB8, row-major, `pixels.len() == width * height * 3`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -439,6 +482,9 @@ pub fn encode_png(frame: &Rgb) -> Result<Vec<u8>> {
 /// time and its image in `frames/<run id>/` of the results directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VisualEvidence {
+    /// How the frames were taken (records from before video: the screencast).
+    #[serde(default = "VisualSource::before_video")]
+    pub source: VisualSource,
     /// `None` when a frame could not be read (`error` says which).
     pub metrics: Option<VisualMetrics>,
     pub frames: Vec<FrameRef>,
@@ -457,7 +503,7 @@ pub struct FrameRef {
 /// The visual evidence of one load from its frames (`(t_ms, jpeg)`, in arrival order; t_ms
 /// after navigation start). Frames are named `NNNN.jpg` in that order. Frames that arrive out
 /// of order are sorted by time; an undecodable frame leaves the metrics out, with the reason.
-pub fn evidence(frames: &[(f64, &[u8])]) -> Option<VisualEvidence> {
+pub fn evidence(source: VisualSource, frames: &[(f64, &[u8])]) -> Option<VisualEvidence> {
     if frames.is_empty() {
         return None;
     }
@@ -487,6 +533,7 @@ pub fn evidence(frames: &[(f64, &[u8])]) -> Option<VisualEvidence> {
         Err(e) => (None, Some(format!("{e:#}"))),
     };
     Some(VisualEvidence {
+        source,
         metrics,
         frames: refs,
         error,

@@ -46,6 +46,8 @@ pub enum ChartData {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Filmstrip {
     pub interval_ms: f64,
+    /// How the rows' frames were taken (each way once, in row order).
+    pub sources: Vec<crate::probe::visual::VisualSource>,
     /// The time of each column, ms after navigation start.
     pub ticks_ms: Vec<f64>,
     pub rows: Vec<FilmRow>,

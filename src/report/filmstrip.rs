@@ -170,7 +170,11 @@ pub fn layout(inputs: Vec<FilmInput>) -> Result<Filmstrip> {
     let columns = (until / interval).ceil() as usize + 1;
     let ticks_ms: Vec<f64> = (0..columns).map(|c| c as f64 * interval).collect();
     let mut rows = Vec::new();
+    let mut sources = Vec::new();
     for input in inputs {
+        if !sources.contains(&input.evidence.source) {
+            sources.push(input.evidence.source);
+        }
         ensure!(
             input.thumbs.len() == input.evidence.frames.len(),
             "run {}: {} thumbnails for {} frames",
@@ -219,6 +223,7 @@ pub fn layout(inputs: Vec<FilmInput>) -> Result<Filmstrip> {
     }
     Ok(Filmstrip {
         interval_ms: interval,
+        sources,
         ticks_ms,
         rows,
     })
@@ -246,6 +251,12 @@ pub const ROW_LABEL_H: u32 = 22;
 
 /// The strip as a chart of the report.
 pub fn chart(strip: Filmstrip, profile: &str, workload: &str, suffix: &str, on: &str) -> Chart {
+    let sources = strip
+        .sources
+        .iter()
+        .map(|s| s.described())
+        .collect::<Vec<_>>()
+        .join(" and of ");
     let (tw, th) = THUMB;
     let columns = strip.ticks_ms.len() as u32;
     let width = LABEL_W + columns * (tw + GAP) + GAP;
@@ -267,10 +278,11 @@ pub fn chart(strip: Filmstrip, profile: &str, workload: &str, suffix: &str, on: 
         ),
         caption: format!(
             "Filmstrip of the run closest to each series' median, {} on {profile}: the screen \
-every {step} from navigation start (the screencast's frames, WebPageTest-style). An orange frame \
+every {step} from navigation start (frames of {}, WebPageTest-style). An orange frame \
 changed since the one before; the red one is the first at or after Visually Complete. Each row \
 names its Speed Index (SI), Visually Complete (VC) and loadEventEnd.",
-            workload_title(workload)
+            workload_title(workload),
+            sources
         ),
         width,
         height,
@@ -285,6 +297,7 @@ mod tests {
 
     fn evidence(times: &[f64], vc: f64) -> VisualEvidence {
         VisualEvidence {
+            source: crate::probe::visual::VisualSource::Video,
             metrics: Some(VisualMetrics {
                 progress: vec![(0.0, 0.0), (vc, 100.0)],
                 first_visual_change_ms: Some(times[1]),

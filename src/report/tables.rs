@@ -600,7 +600,7 @@ pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> 
             title_suffix(data, setup)
         ),
         intro: vec![
-            "Medians over the valid runs [95 % CI], ms from navigation start: FCP = First Contentful Paint; LCP = Largest Contentful Paint (on the generated pages, the hero image); hero = the Element Timing of the page's `elementtiming=\"hero\"` image; with `--visual`, Speed Index (∫ (1 − visual progress) dt, WebPageTest's), Visually Complete and First Visual Change from the screencast; CLS = Cumulative Layout Shift (unitless). `pagebench report --metric lcp|fcp|speed-index` makes one of them the headline of every comparison."
+            "Medians over the valid runs [95 % CI], ms from navigation start: FCP = First Contentful Paint; LCP = Largest Contentful Paint (on the generated pages, the hero image); hero = the Element Timing of the page's `elementtiming=\"hero\"` image; with `--visual`, Speed Index (∫ (1 − visual progress) dt, WebPageTest's), Visually Complete and First Visual Change from the recorded screen (video of a virtual display for every engine; `--visual=screencast`: Chromium's screencast); CLS = Cumulative Layout Shift (unitless). `pagebench report --metric lcp|fcp|speed-index` makes one of them the headline of every comparison."
                 .into(),
         ],
         header,

@@ -113,7 +113,7 @@ fn reference(
         retry_invalid: 2,
         sites: Default::default(),
         keep_bodies: false,
-        visual: false,
+        visual: None,
         capture: crate::probe::capture::CaptureSet::none(),
     };
     let mut loads = Vec::new();

@@ -64,7 +64,7 @@ pub struct MatrixRequest {
     /// Steer receive processing off the emulator's CPU (see `LinkOptions::steer_receive`).
     pub steer_receive: bool,
     /// Record a screencast of every load (`--visual`): Speed Index, Visually Complete, frames.
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// What every run keeps beside its record (`--capture`), in `captures/<run id>/`.
     pub capture: crate::probe::capture::CaptureSet,
     /// How site workloads are replayed.

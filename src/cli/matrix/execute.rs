@@ -202,7 +202,7 @@ pub struct PlanContext<'a> {
     /// Keep the response bodies of every run (`run --har`).
     pub keep_bodies: bool,
     /// Record a screencast of every load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// What every run keeps beside its record (`--capture`).
     pub capture: &'a crate::probe::capture::CaptureSet,
     /// What a repeat view does with the HTTP cache (`--repeat-cache`).
@@ -239,7 +239,7 @@ impl<'a> PlanContext<'a> {
             faults,
             quiet: true,
             keep_bodies: false,
-            visual: false,
+            visual: None,
             capture: &crate::probe::capture::NO_CAPTURE,
             repeat_cache: Default::default(),
             stop: &|| false,

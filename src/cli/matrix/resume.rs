@@ -14,6 +14,7 @@ use crate::config::profile::{self, ProfileSource};
 use crate::config::protocol::{H3Mode, Variant};
 use crate::origin::server::ServerKnobs;
 use crate::probe::testbed::{self, ServerChoice};
+use crate::probe::visual::VisualSource;
 use crate::proof::results::options::{ServerFlags, StoredOptions};
 use crate::proof::results::store::Meta;
 
@@ -24,7 +25,8 @@ impl StoredOptions {
             knobs: req.knobs.clone(),
             settle_max_ms: req.settle_max.as_millis() as u64,
             steer_receive: req.steer_receive,
-            visual: req.visual,
+            visual: req.visual.is_some(),
+            visual_source: req.visual.unwrap_or_else(VisualSource::before_video),
             capture: req.capture.clone(),
             repeat_cache: req.repeat_cache,
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
@@ -396,6 +398,12 @@ fn option_differences(
     }
     if typed.visual && !options.visual {
         diffs.push("--visual given, the results were made without it".into());
+    } else if typed.visual && given.visual != Some(options.visual_source) {
+        diffs.push(differs(
+            "--visual",
+            given.visual.map_or("none", VisualSource::name),
+            options.visual_source.name(),
+        ));
     }
     if typed.capture && given.capture != options.capture {
         diffs.push(differs(
@@ -460,7 +468,7 @@ fn stored_request(
         pages_seed: stored.pages_seed,
         faults: given.faults.clone(),
         steer_receive: options.steer_receive,
-        visual: options.visual,
+        visual: options.visual.then_some(options.visual_source),
         capture: options.capture.clone(),
         sites: options.sites,
         adaptive: plan.adaptive,
@@ -515,7 +523,7 @@ mod tests {
             pages_seed: 1,
             faults: vec![],
             steer_receive: true,
-            visual: false,
+            visual: None,
             capture: Default::default(),
             sites: Default::default(),
             adaptive: None,
@@ -674,7 +682,7 @@ mod tests {
         // Started without --visual: giving it on resume is refused.
         let e = refusal(
             &MatrixRequest {
-                visual: true,
+                visual: Some(VisualSource::Video),
                 ..defaults()
             },
             Typed {
@@ -685,7 +693,7 @@ mod tests {
         assert!(e.contains("--visual given"), "{e}");
         // Started with it: a resume alone keeps recording screencasts.
         let with = MatrixRequest {
-            visual: true,
+            visual: Some(VisualSource::Screencast),
             ..started()
         };
         let r = resumed_request(
@@ -695,7 +703,22 @@ mod tests {
             &Typed::default(),
         )
         .unwrap();
-        assert!(r.visual);
+        assert_eq!(r.visual, Some(VisualSource::Screencast));
+        // Another method than the one the runs were made with is refused.
+        let e = resumed_request(
+            Path::new("/r"),
+            &meta_of(&with),
+            &MatrixRequest {
+                visual: Some(VisualSource::Video),
+                ..defaults()
+            },
+            &Typed {
+                visual: true,
+                ..Typed::default()
+            },
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("--visual"), "{e:#}");
     }
 
     #[test]

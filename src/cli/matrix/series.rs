@@ -39,7 +39,7 @@ pub struct SeriesRequest {
     /// Keep every response body (for `--har`: a HAR with content).
     pub keep_bodies: bool,
     /// Record a screencast of every load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// What every run keeps (`--capture`); `each` gets the files in `capture_files`.
     pub capture: crate::probe::capture::CaptureSet,
 }

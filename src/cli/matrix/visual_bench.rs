@@ -23,8 +23,8 @@ use crate::support::stats::{compare, BootstrapConfig, CompareConfig, Comparison,
 /// The option whose cost is measured.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Treatment {
-    /// `--visual`.
-    Visual,
+    /// `--visual=HOW`.
+    Visual(crate::probe::visual::VisualSource),
     /// `--capture KINDS`.
     Capture(crate::probe::capture::CaptureSet),
     /// The packet tap itself (the head-of-line analysis): the control arm runs without it.
@@ -35,7 +35,7 @@ impl Treatment {
     /// The option as a user types it.
     pub fn flag(&self) -> String {
         match self {
-            Treatment::Visual => "--visual".into(),
+            Treatment::Visual(how) => format!("--visual={}", how.name()),
             Treatment::Capture(c) => format!("--capture {c}"),
             Treatment::Tap => "the packet tap".into(),
         }
@@ -44,7 +44,7 @@ impl Treatment {
     /// Its word in run ids and file names.
     pub fn slug(&self) -> &'static str {
         match self {
-            Treatment::Visual => "visual",
+            Treatment::Visual(_) => "visual",
             Treatment::Capture(_) => "capture",
             Treatment::Tap => "tap",
         }
@@ -53,7 +53,7 @@ impl Treatment {
     /// Sets the option on a treated run's spec.
     fn apply(&self, spec: &mut RunSpec) {
         match self {
-            Treatment::Visual => spec.visual = true,
+            Treatment::Visual(how) => spec.visual = Some(*how),
             Treatment::Capture(c) => spec.capture = c.clone(),
             Treatment::Tap => {}
         }
@@ -86,6 +86,10 @@ pub struct VisualOverhead {
     /// Bytes the treated runs kept on disk (capture files), per run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kept_bytes: Vec<u64>,
+    /// The treated runs' Speed Index (`--visual`), in run order: on the four-block calibration
+    /// page, the method's error against the analytic value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub speed_index_ms: Vec<f64>,
     /// Runs of either arm that did not count (invalid after retries, or DNF).
     pub not_counted: usize,
     /// Attempts that failed as a measurement (the link gate: late releases…) and were run
@@ -127,6 +131,7 @@ pub struct VisualBenchRequest {
     pub timeout: Duration,
     pub seed: u64,
     pub treatment: Treatment,
+    pub browser: crate::config::identity::BrowserId,
 }
 
 /// Runs the bench, writing each run's record to `out/runs/` before the next starts.
@@ -153,7 +158,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
     })?;
     let server = ServerChoice::embedded().name();
     let (mut with, mut without, mut not_counted) = (Vec::new(), Vec::new(), 0);
-    let mut kept_bytes = Vec::new();
+    let (mut kept_bytes, mut speed_index_ms) = (Vec::new(), Vec::new());
     let (mut retried_with, mut retried_without) = (0, 0);
     // One warm-up of each arm: the first load after a testbed starts is slower.
     for i in 0..(2 * req.runs + 2) {
@@ -182,6 +187,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
             &server,
             req.timeout,
         );
+        spec.browser = req.browser;
         if treated {
             req.treatment.apply(&mut spec);
         } else {
@@ -219,6 +225,13 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         if warm {
             continue;
         }
+        if let Some(si) = rec
+            .metrics
+            .speed_index_ms
+            .filter(|_| rec.outcome == Outcome::Valid)
+        {
+            speed_index_ms.push(si);
+        }
         if treated && !rec.captures.is_empty() {
             kept_bytes.push(rec.captures.iter().map(|c| c.bytes).sum());
         }
@@ -238,6 +251,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         with_ms,
         without_ms,
         kept_bytes,
+        speed_index_ms,
         not_counted,
         retried_with,
         retried_without,

@@ -21,6 +21,7 @@ pub mod resolver;
 pub mod rpc;
 pub mod sandbox;
 pub mod scripts;
+pub mod video;
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -212,7 +213,7 @@ pub fn make(id: BrowserId) -> Result<Box<dyn Browser + Send>> {
 #[derive(Debug, Clone, Copy)]
 pub struct Asked<'a> {
     /// A screencast of every load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     pub capture: &'a crate::probe::capture::CaptureSet,
     /// The `as-recorded` arm of a replayed site.
     pub as_recorded: bool,

@@ -35,7 +35,7 @@ pub struct LaunchOptions {
     /// load).
     pub keep_bodies: bool,
     /// Record a screencast of the load (`--visual`).
-    pub visual: bool,
+    pub visual: Option<crate::probe::visual::VisualSource>,
     /// Every host the page may contact and its address (a replayed site's origins); empty:
     /// only `pagebench.test` at `server_ip`. All are forced onto h3 or primed for it alike.
     pub hosts: Vec<(String, std::net::IpAddr)>,
@@ -78,7 +78,7 @@ impl LaunchOptions {
             settle_max: Duration::from_secs(1),
             extra_args: vec![],
             keep_bodies: false,
-            visual: false,
+            visual: None,
             hosts: vec![],
             init_script: None,
             repeat: None,

@@ -15,9 +15,12 @@ pub struct StoredOptions {
     pub knobs: ServerKnobs,
     pub settle_max_ms: u64,
     pub steer_receive: bool,
-    /// Every load recorded a screencast (`--visual`).
+    /// Every load recorded its screen (`--visual`)…
     #[serde(default)]
     pub visual: bool,
+    /// …this way (results from before video: the screencast).
+    #[serde(default = "crate::probe::visual::VisualSource::before_video")]
+    pub visual_source: crate::probe::visual::VisualSource,
     /// What every run kept beside its record (`--capture`).
     #[serde(
         default,

@@ -183,7 +183,7 @@ impl Meta {
     pub fn plan_hash(&self) -> String {
         use sha2::{Digest, Sha256};
         let options = self.options.as_ref().map(|o| {
-            serde_json::json!({
+            let mut options = serde_json::json!({
                 "servers": o.servers,
                 "knobs": o.knobs,
                 "settle_max_ms": o.settle_max_ms,
@@ -191,7 +191,12 @@ impl Meta {
                 "visual": o.visual,
                 "capture": o.capture,
                 "sites": o.sites,
-            })
+            });
+            // Named only when it is not the screencast, so plans from before video keep their hash.
+            if o.visual && o.visual_source != crate::probe::visual::VisualSource::before_video() {
+                options["visual_source"] = o.visual_source.name().into();
+            }
+            options
         });
         let identity = serde_json::json!({
             "plan": self.plan,

@@ -16,6 +16,7 @@ use super::cdp::Cdp;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::probe::browser::sandbox::{self, Confinement};
 use crate::probe::browser::{process, BrowserOverhead, LaunchOptions, HOST};
+use crate::probe::visual::VisualSource;
 use crate::support::cgroup::{spawn_counted_as, CpuGroup};
 use crate::support::public_suffix;
 use crate::support::signals;
@@ -42,13 +43,27 @@ pub struct NaturalOptions {
     pub settle_max: Duration,
 }
 
-/// The flags every launch gets: headless, no background traffic, a DevTools pipe; and
-/// `--no-sandbox` only when the sandbox is off (`--no-browser-sandbox`: [`sandbox`]).
-fn quiet_browser_args() -> Vec<String> {
-    [
-        "--headless=new",
-        // A fixed viewport: what the page paints (LCP, the filmstrip) does not depend on a default.
-        "--window-size=1280,720",
+/// The flags every launch gets: headless (or, on a virtual display, a full-screen window with
+/// nothing but the page), no background traffic, a DevTools pipe; and `--no-sandbox` only when
+/// the sandbox is off (`--no-browser-sandbox`: [`sandbox`]).
+fn quiet_browser_args(on_display: bool) -> Vec<String> {
+    // A fixed viewport: what the page paints (LCP, the filmstrip) does not depend on a default.
+    // Full screen on X without a window manager, Chromium's page is a pixel narrower and
+    // shorter than the window size given (1280×720 leaves a black edge of 1279×719's): one
+    // more fills the 1280×720 screen (the page's viewport is then 1281×721).
+    let window: &[&str] = if on_display {
+        &[
+            "--ozone-platform=x11",
+            "--kiosk",
+            "--window-position=0,0",
+            "--window-size=1281,721",
+        ]
+    } else {
+        &["--headless=new", "--window-size=1280,720"]
+    };
+    window
+        .iter()
+        .chain(&[
         "--disable-gpu",
         "--no-first-run",
         "--no-default-browser-check",
@@ -65,8 +80,7 @@ fn quiet_browser_args() -> Vec<String> {
         "--password-store=basic",
         "--mute-audio",
         "--remote-debugging-pipe",
-    ]
-    .iter()
+    ])
     .map(|s| s.to_string())
     .chain((!sandbox::engine_sandbox_on()).then(|| "--no-sandbox".to_string()))
     .collect()
@@ -78,7 +92,7 @@ pub const NET_BENCHMARKING: &str = "--enable-net-benchmarking";
 
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
 pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
-    let mut a = quiet_browser_args();
+    let mut a = quiet_browser_args(o.visual == Some(VisualSource::Video));
     let hosts = o.host_map();
     let rules: Vec<String> = hosts
         .iter()
@@ -150,7 +164,7 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
 
 /// Chromium's flags for a natural-protocol launch ([`NaturalOptions`]).
 pub fn natural_args(o: &NaturalOptions) -> Vec<String> {
-    let mut a = quiet_browser_args();
+    let mut a = quiet_browser_args(false);
     if !o.resolve.is_empty() {
         let rules: Vec<String> = o
             .resolve
@@ -313,7 +327,12 @@ impl ChromiumProcess {
     /// profile and HOME, and the flags for `o`; waits for DevTools and for the start-up burst.
     /// A repeat view's first navigation is not made here: [`crate::probe::browser::repeat::first_view`] makes
     /// it next (it loads pages, which needs [`super::load`], which needs this process).
-    pub fn launch(cmd: Command, o: &LaunchOptions) -> Result<ChromiumProcess> {
+    /// On `display` (an X display's name) when the run records video.
+    pub fn launch(
+        cmd: Command,
+        o: &LaunchOptions,
+        display: Option<&str>,
+    ) -> Result<ChromiumProcess> {
         let primed = o.protocol == Protocol::H3 && o.h3_mode == H3Mode::Primed;
         let hosts = o.host_map();
         let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
@@ -323,13 +342,13 @@ impl ChromiumProcess {
             .flatten()
             .filter_map(|p| p.parent().map(Path::to_path_buf))
             .collect();
-        Self::start(cmd, chromium_args(o), state, o.settle_max, &writes)
+        Self::start(cmd, chromium_args(o), state, o.settle_max, &writes, display)
     }
 
     /// Launches Chromium as a normal browser ([`NaturalOptions`]: no protocol forced), with
     /// `cmd` as the process to run.
     pub fn launch_natural(cmd: Command, o: &NaturalOptions) -> Result<ChromiumProcess> {
-        Self::start(cmd, natural_args(o), None, o.settle_max, &[])
+        Self::start(cmd, natural_args(o), None, o.settle_max, &[], None)
     }
 
     fn start(
@@ -338,6 +357,7 @@ impl ChromiumProcess {
         network_state: Option<serde_json::Value>,
         settle_max: Duration,
         writes: &[PathBuf],
+        display: Option<&str>,
     ) -> Result<ChromiumProcess> {
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
@@ -377,6 +397,9 @@ impl ChromiumProcess {
             .stdout(Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        if let Some(d) = display {
+            cmd.env("DISPLAY", d);
+        }
         // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {

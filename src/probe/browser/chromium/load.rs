@@ -12,6 +12,7 @@ use super::launch::ChromiumProcess;
 use super::network;
 use crate::config::workload::WorkloadKind;
 use crate::probe::browser::scripts;
+use crate::probe::browser::video::{self, Recorder, VirtualDisplay};
 use crate::probe::metrics::{DataChunk, DevtoolsEvent, Observation, PaintEntries, ScreencastFrame};
 use crate::probe::validate::LoadEnd;
 use crate::support::signals;
@@ -47,17 +48,18 @@ pub struct LoadExtras<'a> {
     pub keep_bodies: bool,
     /// Run before the page's own scripts in every document.
     pub init_script: Option<&'a str>,
-    /// Record a screencast of the load (`--visual`): frames until the page stops changing.
-    pub visual: bool,
+    /// Record a screencast of the load (`--visual=screencast`): frames until the page stops
+    /// changing.
+    pub screencast: bool,
+    /// The display whose screen is recorded during the load (`--visual`, video).
+    pub display: Option<&'a VirtualDisplay>,
 }
 
 /// Screencast frames: JPEG, small enough to be cheap, large enough for a filmstrip.
 const SCREENCAST: (u32, u32, u32) = (640, 360, 70);
 
-/// After the load, the screencast goes on until no frame came for this long…
-const VISUAL_QUIET: Duration = Duration::from_millis(1000);
-/// …or this long after the load (a page that never stops animating).
-const VISUAL_TAIL_MAX: Duration = Duration::from_secs(5);
+/// After the load, the screencast goes on as a video recording does.
+use crate::probe::visual::{TAIL_MAX as VISUAL_TAIL_MAX, TAIL_QUIET as VISUAL_QUIET};
 
 /// Loads `url` (a workload page of `kind` with `expected_resources` subresources) and returns
 /// what the browser reported. Errors only for interruption by a signal; every other failure is
@@ -118,7 +120,8 @@ fn load_in_session(
     let LoadExtras {
         keep_bodies,
         init_script: _,
-        visual,
+        screencast: visual,
+        display,
     } = extras;
     let _ = browser.cdp.drain_events();
     let now = Instant::now();
@@ -130,6 +133,7 @@ fn load_in_session(
         started: now,
         timeout,
     };
+    let recording = video::start(display);
     let stopped = match load.start(url, visual)? {
         Some(end) => Some(end),
         None => match wait {
@@ -151,8 +155,12 @@ fn load_in_session(
         ..
     } = load;
     Ok(match stopped {
-        Some(end) => (obs, end),
-        None => finish(browser, &session, obs, keep_bodies, visual),
+        Some(end) => {
+            let mut obs = obs;
+            video::finish_into(recording, &mut obs, false);
+            (obs, end)
+        }
+        None => finish(browser, &session, obs, keep_bodies, visual, recording),
     })
 }
 
@@ -341,10 +349,12 @@ fn finish(
     mut obs: Observation,
     keep_bodies: bool,
     visual: bool,
+    recording: Option<Result<Recorder>>,
 ) -> (Observation, LoadEnd) {
     if visual {
         screencast_tail(browser, session, &mut obs);
     }
+    video::finish_into(recording, &mut obs, true);
     collect(browser, session, &mut obs);
     if obs.navigation.is_none() {
         return (

@@ -16,8 +16,10 @@ use super::{Browser, BrowserOverhead, ClientSide, Engine, LaunchOptions};
 use crate::config::identity::BrowserId;
 use crate::config::workload::WorkloadKind;
 use crate::probe::browser::sandbox::Confinement;
+use crate::probe::browser::video::VirtualDisplay;
 use crate::probe::metrics::Observation;
 use crate::probe::validate::LoadEnd;
+use crate::probe::visual::VisualSource;
 use launch::{ChromiumProcess, CHROMIUM};
 
 /// Chromium's name in flags and files, the default engine.
@@ -69,8 +71,11 @@ pub struct Chromium {
     keep_bodies: bool,
     /// Run before the page's own scripts in every document (the launch options say).
     init_script: Option<String>,
-    /// Record a screencast of each load (the launch options say).
-    visual: bool,
+    /// How each load's screen is recorded (the launch options say): Chromium records only its
+    /// screencast itself; video is the testbed's.
+    visual: Option<crate::probe::visual::VisualSource>,
+    /// The virtual display its window is on (`--visual`, video), from launch to close.
+    display: Option<VirtualDisplay>,
     /// The version the last launch reported (kept after close).
     version: Option<String>,
     /// How the last launch's processes ran (kept after close).
@@ -84,8 +89,20 @@ impl Browser for Chromium {
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
         self.close();
-        let launched = ChromiumProcess::launch(client.command(CHROMIUM), opts).and_then(|mut p| {
+        if opts.visual == Some(VisualSource::Video) {
+            self.display = Some(VirtualDisplay::start(client).context("Chromium's display")?);
+        }
+        let display = self.display.as_ref().map(VirtualDisplay::name);
+        let cmd = client.command(CHROMIUM);
+        let launched = ChromiumProcess::launch(cmd, opts, display.as_deref()).and_then(|mut p| {
             crate::probe::browser::repeat::first_view(&mut p, opts)?;
+            Ok(p)
+        });
+        let launched = launched.and_then(|p| {
+            // The recording's first frame is the blank page, not a first view's.
+            if let Some(d) = &self.display {
+                d.wait_until_white(crate::probe::browser::video::WHITE_WAIT)?;
+            }
             Ok(p)
         });
         let process = launched.context("Chromium did not start")?;
@@ -131,7 +148,8 @@ impl Browser for Chromium {
             load::LoadExtras {
                 keep_bodies: self.keep_bodies,
                 init_script: self.init_script.as_deref(),
-                visual: self.visual,
+                screencast: self.visual == Some(VisualSource::Screencast),
+                display: self.display.as_ref(),
             },
         )?;
         obs.first_view = first_view;
@@ -139,12 +157,15 @@ impl Browser for Chromium {
     }
 
     fn close(&mut self) -> BrowserOverhead {
-        match self.running.take() {
+        let overhead = match self.running.take() {
             Some(mut process) => {
                 process.close();
                 process.overhead.clone()
             }
             None => BrowserOverhead::default(),
-        }
+        };
+        // The window is gone: now its display.
+        self.display = None;
+        overhead
     }
 }

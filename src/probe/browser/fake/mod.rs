@@ -33,7 +33,7 @@ pub static ENGINE: Engine = Engine {
     devtools: PROTOCOL,
     make,
     installed: || Ok(VERSION.into()),
-    cannot: |asked| asked.visual.then_some("--visual: the fake paints nothing"),
+    cannot: |asked| asked.visual.map(|_| "--visual: the fake paints nothing"),
     har: entries,
     tells_connections: false,
     har_lacks: Some("the fake's HAR files have no bodies"),

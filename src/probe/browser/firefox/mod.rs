@@ -32,8 +32,10 @@ use crate::config::protocol::{H3Mode, Protocol};
 use crate::config::workload::WorkloadKind;
 use crate::probe::browser::resolver::PrivateNames;
 use crate::probe::browser::sandbox::{self, Confinement};
+use crate::probe::browser::video::{self, VirtualDisplay};
 use crate::probe::metrics::{DevtoolsEvent, FirstView, Observation};
 use crate::probe::validate::LoadEnd;
+use crate::probe::visual::VisualSource;
 use crate::support::cgroup::{spawn_counted_as, CpuGroup};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
@@ -329,7 +331,12 @@ struct FirefoxProcess {
 }
 
 impl FirefoxProcess {
-    fn launch(client: &dyn ClientSide, o: &LaunchOptions) -> Result<FirefoxProcess> {
+    /// On `display` (an X display's name) when the run records video.
+    fn launch(
+        client: &dyn ClientSide,
+        o: &LaunchOptions,
+        display: Option<&str>,
+    ) -> Result<FirefoxProcess> {
         installed_version()?;
         let tmp = tempdir::create("firefox")?;
         let profile = tmp.path().join("profile");
@@ -350,7 +357,15 @@ impl FirefoxProcess {
         }
 
         let mut cmd = client.command(FIREFOX);
-        cmd.args(["--headless", "--no-remote", "--profile"])
+        // Headless, or a full-screen window with nothing but the page on the virtual display.
+        // Without a window manager the window is 90 % of the screen unless its size is given.
+        let window: &[&str] = if display.is_some() {
+            &["--kiosk", "--width", "1280", "--height", "720"]
+        } else {
+            &["--headless"]
+        };
+        cmd.args(window)
+            .args(["--no-remote", "--profile"])
             .arg(&profile)
             .args(["--remote-debugging-port", "0"])
             // Privileged script over BiDi, only where a repeat view needs it.
@@ -359,7 +374,6 @@ impl FirefoxProcess {
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .env("XDG_CACHE_HOME", home.join(".cache"))
             .env("TMPDIR", &browser_tmp)
-            .env("MOZ_HEADLESS", "1")
             .env("MOZ_CRASHREPORTER_DISABLE", "1")
             // Makes a release build honour `services.settings.server` (a dead address).
             .env("MOZ_REMOTE_SETTINGS_DEVTOOLS", "1")
@@ -369,6 +383,10 @@ impl FirefoxProcess {
             .stdout(Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        match display {
+            Some(d) => cmd.env("DISPLAY", d),
+            None => cmd.env("MOZ_HEADLESS", "1"),
+        };
         if let Some(path) = &o.key_log {
             // NSS writes TLS and QUIC secrets alike.
             cmd.env("SSLKEYLOGFILE", path);
@@ -452,12 +470,15 @@ impl FirefoxProcess {
             .and_then(Value::as_str)
             .ok_or_else(|| anyhow!("Firefox has no browsing context"))?
             .to_string();
-        // A fixed viewport: what the page paints (LCP) does not depend on a default.
-        self.bidi.call(
-            "browsingContext.setViewport",
-            json!({ "context": self.context, "viewport": { "width": 1280, "height": 720 } }),
-            t,
-        )?;
+        // A fixed viewport: what the page paints (LCP) does not depend on a default. On a
+        // virtual display the window is the screen, which has that size.
+        if o.visual != Some(VisualSource::Video) {
+            self.bidi.call(
+                "browsingContext.setViewport",
+                json!({ "context": self.context, "viewport": { "width": 1280, "height": 720 } }),
+                t,
+            )?;
+        }
         let mut preload = vec![scripts::KEEP_RESOURCE_ENTRIES.to_string()];
         preload.extend(o.init_script.clone());
         for source in preload {
@@ -477,6 +498,18 @@ impl FirefoxProcess {
             t,
         );
         std::thread::sleep(WARMUP_PAUSE);
+        let _ = self.bidi.drain_events();
+        Ok(())
+    }
+
+    /// Navigates to a white page, what a recording starts from (Firefox's own `about:blank`
+    /// is drawn in its theme's grey, which would count as painted).
+    fn blank(&mut self) -> Result<()> {
+        self.bidi.call(
+            "browsingContext.navigate",
+            json!({ "context": self.context, "url": video::WHITE_PAGE, "wait": "complete" }),
+            Duration::from_secs(10),
+        )?;
         let _ = self.bidi.drain_events();
         Ok(())
     }
@@ -571,8 +604,8 @@ fn make() -> Box<dyn Browser + Send> {
 
 /// What of a request Firefox cannot do over WebDriver BiDi.
 fn cannot(asked: &Asked) -> Option<&'static str> {
-    if asked.visual {
-        return Some("--visual needs Chromium's screencast (Firefox has none over WebDriver BiDi)");
+    if asked.visual == Some(VisualSource::Screencast) {
+        return Some("--visual=screencast is Chromium's DevTools screencast (Firefox has none over WebDriver BiDi): record Firefox with --visual (video)");
     }
     if asked.capture.netlog().is_some() {
         return Some("--capture netlog is Chromium's NetLog (Firefox keeps none)");
@@ -587,6 +620,8 @@ fn cannot(asked: &Asked) -> Option<&'static str> {
 #[derive(Default)]
 pub struct Firefox {
     running: Option<FirefoxProcess>,
+    /// The virtual display its window is on (`--visual`, video), from launch to close.
+    display: Option<VirtualDisplay>,
     version: Option<String>,
     /// How the last launch's processes ran (kept after close).
     confinement: Option<Confinement>,
@@ -599,15 +634,27 @@ impl Browser for Firefox {
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
         self.close();
-        if opts.visual {
-            bail!("--visual needs Chromium's screencast: Firefox has none over WebDriver BiDi");
+        if opts.visual == Some(VisualSource::Screencast) {
+            bail!("--visual=screencast is Chromium's; Firefox is recorded by --visual (video)");
         }
         if opts.net_log.is_some() {
             bail!("--capture netlog is Chromium's NetLog: Firefox runs have none");
         }
-        let mut process = FirefoxProcess::launch(client, opts).context("Firefox did not start")?;
+        if opts.visual == Some(VisualSource::Video) {
+            self.display = Some(VirtualDisplay::start(client).context("Firefox's display")?);
+        }
+        let display = self.display.as_ref().map(VirtualDisplay::name);
+        let mut process = FirefoxProcess::launch(client, opts, display.as_deref())
+            .context("Firefox did not start")?;
         crate::probe::browser::repeat::first_view(&mut process, opts)
             .context("Firefox's repeat view")?;
+        if let Some(d) = &self.display {
+            // The recording's first frame is the white page, not the warm-up's error page.
+            process
+                .blank()
+                .context("Firefox's blank page before the load")?;
+            d.wait_until_white(video::WHITE_WAIT)?;
+        }
         self.version = Some(format!("Firefox {}", process.version));
         self.confinement = Some(process.confinement.clone());
         self.running = Some(process);
@@ -638,32 +685,66 @@ impl Browser for Firefox {
             .as_mut()
             .ok_or_else(|| anyhow!("Firefox is not running: launch it first"))?;
         let first_view = browser.first_view.clone();
-        let (mut obs, end) = load(browser, url, expected_resources, !kind.is_page(), timeout)?;
+        let display = self.display.as_ref();
+        let transfer = !kind.is_page();
+        let (mut obs, end) = load(browser, url, expected_resources, transfer, timeout, display)?;
         obs.first_view = first_view;
         Ok((obs, end))
     }
 
     fn close(&mut self) -> BrowserOverhead {
-        match self.running.take() {
+        let overhead = match self.running.take() {
             Some(mut process) => {
                 process.close();
                 process.overhead.clone()
             }
             None => BrowserOverhead::default(),
-        }
+        };
+        // The window is gone: now its display.
+        self.display = None;
+        overhead
     }
 }
 
 /// One navigation: navigate and wait for the load event, then (within the timeout) for the
-/// expected Resource Timing entries and the page's own end of transfer; then the timing and
-/// paint entries and the network events.
+/// expected Resource Timing entries and the page's own end of transfer; then (when `display`
+/// is recorded, after the screen is still) the timing and paint entries and the network events.
 fn load(
     browser: &mut FirefoxProcess,
     url: &str,
     expected: usize,
     transfer: bool,
     timeout: Duration,
+    display: Option<&VirtualDisplay>,
 ) -> Result<(Observation, LoadEnd)> {
+    let recording = video::start(display);
+    let mut obs = match navigate(browser, url, expected, transfer, timeout)? {
+        Err((mut obs, end)) => {
+            video::finish_into(recording, &mut obs, false);
+            return Ok((obs, end));
+        }
+        Ok(()) => Observation::default(),
+    };
+    video::finish_into(recording, &mut obs, true);
+    collect(browser, &mut obs);
+    if obs.navigation.is_none() {
+        return Ok((
+            obs,
+            LoadEnd::NavigationFailed("no navigation entry after load".into()),
+        ));
+    }
+    Ok((obs, LoadEnd::Completed))
+}
+
+/// The navigation and the wait for the page's end: `Err` with what was seen and how the load
+/// ended when it failed.
+fn navigate(
+    browser: &mut FirefoxProcess,
+    url: &str,
+    expected: usize,
+    transfer: bool,
+    timeout: Duration,
+) -> Result<std::result::Result<(), (Observation, LoadEnd)>> {
     let deadline = Instant::now() + timeout;
     let mut obs = Observation::default();
     let _ = browser.bidi.drain_events();
@@ -678,16 +759,14 @@ fn load(
         Err(BidiError::Interrupted { .. }) => return Err(signals::Interrupted.into()),
         Err(BidiError::Timeout { .. }) => {
             collect(browser, &mut obs);
-            return Ok((obs, timed_out(timeout, "no load event")));
+            return Ok(Err((obs, timed_out(timeout, "no load event"))));
         }
         Err(BidiError::Command { message, .. }) => {
             collect_events(browser, &mut obs);
-            return Ok((
-                obs,
-                LoadEnd::NavigationFailed(format!("{message} loading {url}")),
-            ));
+            let failed = LoadEnd::NavigationFailed(format!("{message} loading {url}"));
+            return Ok(Err((obs, failed)));
         }
-        Err(BidiError::Closed) => return Ok((obs, crashed(browser))),
+        Err(BidiError::Closed) => return Ok(Err((obs, crashed(browser)))),
     }
     let left = deadline
         .saturating_duration_since(Instant::now())
@@ -698,7 +777,7 @@ fn load(
             return Err(signals::Interrupted.into());
         }
         if browser.bidi.is_closed() || browser.has_exited() {
-            return Ok((obs, crashed(browser)));
+            return Ok(Err((obs, crashed(browser))));
         }
         tracing::debug!("the load did not finish: {e:#}");
         collect(browser, &mut obs);
@@ -707,16 +786,9 @@ fn load(
         } else {
             "the page did not finish loading"
         };
-        return Ok((obs, timed_out(timeout, what)));
+        return Ok(Err((obs, timed_out(timeout, what))));
     }
-    collect(browser, &mut obs);
-    if obs.navigation.is_none() {
-        return Ok((
-            obs,
-            LoadEnd::NavigationFailed("no navigation entry after load".into()),
-        ));
-    }
-    Ok((obs, LoadEnd::Completed))
+    Ok(Ok(()))
 }
 
 fn timed_out(timeout: Duration, what: &str) -> LoadEnd {

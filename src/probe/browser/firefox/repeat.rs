@@ -30,7 +30,7 @@ const CLOSE_DRAIN: Duration = Duration::from_secs(3);
 impl ReturningVisitor for FirefoxProcess {
     /// Connections closed and the cache cleared by privileged script in a chrome context.
     fn prepare(&mut self, repeat: &RepeatView, _: &LaunchOptions) -> Result<FirstView> {
-        let (obs, end) = load(self, &repeat.url, 0, false, FIRST_VIEW_TIMEOUT)?;
+        let (obs, end) = load(self, &repeat.url, 0, false, FIRST_VIEW_TIMEOUT, None)?;
         completed(&end, repeat)?;
         std::thread::sleep(FIRST_VIEW_QUIET);
         let first = FirstView::of(&obs, repeat.cache == RepeatCache::Keep);
