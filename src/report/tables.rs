@@ -878,9 +878,11 @@ pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<T
 
 pub const VIEWS_INTRO: &str = "A returning visitor against a first visit, the same page, link, server \
 and browser. A repeat view loads the page once during the browser's launch (not measured), closes \
-every connection (Chromium's `chrome.benchmarking.closeConnections()`: the TLS session cache, the \
-QUIC server configs and the Alt-Svc knowledge stay), clears the HTTP cache (unless \
-`--repeat-cache keep`), and measures a second navigation. Medians over the valid runs: the headline, \
+every connection while the TLS session cache, QUIC's resumption state and the Alt-Svc knowledge \
+stay (Chromium: `chrome.benchmarking.closeConnections()`; Firefox: the `net:prune-all-connections` \
+notification from privileged script, as its own shift-reload does, then 3 s for closed QUIC \
+connections to drain), clears the HTTP cache (unless `--repeat-cache keep`), and measures a \
+second navigation. Medians over the valid runs: the headline, \
 the navigation's connection set-up and its round trips (connect ÷ the profile's RTT), then from the \
 link's packets the connections whose handshake resumed a session, those whose 0-RTT data the server \
 accepted, and the requests sent in 0-RTT, before the handshake completed. Saved = first − repeat \

@@ -15,6 +15,8 @@ use crate::probe::browser::scripts;
 use crate::probe::browser::video::{self, Recorder, VirtualDisplay};
 use crate::probe::metrics::{DataChunk, DevtoolsEvent, Observation, PaintEntries, ScreencastFrame};
 use crate::probe::validate::LoadEnd;
+// After the load, the screencast goes on as a video recording does.
+use crate::probe::visual::{TAIL_MAX as VISUAL_TAIL_MAX, TAIL_QUIET as VISUAL_QUIET};
 use crate::support::signals;
 
 /// CDP events kept in the run record as they came (`Network.dataReceived` is kept compacted, as
@@ -57,9 +59,6 @@ pub struct LoadExtras<'a> {
 
 /// Screencast frames: JPEG, small enough to be cheap, large enough for a filmstrip.
 const SCREENCAST: (u32, u32, u32) = (640, 360, 70);
-
-/// After the load, the screencast goes on as a video recording does.
-use crate::probe::visual::{TAIL_MAX as VISUAL_TAIL_MAX, TAIL_QUIET as VISUAL_QUIET};
 
 /// Loads `url` (a workload page of `kind` with `expected_resources` subresources) and returns
 /// what the browser reported. Errors only for interruption by a signal; every other failure is

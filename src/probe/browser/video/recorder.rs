@@ -41,17 +41,23 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts reading `display`'s screen; the first frame is what it shows now.
+    /// Starts reading `display`'s screen. The first frame is read before this returns, so the
+    /// recording's baseline is what the screen showed before the navigation.
     pub fn start(display: &VirtualDisplay) -> Result<Recorder> {
-        let path = display.screen_file();
-        let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let screen = Screen::open(&display.screen_file())?;
+        let mut first = vec![0u8; screen.layout.pixel_bytes()];
+        let unix_s = screen.read(&mut first)?;
+        let shots = vec![Shot {
+            unix_s,
+            image: screen.layout.half_size(&first)?,
+        }];
         let stop = Arc::new(AtomicBool::new(false));
         let changed_ms = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let (s, c) = (stop.clone(), changed_ms.clone());
         let thread = std::thread::Builder::new()
             .name("video".into())
-            .spawn(move || record(&file, &s, &c, started))
+            .spawn(move || record(&screen, first, shots, &s, &c, started))
             .context("starting the video recorder")?;
         Ok(Recorder {
             stop,
@@ -100,44 +106,67 @@ impl Drop for Recorder {
     }
 }
 
-/// The recorder's loop: a frame every tick, kept when it differs from the last kept one.
+/// Xvfb's screen file, its layout read once.
+struct Screen {
+    file: File,
+    layout: Layout,
+}
+
+impl Screen {
+    fn open(path: &std::path::Path) -> Result<Screen> {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let mut header = vec![0u8; 4096];
+        let n = file
+            .read_at(&mut header, 0)
+            .context("reading the screen file's header")?;
+        let layout = Layout::parse(&header[..n])?;
+        Ok(Screen { file, layout })
+    }
+
+    /// The pixels now into `buf` (`layout.pixel_bytes()` long); the Unix time of the read.
+    fn read(&self, buf: &mut [u8]) -> Result<f64> {
+        let unix_s = unix_now();
+        self.file
+            .read_exact_at(buf, self.layout.pixels_at as u64)
+            .context("reading the screen")?;
+        Ok(unix_s)
+    }
+}
+
+/// The recorder's loop: a frame every tick, kept when it differs from the last kept one
+/// (`previous`, the last of `shots`).
 fn record(
-    file: &File,
+    screen: &Screen,
+    mut previous: Vec<u8>,
+    mut shots: Vec<Shot>,
     stop: &AtomicBool,
     changed_ms: &AtomicU64,
     started: Instant,
 ) -> Result<Vec<Shot>> {
-    let mut header = vec![0u8; 4096];
-    let n = file
-        .read_at(&mut header, 0)
-        .context("reading the screen file's header")?;
-    let layout = Layout::parse(&header[..n])?;
     let interval = Duration::from_secs(1) / FRAMES_PER_SECOND;
-    let (mut current, mut previous) = (vec![0u8; layout.pixel_bytes()], Vec::new());
-    let mut shots = Vec::new();
-    let mut tick = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let unix_s = unix_now();
-        file.read_exact_at(&mut current, layout.pixels_at as u64)
-            .context("reading the screen")?;
-        if current != previous {
-            shots.push(Shot {
-                unix_s,
-                image: layout.half_size(&current)?,
-            });
-            changed_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
-            std::mem::swap(&mut current, &mut previous);
-            current.resize(previous.len(), 0);
-        }
-        tick += interval;
+    let mut current = vec![0u8; previous.len()];
+    let mut tick = Instant::now() + interval;
+    loop {
         let now = Instant::now();
         if tick < now {
             // Behind (a busy machine): the next read is now, not a burst of catch-up reads.
             tick = now;
         }
         std::thread::sleep(tick - now);
+        tick += interval;
+        if stop.load(Ordering::Relaxed) {
+            return Ok(shots);
+        }
+        let unix_s = screen.read(&mut current)?;
+        if current != previous {
+            shots.push(Shot {
+                unix_s,
+                image: screen.layout.half_size(&current)?,
+            });
+            changed_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            std::mem::swap(&mut current, &mut previous);
+        }
     }
-    Ok(shots)
 }
 
 fn unix_now() -> f64 {
@@ -179,14 +208,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Xvfb_screen0");
         std::fs::write(&path, super::super::xwd::tests::xvfb_file(8, 8, [255; 3])).unwrap();
-        let file = File::open(&path).unwrap();
+        let screen = Screen::open(&path).unwrap();
+        let mut first = vec![0u8; screen.layout.pixel_bytes()];
+        screen.read(&mut first).unwrap();
         let (stop, changed) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicU64::new(0)),
         );
         let (s, c) = (stop.clone(), changed.clone());
         let started = Instant::now();
-        let t = std::thread::spawn(move || record(&file, &s, &c, started));
+        let t = std::thread::spawn(move || record(&screen, first, Vec::new(), &s, &c, started));
         std::thread::sleep(Duration::from_millis(200));
         // In place, as Xvfb paints: the reader never sees a shorter file.
         std::fs::OpenOptions::new()
@@ -198,10 +229,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         stop.store(true, Ordering::Relaxed);
         let shots = t.join().unwrap().unwrap();
-        assert_eq!(shots.len(), 2);
-        assert_eq!(shots[0].image.pixel(0, 0), Some([255; 3]));
-        assert_eq!(shots[1].image.pixel(0, 0), Some([0; 3]));
-        assert!(shots[1].unix_s > shots[0].unix_s);
+        // The still white screen was the first frame (not kept again); the black one is new.
+        assert_eq!(shots.len(), 1);
+        assert_eq!(shots[0].image.pixel(0, 0), Some([0; 3]));
         assert!(changed.load(Ordering::Relaxed) >= 150);
     }
 }
