@@ -368,41 +368,7 @@ impl FirefoxProcess {
             unprivileged::hand_over(user, &dirs)?;
         }
 
-        let mut cmd = client.command(FIREFOX);
-        // Headless, or a full-screen window with nothing but the page on the virtual display.
-        // Without a window manager the window is 90 % of the screen unless its size is given.
-        let window: &[&str] = if display.is_some() {
-            &["--kiosk", "--width", "1280", "--height", "720"]
-        } else {
-            &["--headless"]
-        };
-        cmd.args(window)
-            .args(["--no-remote", "--profile"])
-            .arg(&profile)
-            .args(["--remote-debugging-port", "0"])
-            // Privileged script over BiDi, only where a repeat view needs it.
-            .args(o.repeat.is_some().then_some(repeat::SYSTEM_ACCESS))
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("TMPDIR", &browser_tmp)
-            .env("MOZ_CRASHREPORTER_DISABLE", "1")
-            // Makes a release build honour `services.settings.server` (a dead address).
-            .env("MOZ_REMOTE_SETTINGS_DEVTOOLS", "1")
-            .env_remove("DISPLAY")
-            .env_remove("SSLKEYLOGFILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .process_group(0);
-        match display {
-            Some(d) => cmd.env("DISPLAY", d),
-            None => cmd.env("MOZ_HEADLESS", "1"),
-        };
-        if let Some(path) = &o.key_log {
-            // NSS writes TLS and QUIC secrets alike.
-            cmd.env("SSLKEYLOGFILE", path);
-        }
+        let mut cmd = command(client, o, display, tmp.path(), stderr);
         names.mount_on_exec(&mut cmd);
         let started = Instant::now();
         let (mut child, cpu_group) =
@@ -612,6 +578,54 @@ takes as an Alt-Svc it learnt",
 
 fn make() -> Box<dyn Browser + Send> {
     Box::new(Firefox::default())
+}
+
+/// Firefox's command line and environment for one launch whose files are in `dir` (profile,
+/// home, temporary files), on `display` or headless.
+fn command(
+    client: &dyn ClientSide,
+    o: &LaunchOptions,
+    display: Option<&str>,
+    dir: &Path,
+    stderr: std::fs::File,
+) -> Command {
+    let home = dir.join("home");
+    let mut cmd = client.command(FIREFOX);
+    // Headless, or a full-screen window with nothing but the page on the virtual display.
+    // Without a window manager the window is 90 % of the screen unless its size is given.
+    let window: &[&str] = if display.is_some() {
+        &["--kiosk", "--width", "1280", "--height", "720"]
+    } else {
+        &["--headless"]
+    };
+    cmd.args(window)
+        .args(["--no-remote", "--profile"])
+        .arg(dir.join("profile"))
+        .args(["--remote-debugging-port", "0"])
+        // Privileged script over BiDi, only where a repeat view needs it.
+        .args(o.repeat.is_some().then_some(repeat::SYSTEM_ACCESS))
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("TMPDIR", dir.join("tmp"))
+        .env("MOZ_CRASHREPORTER_DISABLE", "1")
+        // Makes a release build honour `services.settings.server` (a dead address).
+        .env("MOZ_REMOTE_SETTINGS_DEVTOOLS", "1")
+        .env_remove("DISPLAY")
+        .env_remove("SSLKEYLOGFILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0);
+    match display {
+        Some(d) => cmd.env("DISPLAY", d),
+        None => cmd.env("MOZ_HEADLESS", "1"),
+    };
+    if let Some(path) = &o.key_log {
+        // NSS writes TLS and QUIC secrets alike.
+        cmd.env("SSLKEYLOGFILE", path);
+    }
+    cmd
 }
 
 /// On a virtual display, the tab's panel is white while a navigation has nothing painted yet:
