@@ -167,60 +167,11 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         }
         let treated = arm(i);
         let warm = i < 2;
-        let id = format!(
-            "{}-{}-{}{:02}-{}",
-            req.profile.name,
-            req.manifest.workload.name,
-            if warm { "w" } else { "r" },
-            i,
-            if treated {
-                req.treatment.slug()
-            } else {
-                "plain"
-            }
-        );
-        let mut spec = RunSpec::single(
-            &id,
-            &req.profile,
-            &req.manifest,
-            req.variant,
-            &server,
-            req.timeout,
-        );
-        spec.browser = req.browser;
-        if treated {
-            req.treatment.apply(&mut spec);
-        } else {
-            req.treatment.control(&mut spec);
-        }
-        let mut attempts = run_counted(&mut tb, &spec, 2)?;
-        let rec: RunRecord = attempts
-            .pop()
-            .expect("run_counted makes at least one attempt");
-        if !warm {
-            let failed = attempts.len();
-            if treated {
-                retried_with += failed;
-            } else {
-                retried_without += failed;
-            }
-        }
-        crate::support::atomic::write_file(
-            &runs_dir.join(format!("{id}.json")),
-            &serde_json::to_vec(&rec)?,
-        )?;
-        tracing::info!(
-            "{id}: {:?} loadEventEnd {:?}",
-            rec.outcome,
-            rec.metrics.load_event_end_ms
-        );
-        if !rec.capture_files.is_empty() {
-            crate::proof::results::store::write_captures(
-                &req.out
-                    .join(crate::proof::results::store::CAPTURES_DIR)
-                    .join(&id),
-                &rec.capture_files,
-            )?;
+        let (rec, failed) = bench_run(&mut tb, req, &server, i, &runs_dir)?;
+        if !warm && treated {
+            retried_with += failed;
+        } else if !warm {
+            retried_without += failed;
         }
         if warm {
             continue;
@@ -257,6 +208,66 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         retried_without,
         comparison,
     })
+}
+
+/// Run `i` of the bench (arm and warm-up from `i`), written to `runs_dir` (and its captures
+/// beside it) before the next starts: its counted record and how many attempts failed first.
+fn bench_run(
+    tb: &mut Testbed,
+    req: &VisualBenchRequest,
+    server: &crate::config::identity::ServerId,
+    i: usize,
+    runs_dir: &std::path::Path,
+) -> Result<(RunRecord, usize)> {
+    let treated = arm(i);
+    let id = format!(
+        "{}-{}-{}{:02}-{}",
+        req.profile.name,
+        req.manifest.workload.name,
+        if i < 2 { "w" } else { "r" },
+        i,
+        if treated {
+            req.treatment.slug()
+        } else {
+            "plain"
+        }
+    );
+    let mut spec = RunSpec::single(
+        &id,
+        &req.profile,
+        &req.manifest,
+        req.variant,
+        server,
+        req.timeout,
+    );
+    spec.browser = req.browser;
+    if treated {
+        req.treatment.apply(&mut spec);
+    } else {
+        req.treatment.control(&mut spec);
+    }
+    let mut attempts = run_counted(tb, &spec, 2)?;
+    let rec: RunRecord = attempts
+        .pop()
+        .expect("run_counted makes at least one attempt");
+    crate::support::atomic::write_file(
+        &runs_dir.join(format!("{id}.json")),
+        &serde_json::to_vec(&rec)?,
+    )?;
+    tracing::info!(
+        "{id}: {:?} loadEventEnd {:?}",
+        rec.outcome,
+        rec.metrics.load_event_end_ms
+    );
+    if !rec.capture_files.is_empty() {
+        crate::proof::results::store::write_captures(
+            &req.out
+                .join(crate::proof::results::store::CAPTURES_DIR)
+                .join(&id),
+            &rec.capture_files,
+        )?;
+    }
+    Ok((rec, attempts.len()))
 }
 
 #[cfg(test)]

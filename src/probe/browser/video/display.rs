@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::probe::browser::{process, ClientSide};
+use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 
 /// Debian's Xvfb (package `xvfb`).
@@ -26,12 +27,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 const DISPLAY_FD: i32 = 3;
 
 /// A running Xvfb.
-#[derive(Debug)]
 pub struct VirtualDisplay {
     child: Child,
     pgid: i32,
     number: u32,
     dir: TempDir,
+    /// Ends Xvfb and removes its files if a signal forces pagebench out before `drop` runs.
+    _cleanup: signals::CleanupGuard,
 }
 
 impl VirtualDisplay {
@@ -72,11 +74,18 @@ impl VirtualDisplay {
         })?;
         drop(write_end);
         let pgid = child.id() as i32;
+        let files = dir.path().to_path_buf();
+        let cleanup = signals::register_cleanup(move || {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = std::fs::remove_dir_all(&files);
+        });
         let mut display = VirtualDisplay {
             child,
             pgid,
             number: 0,
             dir,
+            _cleanup: cleanup,
         };
         display.number = display.read_number(&mut read_end)?;
         Ok(display)
@@ -147,6 +156,12 @@ impl VirtualDisplay {
     /// The file Xvfb keeps screen 0 in.
     pub fn screen_file(&self) -> PathBuf {
         self.dir.path().join("Xvfb_screen0")
+    }
+}
+
+impl std::fmt::Debug for VirtualDisplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VirtualDisplay({}, pid {})", self.name(), self.pgid)
     }
 }
 
