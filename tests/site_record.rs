@@ -506,6 +506,18 @@ const RECORDINGS: usize = 7;
 
 /// The round trip of `host` the recording at `archive` tells (as `--distances recorded` reads
 /// it).
+/// The connections the recording browser opened to `host`.
+fn recorded_connections(archive: &std::path::Path, host: &str) -> usize {
+    let a = site::read(archive).unwrap();
+    let ids: std::collections::BTreeSet<String> = a
+        .entries
+        .iter()
+        .filter(|e| e.url.split('/').nth(2) == Some(host))
+        .filter_map(|e| e.connection.clone())
+        .collect();
+    ids.len()
+}
+
 fn estimate(archive: &std::path::Path, host: &str) -> Option<f64> {
     let a = site::read(archive).unwrap();
     let mine: Vec<&site::Entry> = a
@@ -644,7 +656,7 @@ fn recorded_distances_put_each_origin_back() {
     let recorded_requests = site::read(&archive).unwrap().entries.len();
     for r in &valid {
         // Every recorded request made again, nothing else: fidelity 1.
-        let f = r.replay_fidelity.unwrap();
+        let f = r.replay_fidelity.as_ref().unwrap();
         assert_eq!(
             (f.recorded, f.replayed, f.missing, f.extra),
             (recorded_requests, recorded_requests, 0, 0),
@@ -652,6 +664,31 @@ fn recorded_distances_put_each_origin_back() {
             r.id
         );
         assert_eq!(f.score(), 1.0);
+        // Each origin's requests and bytes as recorded, over the connections it had then.
+        eprintln!(
+            "{}: bytes ÷ recorded {:?}, path {:?} ({:?} of {} recorded steps), origins {:?}",
+            r.id,
+            f.bytes_ratio(),
+            f.critical_path,
+            f.path_shared,
+            f.recorded_path_steps,
+            f.origins
+        );
+        assert_eq!(f.origins.len(), hosts.len());
+        for o in &f.origins {
+            let host = o.origin.trim_start_matches("https://");
+            assert_eq!(
+                o.connections,
+                Some(recorded_connections(&archive, host)),
+                "{o:?}"
+            );
+            assert!(o.requests > 0, "{o:?}");
+        }
+        assert!((f.bytes_ratio().unwrap() - 1.0).abs() < 0.02, "{f:?}");
+        assert!(
+            f.recorded_path_steps >= 2 && f.path_shared.is_some(),
+            "{f:?}"
+        );
         let d = r
             .site_distances
             .as_ref()
@@ -678,9 +715,12 @@ fn recorded_distances_put_each_origin_back() {
         .split("how faithful the replay was")
         .nth(1)
         .unwrap_or_else(|| panic!("no fidelity table: {report}"));
+    eprintln!("{fidelity}");
     assert!(
         fidelity.contains("Each origin sat at its recorded round trip")
-            && fidelity.contains("| 1.00 |"),
+            && fidelity.contains("| 1.00 |")
+            && fidelity.contains("The recorded critical path: /")
+            && fidelity.contains("each origin in the median replays"),
         "{fidelity}"
     );
     // The issue asks for 10 %: the ratio of medians was 0.97–1.12 over 15 runs of this test

@@ -1,6 +1,8 @@
 //! How close one replay of a site came to its recording (pure): the recorded requests it made
-//! again, those it did not, the requests the recording lacks, and the connections it used,
-//! from the server's log (every origin's requests, whichever engine) and the browser's view.
+//! again, those it did not, the requests the recording lacks, each origin's requests, bytes
+//! and connections, and its critical path beside the recorded one — from the server's log
+//! (every origin's requests, whichever engine), the browser's view (connections, where the
+//! engine tells them) and the run's round-trip accounting (the path).
 //!
 //! The fidelity figure is the share of the two loads' requests they had in common: requests
 //! replayed from the archive ÷ (recorded requests + requests the archive lacked), a Jaccard
@@ -10,12 +12,15 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::site::har_import::origin;
 use crate::config::site::replay::ReplayMatch;
 use crate::config::workload::site::SitePlan;
+use crate::config::workload::url_path;
 use crate::origin::servers::evidence::ServerView;
+use crate::probe::metrics::NetworkRequest;
 
 /// One replay against its recording.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayFidelity {
     /// Requests in the recording.
     pub recorded: usize,
@@ -26,6 +31,35 @@ pub struct ReplayFidelity {
     pub missing: usize,
     /// Requests the archive lacked (answered 404), the browser's own left out.
     pub extra: usize,
+    /// The recording's body bytes, all origins (records from before it: 0).
+    #[serde(default)]
+    pub recorded_bytes: u64,
+    /// Steps of the recorded critical path (0: not recorded).
+    #[serde(default)]
+    pub recorded_path_steps: usize,
+    /// Each recorded origin in the replay (records from before it: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<OriginReplay>,
+    /// The replay's critical path (URL paths, the page first; None: not accounted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_path: Option<Vec<String>>,
+    /// Steps of the recorded critical path on the replayed one (by URL path; None: either
+    /// path unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_shared: Option<usize>,
+}
+
+/// One origin of a replay beside its recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OriginReplay {
+    /// `https://host[:port]`.
+    pub origin: String,
+    /// Requests the server answered for it (the browser's own left out).
+    pub requests: usize,
+    /// Body bytes the server sent for them.
+    pub bytes: u64,
+    /// Connections the browser used to it (None: its engine does not tell connections).
+    pub connections: Option<usize>,
 }
 
 impl ReplayFidelity {
@@ -37,18 +71,38 @@ impl ReplayFidelity {
         }
         self.replayed as f64 / all as f64
     }
+
+    /// Body bytes the replay's server sent ÷ the recording's (None: nothing recorded or no
+    /// origin figures).
+    pub fn bytes_ratio(&self) -> Option<f64> {
+        let replayed: u64 = self.origins.iter().map(|o| o.bytes).sum();
+        (self.recorded_bytes > 0 && !self.origins.is_empty())
+            .then(|| replayed as f64 / self.recorded_bytes as f64)
+    }
+
+    /// The share of the recorded critical path's steps that were on the replayed one.
+    pub fn path_share(&self) -> Option<f64> {
+        let steps = self.recorded_path_steps;
+        Some(self.path_shared? as f64 / steps as f64).filter(|_| steps > 0)
+    }
 }
 
-/// The fidelity of a replay of `site` whose server logged `views`; `browser_initiated` are the
-/// URLs the browser asked for on its own (a favicon), neither missing nor extra.
-pub fn of(site: &SitePlan, views: &[ServerView], browser_initiated: &[String]) -> ReplayFidelity {
+/// What a replay left to judge it by: the server's log, the browser's own requests (a
+/// favicon: neither missing nor extra), the engine's requests and the run's critical path.
+pub struct ReplayEvidence<'a> {
+    pub views: &'a [ServerView],
+    pub browser_initiated: &'a [String],
+    /// The engine's view of each request (connections; None: its engine does not tell them).
+    pub network: Option<&'a [NetworkRequest]>,
+    /// The run's critical path, each step's URL or path, the navigation first.
+    pub critical_path: Option<Vec<&'a str>>,
+}
+
+/// The fidelity of a replay of `site`.
+pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
     let recorded: usize = site.origins.iter().map(|o| o.responses).sum();
-    let own = |v: &ServerView| {
-        v.url
-            .as_deref()
-            .is_some_and(|u| browser_initiated.iter().any(|b| b == u))
-    };
-    let page: Vec<&ServerView> = views.iter().filter(|v| !own(v)).collect();
+    let own = |url: Option<&str>| url.is_some_and(|u| e.browser_initiated.iter().any(|b| b == u));
+    let page: Vec<&ServerView> = e.views.iter().filter(|v| !own(v.url.as_deref())).collect();
     let matched: BTreeSet<&str> = page
         .iter()
         .filter(|v| matches!(v.replay, Some(ReplayMatch::Exact | ReplayMatch::SamePath)))
@@ -59,12 +113,76 @@ pub fn of(site: &SitePlan, views: &[ServerView], browser_initiated: &[String]) -
         .iter()
         .filter(|v| v.replay == Some(ReplayMatch::Miss))
         .count();
+    let critical_path: Option<Vec<String>> = e
+        .critical_path
+        .as_ref()
+        .map(|p| p.iter().map(|s| url_path(s)).collect());
     ReplayFidelity {
         recorded,
         replayed,
         missing: recorded - replayed,
         extra,
+        recorded_bytes: site.origins.iter().map(|o| o.bytes).sum(),
+        recorded_path_steps: site.recorded_critical_path.len(),
+        origins: origins(site, &page, e.network.map(|n| page_requests(n, &own))),
+        path_shared: critical_path
+            .as_deref()
+            .and_then(|p| shared_steps(&site.recorded_critical_path, p)),
+        critical_path,
     }
+}
+
+/// The engine's requests that were the page's (not the browser's own).
+fn page_requests<'a>(
+    network: &'a [NetworkRequest],
+    own: &impl Fn(Option<&str>) -> bool,
+) -> Vec<&'a NetworkRequest> {
+    network.iter().filter(|r| !own(Some(&r.url))).collect()
+}
+
+/// Each recorded origin's requests, bytes and connections in the replay.
+fn origins(
+    site: &SitePlan,
+    page: &[&ServerView],
+    network: Option<Vec<&NetworkRequest>>,
+) -> Vec<OriginReplay> {
+    let origin_of = |url: Option<&str>| url.and_then(origin);
+    site.origins
+        .iter()
+        .map(|o| {
+            let mine = || {
+                page.iter()
+                    .filter(|v| origin_of(v.url.as_deref()).as_deref() == Some(&o.origin))
+            };
+            let connections = network.as_ref().map(|n| {
+                n.iter()
+                    .filter(|r| origin(&r.url).as_deref() == Some(&o.origin))
+                    .filter_map(|r| r.connection_id)
+                    .collect::<BTreeSet<u64>>()
+                    .len()
+            });
+            OriginReplay {
+                origin: o.origin.clone(),
+                requests: mine().count(),
+                bytes: mine().map(|v| v.bytes_sent).sum(),
+                connections,
+            }
+        })
+        .collect()
+}
+
+/// How many of the recorded path's steps (URLs) the replayed path (URL paths) took too.
+fn shared_steps(recorded: &[String], replayed: &[String]) -> Option<usize> {
+    if recorded.is_empty() || replayed.is_empty() {
+        return None;
+    }
+    let on: BTreeSet<&str> = replayed.iter().map(String::as_str).collect();
+    Some(
+        recorded
+            .iter()
+            .filter(|u| on.contains(url_path(u).as_str()))
+            .count(),
+    )
 }
 
 #[cfg(test)]
@@ -72,25 +190,31 @@ mod tests {
     use super::*;
     use crate::config::workload::site::{SiteOptions, SiteOrigin};
 
+    fn site_origin(host: &str, responses: usize, bytes: u64) -> SiteOrigin {
+        SiteOrigin {
+            origin: format!("https://{host}"),
+            host: host.into(),
+            port: 443,
+            address: 0,
+            recorded_protocol: Some("h2".into()),
+            responses,
+            bytes,
+            recorded_rtt: None,
+            recorded_connections: Some(1),
+        }
+    }
+
     fn site(responses: usize) -> SitePlan {
         SitePlan {
             dir: "/a".into(),
             page_url: "https://www.a.test/".into(),
-            origins: vec![SiteOrigin {
-                origin: "https://www.a.test".into(),
-                host: "www.a.test".into(),
-                port: 443,
-                address: 0,
-                recorded_protocol: Some("h2".into()),
-                responses,
-                bytes: 0,
-                recorded_rtt: None,
-            }],
+            origins: vec![site_origin("www.a.test", responses, 0)],
             addresses: 1,
             options: SiteOptions::default(),
             recorded_start_ms: 0.0,
             recorded_load_ms: None,
             recorded_connections: None,
+            recorded_critical_path: vec![],
         }
     }
 
@@ -104,6 +228,15 @@ mod tests {
         }
     }
 
+    fn evidence<'a>(views: &'a [ServerView], own: &'a [String]) -> ReplayEvidence<'a> {
+        ReplayEvidence {
+            views,
+            browser_initiated: own,
+            network: None,
+            critical_path: None,
+        }
+    }
+
     #[test]
     fn an_exact_replay_scores_one() {
         let views = [
@@ -111,7 +244,7 @@ mod tests {
             view("https://www.a.test/a.css", ReplayMatch::Exact),
             view("https://www.a.test/b.js?v=2", ReplayMatch::SamePath),
         ];
-        let f = of(&site(3), &views, &[]);
+        let f = of(&site(3), &evidence(&views, &[]));
         assert_eq!((f.replayed, f.missing, f.extra), (3, 0, 0));
         assert_eq!(f.score(), 1.0);
     }
@@ -125,8 +258,92 @@ mod tests {
             view("https://www.a.test/new.js", ReplayMatch::Miss),
             view(icon, ReplayMatch::Miss),
         ];
-        let f = of(&site(4), &views, &[icon.to_string()]);
+        let f = of(&site(4), &evidence(&views, &[icon.to_string()]));
         assert_eq!((f.recorded, f.replayed, f.missing, f.extra), (4, 1, 3, 1));
         assert!((f.score() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_origin_has_its_requests_bytes_and_connections() {
+        let mut plan = site(2);
+        plan.origins[0].bytes = 1000;
+        plan.origins.push(site_origin("cdn.a.test", 1, 3000));
+        let sized = |url: &str, bytes| ServerView {
+            bytes_sent: bytes,
+            ..view(url, ReplayMatch::Exact)
+        };
+        let views = [
+            sized("https://www.a.test/", 600),
+            sized("https://www.a.test/a.css", 400),
+            sized("https://cdn.a.test/big.js", 3300),
+        ];
+        let request = |url: &str, connection| NetworkRequest {
+            url: url.into(),
+            connection_id: Some(connection),
+            ..NetworkRequest::default()
+        };
+        let network = [
+            request("https://www.a.test/", 7),
+            request("https://www.a.test/a.css", 7),
+            request("https://cdn.a.test/big.js", 9),
+            request("https://cdn.a.test/big.js", 11),
+        ];
+        let f = of(
+            &plan,
+            &ReplayEvidence {
+                network: Some(&network),
+                ..evidence(&views, &[])
+            },
+        );
+        let summary: Vec<(&str, usize, u64, Option<usize>)> = f
+            .origins
+            .iter()
+            .map(|o| (o.origin.as_str(), o.requests, o.bytes, o.connections))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("https://www.a.test", 2, 1000, Some(1)),
+                ("https://cdn.a.test", 1, 3300, Some(2))
+            ]
+        );
+        assert!((f.bytes_ratio().unwrap() - 1.075).abs() < 1e-9);
+        // Without the engine's connections, none are claimed.
+        let f = of(&plan, &evidence(&views, &[]));
+        assert_eq!(f.origins[1].connections, None);
+    }
+
+    #[test]
+    fn the_critical_path_is_compared_step_by_step() {
+        let mut plan = site(3);
+        plan.recorded_critical_path = vec![
+            "https://www.a.test/".into(),
+            "https://www.a.test/a.css?v=1".into(),
+            "https://www.a.test/font.woff2".into(),
+        ];
+        // The replay's path: the page, the stylesheet, then an image instead of the font.
+        let f = of(
+            &plan,
+            &ReplayEvidence {
+                critical_path: Some(vec!["https://www.a.test/", "/a.css", "/hero.jpg"]),
+                ..evidence(&[], &[])
+            },
+        );
+        assert_eq!(
+            f.critical_path.as_deref().unwrap(),
+            ["/", "/a.css", "/hero.jpg"]
+        );
+        assert_eq!(f.path_shared, Some(2));
+        assert!((f.path_share().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        // No recorded path (an older recording): nothing to compare.
+        plan.recorded_critical_path.clear();
+        let f = of(
+            &plan,
+            &ReplayEvidence {
+                critical_path: Some(vec!["/"]),
+                ..evidence(&[], &[])
+            },
+        );
+        assert_eq!((f.path_shared, f.path_share()), (None, None));
     }
 }

@@ -527,25 +527,42 @@ const fn replay(
 }
 
 pub static REPLAY_REPLAYED: Metric = replay("replay_replayed", "recorded requests replayed", |r| {
-    r.replay_fidelity.map(|f| f.replayed as f64)
+    r.replay_fidelity.as_ref().map(|f| f.replayed as f64)
 });
 pub static REPLAY_MISSING: Metric = replay("replay_missing", "recorded requests not made", |r| {
-    r.replay_fidelity.map(|f| f.missing as f64)
+    r.replay_fidelity.as_ref().map(|f| f.missing as f64)
 });
 pub static REPLAY_EXTRA: Metric = replay("replay_extra", "requests the recording lacks", |r| {
-    r.replay_fidelity.map(|f| f.extra as f64)
+    r.replay_fidelity.as_ref().map(|f| f.extra as f64)
 });
 /// The engine's connections, for the replays only (beside the recording's).
 pub static REPLAY_CONNECTIONS: Metric = replay("replay_connections", "connections", |r| {
-    r.replay_fidelity?;
+    r.replay_fidelity.as_ref()?;
     (CONNECTIONS.derive)(r)
 });
+/// Body bytes the server sent ÷ the recording's (all origins).
+pub static REPLAY_BYTES: Metric = Metric {
+    unit: Unit::Score,
+    csv: CsvFormat::Fixed(3),
+    ..replay("replay_bytes", "bytes ÷ recorded", |r| {
+        r.replay_fidelity.as_ref()?.bytes_ratio()
+    })
+};
+/// The share of the recorded critical path's steps on the replay's.
+pub static REPLAY_PATH: Metric = Metric {
+    better: Better::Higher,
+    unit: Unit::Score,
+    csv: CsvFormat::Fixed(3),
+    ..replay("replay_path", "recorded critical path shared", |r| {
+        r.replay_fidelity.as_ref()?.path_share()
+    })
+};
 pub static REPLAY_FIDELITY: Metric = Metric {
     better: Better::Higher,
     unit: Unit::Score,
     csv: CsvFormat::Fixed(3),
     ..replay("replay_fidelity", "fidelity", |r| {
-        r.replay_fidelity.map(|f| f.score())
+        r.replay_fidelity.as_ref().map(|f| f.score())
     })
 };
 
@@ -964,6 +981,8 @@ pub static ALL: &[&Metric] = &[
     &REPLAY_MISSING,
     &REPLAY_EXTRA,
     &REPLAY_CONNECTIONS,
+    &REPLAY_BYTES,
+    &REPLAY_PATH,
     &REPLAY_FIDELITY,
     &TCP_RETRANSMITS,
     &QUIC_LOST_PACKETS,
@@ -1142,9 +1161,11 @@ mod tests {
                 "replay_missing",
                 "replay_extra",
                 "replay_connections",
+                "replay_bytes",
+                "replay_path",
                 "replay_fidelity"
             ]
         );
-        assert_eq!(breakdown().count(), 52);
+        assert_eq!(breakdown().count(), 54);
     }
 }

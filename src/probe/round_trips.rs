@@ -28,10 +28,6 @@ use serde::{Deserialize, Serialize};
 use crate::probe::capture::flights::{Sends, Window};
 use crate::probe::metrics::{EntryTiming, ResourceMetrics};
 
-/// A response that ended this close after the step started still counts as before it
-/// (Resource Timing rounds to 0.1 ms, and a parser acts on a response in the same task).
-const ORDER_SLACK_MS: f64 = 1.0;
-
 /// What the accounting is made of, for one run.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
@@ -154,22 +150,8 @@ impl<'a> Node<'a> {
 
 /// The critical path: indices into `nodes` (0 is the navigation), navigation first.
 fn critical_path(nodes: &[Node], headline_ms: f64) -> Vec<usize> {
-    let ended_by = |limit: f64, skip: usize| {
-        (1..nodes.len())
-            .filter(|&i| i != skip && nodes[i].end_ms > 0.0 && nodes[i].end_ms <= limit)
-            .max_by(|&a, &b| nodes[a].end_ms.total_cmp(&nodes[b].end_ms))
-    };
-    let mut path = Vec::new();
-    let mut at = ended_by(headline_ms + ORDER_SLACK_MS, 0);
-    while let Some(i) = at {
-        path.push(i);
-        // What this step waited for ended before it started (and before it ended).
-        let limit = nodes[i].start_ms + ORDER_SLACK_MS;
-        at = ended_by(limit.min(nodes[i].end_ms - f64::EPSILON), i).filter(|p| !path.contains(p));
-    }
-    path.push(0);
-    path.reverse();
-    path
+    let spans: Vec<(f64, f64)> = nodes.iter().map(|n| (n.start_ms, n.end_ms)).collect();
+    crate::support::critical_path::chain(&spans, headline_ms)
 }
 
 /// The server's time for a step, and whether its log said it.

@@ -253,7 +253,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     if let Some(w) = &wire {
         metrics::add_server_sends(&mut resources, w);
     }
-    let (replay_fidelity, site_distances) = replayed_site(spec, &server, &verdict);
+    let (replay_fidelity, site_distances) =
+        replayed_site(spec, &server, &verdict, &obs, round_trips.as_ref());
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
@@ -319,14 +320,26 @@ fn replayed_site(
     spec: &RunSpec,
     server: &ServerEvidence,
     verdict: &Verdict,
+    obs: &metrics::Observation,
+    round_trips: Option<&crate::probe::round_trips::RoundTrips>,
 ) -> (Option<ReplayFidelity>, Option<Vec<AppliedDistance>>) {
     let Some(site) = spec.manifest.site.as_ref() else {
         return (None, None);
     };
-    let fidelity = server
-        .views
-        .as_deref()
-        .map(|views| crate::probe::fidelity::of(site, views, &verdict.browser_initiated));
+    let tells_connections =
+        crate::probe::browser::engine(spec.browser).is_ok_and(|e| e.tells_connections);
+    let fidelity = server.views.as_deref().map(|views| {
+        crate::probe::fidelity::of(
+            site,
+            &crate::probe::fidelity::ReplayEvidence {
+                views,
+                browser_initiated: &verdict.browser_initiated,
+                network: tells_connections.then_some(obs.network.requests.as_slice()),
+                critical_path: round_trips
+                    .map(|r| r.steps.iter().map(|s| s.path.as_str()).collect()),
+            },
+        )
+    });
     (fidelity, site.applied_distances(&spec.profile))
 }
 

@@ -617,6 +617,7 @@ each extra host costs a handshake and splits one multiplexed connection.";
 fn sites_and_sharding(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
     let mut sites = super::sites::tables(data);
     sites.extend(super::sites::fidelity_tables(data));
+    sites.extend(super::sites::origin_tables(data));
     if !sites.is_empty() {
         tables_section(
             doc,

@@ -250,7 +250,8 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
     };
     let mut warnings: Vec<String> = summary.warnings.clone();
     warnings.extend(matrix_warnings(dir, &meta, rows));
-    let data = ReportData::new(meta, summary);
+    let mut data = ReportData::new(meta, summary);
+    data.median_replays = median_replays(dir, &data);
     let (records, frames) = median_runs(dir, &data, &mut warnings);
     let mut charts = chart_data::all(&data, &records);
     charts.extend(filmstrip::charts(&data, &frames)?);
@@ -359,6 +360,21 @@ fn matrix_warnings(dir: &Path, meta: &store::Meta, rows: usize) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// The replay fidelity of each replayed site series' median run, from its record (a record
+/// that cannot be read is left out: its per-origin rows are then not shown).
+fn median_replays(
+    dir: &Path,
+    data: &ReportData,
+) -> BTreeMap<String, crate::probe::fidelity::ReplayFidelity> {
+    data.summary
+        .series
+        .iter()
+        .filter(|s| data.meta.sites.contains_key(&s.key.workload))
+        .filter_map(|s| s.median_run.as_ref())
+        .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.replay_fidelity?)))
+        .collect()
 }
 
 /// The median runs' per-resource metrics and screencast frames (for the waterfalls, on-wire

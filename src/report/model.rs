@@ -2,6 +2,8 @@
 //! presentation order of profiles, workloads, servers and series, lookups, and the number
 //! formats every table and chart shares.
 
+use std::collections::BTreeMap;
+
 use crate::config::identity::{BrowserId, ServerId, Setup, View};
 use crate::config::protocol::Variant;
 use crate::config::workload::{Workload, WorkloadKind};
@@ -29,6 +31,9 @@ pub struct ReportData {
     pub setups: Vec<Setup>,
     /// In presentation order (h1, h2, h3, h3-primed).
     pub variants: Vec<Variant>,
+    /// The replay fidelity of the replayed sites' median runs, by run id, read from their
+    /// records (empty until the IO shell reads them; a record that cannot be read is absent).
+    pub median_replays: BTreeMap<String, crate::probe::fidelity::ReplayFidelity>,
 }
 
 fn push_new<T: PartialEq + Clone>(v: &mut Vec<T>, s: &T) {
@@ -103,6 +108,7 @@ impl ReportData {
             views,
             setups,
             variants,
+            median_replays: BTreeMap::new(),
         }
     }
 

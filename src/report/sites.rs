@@ -7,8 +7,11 @@ use super::model::ReportData;
 use crate::config::site::distances::Distances;
 use crate::config::site::origins::AddressMode;
 use crate::config::site::replay::ThinkTime;
+use crate::config::workload::site::SitePlan;
+use crate::config::workload::url_path;
 use crate::probe::registry::{
-    self, REPLAY_CONNECTIONS, REPLAY_EXTRA, REPLAY_FIDELITY, REPLAY_MISSING, REPLAY_REPLAYED,
+    self, REPLAY_BYTES, REPLAY_CONNECTIONS, REPLAY_EXTRA, REPLAY_FIDELITY, REPLAY_MISSING,
+    REPLAY_PATH, REPLAY_REPLAYED,
 };
 use crate::proof::results::summary::SeriesStats;
 
@@ -145,7 +148,13 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
             id: format!("fidelity-{w}"),
             title: format!("{w}: how faithful the replay was"),
             intro: vec![format!(
-                "Against the recording ({recorded} requests, {} connections, load event {}):                  medians over each series' counted runs. Fidelity = recorded requests replayed ÷                  (recorded requests + requests the recording lacks): 1 when the replay asked for                  exactly what was recorded.{}",
+                "Against the recording ({recorded} requests, {} connections, load event {}): \
+                 medians over each series' counted runs. Bytes: the body bytes the server sent ÷ \
+                 the recording's. Critical path shared: the share of the recorded critical \
+                 path's steps (the chain of requests that ended last before the load event) on \
+                 the replay's. Fidelity = recorded requests replayed ÷ (recorded requests + \
+                 requests the recording lacks): 1 when the replay asked for exactly what was \
+                 recorded.{}",
                 plan.recorded_connections
                     .map_or("?".into(), |c| c.to_string()),
                 plan.recorded_load_ms
@@ -163,19 +172,22 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
                 "not made",
                 "not recorded",
                 "connections",
+                "bytes ÷ recorded",
+                "critical path shared",
                 "load (ms)",
                 "fidelity",
             ]
             .map(String::from)
             .to_vec(),
             rows: Vec::new(),
-            notes: vec![],
+            notes: recorded_path_note(plan).into_iter().collect(),
         };
         for s in series {
             let m = |metric: &registry::Metric| {
                 s.breakdown.get(metric.name).and_then(|b| b.median?.ms())
             };
             let count = |metric| m(metric).map_or("-".into(), |v| format!("{v:.0}"));
+            let share = |metric| m(metric).map_or("-".into(), |v| format!("{v:.2}"));
             let load = s.completion.median.and_then(|c| c.ms());
             let load_text = match (load, plan.recorded_load_ms) {
                 (Some(l), Some(r)) if at_distance => format!("{l:.0} ({:.2}×)", l / r),
@@ -191,6 +203,8 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
                 Cell::text(count(&REPLAY_MISSING)),
                 Cell::text(count(&REPLAY_EXTRA)),
                 Cell::text(count(&REPLAY_CONNECTIONS)),
+                Cell::text(share(&REPLAY_BYTES)),
+                Cell::text(share(&REPLAY_PATH)),
                 Cell::text(load_text),
                 Cell::text(m(&REPLAY_FIDELITY).map_or("-".into(), |f| format!("{f:.2}"))),
             ]);
@@ -198,6 +212,112 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
         out.push(t);
     }
     out
+}
+
+/// The recorded critical path, as a note under the fidelity table.
+fn recorded_path_note(plan: &SitePlan) -> Option<String> {
+    (!plan.recorded_critical_path.is_empty()).then(|| {
+        let steps: Vec<String> = plan
+            .recorded_critical_path
+            .iter()
+            .map(|u| url_path(u))
+            .collect();
+        format!("The recorded critical path: {}.", steps.join(" → "))
+    })
+}
+
+/// Each origin of each replayed site in its series' median run beside the recording: requests,
+/// body bytes and connections, replayed (recorded), and that run's critical path.
+pub fn origin_tables(data: &ReportData) -> Vec<Table> {
+    let mut out = Vec::new();
+    for w in recorded_sites(data) {
+        let Some(plan) = data.meta.sites.get(&w) else {
+            continue;
+        };
+        let mut t = Table {
+            id: format!("fidelity-origins-{w}"),
+            title: format!("{w}: each origin in the median replays"),
+            intro: vec![
+                "Each series' median run (its load time closest to the series' median), per \
+                 origin: replayed (recorded). Bytes are the bodies the server sent; \
+                 connections are the browser's own count (not told by every engine: -)."
+                    .into(),
+            ],
+            header: [
+                "series",
+                "origin",
+                "requests",
+                "bytes",
+                "connections",
+                "critical path",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+            notes: vec![],
+        };
+        for s in data.summary.series.iter().filter(|s| s.key.workload == w) {
+            let Some(f) = s
+                .median_run
+                .as_ref()
+                .and_then(|id| data.median_replays.get(id))
+            else {
+                continue;
+            };
+            t.rows.extend(origin_rows(s, plan, f));
+        }
+        if !t.rows.is_empty() {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// One series' rows: each origin's figures, the run's critical path on the first.
+fn origin_rows(
+    s: &SeriesStats,
+    plan: &SitePlan,
+    f: &crate::probe::fidelity::ReplayFidelity,
+) -> Vec<Vec<Cell>> {
+    let series = format!("{} · {} · {}", s.key.profile, s.key.variant, s.key.browser);
+    let path = f
+        .critical_path
+        .as_ref()
+        .map_or("-".into(), |p| p.join(" → "));
+    f.origins
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let recorded = plan.origins.iter().find(|r| r.origin == o.origin);
+            let rec = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+            vec![
+                Cell::label(if i == 0 {
+                    series.clone()
+                } else {
+                    String::new()
+                }),
+                Cell::text(o.origin.clone()),
+                Cell::text(format!(
+                    "{} ({})",
+                    o.requests,
+                    rec(recorded.map(|r| r.responses.to_string()))
+                )),
+                Cell::text(format!(
+                    "{} ({})",
+                    fmt_kb(o.bytes),
+                    rec(recorded.map(|r| fmt_kb(r.bytes)))
+                )),
+                Cell::text(format!(
+                    "{} ({})",
+                    o.connections.map_or("-".into(), |c| c.to_string()),
+                    rec(recorded
+                        .and_then(|r| r.recorded_connections)
+                        .map(|c| c.to_string()))
+                )),
+                Cell::text(if i == 0 { path.clone() } else { String::new() }),
+            ]
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -227,6 +347,7 @@ mod tests {
             responses,
             bytes,
             recorded_rtt: None,
+            recorded_connections: Some(1),
         };
         d.meta.sites.insert(
             "site-shop".into(),
@@ -252,6 +373,7 @@ mod tests {
                 recorded_start_ms: 0.0,
                 recorded_load_ms: None,
                 recorded_connections: None,
+                recorded_critical_path: vec![],
             },
         );
         let t = tables(&d);
@@ -281,5 +403,102 @@ mod tests {
         // A results directory without sites has no such table.
         d.meta.sites.clear();
         assert!(tables(&d).is_empty());
+    }
+
+    #[test]
+    fn the_fidelity_tables_give_bytes_the_critical_path_and_each_origin() {
+        use crate::probe::fidelity::{OriginReplay, ReplayFidelity};
+        let rows: Vec<_> = (1..=3)
+            .map(|r| {
+                row("wired", "site-doc", "h2", r, 300.0 + r as f64)
+                    .with_value(&REPLAY_FIDELITY, Some(1.0))
+                    .with_value(&REPLAY_BYTES, Some(0.98))
+                    .with_value(&REPLAY_PATH, Some(2.0 / 3.0))
+            })
+            .collect();
+        let mut d = data(&rows, &["site-doc"]);
+        let origin = |host: &str, responses, bytes| SiteOrigin {
+            origin: format!("https://{host}"),
+            host: host.into(),
+            port: 443,
+            address: 0,
+            recorded_protocol: Some("h2".into()),
+            responses,
+            bytes,
+            recorded_rtt: None,
+            recorded_connections: Some(1),
+        };
+        d.meta.sites.insert(
+            "site-doc".into(),
+            SitePlan {
+                dir: "/a/doc".into(),
+                page_url: "https://docs.test/".into(),
+                origins: vec![origin("docs.test", 2, 10_000), origin("cdn.test", 1, 5_000)],
+                addresses: 1,
+                options: SiteOptions::default(),
+                recorded_start_ms: 0.0,
+                recorded_load_ms: Some(250.0),
+                recorded_connections: Some(2),
+                recorded_critical_path: vec![
+                    "https://docs.test/".into(),
+                    "https://docs.test/a.css".into(),
+                    "https://cdn.test/f.woff2".into(),
+                ],
+            },
+        );
+        let all = fidelity_tables(&d);
+        let fidelity = tables_with_id(&all, "fidelity-site-doc");
+        let texts: Vec<&str> = fidelity.rows[0].iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(&texts[5..7], ["0.98", "0.67"]);
+        assert_eq!(
+            fidelity.notes,
+            ["The recorded critical path: / → /a.css → /f.woff2."]
+        );
+        // Without the median run's record there are no per-origin rows.
+        assert!(origin_tables(&d).is_empty());
+        let median = d.summary.series[0].median_run.clone().unwrap();
+        let replay = |o: &str, requests, bytes, connections| OriginReplay {
+            origin: format!("https://{o}"),
+            requests,
+            bytes,
+            connections,
+        };
+        d.median_replays.insert(
+            median,
+            ReplayFidelity {
+                recorded: 3,
+                replayed: 3,
+                missing: 0,
+                extra: 0,
+                recorded_bytes: 15_000,
+                recorded_path_steps: 3,
+                origins: vec![
+                    replay("docs.test", 2, 9_800, Some(1)),
+                    replay("cdn.test", 1, 5_000, Some(2)),
+                ],
+                critical_path: Some(vec!["/".into(), "/a.css".into(), "/hero.jpg".into()]),
+                path_shared: Some(2),
+            },
+        );
+        let origins = origin_tables(&d);
+        let text = |r: usize| -> Vec<String> {
+            origins[0].rows[r].iter().map(|c| c.text.clone()).collect()
+        };
+        assert_eq!(
+            text(0),
+            [
+                "wired · h2 · chromium",
+                "https://docs.test",
+                "2 (2)",
+                "9.8 KB (10.0 KB)",
+                "1 (1)",
+                "/ → /a.css → /hero.jpg"
+            ]
+        );
+        assert_eq!(text(1)[2..5], ["1 (1)", "5.0 KB (5.0 KB)", "2 (1)"]);
+    }
+
+    fn tables_with_id<'a>(t: &'a [Table], id: &str) -> &'a Table {
+        t.iter().find(|t| t.id == id).unwrap()
     }
 }

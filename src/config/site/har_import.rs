@@ -69,6 +69,9 @@ struct HarEntry {
     server_port: Option<u16>,
     #[serde(default)]
     timings: Option<HarTimings>,
+    /// Its total time, ms (-1 or absent: unknown).
+    #[serde(default = "unknown")]
+    time: f64,
     /// The connection's id (a string in HAR 1.2; some tools write a number).
     #[serde(default)]
     connection: Option<serde_json::Value>,
@@ -383,6 +386,7 @@ fn import_entry(
         _ => 0,
     };
     let timings = h.timings.as_ref();
+    let start_ms = first_start.map_or(0.0, |t| ms_between(t, &h.started));
     let entry = Entry {
         method: h.request.method.clone(),
         url: h.request.url.clone(),
@@ -394,11 +398,12 @@ fn import_entry(
         server_address: server_address(h),
         protocol: protocol(&h.response.http_version),
         timings: Timings {
-            start_ms: first_start.map_or(0.0, |t| ms_between(t, &h.started)),
+            start_ms,
             wait_ms: timings.map_or(0.0, |t| t.wait.max(0.0)),
             receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
             connect_ms: timings.map(|t| t.connect).filter(|c| *c > 0.0),
             ssl_ms: timings.map(|t| t.ssl).filter(|s| *s >= 0.0),
+            end_ms: (h.time >= 0.0).then_some(start_ms + h.time),
         },
         missing,
         connection: match &h.connection {

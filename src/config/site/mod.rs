@@ -127,6 +127,19 @@ pub struct Timings {
     /// Its TLS part (HAR `ssl`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssl_ms: Option<f64>,
+    /// When its last byte arrived, since the page's first request (HAR `startedDateTime` +
+    /// `time`; archives from before it: None, `wait_ms` + `receive_ms` stand in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
+}
+
+impl Timings {
+    /// When its last byte arrived, since the page's first request.
+    pub fn end(&self) -> f64 {
+        self.end_ms.unwrap_or(
+            self.start_ms + self.connect_ms.unwrap_or(0.0) + self.wait_ms + self.receive_ms,
+        )
+    }
 }
 
 /// Why an entry's body was not available, and what stands in for it.

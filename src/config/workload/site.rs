@@ -45,6 +45,9 @@ pub struct SiteOrigin {
     /// Its round trip as the recording's timings tell it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_rtt: Option<RecordedRtt>,
+    /// The connections the recording browser opened to it, if the recording names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_connections: Option<usize>,
 }
 
 /// What the replay of a site needs beside the manifest's files.
@@ -64,6 +67,11 @@ pub struct SitePlan {
     /// The connections the recording browser used, if the recording names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_connections: Option<usize>,
+    /// The recorded load's critical path: the URLs of the chain of requests that ended last
+    /// before its load event, the page first (`support::critical_path`; empty: recorded before
+    /// it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_critical_path: Vec<String>,
 }
 
 impl SitePlan {
@@ -238,12 +246,31 @@ fn redirect_target(e: &Entry) -> Option<String> {
 }
 
 /// How many connections carried `entries` when recorded (None: the recording names none).
-fn recorded_connections(entries: &[Entry]) -> Option<usize> {
+fn recorded_connections<E: std::borrow::Borrow<Entry>>(entries: &[E]) -> Option<usize> {
     let ids: std::collections::BTreeSet<&str> = entries
         .iter()
-        .filter_map(|e| e.connection.as_deref())
+        .filter_map(|e| e.borrow().connection.as_deref())
         .collect();
     (!ids.is_empty()).then_some(ids.len())
+}
+
+/// The URLs of the recorded load's critical path, the page (`doc`) first: the chain of
+/// responses that ended last before the load event (or the last response, without one).
+fn recorded_critical_path(archive: &SiteArchive, doc: &Entry) -> Vec<String> {
+    let mut steps: Vec<&Entry> = vec![doc];
+    steps.extend(archive.entries.iter().filter(|e| !std::ptr::eq(*e, doc)));
+    let spans: Vec<(f64, f64)> = steps
+        .iter()
+        .map(|e| (e.timings.start_ms, e.timings.end()))
+        .collect();
+    let headline = archive
+        .source
+        .load_ms
+        .unwrap_or_else(|| spans.iter().map(|s| s.1).fold(0.0, f64::max));
+    crate::support::critical_path::chain(&spans, headline)
+        .into_iter()
+        .map(|i| steps[i].url.clone())
+        .collect()
 }
 
 /// The manifest of `workload` replaying `archive` (read from `dir`).
@@ -338,6 +365,7 @@ pub fn manifest(
                 responses: mine.len(),
                 bytes: mine.iter().map(|e| size(e)).sum(),
                 recorded_rtt: distances::recorded_rtt(&mine),
+                recorded_connections: recorded_connections(&mine),
             }
         })
         .collect();
@@ -361,6 +389,7 @@ pub fn manifest(
             recorded_start_ms: crate::config::site::replay::recording_start_ms(archive),
             recorded_load_ms: archive.source.load_ms,
             recorded_connections: recorded_connections(&archive.entries),
+            recorded_critical_path: recorded_critical_path(archive, doc),
         }),
     })
 }
