@@ -8,13 +8,13 @@
 //! replayed from the archive ÷ (recorded requests + requests the archive lacked), a Jaccard
 //! index of the two request sets — 1 when the replay asked for exactly what was recorded.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::site::har_import::origin;
 use crate::config::site::replay::ReplayMatch;
-use crate::config::workload::site::SitePlan;
+use crate::config::workload::site::{request_key, SitePlan};
 use crate::config::workload::url_path;
 use crate::origin::servers::evidence::ServerView;
 use crate::probe::metrics::NetworkRequest;
@@ -103,12 +103,7 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
     let recorded: usize = site.origins.iter().map(|o| o.responses).sum();
     let own = |url: Option<&str>| url.is_some_and(|u| e.browser_initiated.iter().any(|b| b == u));
     let page: Vec<&ServerView> = e.views.iter().filter(|v| !own(v.url.as_deref())).collect();
-    let matched: BTreeSet<&str> = page
-        .iter()
-        .filter(|v| matches!(v.replay, Some(ReplayMatch::Exact | ReplayMatch::SamePath)))
-        .map(|v| v.url.as_deref().unwrap_or(&v.path))
-        .collect();
-    let replayed = matched.len().min(recorded);
+    let replayed = replayed(site, &page).min(recorded);
     let extra = page
         .iter()
         .filter(|v| v.replay == Some(ReplayMatch::Miss))
@@ -130,6 +125,25 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
             .and_then(|p| shared_steps(&site.recorded_critical_path, p)),
         critical_path,
     }
+}
+
+/// Recorded requests the replay made again: per URL (query left out) as many times as
+/// recorded at most; a recording from before the counts were kept, distinct URLs.
+fn replayed(site: &SitePlan, page: &[&ServerView]) -> usize {
+    let matched = page
+        .iter()
+        .filter(|v| matches!(v.replay, Some(ReplayMatch::Exact | ReplayMatch::SamePath)))
+        .map(|v| v.url.as_deref().unwrap_or(&v.path));
+    if site.recorded_requests.is_empty() {
+        return matched.collect::<BTreeSet<&str>>().len();
+    }
+    let mut made: BTreeMap<String, usize> = BTreeMap::new();
+    for url in matched {
+        *made.entry(request_key(url)).or_insert(0) += 1;
+    }
+    made.iter()
+        .map(|(k, n)| (*n).min(site.recorded_requests.get(k).copied().unwrap_or(0)))
+        .sum()
 }
 
 /// The engine's requests that were the page's (not the browser's own).
@@ -215,6 +229,7 @@ mod tests {
             recorded_load_ms: None,
             recorded_connections: None,
             recorded_critical_path: vec![],
+            recorded_requests: BTreeMap::new(),
         }
     }
 
@@ -261,6 +276,36 @@ mod tests {
         let f = of(&site(4), &evidence(&views, &[icon.to_string()]));
         assert_eq!((f.recorded, f.replayed, f.missing, f.extra), (4, 1, 3, 1));
         assert!((f.score() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_url_asked_twice_when_recorded_counts_twice_when_replayed() {
+        // An icon and an image of one file: the recording asked for it twice.
+        let mut plan = site(3);
+        plan.recorded_requests = [
+            ("https://www.a.test/".to_string(), 1),
+            ("https://www.a.test/py.svg".to_string(), 2),
+        ]
+        .into();
+        let views = [
+            view("https://www.a.test/", ReplayMatch::Exact),
+            view("https://www.a.test/py.svg", ReplayMatch::Exact),
+            view("https://www.a.test/py.svg?v=2", ReplayMatch::SamePath),
+        ];
+        let f = of(&plan, &evidence(&views, &[]));
+        assert_eq!((f.replayed, f.missing, f.extra), (3, 0, 0));
+        // Asked for once more than recorded: the third is not a recorded request made again.
+        let more = [
+            views[0].clone(),
+            views[1].clone(),
+            views[1].clone(),
+            views[1].clone(),
+        ];
+        let f = of(&plan, &evidence(&more, &[]));
+        assert_eq!((f.replayed, f.missing), (3, 0));
+        // Asked for once: one of the two recorded requests was not made.
+        let f = of(&plan, &evidence(&views[..2], &[]));
+        assert_eq!((f.replayed, f.missing), (2, 1));
     }
 
     #[test]

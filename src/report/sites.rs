@@ -374,6 +374,7 @@ mod tests {
                 recorded_load_ms: None,
                 recorded_connections: None,
                 recorded_critical_path: vec![],
+                recorded_requests: Default::default(),
             },
         );
         let t = tables(&d);
@@ -444,6 +445,7 @@ mod tests {
                     "https://docs.test/a.css".into(),
                     "https://cdn.test/f.woff2".into(),
                 ],
+                recorded_requests: Default::default(),
             },
         );
         let all = fidelity_tables(&d);

@@ -2,6 +2,7 @@
 //! URL, its origins with their replay addresses, and every recorded resource the page loads
 //! (keyed by URL, sized by its bytes on the wire) — built from the archive (pure once read).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -72,6 +73,16 @@ pub struct SitePlan {
     /// it was kept).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded_critical_path: Vec<String>,
+    /// How many times the recording asked for each URL, by [`request_key`] (a page may ask
+    /// twice: an icon and an image of one file; empty: recorded before it was kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recorded_requests: BTreeMap<String, usize>,
+}
+
+/// A request's URL without its query and fragment: what a replay's request of a recorded one
+/// has in common with it (the archive answers another query string from the same path).
+pub fn request_key(url: &str) -> String {
+    url.split(['?', '#']).next().unwrap_or(url).to_string()
 }
 
 impl SitePlan {
@@ -390,6 +401,10 @@ pub fn manifest(
             recorded_load_ms: archive.source.load_ms,
             recorded_connections: recorded_connections(&archive.entries),
             recorded_critical_path: recorded_critical_path(archive, doc),
+            recorded_requests: archive.entries.iter().fold(BTreeMap::new(), |mut m, e| {
+                *m.entry(request_key(&e.url)).or_insert(0) += 1;
+                m
+            }),
         }),
     })
 }
