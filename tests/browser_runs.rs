@@ -56,6 +56,7 @@ fn testbed(profile: &Profile, root: &Path, knobs: ServerKnobs) -> Testbed {
         steer_receive: true,
         extra_server_addresses: 0,
         site_hosts: vec![],
+        site_ports: vec![],
     })
     .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)")
 }

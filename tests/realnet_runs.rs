@@ -87,6 +87,7 @@ fn outages_and_nat_rebinding_mid_download() {
         steer_receive: true,
         extra_server_addresses: 0,
         site_hosts: vec![],
+        site_ports: vec![],
     })
     .expect("testbed (needs root, /dev/net/tun and Debian's chromium: run ./setup.sh)");
 

@@ -44,6 +44,7 @@ fn page10_testbed(
         steer_receive: true,
         extra_server_addresses: 0,
         site_hosts: vec![],
+        site_ports: vec![],
     });
     (m, tb)
 }

@@ -111,6 +111,7 @@ fn report_html_renders_offline_in_chromium() {
         init_script: None,
         repeat: None,
         as_recorded: vec![],
+        tls_origins: vec![],
     };
     let mut browser = ChromiumProcess::launch(cmd, &opts, None)
         .expect("Chromium starts in an empty network namespace");

@@ -13,12 +13,22 @@ fn try_start(
     port: u16,
     knobs: ServerKnobs,
 ) -> anyhow::Result<EmbeddedServer> {
+    try_start_with(root, port, knobs, vec![])
+}
+
+fn try_start_with(
+    root: &std::path::Path,
+    port: u16,
+    knobs: ServerKnobs,
+    extra_ports: Vec<u16>,
+) -> anyhow::Result<EmbeddedServer> {
     EmbeddedServer::start(ServerConfig {
         root: root.to_path_buf(),
         bind: format!("127.0.0.1:{port}").parse().unwrap(),
         knobs,
         cert: Certificate::generate().unwrap(),
         log_path: None,
+        extra_ports,
     })
 }
 
@@ -60,6 +70,36 @@ fn tcp_port_in_use_is_a_clear_error() {
             .expect("must fail")
     );
     assert!(err.contains("already in use"), "{err}");
+}
+
+/// A replayed site's origin on another port: the server listens there too, and a port in use
+/// is refused naming what needed it.
+#[test]
+fn a_site_port_is_served_too_or_refused_clearly() {
+    let p = pages(&["page10"]);
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().port();
+    let err = format!(
+        "{:#}",
+        try_start_with(&p.root, 0, ServerKnobs::default(), vec![taken])
+            .err()
+            .expect("must fail")
+    );
+    assert!(
+        err.contains(&format!("needs port {taken}")) && err.contains("already in use"),
+        "{err}"
+    );
+    drop(holder);
+    let server = try_start_with(&p.root, 0, ServerKnobs::default(), vec![taken]).unwrap();
+    assert_ne!(server.port(), taken);
+    // Both ports answer (TLS on either; the port taken again is refused while it runs).
+    for port in [server.port(), taken] {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            "port {port}"
+        );
+    }
+    assert!(TcpListener::bind(("127.0.0.1", taken)).is_err());
 }
 
 #[test]

@@ -341,6 +341,150 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
     assert!(chromium.iter().all(|r| r.browser_initiated == [icon]));
 }
 
+/// A HAR entry as DevTools writes it, with its body as text (`base64` for binary ones).
+fn har_entry(url: &str, version: &str, ip: &str, port: u16, mime: &str, body: &str) -> String {
+    let base64 = mime.starts_with("image/");
+    let size = if base64 { 68 } else { body.len() };
+    serde_json::json!({
+        "startedDateTime": "2026-12-01T10:00:00.000Z",
+        "time": 20.0,
+        "request": {"method": "GET", "url": url, "httpVersion": version, "headers": []},
+        "response": {"status": 200, "statusText": "", "httpVersion": version,
+                     "headers": [{"name": "content-type", "value": mime},
+                                 {"name": "cache-control", "value": "max-age=3600"},
+                                 {"name": "access-control-allow-origin", "value": "*"}],
+                     "content": {"size": size, "mimeType": mime, "text": body,
+                                 "encoding": if base64 { Some("base64") } else { None }},
+                     "redirectURL": "", "headersSize": -1, "bodySize": size},
+        "serverIPAddress": ip, "_serverPort": port,
+        "timings": {"blocked": 1.0, "dns": -1, "connect": -1, "ssl": -1, "send": 0.1,
+                    "wait": 15.0, "receive": 2.0}
+    })
+    .to_string()
+}
+
+/// A page at `page` (its script beside it) that loads an image from an origin on 443 and
+/// (with `stylesheet`) a stylesheet from one on port 8443, imported from a HAR into `dir`;
+/// returns the archive and the URLs (page, script, image, stylesheet).
+fn ports_site(
+    dir: &std::path::Path,
+    page: &str,
+    stylesheet: bool,
+) -> (std::path::PathBuf, Vec<String>) {
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR42mP8/x8AAwMCAO+ip1sAAAAASUVORK5CYII=";
+    let js = format!("{page}app.js");
+    let css = "https://static.plain.test:8443/app.css".to_string();
+    let img = "https://img.plain.test/a.png".to_string();
+    let link = if stylesheet {
+        format!("<link rel=\"stylesheet\" href=\"{css}\">")
+    } else {
+        String::new()
+    };
+    let html = format!(
+        "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\">{link}</head>\
+         <body><img src=\"{img}\"><script src=\"{js}\"></script></body></html>"
+    );
+    let (version, port) = if page.starts_with("http://") {
+        ("HTTP/1.1", 80)
+    } else {
+        ("h2", 8444)
+    };
+    let script = "document.title = 'ok';";
+    let mut entries = vec![
+        har_entry(page, version, "192.0.2.1", port, "text/html", &html),
+        har_entry(&img, "h2", "192.0.2.3", 443, "image/png", PNG),
+        har_entry(
+            &js,
+            version,
+            "192.0.2.1",
+            port,
+            "application/javascript",
+            script,
+        ),
+    ];
+    let mut urls = vec![page.to_string(), js, img];
+    if stylesheet {
+        let body = "body { margin: 0 }";
+        entries.push(har_entry(&css, "h2", "192.0.2.2", 8443, "text/css", body));
+        urls.push(css);
+    }
+    let har = dir.join("ports.har");
+    std::fs::write(
+        &har,
+        format!(
+            "{{\"log\": {{\"version\": \"1.2\", \"creator\": {{\"name\": \"test\", \"version\": \"1\"}}, \"entries\": [{}]}}}}",
+            entries.join(",")
+        ),
+    )
+    .unwrap();
+    let archive = dir.join("archive");
+    site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .arg("import")
+            .arg(&har)
+            .arg("--out")
+            .arg(&archive),
+    );
+    (archive, urls)
+}
+
+/// Each URL of `urls` served once from the archive over its protocol: `plain` ones over
+/// HTTP/1.1 whatever the run's, the others over the run's; every recorded request made again.
+fn assert_served(runs: &[RunRecord], urls: &[String], plain: bool) {
+    for r in runs {
+        if r.reasons.iter().any(|x| x.kind == ReasonKind::Link) {
+            continue; // the link gate doing its job
+        }
+        assert_eq!(r.outcome, Outcome::Valid, "{}: {:?}", r.id, r.reasons);
+        let run = r.variant.protocol.alpn();
+        for (i, url) in urls.iter().enumerate() {
+            // The page and its script are on the page's origin.
+            let want = if plain && i < 2 { "http/1.1" } else { run };
+            let v = r
+                .server_requests
+                .iter()
+                .find(|v| v.url.as_deref() == Some(url.as_str()))
+                .unwrap_or_else(|| panic!("{}: {url} not served: {:?}", r.id, r.server_requests));
+            assert_eq!(
+                (v.protocol.as_str(), v.status, v.replay),
+                (want, 200, Some(ReplayMatch::Exact)),
+                "{}: {url}",
+                r.id
+            );
+        }
+        let f = r.replay_fidelity.as_ref().unwrap();
+        assert_eq!(
+            (f.replayed, f.missing, f.extra),
+            (urls.len(), 0, 0),
+            "{}: {f:?}",
+            r.id
+        );
+    }
+}
+
+/// A page over plain http whose stylesheet is on port 8443 and image on 443 replays in
+/// Chromium over every protocol: the page and its script HTTP/1.1 without TLS (what an
+/// `http://` origin is), the other two on the run's protocol, each on its own port. A page on
+/// port 8444 over TLS with its image on 443 replays so in Firefox too (without the stylesheet:
+/// Firefox lists this hand-made page's stylesheet twice in Resource Timing, whatever its port —
+/// see docs/limits.md).
+#[test]
+fn origins_on_other_ports_and_plain_http_replay_over_every_protocol() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain_dir = tmp.path().join("plain");
+    std::fs::create_dir_all(&plain_dir).unwrap();
+    let (archive, urls) = ports_site(&plain_dir, "http://www.plain.test/", true);
+    let (chromium, report) = replay(&archive, "h1,h2,h3", 1);
+    assert_eq!(chromium.len(), 3, "{report}");
+    assert_served(&chromium, &urls, true);
+    let tls_dir = tmp.path().join("tls");
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    let (archive, urls) = ports_site(&tls_dir, "https://www.plain.test:8444/", false);
+    let (firefox, report) = replay_with(&archive, "h2,h3", 1, &["--browsers", "firefox"]);
+    assert_eq!(firefox.len(), 2, "{report}");
+    assert_served(&firefox, &urls, false);
+}
+
 /// Replays the archive at `dir` with `pagebench matrix` on `wired` (unless `flags` name the
 /// profiles) over `protocols`, `runs`
 /// each, and returns the final attempt of every planned run (with the matrix's own report).

@@ -55,6 +55,7 @@ fn page10_testbed(
         steer_receive: true,
         extra_server_addresses: 0,
         site_hosts: vec![],
+        site_ports: vec![],
     })
     .unwrap_or_else(|e| panic!("testbed with {servers:?} (./setup.sh installs them): {e:#}"));
     (m, tb)

@@ -1040,6 +1040,7 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
         knobs,
         cert: cert.clone(),
         log_path: a.log.clone(),
+        extra_ports: Vec::new(),
     })?;
     let applied = srv.knobs_applied().clone();
     let port = srv.port();

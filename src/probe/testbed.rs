@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::config::capacity::TraceStart;
 use crate::config::identity::{BrowserId, ServerId};
@@ -75,6 +75,9 @@ pub struct TestbedConfig {
     pub extra_server_addresses: usize,
     /// The replayed sites' hosts, which the certificate names too.
     pub site_hosts: Vec<String>,
+    /// The replayed sites' ports other than 443 (origins on another port, 80 for `http://`
+    /// ones), which the embedded server listens on too.
+    pub site_ports: Vec<u16>,
 }
 
 impl TestbedConfig {
@@ -98,6 +101,35 @@ impl TestbedConfig {
         hosts.sort();
         hosts.dedup();
         hosts
+    }
+
+    /// Every port but 443 of the site workloads among `manifests`, once.
+    pub fn ports_for<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Vec<u16> {
+        let mut ports: Vec<u16> = manifests
+            .into_iter()
+            .filter_map(|m| m.site.as_ref())
+            .flat_map(|s| s.ports())
+            .filter(|p| *p != SITE_PORT)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
+    /// Refuses a site port that a server of the plan listens on itself (the first on 443, the
+    /// next on 8443, 9443…): both would answer it.
+    fn check_site_ports(&self) -> Result<()> {
+        for (i, s) in self.servers.iter().enumerate().skip(1) {
+            if self.site_ports.contains(&port_for(i)) {
+                bail!(
+                    "a replayed site has an origin on port {}, which server {} of --servers listens on: put {} first in --servers, or replay the site in a matrix of its own",
+                    port_for(i),
+                    s.name(),
+                    s.name()
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -140,6 +172,7 @@ fn namespace_tcp(link: &Link, knobs: &ServerKnobs) -> Result<NamespaceTcp> {
 
 impl Testbed {
     pub fn start(cfg: &TestbedConfig) -> Result<Testbed> {
+        cfg.check_site_ports()?;
         let link = Link::new(
             &cfg.profile,
             LinkOptions {
@@ -196,6 +229,7 @@ impl Testbed {
                 work: tb.work.path().join(choice.name().as_str()),
                 log_dir: cfg.log_dir.as_deref(),
                 namespace_tcp: &ns_tcp,
+                site_ports: &cfg.site_ports,
             };
             let server = choice.start(&ctx)?;
             tb.servers.push(server);
@@ -632,7 +666,10 @@ fn launch_options(
                         ips.len()
                     )
                 })?;
-                hosts.push((o.host.clone(), ip));
+                // One rule per host, though it may have origins on several ports.
+                if !hosts.iter().any(|(h, _): &(String, IpAddr)| *h == o.host) {
+                    hosts.push((o.host.clone(), ip));
+                }
             }
             let script = site
                 .options
@@ -668,6 +705,12 @@ fn launch_options(
             Some(site) if req.variant.as_recorded => site.recorded_protocols(),
             _ => Vec::new(),
         },
+        tls_origins: req
+            .manifest
+            .site
+            .as_ref()
+            .map(|s| s.tls_origins())
+            .unwrap_or_default(),
     };
     Ok((url, opts))
 }

@@ -72,6 +72,7 @@ pub fn start(root: &Path, knobs: ServerKnobs, log: Option<PathBuf>) -> EmbeddedS
         knobs,
         cert: Certificate::generate().unwrap(),
         log_path: log,
+        extra_ports: Vec::new(),
     })
     .expect("server starts")
 }

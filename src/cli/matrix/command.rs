@@ -542,6 +542,7 @@ fn start_and_run(
         steer_receive: req.steer_receive,
         extra_server_addresses: TestbedConfig::extra_addresses_for(manifests.values()),
         site_hosts: TestbedConfig::hosts_for(manifests.values()),
+        site_ports: TestbedConfig::ports_for(manifests.values()),
     };
     let mut exec = TestbedExecutor::start(config.clone())?;
     // Record what the servers really applied.

@@ -91,6 +91,7 @@ pub fn run_series(
             &manifest,
         ]),
         site_hosts: crate::probe::testbed::TestbedConfig::hosts_for([&manifest]),
+        site_ports: crate::probe::testbed::TestbedConfig::ports_for([&manifest]),
     })?;
     exec.set_profile(&req.profile)?;
     let manifests = [(req.workload.name.clone(), manifest)]

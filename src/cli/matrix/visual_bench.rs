@@ -155,6 +155,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         steer_receive: true,
         extra_server_addresses: TestbedConfig::extra_addresses_for([&req.manifest]),
         site_hosts: TestbedConfig::hosts_for([&req.manifest]),
+        site_ports: TestbedConfig::ports_for([&req.manifest]),
     })?;
     let server = ServerChoice::embedded().name();
     let (mut with, mut without, mut not_counted) = (Vec::new(), Vec::new(), 0);

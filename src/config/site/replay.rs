@@ -109,14 +109,25 @@ pub struct ReplaySite {
 /// `https://authority` + `target`, the way recorded URLs are written: the host in lower case,
 /// the default port left out.
 pub fn request_url(authority: &str, target: &str) -> String {
+    request_url_over(true, authority, target)
+}
+
+/// [`request_url`] of a request that came over TLS (`https://`, default port 443) or not
+/// (`http://`, default port 80).
+pub fn request_url_over(tls: bool, authority: &str, target: &str) -> String {
+    let (scheme, default_port) = if tls {
+        ("https", ":443")
+    } else {
+        ("http", ":80")
+    };
     let authority = authority.trim().to_ascii_lowercase();
-    let authority = authority.strip_suffix(":443").unwrap_or(&authority);
+    let authority = authority.strip_suffix(default_port).unwrap_or(&authority);
     let target = if target.starts_with('/') {
         target.to_string()
     } else {
         format!("/{target}")
     };
-    format!("https://{authority}{target}")
+    format!("{scheme}://{authority}{target}")
 }
 
 /// The script `--deterministic` runs before a replayed page's own: `Date` starts at the
@@ -306,6 +317,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let a = archive(tmp.path());
         let site = ReplaySite::load(tmp.path(), &a, ThinkTime::None).unwrap();
+        assert_eq!(
+            request_url_over(false, "Plain.a.test:80", "x?y"),
+            "http://plain.a.test/x?y"
+        );
+        assert_eq!(
+            request_url_over(true, "a.test:8443", "/"),
+            "https://a.test:8443/"
+        );
         let page = site.answer("GET", &request_url("WWW.a.test:443", "/"));
         assert_eq!(page.status, 200);
         assert_eq!(&page.body[..], b"<html");

@@ -85,7 +85,38 @@ pub fn request_key(url: &str) -> String {
     url.split(['?', '#']).next().unwrap_or(url).to_string()
 }
 
+impl SiteOrigin {
+    /// Whether the page reached it over TLS (`https://`): plain-http origins are served
+    /// HTTP/1.1 without TLS, whichever protocol the run is on.
+    pub fn is_tls(&self) -> bool {
+        !self.origin.starts_with("http://")
+    }
+}
+
 impl SitePlan {
+    /// Every port its origins are on (443 for most sites; 80 for plain http), once.
+    pub fn ports(&self) -> Vec<u16> {
+        let mut ports: Vec<u16> = self.origins.iter().map(|o| o.port).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
+    /// The origins reached over TLS, as host and port: the ones HTTP/2 and HTTP/3 apply to.
+    pub fn tls_origins(&self) -> Vec<(String, u16)> {
+        self.origins
+            .iter()
+            .filter(|o| o.is_tls())
+            .map(|o| (o.host.to_ascii_lowercase(), o.port))
+            .collect()
+    }
+
+    /// The origin `url` is of.
+    pub fn origin_of_url(&self, url: &str) -> Option<&SiteOrigin> {
+        let origin = crate::config::site::har_import::origin(url)?;
+        self.origins.iter().find(|o| o.origin == origin)
+    }
+
     /// The protocol the page's own origin used when recorded.
     pub fn page_protocol(&self) -> Option<crate::config::protocol::Protocol> {
         let host = self.page_url.split('/').nth(2)?;
@@ -292,23 +323,6 @@ pub fn manifest(
     options: SiteOptions,
 ) -> Result<Manifest> {
     let (slots, addresses) = origins::plan(&archive.entries, options.addresses)?;
-    for s in &slots {
-        if s.port != 443 {
-            bail!(
-                "{}: origin {} uses port {}; replay serves every origin on port 443 (record the site on its default port)",
-                dir.display(),
-                s.origin,
-                s.port
-            );
-        }
-        if s.origin.starts_with("http://") {
-            bail!(
-                "{}: origin {} is plain http; replay serves https only (h2 and h3 need TLS)",
-                dir.display(),
-                s.origin
-            );
-        }
-    }
     let page = url_key(&archive.page_url);
     let Some(doc) = archive.entries.iter().find(|e| url_key(&e.url) == page) else {
         bail!(
@@ -557,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn other_ports_and_plain_http_are_refused_clearly() {
+    fn other_ports_and_plain_http_are_served() {
         let w = Workload {
             name: "site-a".into(),
             kind: super::super::WorkloadKind::Site {
@@ -567,8 +581,26 @@ mod tests {
         let mut a = archive();
         a.entries
             .push(with_body("https://x.a.test:8443/y", 1, "192.0.2.9", "h2"));
-        let e = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap_err();
-        assert!(e.to_string().contains("port 8443"), "{e}");
+        a.entries.push(with_body(
+            "http://plain.a.test/z",
+            1,
+            "192.0.2.10",
+            "http/1.1",
+        ));
+        let site = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default())
+            .unwrap()
+            .site
+            .unwrap();
+        assert_eq!(site.ports(), [80, 443, 8443]);
+        let tls = site.tls_origins();
+        assert!(tls.contains(&("x.a.test".to_string(), 8443)), "{tls:?}");
+        assert!(!tls.iter().any(|(h, _)| h == "plain.a.test"), "{tls:?}");
+        let plain = site.origin_of_url("http://plain.a.test/z?q").unwrap();
+        assert!(!plain.is_tls() && plain.port == 80);
+        assert_eq!(
+            site.origin_of_url("https://x.a.test:8443/y").unwrap().port,
+            8443
+        );
         let mut a = archive();
         a.page_url = "https://www.a.test/missing".into();
         let e = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap_err();

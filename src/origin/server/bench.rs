@@ -102,6 +102,7 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
         knobs,
         cert,
         log_path: None,
+        extra_ports: Vec::new(),
     })?;
     let protocols = server.knobs_applied().knobs.protocols.clone();
     let addr = server.addr();

@@ -50,6 +50,9 @@ pub struct RequestRecord {
     /// The authority asked (`:authority` or `Host`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authority: Option<String>,
+    /// It came over plain HTTP, without TLS (a replayed site's `http://` origin).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain: bool,
     /// How a replayed request found its recorded response (replay of a site archive only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<crate::config::site::replay::ReplayMatch>,
@@ -201,6 +204,7 @@ impl PendingRecord {
                 seq_on_connection,
                 error: None,
                 authority: None,
+                plain: false,
                 replay: None,
                 priority: None,
                 scheduled: None,

@@ -59,6 +59,9 @@ pub struct ServerConfig {
     pub cert: Certificate,
     /// JSON-lines request log (appended, one write per line).
     pub log_path: Option<PathBuf>,
+    /// More ports to serve on the same address (a replayed site's origins on ports other than
+    /// 443, and 80 for its `http://` ones: plain HTTP is told from TLS by its first byte).
+    pub extra_ports: Vec<u16>,
 }
 
 /// What the server really runs with: the knobs with defaults filled in and the kernel's answers.
@@ -125,6 +128,12 @@ impl EmbeddedServer {
         let root = paths::canonical_root(&config.root)?;
         let bound = sockets::bind(config.bind.ip(), config.bind.port(), &knobs)?;
         let port = bound.port;
+        let mut extra = Vec::new();
+        for p in config.extra_ports.iter().filter(|p| **p != port) {
+            let b = sockets::bind(config.bind.ip(), *p, &knobs)
+                .with_context(|| format!("a replayed site's origin needs port {p}"))?;
+            extra.push((b.tcp, b.udp));
+        }
         let addr = SocketAddr::new(config.bind.ip(), port);
         let log = Arc::new(log::RequestLog::new(config.log_path.as_deref())?);
         let registry = Arc::new(stats::Registry::new());
@@ -184,13 +193,13 @@ impl EmbeddedServer {
         });
         let ctx_run = ctx.clone();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let (tcp_listener, udp_socket) = (bound.tcp, bound.udp);
+        let mut listeners = vec![(bound.tcp, bound.udp)];
+        listeners.extend(extra);
         let threads: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
         let serve = move |ready_tx| {
             run(
-                tcp_listener,
+                listeners,
                 tcp_tls,
-                udp_socket,
                 quic_server,
                 ctx_run,
                 shutdown_rx,
@@ -401,35 +410,40 @@ where
     }
 }
 
+/// The sockets of one port: its TCP listener and its UDP socket (each if offered).
+type PortSockets = (Option<std::net::TcpListener>, Option<std::net::UdpSocket>);
+
 async fn run(
-    tcp_listener: Option<std::net::TcpListener>,
+    listeners: Vec<PortSockets>,
     tcp_tls: Option<Arc<rustls::ServerConfig>>,
-    udp_socket: Option<std::net::UdpSocket>,
     quic_server: Option<quinn::ServerConfig>,
     ctx: Arc<Ctx>,
     shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<()>>,
 ) {
     let setup = || -> Result<_> {
-        let tcp = match (tcp_listener, tcp_tls) {
-            (Some(l), Some(tls)) => Some((
-                tokio::net::TcpListener::from_std(l).context("cannot register the TCP listener")?,
-                tokio_rustls::TlsAcceptor::from(tls),
-            )),
-            _ => None,
-        };
-        let quic = match (udp_socket, quic_server) {
-            (Some(s), Some(sc)) => Some(
-                quinn::Endpoint::new(
-                    quinn::EndpointConfig::default(),
-                    Some(sc),
-                    s,
-                    Arc::new(quinn::TokioRuntime),
-                )
-                .context("cannot start the QUIC endpoint")?,
-            ),
-            _ => None,
-        };
+        let mut tcp = Vec::new();
+        let mut quic = Vec::new();
+        for (tcp_listener, udp_socket) in listeners {
+            if let (Some(l), Some(tls)) = (tcp_listener, &tcp_tls) {
+                tcp.push((
+                    tokio::net::TcpListener::from_std(l)
+                        .context("cannot register the TCP listener")?,
+                    tokio_rustls::TlsAcceptor::from(tls.clone()),
+                ));
+            }
+            if let (Some(s), Some(sc)) = (udp_socket, &quic_server) {
+                quic.push(
+                    quinn::Endpoint::new(
+                        quinn::EndpointConfig::default(),
+                        Some(sc.clone()),
+                        s,
+                        Arc::new(quinn::TokioRuntime),
+                    )
+                    .context("cannot start the QUIC endpoint")?,
+                );
+            }
+        }
         Ok((tcp, quic))
     };
     let (tcp, quic) = match setup() {
@@ -441,7 +455,7 @@ async fn run(
     };
     let _ = ready.send(Ok(()));
     let mut tasks = Vec::new();
-    if let Some((listener, acceptor)) = tcp {
+    for (listener, acceptor) in tcp {
         tasks.push(tokio::spawn(tcp::accept_loop(
             listener,
             acceptor,
@@ -450,7 +464,7 @@ async fn run(
             SHUTDOWN_GRACE,
         )));
     }
-    if let Some(endpoint) = quic {
+    for endpoint in quic {
         tasks.push(tokio::spawn(quic::accept_loop(
             endpoint,
             ctx.clone(),

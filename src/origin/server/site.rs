@@ -12,7 +12,7 @@ use http::header::{
 use http::{Method, Response, StatusCode};
 
 use super::paths::{self, Resolved};
-use crate::config::site::replay::{request_url, Replay, ReplayMatch};
+use crate::config::site::replay::{request_url, request_url_over, Replay, ReplayMatch};
 
 const TIMING_ALLOW_ORIGIN: http::header::HeaderName =
     http::header::HeaderName::from_static("timing-allow-origin");
@@ -63,6 +63,10 @@ pub(crate) fn authority<B>(req: &http::Request<B>) -> Option<String> {
         })
 }
 
+/// Marks a request that came over plain HTTP (no TLS): a replayed site's `http://` origin.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlainHttp;
+
 /// What to do with a request.
 pub(crate) enum Plan {
     /// Answer with this status and body (for HEAD: the head of it only).
@@ -82,8 +86,11 @@ pub(crate) struct Reply {
     pub recorded: Option<Headers>,
     /// How a replayed request was matched.
     pub replay: Option<ReplayMatch>,
-    /// Leave Alt-Svc out (an origin replayed on its recorded protocol, which was not h3).
+    /// Leave Alt-Svc out (an origin replayed on its recorded protocol, which was not h3, or
+    /// one over plain HTTP).
     pub no_alt_svc: bool,
+    /// A replayed origin's port, as its URLs name it: its Alt-Svc names that port.
+    pub origin_port: Option<u16>,
 }
 
 impl Reply {
@@ -97,6 +104,7 @@ impl Reply {
             recorded: None,
             replay: None,
             no_alt_svc: false,
+            origin_port: None,
         }
     }
 }
@@ -170,17 +178,28 @@ impl Site {
         pending: &mut super::log::PendingRecord,
     ) -> Plan {
         pending.rec.authority = authority(req);
-        self.plan(req.method(), pending.rec.authority.as_deref(), target)
+        pending.rec.plain = req.extensions().get::<PlainHttp>().is_some();
+        let tls = !pending.rec.plain;
+        self.plan(req.method(), pending.rec.authority.as_deref(), target, tls)
             .await
     }
 
-    /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`).
-    pub async fn plan(&self, method: &Method, authority: Option<&str>, target: &str) -> Plan {
+    /// What to do with `method` `target`, asked of `authority` (`:authority` or `Host`) over
+    /// TLS or not.
+    pub async fn plan(
+        &self,
+        method: &Method,
+        authority: Option<&str>,
+        target: &str,
+        tls: bool,
+    ) -> Plan {
         if let Some(replay) = self.replaying() {
             let head_only = method == Method::HEAD;
             let get = if head_only { "GET" } else { method.as_str() };
             let authority = authority.unwrap_or("");
-            let answer = replay.site.answer(get, &request_url(authority, target));
+            let answer = replay
+                .site
+                .answer(get, &request_url_over(tls, authority, target));
             let no_alt_svc = replay
                 .recorded_protocol(authority)
                 .is_some_and(|p| p != crate::config::protocol::Protocol::H3);
@@ -199,7 +218,8 @@ impl Site {
                 allow: None,
                 recorded: Some(answer.headers),
                 replay: Some(answer.matched),
-                no_alt_svc,
+                no_alt_svc: no_alt_svc || !tls,
+                origin_port: Some(port_of(authority)),
             });
         }
         let path = target.split('?').next().unwrap_or("");
@@ -228,6 +248,7 @@ impl Site {
                     recorded: None,
                     replay: None,
                     no_alt_svc: false,
+                    origin_port: None,
                 },
                 Err(e) => {
                     tracing::warn!("cannot read {}: {e}", file.display());
@@ -289,11 +310,12 @@ impl Site {
             .filter(|_| !reply.no_alt_svc)
             .filter(|_| !over_h3 || self.alt_svc_over_h3)
         {
-            // A replayed site is on port 443 as its pages say, whatever port this server
-            // listens on (the link maps it for an arm of --servers).
-            let a = match reply.recorded {
-                Some(_) => REPLAYED_ALT_SVC,
-                None => a.clone(),
+            // A replayed origin is on the port its pages name, whatever port this server
+            // listens on (the link maps 443 for an arm of --servers).
+            let a = match (&reply.recorded, reply.origin_port) {
+                (Some(_), Some(port)) => alt_svc(port),
+                (Some(_), None) => REPLAYED_ALT_SVC,
+                (None, _) => a.clone(),
             };
             h.insert(http::header::ALT_SVC, a);
         }
@@ -319,7 +341,17 @@ pub(crate) fn upload_reply(bytes: u64, took: Duration) -> Reply {
         recorded: None,
         replay: None,
         no_alt_svc: false,
+        origin_port: None,
     }
+}
+
+/// The port an authority names (443 when it names none: only TLS requests get an Alt-Svc).
+fn port_of(authority: &str) -> u16 {
+    authority
+        .rsplit_once(':')
+        .filter(|(h, _)| !h.ends_with(']') || authority.starts_with('['))
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(443)
 }
 
 pub(crate) fn alt_svc(port: u16) -> HeaderValue {

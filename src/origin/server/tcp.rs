@@ -17,7 +17,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::knobs::Protocol;
 use super::response::{new_pending, respond, ResponseBody};
-use super::site::{upload_reply, Plan};
+use super::site::{upload_reply, PlainHttp, Plan};
 use super::stats::{ConnGuard, Probe, Transport};
 use super::turns::{Counted, Turns, PRIORITY_CHUNK};
 use super::Ctx;
@@ -75,10 +75,29 @@ async fn serve_connection(
         }
     };
     let mut guard = ConnGuard::new(ctx.registry.clone(), Transport::Tcp, peer, probe);
+    // A replayed site's `http://` origins come to the same listener without TLS.
+    let plain = ctx.site.replaying().is_some() && speaks_plain_http(&stream).await;
     let stream = Counted::new(stream, turns.clone());
-    guard.error = serve_tls(stream, turns, peer, acceptor, &ctx, &guard, shutdown)
-        .await
-        .err();
+    guard.error = if plain {
+        guard
+            .registry()
+            .established(guard.id, Protocol::H1.alpn(), 0.0);
+        serve_h1(stream, &ctx, guard.id, peer, shutdown, true).await
+    } else {
+        serve_tls(stream, turns, peer, acceptor, &ctx, &guard, shutdown).await
+    }
+    .err();
+}
+
+/// Whether the client's first byte is not a TLS handshake record's (22): plain HTTP.
+async fn speaks_plain_http(stream: &tokio::net::TcpStream) -> bool {
+    const TLS_HANDSHAKE: u8 = 22;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => first[0] != TLS_HANDSHAKE,
+        // Closed, failed or silent: the TLS path says why.
+        _ => false,
+    }
 }
 
 async fn serve_tls(
@@ -88,7 +107,7 @@ async fn serve_tls(
     acceptor: TlsAcceptor,
     ctx: &Arc<Ctx>,
     guard: &ConnGuard,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let t0 = Instant::now();
     let handshake = async {
@@ -139,14 +158,35 @@ async fn serve_tls(
         let conn = super::h2::H2Conn { id, peer, turns };
         return super::h2::serve(tls, ctx.clone(), conn, shutdown).await;
     }
+    serve_h1(tls, ctx, id, peer, shutdown, false).await
+}
+
+/// HTTP/1.1 on `io` (over TLS or, for a replayed `http://` origin, not) until it closes or
+/// the server shuts down.
+async fn serve_h1<IO>(
+    io: IO,
+    ctx: &Arc<Ctx>,
+    id: u64,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+    plain: bool,
+) -> Result<(), String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     // HTTP/1.1 answers one request at a time: nothing to schedule, and no 103 (hyper 1 has no
     // API for it; Chromium ignores 103 over HTTP/1.1 anyway).
     let svc_ctx = ctx.clone();
-    let svc = hyper::service::service_fn(move |req| handle(req, svc_ctx.clone(), id, peer));
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        if plain {
+            req.extensions_mut().insert(PlainHttp);
+        }
+        handle(req, svc_ctx.clone(), id, peer)
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .keep_alive(true)
-        .serve_connection(TokioIo::new(tls), svc);
+        .serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);
     // On shutdown it finishes the request in flight, then closes.
     let result = tokio::select! {

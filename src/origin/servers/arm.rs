@@ -93,6 +93,7 @@ impl Arm {
             work: ctx.work.clone(),
             log_dir: log_dir.as_deref(),
             namespace_tcp: ctx.namespace_tcp,
+            site_ports: ctx.site_ports,
         };
         let inner =
             (self.base.start)(&arm_ctx).with_context(|| format!("--servers {}", self.spec))?;

@@ -37,6 +37,7 @@ fn start(ctx: &StartContext) -> Result<Box<dyn ServerUnderTest>> {
         knobs: ctx.knobs.clone(),
         cert: ctx.cert.clone(),
         log_path: ctx.log_dir.map(|d| d.join("server-requests.jsonl")),
+        extra_ports: ctx.site_ports.to_vec(),
     };
     let server = ctx.ns.run(move || EmbeddedServer::start(config))??;
     let description = ServerDescription {

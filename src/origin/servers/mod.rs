@@ -267,6 +267,8 @@ pub struct StartContext<'a> {
     /// Where the embedded server keeps its JSON-lines request log, if anywhere.
     pub log_dir: Option<&'a Path>,
     pub namespace_tcp: &'a NamespaceTcp,
+    /// The ports of replayed sites' origins beyond 443 (the embedded server serves them too).
+    pub site_ports: &'a [u16],
 }
 
 /// A server `--servers` can select: its name, the protocols it can speak at all, and how it

@@ -178,6 +178,7 @@ fn start_tcp(ctx: &StartContext) -> Result<Option<Box<dyn ServerUnderTest>>> {
             work: ctx.work.join("embedded"),
             log_dir: ctx.log_dir,
             namespace_tcp: ctx.namespace_tcp,
+            site_ports: ctx.site_ports,
         };
         Some((embedded::SERVER.start)(&tcp_ctx)?)
     })

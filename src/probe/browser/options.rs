@@ -48,9 +48,24 @@ pub struct LaunchOptions {
     /// disabled; the hosts recorded over h3 are forced onto QUIC, the server offers the others
     /// their own (and no Alt-Svc).
     pub as_recorded: Vec<(String, Protocol)>,
+    /// A replayed site's origins over TLS, host and port (its `http://` ones left out: they
+    /// stay HTTP/1.1 without TLS); empty: every host of [`LaunchOptions::host_map`] on `port`.
+    pub tls_origins: Vec<(String, u16)>,
 }
 
 impl LaunchOptions {
+    /// The origins HTTP/3 is forced onto (or mapped for), host and port.
+    pub fn quic_origins(&self) -> Vec<(String, u16)> {
+        if self.tls_origins.is_empty() {
+            self.host_map()
+                .into_iter()
+                .map(|(h, _)| (h, self.port))
+                .collect()
+        } else {
+            self.tls_origins.clone()
+        }
+    }
+
     /// The hosts the browser may contact, each with its address.
     pub fn host_map(&self) -> Vec<(String, std::net::IpAddr)> {
         if self.hosts.is_empty() {
@@ -83,6 +98,7 @@ impl LaunchOptions {
             init_script: None,
             repeat: None,
             as_recorded: vec![],
+            tls_origins: vec![],
         }
     }
 }

@@ -236,8 +236,16 @@ impl<'a> From<&'a str> for Expected<'a> {
 }
 
 impl Expected<'_> {
-    /// What `url` must have come over (`?` for a host the recording lacks).
+    /// What `url` must have come over (`?` for a host the recording lacks): a replayed site's
+    /// `http://` origin HTTP/1.1 whatever the run's protocol.
     fn for_url<'m>(&'m self, manifest: &'m Manifest, url: &str) -> &'m str {
+        let site = manifest.site.as_ref();
+        if site
+            .and_then(|s| s.origin_of_url(url))
+            .is_some_and(|o| !o.is_tls())
+        {
+            return crate::config::protocol::Protocol::H1.alpn();
+        }
         match self {
             Expected::All(p) => p,
             Expected::AsRecorded => {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::site::replay::request_url;
+use crate::config::site::replay::request_url_over;
 use crate::origin::server::RequestRecord;
 use crate::origin::servers::ServerView;
 use crate::probe::metrics::url_path;
@@ -95,7 +95,10 @@ pub fn record_view(r: &RequestRecord) -> ServerView {
         protocol: r.protocol.clone(),
         method: r.method.clone(),
         path: url_path(&format!("https://x{}", r.path)),
-        url: r.authority.as_deref().map(|a| request_url(a, &r.path)),
+        url: r
+            .authority
+            .as_deref()
+            .map(|a| request_url_over(!r.plain, a, &r.path)),
         replay: r.replay,
         status: r.status,
         bytes_sent: r.bytes_sent,

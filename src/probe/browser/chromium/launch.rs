@@ -75,7 +75,7 @@ fn quiet_browser_args(on_display: bool) -> Vec<String> {
         "--disable-breakpad",
         "--disable-domain-reliability",
         "--disable-client-side-phishing-detection",
-        "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions",
+        "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,HttpsUpgrades",
         "--metrics-recording-only",
         "--password-store=basic",
         "--mute-audio",
@@ -115,10 +115,14 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     }
     if !o.as_recorded.is_empty() {
         let quic: Vec<String> = o
-            .as_recorded
-            .iter()
-            .filter(|(_, p)| *p == Protocol::H3)
-            .map(|(h, _)| format!("{h}:{}", o.port))
+            .quic_origins()
+            .into_iter()
+            .filter(|(h, _)| {
+                o.as_recorded
+                    .iter()
+                    .any(|(r, p)| r == h && *p == Protocol::H3)
+            })
+            .map(|(h, port)| format!("{h}:{port}"))
             .collect();
         a.push("--enable-quic".into());
         if !quic.is_empty() {
@@ -150,9 +154,10 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
         }
         Protocol::H3 => {
             a.push("--enable-quic".into());
-            let origins: Vec<String> = hosts
-                .iter()
-                .map(|(h, _)| format!("{h}:{}", o.port))
+            let origins: Vec<String> = o
+                .quic_origins()
+                .into_iter()
+                .map(|(h, port)| format!("{h}:{port}"))
                 .collect();
             a.push(format!("--origin-to-force-quic-on={}", origins.join(",")));
         }

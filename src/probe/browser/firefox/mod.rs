@@ -209,7 +209,10 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
     // No DNS over HTTPS, no HTTPS records: the replay has no DNS server.
     p.push(("network.trr.mode", Int(5)));
     p.push(("network.dns.native_https_query", Bool(false)));
-    let quic_hosts: Vec<String> = if o.as_recorded.is_empty() {
+    // A replayed `http://` page stays plain: no upgrade to https first.
+    p.push(("dom.security.https_first", Bool(false)));
+    p.push(("dom.security.https_first_schemeless", Bool(false)));
+    let quic_hosts: Vec<(String, u16)> = if o.as_recorded.is_empty() {
         match o.protocol {
             Protocol::H1 => {
                 p.push(("network.http.http2.enabled", Bool(false)));
@@ -223,21 +226,24 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
             Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
                 bail!("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) runs in Chromium only")
             }
-            Protocol::H3 => o.host_map().into_iter().map(|(h, _)| h).collect(),
+            Protocol::H3 => o.quic_origins(),
         }
     } else {
         // Each origin on its recorded protocol: QUIC mapped for the h3 origins only; the server
         // answers an h1 origin's TLS hello with HTTP/1.1 alone.
-        o.as_recorded
-            .iter()
-            .filter(|(_, p)| *p == Protocol::H3)
-            .map(|(h, _)| h.clone())
+        o.quic_origins()
+            .into_iter()
+            .filter(|(h, _)| {
+                o.as_recorded
+                    .iter()
+                    .any(|(r, p)| r == h && *p == Protocol::H3)
+            })
             .collect()
     };
     if o.protocol == Protocol::H3 || !o.as_recorded.is_empty() {
         let mapping: Vec<String> = quic_hosts
             .iter()
-            .map(|h| format!("{h};h3=:{}", o.port))
+            .map(|(h, port)| format!("{h};h3=:{port}"))
             .collect();
         p.push(("network.http.http3.enable", Bool(true)));
         p.push((
