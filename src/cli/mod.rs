@@ -132,7 +132,7 @@ pub struct CompareArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Chromium runs here, with this machine's network and resolver (or inside `ip netns exec NS pagebench record …`): point it at the site you mean to record. It negotiates h1, h2 or h3 as a user's browser would. --ignore-cert-errors covers TCP (h1, h2) only: QUIC ignores it, so on a self-signed staging site h3 falls back to h2 unless you give the certificate's key with --ignore-cert-spki."
+    after_help = "Chromium runs here, with this machine's network and resolver (or inside `ip netns exec NS pagebench record …`): point it at the site you mean to record. It negotiates h1, h2 or h3 as a user's browser would. --ignore-cert-errors covers TCP (h1, h2) only: QUIC ignores it, so on a self-signed staging site h3 falls back to h2 unless you give the certificate's key with --ignore-cert-spki and name the origin in --force-quic."
 )]
 pub struct RecordArgs {
     /// The page to record (http:// or https://).
@@ -157,6 +157,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "BASE64",
           value_parser = |s: &str| crate::probe::recording::parse_spki(s).map_err(|e| e.to_string()))]
     pub ignore_cert_spki: Vec<String>,
+    /// Reach this origin over HTTP/3 from its first request (repeatable; port 443 unless
+    /// given), as a returning visitor whose browser knew its Alt-Svc would: a fresh browser
+    /// learns h3 only from a response, and on a self-signed site QUIC takes the certificate
+    /// of --ignore-cert-spki only for origins named here.
+    #[arg(long, value_name = "HOST[:PORT]",
+          value_parser = |s: &str| crate::probe::recording::parse_force_quic(s).map_err(|e| e.to_string()))]
+    pub force_quic: Vec<String>,
     /// Give up on the page after this long.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -1445,6 +1452,7 @@ fn record(a: RecordArgs) -> Result<ExitCode> {
             resolve: a.resolve,
             ignore_cert_errors: a.ignore_cert_errors,
             ignore_cert_spki: a.ignore_cert_spki,
+            force_quic: a.force_quic,
             settle_max: Duration::from_secs(2),
         },
         timeout: a.timeout,

@@ -89,6 +89,27 @@ pub fn parse_resolve(s: &str) -> Result<(String, IpAddr)> {
     Ok((host.to_string(), ip))
 }
 
+/// `--force-quic HOST[:PORT]`: an origin Chromium reaches over QUIC from its first request
+/// (`host:port`, port 443 unless given).
+pub fn parse_force_quic(s: &str) -> Result<String> {
+    let s = s.trim();
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) => match p.parse::<u16>() {
+            Ok(port) if port > 0 => (h, port),
+            _ => bail!("--force-quic {s:?}: {p:?} is not a port (1–65535)"),
+        },
+        None => (s, 443),
+    };
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        bail!("--force-quic {s:?}: {host:?} is not a host name (HOST or HOST:PORT, e.g. www.example.com:443)");
+    }
+    Ok(format!("{}:{port}", host.to_ascii_lowercase()))
+}
+
 /// `--ignore-cert-spki BASE64`: a base64 SHA-256 (32 bytes).
 pub fn parse_spki(s: &str) -> Result<String> {
     let s = s.trim();
@@ -230,6 +251,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("--ignore-cert-spki"));
+        assert_eq!(
+            parse_force_quic("WWW.site.test").unwrap(),
+            "www.site.test:443"
+        );
+        assert_eq!(
+            parse_force_quic("cdn.site.test:8443").unwrap(),
+            "cdn.site.test:8443"
+        );
+        for (bad, says) in [
+            ("cdn.site.test:0", "is not a port"),
+            ("cdn.site.test:https", "is not a port"),
+            ("a b:443", "is not a host name"),
+            (":443", "is not a host name"),
+        ] {
+            let e = parse_force_quic(bad).unwrap_err().to_string();
+            assert!(e.starts_with("--force-quic") && e.contains(says), "{e}");
+        }
     }
 
     #[test]

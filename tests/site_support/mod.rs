@@ -246,17 +246,23 @@ pub struct FixtureSite {
     pub resources: Vec<Resource>,
 }
 
-fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
+fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)], h3: bool) -> String {
     let d = |p: &str| dir.join(p).display().to_string();
+    // h1 and h2 only unless asked: with h3 Chromium would switch protocols mid-page after
+    // Alt-Svc (a recording of h3 forces QUIC from the first request instead).
+    let protocols = if h3 { "h1 h2 h3" } else { "h1 h2" };
     let mut s = format!(
         "{{\n\tauto_https off\n\tadmin off\n\tstorage file_system {{\n\t\troot {}\n\t}}\n\
-         \t# h1 and h2 only: with h3 Chromium would switch protocols mid-page after Alt-Svc.\n\
-         \tservers {{\n\t\tprotocols h1 h2\n\t}}\n}}\n",
+         \tservers {{\n\t\tprotocols {protocols}\n\t}}\n}}\n",
         d("caddy-data")
     );
-    for (host, ip) in addresses {
-        // Unspecified: every address of the namespace (the host picked by SNI).
-        let bind = if ip.is_unspecified() {
+    for (i, (host, ip)) in addresses.iter().enumerate() {
+        // Unspecified: every address of the namespace (the host picked by SNI) — but for h3
+        // the address in `SITE_IP<n>` of Caddy's environment: a QUIC answer must come from the
+        // address the client sent to, which a wildcard UDP socket does not promise.
+        let bind = if ip.is_unspecified() && h3 {
+            format!("\tbind {{$SITE_IP{}}}\n", i + 1)
+        } else if ip.is_unspecified() {
             String::new()
         } else {
             format!("\tbind {ip}\n")
@@ -282,14 +288,14 @@ fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
 
 /// Writes one certificate for the three names, its key and the Caddyfile serving `site/` of
 /// `dir` at `addresses` into `dir`; returns the SPKI Chromium accepts the certificate by.
-pub fn caddy_config(dir: &Path, addresses: &[(&str, IpAddr)]) -> String {
+pub fn caddy_config(dir: &Path, addresses: &[(&str, IpAddr)], h3: bool) -> String {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let params =
         rcgen::CertificateParams::new(vec![WWW.into(), STATIC.into(), API.into()]).unwrap();
     let cert = params.self_signed(&key).unwrap();
     std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("Caddyfile"), caddyfile(dir, addresses)).unwrap();
+    std::fs::write(dir.join("Caddyfile"), caddyfile(dir, addresses, h3)).unwrap();
     use rcgen::PublicKeyData;
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.subject_public_key_info()))
 }
@@ -341,7 +347,7 @@ impl FixtureSite {
                 .unwrap();
             assert!(st.success(), "ip addr add {ip} in {}", ns.name());
         }
-        let spki = caddy_config(dir.path(), &addresses);
+        let spki = caddy_config(dir.path(), &addresses, false);
         let log = std::fs::File::create(dir.path().join("caddy.log")).unwrap();
         let mut cmd = ns.command("caddy");
         cmd.args(caddy_args(dir.path()))

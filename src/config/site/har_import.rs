@@ -72,6 +72,9 @@ struct HarEntry {
     /// Its total time, ms (-1 or absent: unknown).
     #[serde(default = "unknown")]
     time: f64,
+    /// Why the request got no response (DevTools writes `net::ERR_…`), if it did not.
+    #[serde(rename = "_error", default)]
+    error: Option<String>,
     /// The connection's id (a string in HAR 1.2; some tools write a number).
     #[serde(default)]
     connection: Option<serde_json::Value>,
@@ -147,6 +150,9 @@ pub struct ImportSummary {
     pub missing: Vec<(String, Missing)>,
     /// Entries left out (not http(s): `data:`, `blob:`, extensions…).
     pub skipped: Vec<String>,
+    /// Requests that got no response (status 0: blocked, cancelled or failed), left out (a
+    /// replay answers them 404): URL and why, as the HAR says.
+    pub failed: Vec<(String, String)>,
     /// Bodies per `Content-Encoding` on the wire (`identity` for none).
     pub encodings: std::collections::BTreeMap<String, usize>,
     /// Redirect responses (3xx with a `Location`).
@@ -203,6 +209,18 @@ impl ImportSummary {
                 "skipped {} request(s) that are not http(s): {}\n",
                 self.skipped.len(),
                 few(&self.skipped)
+            ));
+        }
+        if !self.failed.is_empty() {
+            let list: Vec<String> = self
+                .failed
+                .iter()
+                .map(|(u, why)| format!("{u} ({why})"))
+                .collect();
+            s.push_str(&format!(
+                "warning: left out {} request(s) that got no response (a replay answers them 404): {}\n",
+                self.failed.len(),
+                few(&list)
             ));
         }
         s
@@ -286,6 +304,11 @@ pub fn import_as(
             summary.skipped.push(h.request.url.clone());
             continue;
         };
+        if h.response.status == 0.0 {
+            let why = h.error.clone().unwrap_or_else(|| "no reason given".into());
+            summary.failed.push((h.request.url.clone(), why));
+            continue;
+        }
         origins.insert(o);
         let at = || format!("{}: entry {i} ({})", from.display(), h.request.url);
         let (entry, wire) = import_entry(h, &at, first_start.as_ref(), &mut summary)?;
@@ -719,6 +742,45 @@ mod tests {
             .unwrap_err()
         );
         assert!(e.contains("no http(s) responses"), "{e}");
+        // A status that is not one (not 0, which is no response) names the entry.
+        let mut bad: serde_json::Value = serde_json::from_str(&har()).unwrap();
+        bad["log"]["entries"][2]["response"]["status"] = json!(999);
+        let e = format!(
+            "{:#}",
+            import(&bad.to_string(), Path::new("x.har"), out.path(), false).unwrap_err()
+        );
+        assert!(
+            e.contains("entry 2 (https://cdn.a.test/bg.png): response.status 999"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_request_that_got_no_response_is_left_out_and_said() {
+        // DevTools writes a blocked or failed request with status 0 and its error.
+        let out = tempfile::tempdir().unwrap();
+        let mut har: serde_json::Value = serde_json::from_str(&har()).unwrap();
+        har["log"]["entries"][2]["response"]["status"] = json!(0);
+        har["log"]["entries"][2]["_error"] = json!("net::ERR_BLOCKED_BY_CLIENT");
+        let (a, s) = import(&har.to_string(), Path::new("x.har"), out.path(), false).unwrap();
+        assert_eq!(s.entries, 6);
+        assert!(!a
+            .entries
+            .iter()
+            .any(|e| e.url == "https://cdn.a.test/bg.png"));
+        assert_eq!(
+            s.failed,
+            [(
+                "https://cdn.a.test/bg.png".to_string(),
+                "net::ERR_BLOCKED_BY_CLIENT".to_string()
+            )]
+        );
+        let text = s.text(out.path());
+        assert!(
+            text.contains("left out 1 request(s) that got no response")
+                && text.contains("bg.png (net::ERR_BLOCKED_BY_CLIENT)"),
+            "{text}"
+        );
     }
 
     #[test]

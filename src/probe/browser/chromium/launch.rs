@@ -39,6 +39,10 @@ pub struct NaturalOptions {
     pub ignore_cert_errors: bool,
     /// base64 SHA-256 SPKIs for `--ignore-certificate-errors-spki-list` (QUIC honours these).
     pub ignore_cert_spki: Vec<String>,
+    /// Origins (`host:port`) reached over QUIC from the first request
+    /// (`--origin-to-force-quic-on`; it also lets QUIC accept a certificate under a root of
+    /// `ignore_cert_spki`).
+    pub force_quic: Vec<String>,
     /// Upper bound of the settle wait.
     pub settle_max: Duration,
 }
@@ -188,6 +192,13 @@ pub fn natural_args(o: &NaturalOptions) -> Vec<String> {
         a.push(format!(
             "--ignore-certificate-errors-spki-list={}",
             o.ignore_cert_spki.join(",")
+        ));
+    }
+    if !o.force_quic.is_empty() {
+        a.push("--enable-quic".into());
+        a.push(format!(
+            "--origin-to-force-quic-on={}",
+            o.force_quic.join(",")
         ));
     }
     a.push("about:blank".into());
@@ -571,8 +582,13 @@ mod tests {
             ],
             ignore_cert_errors: true,
             ignore_cert_spki: vec!["a=".into(), "b=".into()],
+            force_quic: vec!["www.site.test:443".into(), "cdn.site.test:8443".into()],
             settle_max: Duration::ZERO,
         });
+        assert!(mapped.contains(
+            &"--origin-to-force-quic-on=www.site.test:443,cdn.site.test:8443".to_string()
+        ));
+        assert!(mapped.contains(&"--enable-quic".to_string()));
         assert!(mapped.contains(
             &"--host-resolver-rules=MAP www.site.test 10.0.0.1, MAP v6.site.test [2001:db8::1]"
                 .to_string()
