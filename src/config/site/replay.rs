@@ -172,17 +172,38 @@ pub fn recording_start_ms(archive: &SiteArchive) -> f64 {
         .unwrap_or(1_767_225_600_000.0)
 }
 
+/// The recording's round trip to each origin, the base of its think times: as `--distances
+/// recorded` reads it (a raw wait can be shorter than the round trip — the recording browser's
+/// request-sent time can come late: a redirect's 8 ms wait on a 10 ms path made every page
+/// of one recording 8 ms slower on replay), else its shortest wait.
+fn origin_rtts(archive: &SiteArchive) -> BTreeMap<String, f64> {
+    let mut by_origin: BTreeMap<String, Vec<&super::Entry>> = BTreeMap::new();
+    for e in &archive.entries {
+        if let Some(o) = origin(&e.url) {
+            by_origin.entry(o).or_default().push(e);
+        }
+    }
+    by_origin
+        .into_iter()
+        .map(|(o, entries)| {
+            let rtt = super::distances::recorded_rtt(&entries).map_or_else(
+                || {
+                    entries
+                        .iter()
+                        .map(|e| e.timings.wait_ms.max(0.0))
+                        .fold(f64::INFINITY, f64::min)
+                },
+                |r| r.rtt_ms,
+            );
+            (o, rtt)
+        })
+        .collect()
+}
+
 impl ReplaySite {
     /// Loads every body of `archive` (read from `dir`) and prepares its responses.
     pub fn load(dir: &Path, archive: &SiteArchive, think: ThinkTime) -> Result<ReplaySite> {
-        // The recording's round trip to each origin: its shortest wait.
-        let mut rtt: BTreeMap<String, f64> = BTreeMap::new();
-        for e in &archive.entries {
-            if let Some(o) = origin(&e.url) {
-                let w = rtt.entry(o).or_insert(f64::INFINITY);
-                *w = w.min(e.timings.wait_ms.max(0.0));
-            }
-        }
+        let rtt = origin_rtts(archive);
         let mut bodies: BTreeMap<String, Bytes> = BTreeMap::new();
         let mut prepared = Vec::with_capacity(archive.entries.len());
         for (i, e) in archive.entries.iter().enumerate() {
@@ -367,6 +388,16 @@ mod tests {
         assert!((ms("https://www.a.test/old") - 15.0).abs() < 1e-9);
         assert!((ms("https://cdn.a.test/s.css?v=1") - 0.0).abs() < 1e-9);
         assert!((ms("https://cdn.a.test/slow.js") - 100.0).abs() < 1e-9);
+        // A wait below the origin's round trip (its TCP handshake: 40 ms) is not its base.
+        let mut a = a;
+        a.entries[0].timings.connect_ms = Some(80.0);
+        a.entries[0].timings.ssl_ms = Some(40.0);
+        a.entries[0].timings.wait_ms = 50.0;
+        a.entries[3].timings.wait_ms = 31.0;
+        let site = ReplaySite::load(tmp.path(), &a, ThinkTime::Recorded).unwrap();
+        let ms = |url: &str| site.answer("GET", url).think.as_secs_f64() * 1e3;
+        assert!((ms("https://www.a.test/") - 10.0).abs() < 1e-9);
+        assert!((ms("https://www.a.test/old") - 0.0).abs() < 1e-9);
         assert_eq!(
             "recorded".parse::<ThinkTime>().unwrap(),
             ThinkTime::Recorded
