@@ -31,6 +31,13 @@ pub struct ReplayFidelity {
     pub missing: usize,
     /// Requests the archive lacked (answered 404), the browser's own left out.
     pub extra: usize,
+    /// The recorded URLs (query left out) not made as often as recorded, once each (records
+    /// from before them, or plans without the recorded counts: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_urls: Vec<String>,
+    /// The URLs the archive lacked, once each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_urls: Vec<String>,
     /// The recording's body bytes, all origins (records from before it: 0).
     #[serde(default)]
     pub recorded_bytes: u64,
@@ -103,11 +110,14 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
     let recorded: usize = site.origins.iter().map(|o| o.responses).sum();
     let own = |url: Option<&str>| url.is_some_and(|u| e.browser_initiated.iter().any(|b| b == u));
     let page: Vec<&ServerView> = e.views.iter().filter(|v| !own(v.url.as_deref())).collect();
-    let replayed = replayed(site, &page).min(recorded);
-    let extra = page
+    let (replayed, missing_urls) = replayed(site, &page);
+    let replayed = replayed.min(recorded);
+    let misses: Vec<&str> = page
         .iter()
         .filter(|v| v.replay == Some(ReplayMatch::Miss))
-        .count();
+        .map(|v| v.url.as_deref().unwrap_or(&v.path))
+        .collect();
+    let extra_urls: BTreeSet<&str> = misses.iter().copied().collect();
     let critical_path: Option<Vec<String>> = e
         .critical_path
         .as_ref()
@@ -116,7 +126,9 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
         recorded,
         replayed,
         missing: recorded - replayed,
-        extra,
+        extra: misses.len(),
+        missing_urls,
+        extra_urls: extra_urls.into_iter().map(str::to_string).collect(),
         recorded_bytes: site.origins.iter().map(|o| o.bytes).sum(),
         recorded_path_steps: site.recorded_critical_path.len(),
         origins: origins(site, &page, e.network.map(|n| page_requests(n, &own))),
@@ -129,21 +141,31 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
 
 /// Recorded requests the replay made again: per URL (query left out) as many times as
 /// recorded at most; a recording from before the counts were kept, distinct URLs.
-fn replayed(site: &SitePlan, page: &[&ServerView]) -> usize {
+fn replayed(site: &SitePlan, page: &[&ServerView]) -> (usize, Vec<String>) {
     let matched = page
         .iter()
         .filter(|v| matches!(v.replay, Some(ReplayMatch::Exact | ReplayMatch::SamePath)))
         .map(|v| v.url.as_deref().unwrap_or(&v.path));
     if site.recorded_requests.is_empty() {
-        return matched.collect::<BTreeSet<&str>>().len();
+        return (matched.collect::<BTreeSet<&str>>().len(), Vec::new());
     }
     let mut made: BTreeMap<String, usize> = BTreeMap::new();
     for url in matched {
         *made.entry(request_key(url)).or_insert(0) += 1;
     }
-    made.iter()
-        .map(|(k, n)| (*n).min(site.recorded_requests.get(k).copied().unwrap_or(0)))
-        .sum()
+    let count = |k: &String| made.get(k).copied().unwrap_or(0);
+    let replayed = site
+        .recorded_requests
+        .iter()
+        .map(|(k, n)| count(k).min(*n))
+        .sum();
+    let missing = site
+        .recorded_requests
+        .iter()
+        .filter(|(k, n)| count(k) < **n)
+        .map(|(k, _)| k.clone())
+        .collect();
+    (replayed, missing)
 }
 
 /// The engine's requests that were the page's (not the browser's own).
@@ -306,6 +328,16 @@ mod tests {
         // Asked for once: one of the two recorded requests was not made.
         let f = of(&plan, &evidence(&views[..2], &[]));
         assert_eq!((f.replayed, f.missing), (2, 1));
+        assert_eq!(f.missing_urls, ["https://www.a.test/py.svg"]);
+        // What the archive lacked, by URL.
+        let mut more = views.to_vec();
+        more.push(view("https://www.a.test/new.js", ReplayMatch::Miss));
+        let f = of(&plan, &evidence(&more, &[]));
+        assert_eq!(
+            (f.extra, f.extra_urls.as_slice()),
+            (1, &["https://www.a.test/new.js".to_string()][..])
+        );
+        assert!(f.missing_urls.is_empty());
     }
 
     #[test]

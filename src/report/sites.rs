@@ -209,9 +209,57 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
                 Cell::text(m(&REPLAY_FIDELITY).map_or("-".into(), |f| format!("{f:.2}"))),
             ]);
         }
+        t.notes.extend(url_notes(data, &w));
         out.push(t);
     }
     out
+}
+
+/// The URLs the series' median replays of site `w` did not make, or made though the recording
+/// had not, as notes (at most ten of each named).
+fn url_notes(data: &ReportData, w: &str) -> Vec<String> {
+    let mut missing = std::collections::BTreeSet::new();
+    let mut extra = std::collections::BTreeSet::new();
+    for s in data.summary.series.iter().filter(|s| s.key.workload == w) {
+        if let Some(f) = s
+            .median_run
+            .as_ref()
+            .and_then(|id| data.median_replays.get(id))
+        {
+            missing.extend(f.missing_urls.iter().cloned());
+            extra.extend(f.extra_urls.iter().cloned());
+        }
+    }
+    let list = |urls: &std::collections::BTreeSet<String>| {
+        let mut names: Vec<&str> = urls.iter().map(String::as_str).take(10).collect();
+        let more = urls.len().saturating_sub(10);
+        if more > 0 {
+            names.push("…");
+        }
+        format!(
+            "{}{}",
+            names.join(", "),
+            if more > 0 {
+                format!(" ({more} more)")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let mut notes = Vec::new();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "Recorded, not made in a median replay: {}.",
+            list(&missing)
+        ));
+    }
+    if !extra.is_empty() {
+        notes.push(format!(
+            "Made in a median replay, not recorded (answered 404): {}.",
+            list(&extra)
+        ));
+    }
+    notes
 }
 
 /// The recorded critical path, as a note under the fidelity table.
@@ -480,7 +528,17 @@ mod tests {
                 ],
                 critical_path: Some(vec!["/".into(), "/a.css".into(), "/hero.jpg".into()]),
                 path_shared: Some(2),
+                missing_urls: vec!["https://cdn.test/f.woff2".into()],
+                extra_urls: vec!["https://docs.test/new.js".into()],
             },
+        );
+        let all = fidelity_tables(&d);
+        assert_eq!(
+            tables_with_id(&all, "fidelity-site-doc").notes[1..],
+            [
+                "Recorded, not made in a median replay: https://cdn.test/f.woff2.",
+                "Made in a median replay, not recorded (answered 404): https://docs.test/new.js."
+            ]
         );
         let origins = origin_tables(&d);
         let text = |r: usize| -> Vec<String> {
