@@ -337,6 +337,11 @@ pub struct NetworkRequest {
     /// Whether it loads a document (the navigation, a frame).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub document: bool,
+    /// Whether its response came from the browser's cache, not the network (BiDi's
+    /// `fromCache`; CDP's `fromDiskCache`, `fromPrefetchCache`, `requestServedFromCache`): it
+    /// went over no protocol.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_cache: bool,
 }
 
 /// Per-resource figures (ms from navigation start, or durations in ms).

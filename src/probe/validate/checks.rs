@@ -381,7 +381,8 @@ fn devtools_protocol(ev: &Evidence, out: &mut Findings) {
     let wrong: Vec<String> = ev
         .requests
         .iter()
-        .filter(|c| !c.url.starts_with("data:"))
+        // A response from the browser's cache went over no protocol.
+        .filter(|c| !c.url.starts_with("data:") && !c.from_cache)
         .filter_map(|c| match &c.protocol {
             Some(p) if *p != ev.want(&c.url) => Some(format!("{} over {p:?}", ev.key(&c.url))),
             _ => None,

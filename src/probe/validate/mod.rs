@@ -433,6 +433,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_response_from_the_browser_s_cache_went_over_no_protocol() {
+        // Firefox's tab icon, the page's own image again: BiDi says `fromCache` and a default
+        // protocol.
+        let mut obs = fixture("h2-page10");
+        let m = manifest_of(&obs, "page10");
+        let log = server_view(&obs, "h2");
+        let mut again = obs.network.requests[1].clone();
+        again.request_id = "again".into();
+        again.protocol = Some("http/1.1".into());
+        again.from_cache = true;
+        obs.network.requests.push(again);
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&log));
+        assert_eq!(v.outcome, Outcome::Valid, "{}", v.reason_text());
+        obs.network.requests.last_mut().unwrap().from_cache = false;
+        let v = validate("h2", &m, &obs, &LoadEnd::Completed, Some(&log));
+        assert_eq!(v.reasons[0].kind, ReasonKind::CdpProtocolMismatch);
+    }
+
+    #[test]
     fn server_seeing_another_protocol_invalidates() {
         let obs = fixture("h3-page10");
         let m = manifest_of(&obs, "page10");

@@ -21,10 +21,11 @@ use crate::support::signals;
 
 /// CDP events kept in the run record as they came (`Network.dataReceived` is kept compacted, as
 /// [`DataChunk`]s; the rest is noise for our metrics).
-const KEPT_EVENTS: [&str; 7] = [
+const KEPT_EVENTS: [&str; 8] = [
     "Network.requestWillBeSent",
     "Network.resourceChangedPriority",
     "Network.responseReceived",
+    "Network.requestServedFromCache",
     "Network.loadingFinished",
     "Network.loadingFailed",
     "Page.loadEventFired",

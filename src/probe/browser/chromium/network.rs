@@ -50,6 +50,8 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
                         .and_then(Value::as_f64)
                         .map(|c| c as u64);
                     entry.connection_reused = r.get("connectionReused").and_then(Value::as_bool);
+                    let flag = |k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
+                    entry.from_cache |= flag("fromDiskCache") || flag("fromPrefetchCache");
                     let t = &r["timing"];
                     entry.send_start_ms = t.get("sendStart").and_then(Value::as_f64);
                     entry.request_time = t.get("requestTime").and_then(Value::as_f64);
@@ -67,6 +69,7 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
                         entry.priority_changes.push((t, to.to_string()));
                     }
                 }
+                "Network.requestServedFromCache" => entry.from_cache = true,
                 "Network.loadingFailed" => {
                     entry.failed = Some(
                         p.get("errorText")

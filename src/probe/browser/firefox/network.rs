@@ -43,6 +43,10 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
                         .map(|s| s as u16);
                     entry.encoded_data_length =
                         p.pointer("/response/bytesReceived").and_then(Value::as_f64);
+                    entry.from_cache = p
+                        .pointer("/response/fromCache")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
                 }
                 "network.fetchError" => {
                     entry.failed = Some(text("/errorText").unwrap_or_else(|| "failed".into()));
@@ -51,4 +55,47 @@ pub fn requests(events: &[DevtoolsEvent]) -> Vec<NetworkRequest> {
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(method: &str, params: Value) -> DevtoolsEvent {
+        DevtoolsEvent {
+            method: method.into(),
+            params,
+        }
+    }
+
+    #[test]
+    fn a_response_from_the_cache_is_marked_so() {
+        let url = "https://static.docs.test/py.svg";
+        let events = [
+            event(
+                "network.beforeRequestSent",
+                json!({"request": {"request": "15", "url": url, "method": "GET", "initiatorType": "img"}}),
+            ),
+            event(
+                "network.responseCompleted",
+                json!({"request": {"request": "15", "url": url},
+                       "response": {"url": url, "protocol": "h2", "status": 200, "bytesReceived": 1269, "fromCache": false}}),
+            ),
+            event(
+                "network.responseCompleted",
+                json!({"request": {"request": "2", "url": url},
+                       "response": {"url": url, "protocol": "http/1.1", "status": 200, "bytesReceived": 0, "fromCache": true}}),
+            ),
+        ];
+        let r = requests(&events);
+        let seen: Vec<(&str, Option<&str>, bool)> = r
+            .iter()
+            .map(|q| (q.request_id.as_str(), q.protocol.as_deref(), q.from_cache))
+            .collect();
+        assert_eq!(
+            seen,
+            [("15", Some("h2"), false), ("2", Some("http/1.1"), true)]
+        );
+    }
 }
