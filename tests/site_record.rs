@@ -802,6 +802,61 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
     }
 }
 
+/// A replay of `archive` at its recorded distances made every recorded request again and
+/// nothing else (fidelity 1), each origin's requests and bytes as recorded over as many
+/// connections, and put each of `hosts` at the round trip its recording tells.
+fn assert_faithful(r: &RunRecord, archive: &std::path::Path, hosts: &[&str]) {
+    let recorded_requests = site::read(archive).unwrap().entries.len();
+    // Every recorded request made again, nothing else: fidelity 1.
+    let f = r.replay_fidelity.as_ref().unwrap();
+    assert_eq!(
+        (f.recorded, f.replayed, f.missing, f.extra),
+        (recorded_requests, recorded_requests, 0, 0),
+        "{}",
+        r.id
+    );
+    assert_eq!(f.score(), 1.0);
+    // Each origin's requests and bytes as recorded, over the connections it had then.
+    eprintln!(
+        "{}: bytes ÷ recorded {:?}, path {:?} ({:?} of {} recorded steps), origins {:?}",
+        r.id,
+        f.bytes_ratio(),
+        f.critical_path,
+        f.path_shared,
+        f.recorded_path_steps,
+        f.origins
+    );
+    assert_eq!(f.origins.len(), hosts.len());
+    for o in &f.origins {
+        let host = o.origin.trim_start_matches("https://");
+        assert_eq!(
+            o.connections,
+            Some(recorded_connections(archive, host)),
+            "{o:?}"
+        );
+        assert!(o.requests > 0, "{o:?}");
+    }
+    assert!((f.bytes_ratio().unwrap() - 1.0).abs() < 0.02, "{f:?}");
+    assert!(
+        f.recorded_path_steps >= 2 && f.path_shared.is_some(),
+        "{f:?}"
+    );
+    let d = r
+        .site_distances
+        .as_ref()
+        .expect("the record names the distances");
+    for host in hosts {
+        let o = d
+            .iter()
+            .find(|o| o.origin == format!("https://{host}"))
+            .unwrap();
+        let got = o.recorded.unwrap().rtt_ms;
+        let read = estimate(archive, host).unwrap();
+        assert!((got - read).abs() < 1e-6, "{host}: {got} against {read}");
+        assert!((o.replay_rtt_ms - got.max(2.0)).abs() < 1e-6, "{o:?}");
+    }
+}
+
 /// Three origins at 10, 40 and 120 ms: recorded through a link whose server addresses have
 /// those round trips (`pagebench shell --server-addresses 3` and a profile's
 /// `origin_delay_ms`), `--distances recorded` reads each origin's round trip back from the
@@ -864,56 +919,8 @@ fn recorded_distances_put_each_origin_back() {
             "{host}: read {read:?} ms, was {want}"
         );
     }
-    let recorded_requests = site::read(&archive).unwrap().entries.len();
     for r in &valid {
-        // Every recorded request made again, nothing else: fidelity 1.
-        let f = r.replay_fidelity.as_ref().unwrap();
-        assert_eq!(
-            (f.recorded, f.replayed, f.missing, f.extra),
-            (recorded_requests, recorded_requests, 0, 0),
-            "{}",
-            r.id
-        );
-        assert_eq!(f.score(), 1.0);
-        // Each origin's requests and bytes as recorded, over the connections it had then.
-        eprintln!(
-            "{}: bytes ÷ recorded {:?}, path {:?} ({:?} of {} recorded steps), origins {:?}",
-            r.id,
-            f.bytes_ratio(),
-            f.critical_path,
-            f.path_shared,
-            f.recorded_path_steps,
-            f.origins
-        );
-        assert_eq!(f.origins.len(), hosts.len());
-        for o in &f.origins {
-            let host = o.origin.trim_start_matches("https://");
-            assert_eq!(
-                o.connections,
-                Some(recorded_connections(&archive, host)),
-                "{o:?}"
-            );
-            assert!(o.requests > 0, "{o:?}");
-        }
-        assert!((f.bytes_ratio().unwrap() - 1.0).abs() < 0.02, "{f:?}");
-        assert!(
-            f.recorded_path_steps >= 2 && f.path_shared.is_some(),
-            "{f:?}"
-        );
-        let d = r
-            .site_distances
-            .as_ref()
-            .expect("the record names the distances");
-        for host in hosts {
-            let o = d
-                .iter()
-                .find(|o| o.origin == format!("https://{host}"))
-                .unwrap();
-            let got = o.recorded.unwrap().rtt_ms;
-            let read = estimate(&archive, host).unwrap();
-            assert!((got - read).abs() < 1e-6, "{host}: {got} against {read}");
-            assert!((o.replay_rtt_ms - got.max(2.0)).abs() < 1e-6, "{o:?}");
-        }
+        assert_faithful(r, &archive, &hosts);
     }
     let mut loads: Vec<f64> = valid
         .iter()
