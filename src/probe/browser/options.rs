@@ -66,6 +66,23 @@ impl LaunchOptions {
         }
     }
 
+    /// The `as-recorded` arm's origins recorded over h3, host and port (a host's port from
+    /// `tls_origins`, else `port`).
+    pub fn as_recorded_quic(&self) -> Vec<(String, u16)> {
+        self.as_recorded
+            .iter()
+            .filter(|(_, p)| *p == Protocol::H3)
+            .map(|(h, _)| {
+                let port = self
+                    .tls_origins
+                    .iter()
+                    .find(|(t, _)| t == h)
+                    .map_or(self.port, |(_, p)| *p);
+                (h.clone(), port)
+            })
+            .collect()
+    }
+
     /// The hosts the browser may contact, each with its address.
     pub fn host_map(&self) -> Vec<(String, std::net::IpAddr)> {
         if self.hosts.is_empty() {

@@ -119,13 +119,8 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     }
     if !o.as_recorded.is_empty() {
         let quic: Vec<String> = o
-            .quic_origins()
+            .as_recorded_quic()
             .into_iter()
-            .filter(|(h, _)| {
-                o.as_recorded
-                    .iter()
-                    .any(|(r, p)| r == h && *p == Protocol::H3)
-            })
             .map(|(h, port)| format!("{h}:{port}"))
             .collect();
         a.push("--enable-quic".into());

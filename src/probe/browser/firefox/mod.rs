@@ -231,14 +231,7 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
     } else {
         // Each origin on its recorded protocol: QUIC mapped for the h3 origins only; the server
         // answers an h1 origin's TLS hello with HTTP/1.1 alone.
-        o.quic_origins()
-            .into_iter()
-            .filter(|(h, _)| {
-                o.as_recorded
-                    .iter()
-                    .any(|(r, p)| r == h && *p == Protocol::H3)
-            })
-            .collect()
+        o.as_recorded_quic()
     };
     if o.protocol == Protocol::H3 || !o.as_recorded.is_empty() {
         let mapping: Vec<String> = quic_hosts
