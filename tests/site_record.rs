@@ -272,14 +272,7 @@ fn a_favicon_the_archive_lacks_is_the_browser_s_own_request_not_a_miss() {
     assert_ne!(without, html, "the fixture page names a data: icon");
     std::fs::write(dir.join(page.host).join(page.file()), without).unwrap();
     let har = devtools_har(&dir, tmp.path());
-    let archive = tmp.path().join("archive");
-    site_support::run_ok(
-        Command::new(env!("CARGO_BIN_EXE_pagebench"))
-            .arg("import")
-            .arg(&har)
-            .arg("--out")
-            .arg(&archive),
-    );
+    let archive = import_har(&har, &tmp.path().join("archive"));
     let icon = "https://www.site.test/favicon.ico";
     let (chromium, report) = replay(&archive, "h2,h3", 1);
     // A site's report reads as a site's: no study tables it could not fill, its server in a
@@ -417,15 +410,7 @@ fn ports_site(
         ),
     )
     .unwrap();
-    let archive = dir.join("archive");
-    site_support::run_ok(
-        Command::new(env!("CARGO_BIN_EXE_pagebench"))
-            .arg("import")
-            .arg(&har)
-            .arg("--out")
-            .arg(&archive),
-    );
-    (archive, urls)
+    (import_har(&har, &dir.join("archive")), urls)
 }
 
 /// Each URL of `urls` served once from the archive over its protocol: `plain` ones over
@@ -483,6 +468,18 @@ fn origins_on_other_ports_and_plain_http_replay_over_every_protocol() {
     let (firefox, report) = replay_with(&archive, "h2,h3", 1, &["--browsers", "firefox"]);
     assert_eq!(firefox.len(), 2, "{report}");
     assert_served(&firefox, &urls, false);
+}
+
+/// `pagebench import HAR --out ARCHIVE`; returns the archive.
+fn import_har(har: &std::path::Path, archive: &std::path::Path) -> std::path::PathBuf {
+    site_support::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pagebench"))
+            .arg("import")
+            .arg(har)
+            .arg("--out")
+            .arg(archive),
+    );
+    archive.to_path_buf()
 }
 
 /// Replays the archive at `dir` with `pagebench matrix` on `wired` (unless `flags` name the

@@ -226,25 +226,11 @@ mod tests {
     use super::*;
     use crate::config::workload::site::{SiteOptions, SiteOrigin};
 
-    fn site_origin(host: &str, responses: usize, bytes: u64) -> SiteOrigin {
-        SiteOrigin {
-            origin: format!("https://{host}"),
-            host: host.into(),
-            port: 443,
-            address: 0,
-            recorded_protocol: Some("h2".into()),
-            responses,
-            bytes,
-            recorded_rtt: None,
-            recorded_connections: Some(1),
-        }
-    }
-
     fn site(responses: usize) -> SitePlan {
         SitePlan {
             dir: "/a".into(),
             page_url: "https://www.a.test/".into(),
-            origins: vec![site_origin("www.a.test", responses, 0)],
+            origins: vec![SiteOrigin::fixture("www.a.test", responses, 0)],
             addresses: 1,
             options: SiteOptions::default(),
             recorded_start_ms: 0.0,
@@ -344,7 +330,8 @@ mod tests {
     fn each_origin_has_its_requests_bytes_and_connections() {
         let mut plan = site(2);
         plan.origins[0].bytes = 1000;
-        plan.origins.push(site_origin("cdn.a.test", 1, 3000));
+        plan.origins
+            .push(SiteOrigin::fixture("cdn.a.test", 1, 3000));
         let sized = |url: &str, bytes| ServerView {
             bytes_sent: bytes,
             ..view(url, ReplayMatch::Exact)

@@ -466,23 +466,15 @@ mod tests {
             })
             .collect();
         let mut d = data(&rows, &["site-doc"]);
-        let origin = |host: &str, responses, bytes| SiteOrigin {
-            origin: format!("https://{host}"),
-            host: host.into(),
-            port: 443,
-            address: 0,
-            recorded_protocol: Some("h2".into()),
-            responses,
-            bytes,
-            recorded_rtt: None,
-            recorded_connections: Some(1),
-        };
         d.meta.sites.insert(
             "site-doc".into(),
             SitePlan {
                 dir: "/a/doc".into(),
                 page_url: "https://docs.test/".into(),
-                origins: vec![origin("docs.test", 2, 10_000), origin("cdn.test", 1, 5_000)],
+                origins: vec![
+                    SiteOrigin::fixture("docs.test", 2, 10_000),
+                    SiteOrigin::fixture("cdn.test", 1, 5_000),
+                ],
                 addresses: 1,
                 options: SiteOptions::default(),
                 recorded_start_ms: 0.0,

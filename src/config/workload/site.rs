@@ -85,6 +85,25 @@ pub fn request_key(url: &str) -> String {
     url.split(['?', '#']).next().unwrap_or(url).to_string()
 }
 
+#[cfg(test)]
+impl SiteOrigin {
+    /// `https://host` on address 0, recorded over h2 on one connection: the base of unit
+    /// tests' sites.
+    pub(crate) fn fixture(host: &str, responses: usize, bytes: u64) -> SiteOrigin {
+        SiteOrigin {
+            origin: format!("https://{host}"),
+            host: host.into(),
+            port: 443,
+            address: 0,
+            recorded_protocol: Some("h2".into()),
+            responses,
+            bytes,
+            recorded_rtt: None,
+            recorded_connections: Some(1),
+        }
+    }
+}
+
 impl SiteOrigin {
     /// Whether the page reached it over TLS (`https://`): plain-http origins are served
     /// HTTP/1.1 without TLS, whichever protocol the run is on.
