@@ -713,3 +713,49 @@ fn a_returning_firefox_visitor_resumes_its_sessions() {
     }
     drop(tb);
 }
+
+/// What the settle wait waits out is the browser's own start-up, not pages of Chromium's UI:
+/// a launch opens its blank page and nothing else (Chromium 156 preloads its two omnibox
+/// pop-ups as WebUI pages even headless — 0.5 CPU-s of a renderer — unless the features are
+/// off; a renamed feature would bring them back).
+#[test]
+fn chromium_starts_with_its_blank_page_and_no_page_of_its_own_ui() {
+    use pagebench::probe::browser::{ChromiumProcess, LaunchOptions, CHROMIUM};
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(CHROMIUM);
+    // An empty network namespace of the child's own, which dies with it.
+    // SAFETY: unshare is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| match libc::unshare(libc::CLONE_NEWNET) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let opts = LaunchOptions {
+        server_ip: "127.0.0.1".parse().unwrap(),
+        settle_max: Duration::from_secs(5),
+        ..LaunchOptions::fixture(Protocol::H2)
+    };
+    let browser = ChromiumProcess::launch(cmd, &opts, None).expect("Chromium starts");
+    let targets = browser
+        .cdp
+        .call(
+            None,
+            "Target.getTargets",
+            serde_json::json!({}),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    let urls: Vec<(String, String)> = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap_or("").into(),
+                t["url"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert_eq!(urls, [("page".to_string(), "about:blank".to_string())]);
+}

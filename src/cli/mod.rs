@@ -347,7 +347,7 @@ pub struct MatrixArgs {
     /// browser. A round of a cell runs on one lane, its protocols interleaved as ever; rounds
     /// whose runs wait on the network (measured CPU per second of load at most
     /// --share-below) share the machine, anything heavier or not measured yet runs alone.
-    /// `auto`: 3 lanes on 2 CPUs; 1: one run at a time.
+    /// `auto`: 6 lanes on 2 CPUs (3 per CPU, at most 8); 1: one run at a time.
     #[arg(long, default_value = "1", value_name = "N|auto")]
     pub jobs: crate::cli::matrix::lanes::Jobs,
     /// With --jobs: the CPU need (CPU-seconds per second of load: browser, server and emulator,

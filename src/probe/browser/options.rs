@@ -93,11 +93,10 @@ impl LaunchOptions {
     }
 }
 
-#[cfg(test)]
 impl LaunchOptions {
     /// Forced onto `protocol`, `pagebench.test` at 10.1.2.2:443, nothing else: the base of the
-    /// browsers' unit tests.
-    pub(crate) fn fixture(protocol: Protocol) -> LaunchOptions {
+    /// browsers' tests.
+    pub fn fixture(protocol: Protocol) -> LaunchOptions {
         LaunchOptions {
             protocol,
             h3_mode: H3Mode::Forced,

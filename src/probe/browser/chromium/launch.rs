@@ -79,7 +79,10 @@ fn quiet_browser_args(on_display: bool) -> Vec<String> {
         "--disable-breakpad",
         "--disable-domain-reliability",
         "--disable-client-side-phishing-detection",
-        "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,HttpsUpgrades",
+        // The two omnibox pop-ups are WebUI pages Chromium preloads at start-up even
+        // headless (chrome://omnibox-popup.top-chrome/ and its AI-mode variant): 0.5 CPU-s in a
+        // renderer of their own, most of the start-up burst the settle wait waits out.
+        "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,HttpsUpgrades,WebUIOmniboxPopup,WebUIOmniboxAimPopup",
         "--metrics-recording-only",
         "--password-store=basic",
         "--mute-audio",
