@@ -353,8 +353,8 @@ pub struct MatrixArgs {
     /// With --jobs: the CPU need (CPU-seconds per second of load: browser, server and emulator,
     /// the median of a series' runs so far) up to which a round shares the machine. The default
     /// is what `bench concurrency` showed equivalent to a serial walk on this machine class
-    /// (lossy downloads, 0.02-0.05); pages need more and keep the machine alone.
-    #[arg(long, default_value = "0.1", value_name = "CPU", value_parser = crate::cli::matrix::lanes::parse_share_below)]
+    /// (lossy downloads, 0.03-0.08); pages need 0.19 and more and keep the machine alone.
+    #[arg(long, default_value = "0.15", value_name = "CPU", value_parser = crate::cli::matrix::lanes::parse_share_below)]
     pub share_below: f64,
     /// Warm-up rounds per cell (run, saved, left out of the statistics).
     #[arg(long, default_value_t = 1)]

@@ -7,9 +7,11 @@
 //! starts its own settle wait after its start-up like any other launch.
 //!
 //! The same code path for every engine: [`Prelaunch`] runs the engine's own
-//! [`Browser::launch`] on a thread, and [`Ready`] is what a run gets either way.
+//! [`Browser::launch`] on a thread, and [`Ready`] is what a run gets either way. Start-ups
+//! take turns ([`start_up`]): on concurrent lanes they never burst the CPU together.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -58,6 +60,24 @@ fn fits(a: &LaunchOptions, b: &LaunchOptions) -> bool {
     strip(a) == strip(b)
 }
 
+/// One browser start-up (launch and settle) at a time in this process. A serial walk never
+/// starts two at once; on concurrent lanes a wave of units would start one per lane at the
+/// same moment — six Chromium start-ups of ~0.4 CPU-s each on two cores — and the first lane
+/// to settle would load its page inside the others' bursts (its link emulator then fell
+/// 19–23 ms behind its schedule, and the link gate rejected the run). In turn, each waits
+/// ~0.4 s per lane ahead of it.
+static START_UP: Mutex<()> = Mutex::new(());
+
+/// `browser.launch(client, opts)`, once no other browser of this process is starting.
+fn start_up(
+    browser: &mut dyn Browser,
+    client: &dyn ClientSide,
+    opts: &LaunchOptions,
+) -> Result<()> {
+    let _turn = START_UP.lock().unwrap_or_else(PoisonError::into_inner);
+    browser.launch(client, opts)
+}
+
 /// Launches `browser` with `opts` now; the run waits for it.
 pub fn launch_now(
     mut browser: Box<dyn Browser>,
@@ -66,7 +86,7 @@ pub fn launch_now(
 ) -> Result<Ready> {
     let t = Instant::now();
     let (opts, files, key_log, net_log) = with_files(opts)?;
-    let launched = browser.launch(client, &opts);
+    let launched = start_up(browser.as_mut(), client, &opts);
     Ok(Ready {
         browser,
         launched,
@@ -102,7 +122,7 @@ impl Prelaunch {
         let thread = std::thread::Builder::new()
             .name("prelaunch".into())
             .spawn(move || {
-                let launched = browser.launch(client.as_ref(), &with);
+                let launched = start_up(browser.as_mut(), client.as_ref(), &with);
                 (browser, launched)
             })
             .context("spawning the browser's launch thread")?;
@@ -250,6 +270,34 @@ mod tests {
         // Its files are its own, in its directory.
         assert!(ready.key_log.starts_with(ready.files.path()));
         assert_eq!(*log.lock().unwrap(), ["launched h2"]);
+    }
+
+    #[test]
+    fn start_ups_take_turns() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let t = Instant::now();
+        let lanes: Vec<Prelaunch> = [Protocol::H1, Protocol::H2, Protocol::H3]
+            .into_iter()
+            .map(|p| {
+                Prelaunch::start(
+                    &crate::probe::browser::chromium::ENGINE,
+                    slow(150, &log),
+                    Box::new(super::super::HostSide),
+                    &LaunchOptions::fixture(p),
+                )
+                .unwrap()
+            })
+            .collect();
+        for p in lanes {
+            assert!(p.join().launched.is_ok());
+        }
+        // Three launches of 150 ms one after another (side by side: 150 ms in all).
+        assert!(
+            t.elapsed() >= Duration::from_millis(450),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(log.lock().unwrap().len(), 3);
     }
 
     #[test]
