@@ -674,6 +674,18 @@ fn estimate(archive: &std::path::Path, host: &str) -> Option<f64> {
 /// with `h3` HTTP/3 too, every origin then forced onto QUIC from its first request); returns
 /// the profiles directory (`far-origins`, and `near` at 2 ms).
 fn record_far_origins(dir: &std::path::Path, recordings: usize, h3: bool) -> std::path::PathBuf {
+    record_origins(dir, dir, "far-origins", recordings, h3)
+}
+
+/// Records the three-origin site `recordings` times through `profile` (`far-origins` or
+/// `near`) into `out`/archive1…; returns the profiles' directory.
+fn record_origins(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    profile: &str,
+    recordings: usize,
+    h3: bool,
+) -> std::path::PathBuf {
     site_support::write_files(&dir.join("site"));
     let any: std::net::IpAddr = "0.0.0.0".parse().unwrap();
     let hosts = [site_support::WWW, site_support::STATIC, site_support::API];
@@ -721,21 +733,15 @@ fn record_far_origins(dir: &std::path::Path, recordings: usize, h3: bool) -> std
          --ignore-cert-spki {spki}{quic} --resolve {}=$1 --resolve {}=$2 --resolve {}=$3 \
          && ok=1 && break; rm -rf {}/archive$i; done; [ $ok = 1 ] || exit 1; done",
         env!("CARGO_BIN_EXE_pagebench"),
-        dir.display(),
+        out.display(),
         hosts[0],
         hosts[1],
         hosts[2],
-        dir.display(),
+        out.display(),
     );
     site_support::run_ok(
         Command::new(env!("CARGO_BIN_EXE_pagebench"))
-            .args([
-                "shell",
-                "--profile",
-                "far-origins",
-                "--server-addresses",
-                "3",
-            ])
+            .args(["shell", "--profile", profile, "--server-addresses", "3"])
             .arg("--profiles-dir")
             .arg(&profiles)
             .args([
@@ -757,12 +763,22 @@ const H3_RECORDINGS: usize = 5;
 /// The same three origins recorded over HTTP/3 (Caddy serving it, `record --force-quic` for
 /// each origin): every response came over QUIC, and each origin's round trip — read from first
 /// bytes, a QUIC set-up spanning three round trips (`distances::QUIC_SETUP_RTTS`) — is within
-/// 10 % (2 ms at the least) of the link's (the median of five recordings' estimates).
+/// 10 % (2 ms at the least) of the link's (the median of five recordings' estimates), once the
+/// recording's own time is taken off: a first byte also carries the server's think time and the
+/// browser's and the emulator's handling (debug build), read here from the same site recorded
+/// on a 2 ms link (1.6–2.6 ms over the link in three runs here; 0.8–1.4 ms in an earlier
+/// month, when the test held without it).
 #[test]
 fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let hosts = [site_support::WWW, site_support::STATIC, site_support::API];
+    let near = dir.join("near");
+    std::fs::create_dir_all(&near).unwrap();
+    record_origins(dir, &near, "near", H3_RECORDINGS, true);
+    let own = median_estimate(&near, site_support::WWW) - NEAR_RTT_MS;
+    eprintln!("the recording's own time on a {NEAR_RTT_MS} ms link: {own:.2} ms");
+    assert!((0.0..5.0).contains(&own), "{own} ms");
     record_far_origins(dir, H3_RECORDINGS, true);
     for i in 1..=H3_RECORDINGS {
         let a = site::read(&dir.join(format!("archive{i}"))).unwrap();
@@ -789,14 +805,34 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
             .collect();
         read.sort_by(|a, b| a.0.total_cmp(&b.0));
         eprintln!("{host} over h3: {want} ms, read {read:?}");
-        let got = read[read.len() / 2].0;
-        // Read from first bytes, which carry the server's own time and the browser's (0.8–1.4 ms
-        // over the nearest origin in 15 recordings).
+        let got = read[read.len() / 2].0 - own;
         assert!(
             read.len() == H3_RECORDINGS && (got - want).abs() <= (want * 0.1).max(2.0),
-            "{host}: read {read:?} ms, was {want}"
+            "{host}: read {read:?} ms less {own:.2}, was {want}"
         );
     }
+}
+
+/// The `near` profile's round trip (`record_origins` writes it).
+const NEAR_RTT_MS: f64 = 2.0;
+
+/// The median over `dir`'s archives of `host`'s quickest first byte (on a 2 ms link the
+/// estimator's floor — a QUIC set-up, mostly CPU there, ÷ 3 — would hide them).
+fn median_estimate(dir: &std::path::Path, host: &str) -> f64 {
+    let mut read: Vec<f64> = (1..=H3_RECORDINGS)
+        .filter_map(|i| {
+            let a = site::read(&dir.join(format!("archive{i}"))).unwrap();
+            a.entries
+                .iter()
+                .filter(|e| e.url.split('/').nth(2) == Some(host) && e.server_address.is_some())
+                .map(|e| e.timings.wait_ms)
+                .filter(|w| *w > 0.0)
+                .min_by(f64::total_cmp)
+        })
+        .collect();
+    assert_eq!(read.len(), H3_RECORDINGS, "{host}: {read:?}");
+    read.sort_by(f64::total_cmp);
+    read[read.len() / 2]
 }
 
 /// A replay of `archive` at its recorded distances made every recorded request again and
