@@ -182,10 +182,12 @@ fn images_before_the_stylesheet(sent: &[(u64, u64)]) -> f64 {
     for &(id, b) in sent {
         *totals.entry(id).or_default() += b;
     }
-    let near = |total: u64, size: usize| total >= size as u64 && total < size as u64 + 2_000;
+    // By size: a stream carries at least its body (headers add a few hundred bytes, and a QUIC
+    // retransmission its lost frames again: 2.6–2.9 KB more on two image streams of one CI
+    // run, beside another test); the stylesheet is twice an image.
     let css = totals
         .iter()
-        .filter(|(_, &t)| near(t, CSS_BYTES))
+        .filter(|(_, &t)| t >= CSS_BYTES as u64)
         .map(|(&id, _)| id)
         .collect::<Vec<_>>();
     assert_eq!(
@@ -195,7 +197,7 @@ fn images_before_the_stylesheet(sent: &[(u64, u64)]) -> f64 {
     );
     let images: Vec<u64> = totals
         .iter()
-        .filter(|(_, &t)| near(t, IMAGE_BYTES))
+        .filter(|(_, &t)| t >= IMAGE_BYTES as u64 && t < CSS_BYTES as u64)
         .map(|(&id, _)| id)
         .collect();
     assert_eq!(images.len(), IMAGES, "a stream per image: {totals:?}");
