@@ -258,10 +258,11 @@ fn caddyfile(dir: &Path, addresses: &[(&str, IpAddr)], h3: bool) -> String {
     );
     for (i, (host, ip)) in addresses.iter().enumerate() {
         // Unspecified: every address of the namespace (the host picked by SNI) — but for h3
-        // the address in `SITE_IP<n>` of Caddy's environment: a QUIC answer must come from the
-        // address the client sent to, which a wildcard UDP socket does not promise.
+        // the addresses in `SITE_IP<n>` and `NEAR_IP<n>` (if set) of Caddy's environment: a
+        // QUIC answer must come from the address the client sent to, which a wildcard UDP
+        // socket does not promise.
         let bind = if ip.is_unspecified() && h3 {
-            format!("\tbind {{$SITE_IP{}}}\n", i + 1)
+            format!("\tbind {{$SITE_IP{n}}} {{$NEAR_IP{n}}}\n", n = i + 1)
         } else if ip.is_unspecified() {
             String::new()
         } else {

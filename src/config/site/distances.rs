@@ -4,12 +4,12 @@
 //!
 //! Each request tells one or two upper bounds of its origin's round trip: its TCP connection's
 //! set-up when it opened one (the handshake is one round trip: HAR `connect` less its `ssl`
-//! part, which TLS 1.3 adds as a second) and its first byte (`wait`: one round trip plus the
-//! server's think time). A busy moment only ever lengthens either (a second connection to a
-//! 40 ms origin, opened while the page's images were decoding, took 53 ms), so the estimate is
-//! the quickest of them — first bytes far below the handshakes excepted (see
-//! [`FIRST_BYTE_FLOOR`]). A QUIC set-up is not one round trip (see [`QUIC_SETUP_RTTS`]): it
-//! only bounds the first bytes from below.
+//! part, which TLS 1.3 adds as a second) and its first byte (`send` and `wait`: one round
+//! trip plus the server's think time; see [`super::Timings::first_byte_ms`]). A busy moment
+//! only ever lengthens either (a second connection to a 40 ms origin, opened while the page's
+//! images were decoding, took 53 ms), so the estimate is the quickest of them — first bytes far
+//! below the handshakes excepted (see [`FIRST_BYTE_FLOOR`]). A QUIC set-up is not one round
+//! trip (see [`QUIC_SETUP_RTTS`]): it only bounds the first bytes from below.
 
 use std::str::FromStr;
 
@@ -107,7 +107,9 @@ fn handshake_rtt(e: &Entry) -> Option<f64> {
 
 /// A first byte shorter than this share of the quickest handshake is not a round trip: the
 /// recording browser's request-sent time can come after the request left (waits of 32 ms were
-/// recorded on a 40 ms path, and of 2.5 ms on a 10 ms one).
+/// recorded on a 40 ms path, and of 2.5 ms on a 10 ms one). Counted from the request's start
+/// (`send` kept) a first byte is never that short; archives from before it, and HARs without
+/// `send`, still need the floor.
 const FIRST_BYTE_FLOOR: f64 = 0.9;
 
 /// The round trip of the origin whose recorded requests are `entries`, if they tell any: the
@@ -131,7 +133,7 @@ pub fn recorded_rtt(entries: &[&Entry]) -> Option<RecordedRtt> {
     let first_bytes = entries
         .iter()
         .filter(|e| e.server_address.is_some())
-        .map(|e| e.timings.wait_ms)
+        .map(|e| e.timings.first_byte_ms())
         .filter(|w| *w > 0.0 && *w >= floor);
     let samples: Vec<(f64, RttBasis)> = handshakes
         .iter()
@@ -233,6 +235,14 @@ mod tests {
         assert_eq!(recorded_rtt(&[&a, &early]).unwrap().rtt_ms, 40.0);
         // Without a handshake, the quickest first byte.
         assert_eq!(recorded_rtt(&[&early, &quick]).unwrap().rtt_ms, 32.3);
+        // A first byte counts from the request's start: a late-stamped request end (a long
+        // `send`) makes no round trip shorter than the path's.
+        let mut stamped_late = timed("h2", None, None, 36.5);
+        stamped_late.timings.send_ms = Some(10.3);
+        let r = recorded_rtt(&[&a, &stamped_late]).unwrap();
+        assert_eq!((r.rtt_ms, r.basis), (40.0, RttBasis::Handshake));
+        stamped_late.timings.send_ms = Some(0.25);
+        assert_eq!(recorded_rtt(&[&stamped_late]).unwrap().rtt_ms, 36.75);
         // A response from the cache (no server address) says nothing of the distance.
         let mut cached = timed("h2", None, None, 0.4);
         cached.server_address = None;

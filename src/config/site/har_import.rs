@@ -122,6 +122,9 @@ struct Content {
 
 #[derive(Debug, Deserialize)]
 struct HarTimings {
+    /// -1 or absent: unknown.
+    #[serde(default = "unknown")]
+    send: f64,
     #[serde(default)]
     wait: f64,
     #[serde(default)]
@@ -423,6 +426,7 @@ fn import_entry(
         timings: Timings {
             start_ms,
             wait_ms: timings.map_or(0.0, |t| t.wait.max(0.0)),
+            send_ms: timings.map(|t| t.send).filter(|s| *s >= 0.0),
             receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
             connect_ms: timings.map(|t| t.connect).filter(|c| *c > 0.0),
             ssl_ms: timings.map(|t| t.ssl).filter(|s| *s >= 0.0),
@@ -663,6 +667,7 @@ mod tests {
         assert_eq!(css.protocol.as_deref(), Some("h2"));
         assert!((css.timings.start_ms - 100.0).abs() < 1e-9);
         assert!((css.timings.wait_ms - 40.5).abs() < 1e-9);
+        assert_eq!(css.timings.send_ms, Some(0.1));
         // Connection set-up where a request opened one (-1: none); the page's load event.
         assert_eq!(css.timings.connect_ms, None);
         let page = &a.entries[0].timings;

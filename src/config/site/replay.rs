@@ -235,6 +235,10 @@ impl ReplaySite {
                     let base = origin(&e.url)
                         .and_then(|o| rtt.get(&o).copied())
                         .unwrap_or(0.0);
+                    // `wait`, not the first byte from the request's start: where the two
+                    // differ, the request left somewhere between its start and its late
+                    // stamped end; `wait` is the lower bound of the server's time (the
+                    // replay's own handling adds to it anyway).
                     Duration::from_secs_f64((e.timings.wait_ms - base).max(0.0) / 1e3)
                 }
             };
