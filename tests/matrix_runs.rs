@@ -686,9 +686,10 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
 }
 
 /// `--jobs 3` with real lanes: a lossy download's rounds (network-bound: measured at well
-/// under 0.25 CPU-s per s of load, `--share-below 0.25`) share the machine on their own testbeds, after the warm-up
-/// round that measured them ran alone (that heavy rounds never share is the scheduler's unit
-/// test). Every run is on disk, says its lane, and no namespace is left.
+/// under 0.25 CPU-s per s of load, `--share-below 0.25`) share the machine on their own
+/// testbeds, after the warm-up round that measured them ended (that heavy rounds never share,
+/// and warm-ups share only with warm-ups, is the scheduler's unit test). Every run is on disk,
+/// says its lane, and no namespace is left.
 #[test]
 fn light_rounds_run_side_by_side_on_lanes_after_the_round_that_measured_them() {
     let guard = temp("lanes");
@@ -723,12 +724,33 @@ fn light_rounds_run_side_by_side_on_lanes_after_the_round_that_measured_them() {
     assert!(runs_support::namespaces_of(pid).is_empty());
     let rows = final_rows(&runs_csv(&out));
     assert_eq!(rows.len(), 2 * 3, "warm-up + 2 rounds × 2 protocols");
+    let at = |r: &BTreeMap<String, String>| {
+        let start = chrono::DateTime::parse_from_rfc3339(&r["started_at"]).unwrap();
+        let wall = r["wall_ms"].parse::<f64>().unwrap();
+        (
+            start,
+            start + chrono::Duration::microseconds((wall * 1e3) as i64),
+        )
+    };
+    let warm_end = rows
+        .iter()
+        .filter(|r| r["phase"] == "warmup")
+        .map(|r| at(r).1)
+        .max()
+        .unwrap();
     let mut needs = Vec::new();
     for r in &rows {
         assert!(valid_or_link_exhausted(r), "{r:?}");
-        let shared = r["lane_shared"] == "true";
-        // The warm-up measured the need: it ran alone; the rounds after it shared.
-        assert_eq!(shared, r["phase"] == "measure", "{}: {r:?}", r["run_id"]);
+        // The warm-up measured the need (warm-ups may share with warm-ups: it is marked so,
+        // alone here as the only one); the rounds after it shared.
+        assert_eq!(r["lane_shared"], "true", "{}: {r:?}", r["run_id"]);
+        if r["phase"] == "measure" {
+            assert!(
+                at(r).0 >= warm_end,
+                "{} began inside the warm-up",
+                r["run_id"]
+            );
+        }
         assert!(!r["lane"].is_empty());
         let cpu_ms = |k: &str| r[k].parse::<f64>().unwrap_or(0.0);
         let own = cpu_ms("browser_cpu_ms") + cpu_ms("server_cpu_ms") + cpu_ms("emulator_cpu_ms");

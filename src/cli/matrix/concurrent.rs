@@ -16,6 +16,7 @@ use indicatif::ProgressBar;
 
 use super::execute::{run_plan, Executor, PlanContext, PlanEnd, RunLog, Tally};
 use super::lanes::{units, Assignment, Needs, Policy, Scheduler};
+use crate::config::identity::Phase;
 use crate::config::plan::PlannedRun;
 use crate::config::profile::Profile;
 use crate::probe::record::{LaneRun, RunRecord};
@@ -68,9 +69,10 @@ pub fn run_lanes<'f>(
     let units = units(todo);
     let shared = Shared {
         log: Mutex::new(log),
-        needs: Mutex::new(Needs::default()),
+        needs: Mutex::new(Needs::new(&policy)),
     };
-    let mut sched = Scheduler::new(policy, units.len());
+    let warmups = units.iter().map(|u| u[0].phase == Phase::Warmup).collect();
+    let mut sched = Scheduler::new(policy, warmups);
     let mut tally = Tally::default();
     let mut interrupted = false;
     let mut failed: Option<anyhow::Error> = None;
@@ -307,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn light_rounds_share_lanes_heavy_and_unmeasured_ones_run_alone_and_nothing_is_lost() {
+    fn warm_ups_first_side_by_side_then_light_rounds_share_and_heavy_ones_run_alone() {
         let spec = PlanSpec {
             profiles: vec!["wired".into()],
             workloads: vec!["page10".into(), "download".into()],
@@ -341,6 +343,7 @@ mod tests {
             jobs: 3,
             light: 0.25,
             budget: 0.5,
+            warmups: 2,
         };
         let end = run_lanes(
             policy,
@@ -365,11 +368,18 @@ mod tests {
                         b: &(String, Option<LaneRun>, Instant, Instant)| {
             a.2 < b.3 && b.2 < a.3
         };
+        let warm = |r: &(String, Option<LaneRun>, Instant, Instant)| r.0.contains("-w1-");
         for a in &runs {
             let lane = a.1.expect("every run says its lane");
-            let warm = a.0.contains("-w1-");
-            // Pages (heavy) and every cell's first round (not measured yet) have the machine.
-            if a.0.contains("page10") || warm {
+            if warm(a) {
+                // Warm-ups (not measured yet) run beside warm-ups only, and before every
+                // counted run.
+                assert!(lane.shared, "{} alone", a.0);
+                for b in runs.iter().filter(|b| !warm(b)) {
+                    assert!(a.3 <= b.2, "{} ended after {} started", a.0, b.0);
+                }
+            } else if a.0.contains("page10") {
+                // Pages (heavy) have the machine.
                 assert!(!lane.shared, "{} shared", a.0);
                 for b in runs.iter().filter(|b| b.0 != a.0) {
                     assert!(!overlaps(a, b), "{} overlapped {}", a.0, b.0);
@@ -378,6 +388,10 @@ mod tests {
                 assert!(lane.shared, "{} alone", a.0);
             }
         }
+        let warm_overlap = runs
+            .iter()
+            .any(|a| warm(a) && runs.iter().any(|b| b.0 != a.0 && warm(b) && overlaps(a, b)));
+        assert!(warm_overlap, "the warm-ups ran side by side");
         let shared_overlap = runs.iter().any(|a| {
             runs.iter()
                 .any(|b| a.1.map(|l| l.lane) != b.1.map(|l| l.lane) && overlaps(a, b))

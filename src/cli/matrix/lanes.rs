@@ -9,6 +9,12 @@
 //! that needs more, or whose need is not measured yet (a cell's first round), runs alone, and
 //! nothing starts beside it. Its browser launches and settles (which burst the CPU) therefore
 //! never overlap another lane's load: only light units ever share.
+//!
+//! On lanes the units do not wait in plan order: warm-ups first, then units still unmeasured,
+//! then the light ones together, then the heavy ones, so the machine drains once between the
+//! kinds instead of before every unit that runs alone. Warm-ups of unmeasured need run beside
+//! one another (one per CPU): nothing they measure counts, and a need one of them measured
+//! beside busy lanes is trusted only when it is heavy ([`Needs::record`]).
 
 use std::collections::BTreeMap;
 
@@ -54,6 +60,7 @@ impl Jobs {
             Jobs::Fixed(n) => Policy {
                 jobs: n,
                 light: share_below,
+                warmups: auto(cpus).warmups.min(n),
                 ..auto(cpus)
             },
             Jobs::Auto => Policy {
@@ -90,11 +97,13 @@ pub struct Policy {
     pub light: f64,
     /// …and the needs of the units sharing it add up to at most this.
     pub budget: f64,
+    /// Warm-ups of unmeasured need that may run at once (1: each alone).
+    pub warmups: usize,
 }
 
 /// `--jobs auto`'s lanes on a machine of `cpus` CPUs: three lanes per CPU, units of at most
 /// [`AUTO_LIGHT`] CPU-s/s, together within a quarter of the machine; a unit above it runs
-/// alone. The budget, not the lane count, bounds what sharing costs: lossy downloads (0.03–0.08
+/// alone; one warm-up of unmeasured need per CPU. The budget, not the lane count, bounds what sharing costs: lossy downloads (0.03–0.08
 /// CPU-s/s each as counted now) fill it at five to six, with one 0.4 CPU-s browser start-up at
 /// a time every few seconds — less than `bench concurrency`'s forced blocks, where they were
 /// shown equivalent beside page lanes of 0.2–0.8 CPU-s/s that started a browser every second
@@ -104,6 +113,7 @@ pub fn auto(cpus: usize) -> Policy {
         jobs: (3 * cpus).clamp(1, 8),
         light: AUTO_LIGHT,
         budget: AUTO_BUDGET_PER_CPU * cpus.max(1) as f64,
+        warmups: cpus.clamp(1, 8),
     }
 }
 
@@ -125,6 +135,7 @@ impl Policy {
             jobs: 1,
             light: 0.0,
             budget: 0.0,
+            warmups: 1,
         }
     }
 
@@ -135,6 +146,7 @@ impl Policy {
             jobs,
             light: f64::INFINITY,
             budget: f64::INFINITY,
+            warmups: 1,
         }
     }
 
@@ -142,6 +154,12 @@ impl Policy {
     /// forced policy lets share).
     pub fn shares(&self, need: Option<f64>) -> bool {
         self.jobs > 1 && need.map_or(self.light.is_infinite(), |n| n <= self.light)
+    }
+
+    /// Whether units leave plan order by kind (lanes deciding by need; a serial walk and
+    /// `bench concurrency`'s blocks keep it).
+    fn reorders(&self) -> bool {
+        self.jobs > 1 && self.light.is_finite()
     }
 }
 
@@ -169,25 +187,41 @@ enum Held {
     Alone,
     /// A share: its need.
     Shared(f64),
+    /// A place among warm-ups of unmeasured need, which run beside nothing else.
+    Warmup,
 }
 
-/// Hands units to lanes in plan order ([`Scheduler::start`]), told when a lane is free again
+/// The order the kinds of units start in on lanes: warm-ups, units still unmeasured (alone:
+/// their need is learnt), light units, heavy units.
+fn rank(held: Held, need: Option<f64>) -> u8 {
+    match (held, need) {
+        (Held::Warmup, _) => 0,
+        (Held::Alone, None) => 1,
+        (Held::Shared(_), _) => 2,
+        (Held::Alone, Some(_)) => 3,
+    }
+}
+
+/// Hands units to lanes ([`Scheduler::start`]), told when a lane is free again
 /// ([`Scheduler::finished`]).
 #[derive(Debug)]
 pub struct Scheduler {
     policy: Policy,
-    units: usize,
-    next: usize,
+    /// Per unit: whether it is a warm-up (none of its runs counts).
+    warmup: Vec<bool>,
+    /// The units not handed out yet, in plan order.
+    pending: Vec<usize>,
     lanes: Vec<Option<(usize, Held)>>,
     stopped: bool,
 }
 
 impl Scheduler {
-    pub fn new(policy: Policy, units: usize) -> Scheduler {
+    /// A scheduler of `warmup.len()` units, `warmup[u]` telling whether unit `u` is a warm-up.
+    pub fn new(policy: Policy, warmup: Vec<bool>) -> Scheduler {
         Scheduler {
             policy,
-            units,
-            next: 0,
+            pending: (0..warmup.len()).collect(),
+            warmup,
             lanes: vec![None; policy.jobs.max(1)],
             stopped: false,
         }
@@ -195,36 +229,74 @@ impl Scheduler {
 
     /// The units to start now, each with its lane and whether it shares the machine, given
     /// each unit's measured need. A unit that must run alone waits for every lane to be free;
-    /// nothing passes it (plan order is kept).
+    /// nothing passes it: on a serial walk the next unit in plan order, on lanes the first of
+    /// its kind ([`rank`]).
     pub fn start(&mut self, need: impl Fn(usize) -> Option<f64>) -> Vec<Assignment> {
         let mut out = Vec::new();
-        while !self.stopped && self.next < self.units {
-            if self.held().any(|h| h == Held::Alone) {
-                break;
-            }
-            let n = need(self.next);
-            let held = if self.policy.shares(n) {
-                Held::Shared(n.unwrap_or(0.0))
-            } else {
-                Held::Alone
-            };
-            let running = self.held().count();
-            let fits = match held {
-                Held::Alone => running == 0,
-                Held::Shared(n) => running == 0 || self.used() + n <= self.policy.budget,
-            };
-            let Some(lane) = self.lanes.iter().position(Option::is_none).filter(|_| fits) else {
+        while !self.stopped {
+            let Some((at, held)) = self.next_unit(&need) else {
                 break;
             };
-            self.lanes[lane] = Some((self.next, held));
+            let free = self.lanes.iter().position(Option::is_none);
+            let Some(lane) = free.filter(|_| self.fits(held)) else {
+                break;
+            };
+            let unit = self.pending.remove(at);
+            self.lanes[lane] = Some((unit, held));
             out.push(Assignment {
                 lane,
-                unit: self.next,
+                unit,
                 shared: held != Held::Alone,
             });
-            self.next += 1;
         }
         out
+    }
+
+    /// The next unit to hand out (its place in `pending`) and what it would hold.
+    fn next_unit(&self, need: &impl Fn(usize) -> Option<f64>) -> Option<(usize, Held)> {
+        let held = |u: usize| self.held_by(u, need(u));
+        if !self.policy.reorders() {
+            return self.pending.first().map(|&u| (0, held(u)));
+        }
+        self.pending
+            .iter()
+            .enumerate()
+            .map(|(at, &u)| (at, held(u), rank(held(u), need(u))))
+            .min_by_key(|&(at, _, rank)| (rank, at))
+            .map(|(at, held, _)| (at, held))
+    }
+
+    fn held_by(&self, unit: usize, need: Option<f64>) -> Held {
+        if self.policy.shares(need) {
+            Held::Shared(need.unwrap_or(0.0))
+        } else if need.is_none() && self.warmup[unit] && self.policy.warmups > 1 {
+            Held::Warmup
+        } else {
+            Held::Alone
+        }
+    }
+
+    /// Whether a unit holding `held` may start beside the running ones.
+    fn fits(&self, held: Held) -> bool {
+        let running: Vec<Held> = self.held().collect();
+        match held {
+            Held::Alone => running.is_empty(),
+            Held::Warmup => {
+                running.iter().all(|h| *h == Held::Warmup) && running.len() < self.policy.warmups
+            }
+            Held::Shared(n) => {
+                let shared = running.iter().map(|h| match h {
+                    Held::Shared(n) => Some(*n),
+                    _ => None,
+                });
+                match shared.collect::<Option<Vec<f64>>>() {
+                    Some(used) => {
+                        used.is_empty() || used.iter().sum::<f64>() + n <= self.policy.budget
+                    }
+                    None => false,
+                }
+            }
+        }
     }
 
     /// `lane` finished its unit.
@@ -241,20 +313,11 @@ impl Scheduler {
 
     /// Whether every unit was handed out (or the walk stopped) and every lane is free.
     pub fn is_done(&self) -> bool {
-        (self.stopped || self.next == self.units) && self.held().count() == 0
+        (self.stopped || self.pending.is_empty()) && self.held().count() == 0
     }
 
     fn held(&self) -> impl Iterator<Item = Held> + '_ {
         self.lanes.iter().flatten().map(|(_, h)| *h)
-    }
-
-    fn used(&self) -> f64 {
-        self.held()
-            .map(|h| match h {
-                Held::Alone => f64::INFINITY,
-                Held::Shared(n) => n,
-            })
-            .sum()
     }
 }
 
@@ -268,20 +331,41 @@ pub struct Assignment {
 }
 
 /// What the runs measured of each series' CPU need, as they finish.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Needs {
     by_series: BTreeMap<String, Vec<f64>>,
+    /// The policy's light line and budget ([`Needs::record`]).
+    light: f64,
+    budget: f64,
 }
 
 impl Needs {
-    /// Notes a finished attempt's need (runs without contention figures say nothing).
-    pub fn record(&mut self, rec: &RunRecord) {
-        if let Some(n) = rec.contention.as_ref().and_then(|c| c.need()) {
-            self.by_series
-                .entry(series_key(&rec.profile, &rec.workload, &rec.plan_id))
-                .or_default()
-                .push(n);
+    pub fn new(policy: &Policy) -> Needs {
+        Needs {
+            by_series: BTreeMap::new(),
+            light: policy.light,
+            budget: policy.budget,
         }
+    }
+
+    /// Notes a finished attempt's need (runs without contention figures say nothing). Lanes
+    /// beside it that used more than the budget may have kept it waiting for a CPU, its load
+    /// stretched and its need looking lighter than it is: a light need from such a window is
+    /// no evidence (a heavy one is).
+    pub fn record(&mut self, rec: &RunRecord) {
+        let Some(c) = rec.contention.as_ref() else {
+            return;
+        };
+        let Some(n) = c.need() else {
+            return;
+        };
+        if n <= self.light && c.siblings_cpu_ms / c.window_ms > self.budget {
+            return;
+        }
+        self.by_series
+            .entry(series_key(&rec.profile, &rec.workload, &rec.plan_id))
+            .or_default()
+            .push(n);
     }
 
     /// A unit's need: the largest of its series' median needs; None while any of its series
@@ -317,7 +401,13 @@ mod tests {
             jobs,
             light: 0.25,
             budget: 0.5,
+            warmups: 2,
         }
+    }
+
+    /// A scheduler of `units` counted units.
+    fn counted(policy: Policy, units: usize) -> Scheduler {
+        Scheduler::new(policy, vec![false; units])
     }
 
     /// Starts what it can with `needs` and returns `lane:unit[s]` per assignment.
@@ -331,7 +421,7 @@ mod tests {
     #[test]
     fn light_units_share_within_the_lanes_and_the_budget() {
         let needs = [Some(0.1), Some(0.1), Some(0.2), Some(0.1), Some(0.05)];
-        let mut s = Scheduler::new(light(3), needs.len());
+        let mut s = counted(light(3), needs.len());
         // 0.1 + 0.1 + 0.2 = 0.4 ≤ 0.5 with three lanes; the fourth waits for a lane.
         assert_eq!(step(&mut s, &needs), ["0:0s", "1:1s", "2:2s"]);
         assert!(step(&mut s, &needs).is_empty());
@@ -347,31 +437,119 @@ mod tests {
     }
 
     #[test]
-    fn a_heavy_or_unmeasured_unit_waits_for_every_lane_and_runs_alone() {
-        let needs = [Some(0.1), None, Some(0.9), Some(0.1)];
-        let mut s = Scheduler::new(light(3), needs.len());
-        assert_eq!(
-            step(&mut s, &needs),
-            ["0:0s"],
-            "nothing passes the unmeasured unit"
-        );
-        s.finished(0);
+    fn unmeasured_units_then_light_ones_then_heavy_ones_each_heavy_one_alone() {
+        let needs = [Some(0.1), None, Some(0.9), Some(0.1), Some(0.8)];
+        let mut s = counted(light(3), needs.len());
+        // The unmeasured unit first, alone: its need is learnt before the others pass it.
         assert_eq!(step(&mut s, &needs), ["0:1"]);
         assert!(step(&mut s, &needs).is_empty(), "nothing starts beside it");
         s.finished(0);
-        assert_eq!(step(&mut s, &needs), ["0:2"], "heavy: alone too");
+        // The light units together, the heavy ones after them, one at a time.
+        assert_eq!(step(&mut s, &needs), ["0:0s", "1:3s"]);
         s.finished(0);
-        assert_eq!(step(&mut s, &needs), ["0:3s"]);
+        assert!(
+            step(&mut s, &needs).is_empty(),
+            "the heavy unit waits for every lane"
+        );
+        s.finished(1);
+        assert_eq!(step(&mut s, &needs), ["0:2"]);
+        assert!(step(&mut s, &needs).is_empty());
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:4"]);
+        s.finished(0);
+        assert!(s.is_done());
+        // A serial walk keeps plan order.
+        let mut serial = counted(Policy::serial(), needs.len());
+        assert_eq!(step(&mut serial, &needs), ["0:0"]);
+    }
+
+    #[test]
+    fn warm_ups_of_unmeasured_need_run_first_one_per_cpu_beside_nothing_else() {
+        // Units 0 and 2 are counted and light, 1, 3 and 4 warm-ups not measured yet.
+        let needs = [Some(0.1), None, Some(0.1), None, None];
+        let mut s = Scheduler::new(light(3), vec![false, true, false, true, true]);
+        assert_eq!(
+            step(&mut s, &needs),
+            ["0:1s", "1:3s"],
+            "two warm-ups: two CPUs"
+        );
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:4s"]);
+        s.finished(1);
+        assert!(
+            step(&mut s, &needs).is_empty(),
+            "no counted unit beside a warm-up of unknown need"
+        );
+        s.finished(0);
+        assert_eq!(step(&mut s, &needs), ["0:0s", "1:2s"]);
+        // Warm-ups whose need is known are units like any other; one warm-up per CPU on one
+        // CPU is each alone.
+        let mut one = Scheduler::new(
+            Policy {
+                warmups: 1,
+                ..light(3)
+            },
+            vec![true, true],
+        );
+        assert_eq!(step(&mut one, &[None, None]), ["0:0"]);
+    }
+
+    #[test]
+    fn a_light_need_measured_beside_busy_lanes_is_no_evidence_a_heavy_one_is() {
+        let mut needs = Needs::new(&light(3));
+        let unit = PlannedRun {
+            index: 0,
+            id: "wired-page10-w1-h2".into(),
+            profile: "wired".into(),
+            workload: "page10".into(),
+            server: "embedded".into(),
+            browser: Default::default(),
+            view: Default::default(),
+            variant: crate::config::protocol::Variant::H2,
+            phase: crate::config::identity::Phase::Warmup,
+            round: 1,
+            position: 1,
+            trace_start: Default::default(),
+        };
+        let measured = |own: f64, siblings: f64| RunRecord {
+            profile: "wired".into(),
+            workload: "page10".into(),
+            contention: Some(crate::support::contention::Contention {
+                window_ms: 1000.0,
+                browser: crate::support::contention::Usage {
+                    cpu_ms: own * 1000.0,
+                    ..Default::default()
+                },
+                siblings_cpu_ms: siblings * 1000.0,
+                ..Default::default()
+            }),
+            ..RunRecord::fixture("wired-page10-w1-h2")
+        };
+        needs.record(&measured(0.1, 0.9));
+        assert_eq!(needs.of_unit(&[&unit]), None, "light beside 0.9 of lanes");
+        needs.record(&measured(0.6, 0.9));
+        assert_eq!(
+            needs.of_unit(&[&unit]),
+            Some(0.6),
+            "heavy is heavy beside anything"
+        );
+        let mut quiet = Needs::new(&light(3));
+        quiet.record(&measured(0.1, 0.4));
+        assert_eq!(
+            quiet.of_unit(&[&unit]),
+            Some(0.1),
+            "beside lanes within the budget"
+        );
     }
 
     #[test]
     fn the_budget_holds_back_a_unit_that_would_overfill_it_but_never_the_first() {
         let needs = [Some(0.25), Some(0.25), Some(0.25)];
-        let mut s = Scheduler::new(light(3), needs.len());
+        let mut s = counted(light(3), needs.len());
         assert_eq!(step(&mut s, &needs), ["0:0s", "1:1s"]);
         s.finished(0);
         s.finished(1);
-        let mut lone = Scheduler::new(
+        let mut lone = counted(
             Policy {
                 budget: 0.1,
                 ..light(2)
@@ -384,13 +562,13 @@ mod tests {
     #[test]
     fn serial_is_one_unit_at_a_time_and_stop_starts_nothing_more() {
         let needs = [Some(0.0), Some(0.0)];
-        let mut s = Scheduler::new(Policy::serial(), 2);
+        let mut s = counted(Policy::serial(), 2);
         assert_eq!(step(&mut s, &needs), ["0:0"]);
         s.stop();
         s.finished(0);
         assert!(step(&mut s, &needs).is_empty());
         assert!(s.is_done());
-        let mut forced = Scheduler::new(Policy::forced(2), 2);
+        let mut forced = counted(Policy::forced(2), 2);
         assert_eq!(step(&mut forced, &[Some(5.0), None]), ["0:0s", "1:1s"]);
     }
 
