@@ -385,7 +385,7 @@ pub struct MatrixArgs {
     pub no_report: bool,
     /// Run a run again, up to this many times, when it failed as a measurement (the link did
     /// not deliver the profile, a server exited, the browser crashed, the server's log missed
-    /// requests the browser made); every attempt is kept.
+    /// requests the browser made); every attempt is kept. Warm-ups are never run again.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub retry_invalid: u32,
     /// Test hook: RUN_ID=stall:DURATION@AFTER, RUN_ID=stop-emulator@AFTER or

@@ -148,6 +148,16 @@ impl PlannedRun {
     pub fn is_in(&self, cell: &Cell) -> bool {
         self.profile == cell.profile && self.workload == cell.workload
     }
+
+    /// How many times a measurement failure of this run is run again: `retry_invalid` times,
+    /// a warm-up never — nothing it measures counts, and its need (what lanes read of it) is on
+    /// record whatever its outcome.
+    pub fn retries(&self, retry_invalid: u32) -> u32 {
+        match self.phase {
+            Phase::Warmup => 0,
+            Phase::Measure => retry_invalid,
+        }
+    }
 }
 
 fn chromium_only() -> Vec<BrowserId> {

@@ -247,7 +247,10 @@ pub fn run(req: &MatrixRequest) -> Result<MatrixOutcome> {
         .collect();
     let todo: Vec<&PlannedRun> = planned
         .iter()
-        .filter(|p| store.attempts(&p.id).next(req.retry_invalid).is_some())
+        .filter(|p| {
+            let retries = p.retries(req.retry_invalid);
+            store.attempts(&p.id).next(retries).is_some()
+        })
         .filter(|p| {
             req.until_round
                 .is_none_or(|r| p.phase == Phase::Warmup || p.round <= r)

@@ -488,7 +488,10 @@ pub fn run_plan(
             .iter()
             .find(|q| !precision.leaves_out(ctx, q))
             .and_then(|q| {
-                let attempt = store.attempts(&q.id).next(ctx.retry_invalid).unwrap_or(1);
+                let attempt = store
+                    .attempts(&q.id)
+                    .next(q.retries(ctx.retry_invalid))
+                    .unwrap_or(1);
                 Some(attempt_spec(
                     ctx,
                     q,
@@ -496,7 +499,7 @@ pub fn run_plan(
                     attempt,
                 ))
             });
-        while let Some(attempt) = store.attempts(&p.id).next(ctx.retry_invalid) {
+        while let Some(attempt) = store.attempts(&p.id).next(p.retries(ctx.retry_invalid)) {
             if (ctx.stop)() {
                 return Ok(PlanEnd::Interrupted);
             }
@@ -749,7 +752,7 @@ mod tests {
         let todo: Vec<&PlannedRun> = f
             .plan
             .iter()
-            .filter(|p| store.attempts(&p.id).next(retry).is_some())
+            .filter(|p| store.attempts(&p.id).next(p.retries(retry)).is_some())
             .collect();
         let current = todo.first().map(|p| p.profile.clone()).unwrap_or_default();
         run_plan(exec, &ctx, &current, &todo, store, &ProgressBar::hidden())
@@ -793,6 +796,24 @@ mod tests {
             exec.log.iter().filter(|l| l.starts_with("profile")).count(),
             1
         );
+    }
+
+    #[test]
+    fn a_warm_up_is_never_run_again_a_measured_run_is() {
+        let f = fixture_of(1, 1);
+        let warm = f.plan.iter().find(|p| p.phase == Phase::Warmup).unwrap();
+        let measured = f.plan.iter().find(|p| p.phase == Phase::Measure).unwrap();
+        let (w, m) = (warm.id.clone(), measured.id.clone());
+        let mut exec = FakeExecutor::default()
+            .then(&w, Outcome::Invalid, &[ReasonKind::Link])
+            .then(&m, Outcome::Invalid, &[ReasonKind::Link]);
+        let mut store = Store::create(&f.dir, &meta(&f, 2)).unwrap();
+        walk(&f, &mut exec, &mut store, 2);
+        let ids = ids_on_disk(&f.dir);
+        assert_eq!(ids.iter().filter(|i| i.starts_with(&w)).count(), 1);
+        assert_eq!(ids.iter().filter(|i| i.starts_with(&m)).count(), 2);
+        // Nothing is left of it: a resumed walk does not run it again either.
+        assert_eq!(store.finished(&f.plan, 2), f.plan.len());
     }
 
     #[test]

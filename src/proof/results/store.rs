@@ -567,7 +567,11 @@ impl Store {
     /// Planned runs with nothing left to attempt.
     pub fn finished(&self, plan: &[PlannedRun], retry_invalid: u32) -> usize {
         plan.iter()
-            .filter(|p| self.attempts(&p.id).next(retry_invalid).is_none())
+            .filter(|p| {
+                self.attempts(&p.id)
+                    .next(p.retries(retry_invalid))
+                    .is_none()
+            })
             .count()
     }
 
