@@ -13,7 +13,7 @@ use pagebench::origin::server::{ServerKnobs, Transport};
 use pagebench::probe::record::RunRecord;
 use pagebench::probe::runner::{run_counted, RunSpec};
 use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::Outcome;
+use pagebench::probe::validate::{Outcome, ReasonKind};
 
 /// 10 Mbit/s, 40 ms: the 3 MB download takes ~3 s, so an event at 1 s falls in its middle.
 fn profile(name: &str, extra: &str) -> Profile {
@@ -24,6 +24,28 @@ fn profile(name: &str, extra: &str) -> Profile {
 }
 
 fn run(tb: &mut Testbed, p: &Profile, m: &Manifest, proto: Protocol) -> RunRecord {
+    // Run again while the link gate (a VM hiccup) rejects it, as the matrix does.
+    let rec = last_attempt(tb, p, m, proto, 4);
+    assert_eq!(
+        rec.outcome,
+        Outcome::Valid,
+        "{}: {:?} {:?} {:?}",
+        rec.id,
+        rec.reasons,
+        rec.end,
+        rec.warnings
+    );
+    rec
+}
+
+/// The last of at most `1 + retries` attempts of `proto` on `p`.
+fn last_attempt(
+    tb: &mut Testbed,
+    p: &Profile,
+    m: &Manifest,
+    proto: Protocol,
+    retries: u32,
+) -> RunRecord {
     tb.set_profile(p).unwrap();
     let spec = RunSpec::single(
         &format!("{}-{proto}", p.name),
@@ -33,11 +55,23 @@ fn run(tb: &mut Testbed, p: &Profile, m: &Manifest, proto: Protocol) -> RunRecor
         &ServerChoice::embedded().name(),
         Duration::from_secs(120),
     );
-    // Run again while the link gate (a VM hiccup) rejects it, as the matrix does.
-    let rec = run_counted(tb, &spec, 4).unwrap().pop().unwrap();
-    assert_eq!(
-        rec.outcome,
-        Outcome::Valid,
+    run_counted(tb, &spec, retries).unwrap().pop().unwrap()
+}
+
+/// One attempt, valid or failed by the link gate's timing checks alone. The h2 rebinding run
+/// waits ~45 s for Chromium's keep-alive, and over such a window one VM hiccup puts the
+/// emulator past the gate's 10 ms spell (all five attempts of one CI run, at the suite's start:
+/// spells of 31 ms in 49.6 s) — which says nothing of what the run shows: the connection broke
+/// and the page fetched again over a new one.
+fn run_whatever_the_link_timing(
+    tb: &mut Testbed,
+    p: &Profile,
+    m: &Manifest,
+    proto: Protocol,
+) -> RunRecord {
+    let rec = last_attempt(tb, p, m, proto, 0);
+    assert!(
+        rec.outcome == Outcome::Valid || rec.reasons.iter().all(|r| r.kind == ReasonKind::Link),
         "{}: {:?} {:?} {:?}",
         rec.id,
         rec.reasons,
@@ -131,7 +165,7 @@ fn outages_and_nat_rebinding_mid_download() {
     assert!(r.connections[0].migrated);
     assert_eq!(attempts(&h3), 1);
     // TCP breaks (Chromium notices at its next keep-alive); the page fetches again.
-    let h2 = run(&mut tb, &rebind, &m, Protocol::H2);
+    let h2 = run_whatever_the_link_timing(&mut tb, &rebind, &m, Protocol::H2);
     let r = h2.disruption.as_ref().unwrap().rebind.as_ref().unwrap();
     assert_eq!(connections(&h2, Transport::Tcp), 2, "{r:?}");
     assert_eq!(

@@ -103,11 +103,11 @@ pub struct Policy {
 
 /// `--jobs auto`'s lanes on a machine of `cpus` CPUs: three lanes per CPU, units of at most
 /// [`AUTO_LIGHT`] CPU-s/s, together within a quarter of the machine; a unit above it runs
-/// alone; one warm-up of unmeasured need per CPU. The budget, not the lane count, bounds what sharing costs: lossy downloads (0.03–0.08
-/// CPU-s/s each as counted now) fill it at five to six, with one 0.4 CPU-s browser start-up at
-/// a time every few seconds — less than `bench concurrency`'s forced blocks, where they were
-/// shown equivalent beside page lanes of 0.2–0.8 CPU-s/s that started a browser every second
-/// or two.
+/// alone; one warm-up of unmeasured need per CPU. The budget, not the lane count, bounds what
+/// sharing costs: lossy downloads (0.03–0.08 CPU-s/s each as counted now) fill it at five to
+/// six, with one 0.4 CPU-s browser start-up at a time every few seconds — less than `bench
+/// concurrency`'s forced blocks, where they were shown equivalent beside page lanes of 0.2–0.8
+/// CPU-s/s that started a browser every second or two.
 pub fn auto(cpus: usize) -> Policy {
     Policy {
         jobs: (3 * cpus).clamp(1, 8),
