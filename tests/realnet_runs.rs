@@ -26,16 +26,16 @@ fn profile(name: &str, extra: &str) -> Profile {
 fn run(tb: &mut Testbed, p: &Profile, m: &Manifest, proto: Protocol) -> RunRecord {
     // Run again while the link gate (a VM hiccup) rejects it, as the matrix does.
     let rec = last_attempt(tb, p, m, proto, 4);
-    assert_eq!(
-        rec.outcome,
-        Outcome::Valid,
-        "{}: {:?} {:?} {:?}",
-        rec.id,
-        rec.reasons,
-        rec.end,
-        rec.warnings
-    );
+    assert_eq!(rec.outcome, Outcome::Valid, "{}", outcome_of(&rec));
     rec
+}
+
+/// A run's id, reasons, end and warnings, for a failed assertion.
+fn outcome_of(rec: &RunRecord) -> String {
+    format!(
+        "{}: {:?} {:?} {:?}",
+        rec.id, rec.reasons, rec.end, rec.warnings
+    )
 }
 
 /// The last of at most `1 + retries` attempts of `proto` on `p`.
@@ -72,11 +72,8 @@ fn run_whatever_the_link_timing(
     let rec = last_attempt(tb, p, m, proto, 0);
     assert!(
         rec.outcome == Outcome::Valid || rec.reasons.iter().all(|r| r.kind == ReasonKind::Link),
-        "{}: {:?} {:?} {:?}",
-        rec.id,
-        rec.reasons,
-        rec.end,
-        rec.warnings
+        "{}",
+        outcome_of(&rec)
     );
     rec
 }
