@@ -68,9 +68,13 @@ fn assert_accounted(recs: &[RunRecord]) {
             .map(|r| accounting(r).remainder_ms.abs() / accounting(r).headline_ms)
             .collect(),
     );
+    let terms: Vec<String> = recs
+        .iter()
+        .map(|r| format!("{}: {:?}", r.id, accounting(r)))
+        .collect();
     assert!(
         share < 0.10,
-        "the median run leaves {:.0} % unexplained",
+        "the median run leaves {:.0} % unexplained: {terms:#?}",
         share * 100.0
     );
 }
@@ -253,7 +257,15 @@ fn a_server_that_waits_100_ms_is_the_server_term() {
             ("/i.txt", "text/plain", "x".repeat(100), 40.0),
         ],
     );
-    let dir = matrix(tmp.path(), "slow", &workload, &["--think-time", "recorded"]);
+    // Five runs: in one suite the median of three left 14 % of a load unexplained (alone,
+    // 12 runs left at most 2.4 % of their 235–291 ms).
+    let dir = matrix_of(
+        tmp.path(),
+        "slow",
+        &workload,
+        "5",
+        &["--think-time", "recorded"],
+    );
     for protocol in ["h2", "h3"] {
         let recs = records(&dir, protocol);
         let server = median(
