@@ -673,10 +673,16 @@ pub struct BenchConcurrencyArgs {
     /// Measured runs per series, each way.
     #[arg(long, default_value_t = 10)]
     pub runs: u32,
-    /// Lanes of the concurrent walk (they share the machine whatever their need: the bench
-    /// measures what sharing does).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=16))]
-    pub jobs: u32,
+    /// Lanes of the concurrent walk: N (2 to 16) that share the machine whatever their need
+    /// (what sharing does), or auto (as `matrix --jobs auto` walks: rounds share by their
+    /// measured CPU need, the rest run alone; what a user gets).
+    #[arg(long, default_value = "3", value_parser = crate::cli::matrix::concurrency_bench::parse_jobs)]
+    pub jobs: crate::cli::matrix::lanes::Jobs,
+    /// Measured rounds per block, each block walked serially and concurrently. More rounds
+    /// per block put more light rounds side by side on `--jobs auto`, as a matrix's walk does
+    /// (it runs every light round of every cell together, up to its lanes).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub block_rounds: u32,
     /// The equivalence margin, in percent.
     #[arg(long, default_value_t = 5.0, value_name = "PCT")]
     pub margin: f64,
@@ -1713,8 +1719,9 @@ fn bench_concurrency(a: BenchConcurrencyArgs) -> Result<ExitCode> {
     };
     let req = concurrency_bench::ConcurrencyBenchRequest {
         matrix,
-        jobs: a.jobs as usize,
+        jobs: a.jobs,
         margin: a.margin / 100.0,
+        block_rounds: a.block_rounds,
     };
     let table = concurrency_bench::run(&req, &out)?;
     print!("{}", concurrency_bench::render(&table, req.margin));

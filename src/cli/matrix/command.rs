@@ -598,7 +598,13 @@ fn start_and_run(
         let make = |lane: usize, profile: &crate::config::profile::Profile| {
             lane_executor(&config, lane, profile)
         };
-        super::concurrent::run_lanes(policy, &make, &ctx, todo, store, &pb)
+        // A resumed walk (each block of `bench concurrency` is one) starts from the needs its
+        // records tell, not from nothing: its rounds need not run alone again to learn them.
+        let mut needs = super::lanes::Needs::new(&policy);
+        if let Err(e) = store.each_record(|rec| needs.record(rec)) {
+            tracing::warn!("the needs of earlier runs are learnt again: {e:#}");
+        }
+        super::concurrent::run_lanes(policy, needs, &make, &ctx, todo, store, &pb)
     } else {
         run_plan(&mut exec, &ctx, &first.name, todo, store, &pb)
     };

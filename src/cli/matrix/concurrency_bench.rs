@@ -1,8 +1,10 @@
 //! `pagebench bench concurrency`: does walking a plan on concurrent lanes measure what a serial
 //! walk does? The same plan twice — into `serial/` one run at a time, into `concurrent/` on
-//! `jobs` lanes that share the machine whatever their need — interleaved in blocks of one
-//! round (warm-ups first; then round 1 serial then concurrent, round 2 concurrent then serial,
-//! …, so a drifting machine weighs on both alike). A planned attempt meets the same link
+//! lanes (`--jobs N`: N lanes sharing the machine whatever their need, what sharing does;
+//! `--jobs auto`: as `matrix --jobs auto` walks, rounds sharing by their measured need, what a
+//! user gets) — interleaved in blocks of `--block-rounds` rounds (warm-ups first; then the
+//! first block serial then concurrent, the second concurrent then serial, …, so a drifting
+//! machine weighs on both alike). A planned attempt meets the same link
 //! draws (loss, jitter) in both walks, so each round of a series is a pair: per series, the
 //! median of the pairs' ratios (concurrent ÷ serial headline), its 90 % interval and a two
 //! one-sided test of equivalence within ±`margin`
@@ -16,7 +18,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::command::{self, MatrixRequest};
-use super::lanes::Jobs;
+use super::lanes::{Jobs, MAX_JOBS};
 use crate::probe::validate::Outcome;
 use crate::proof::results::rows::{final_attempts, RunRow, SeriesKey};
 use crate::proof::results::summary;
@@ -26,9 +28,13 @@ use crate::support::stats::{self, BootstrapConfig, Equivalence};
 /// `jobs` unused), and how.
 pub struct ConcurrencyBenchRequest {
     pub matrix: MatrixRequest,
-    pub jobs: usize,
+    /// The concurrent walk's lanes: [`Jobs::Forced`] or [`Jobs::Auto`] ([`parse_jobs`]).
+    pub jobs: Jobs,
     /// ±margin of the equivalence test (0.05: ±5 %).
     pub margin: f64,
+    /// Measured rounds per block: more put more light rounds side by side on `--jobs auto`
+    /// (a block of one round has one light unit per light cell).
+    pub block_rounds: u32,
 }
 
 /// One series, serially and concurrently.
@@ -45,23 +51,50 @@ pub struct SeriesEquivalence {
     pub equivalence: Option<Equivalence>,
 }
 
-/// The blocks: warm-ups (0), then each measured round, each walked serially and concurrently.
-fn blocks(runs: u32) -> impl Iterator<Item = (u32, [bool; 2])> {
-    (0..=runs).map(|b| {
+/// The bench's `--jobs`: `auto` (the lanes `matrix --jobs auto` walks on) or 2 to
+/// [`MAX_JOBS`] lanes that share whatever their need.
+pub fn parse_jobs(s: &str) -> Result<Jobs, String> {
+    match s.trim() {
+        "auto" => Ok(Jobs::Auto),
+        n => match n.parse::<usize>() {
+            Ok(n @ 2..=MAX_JOBS) => Ok(Jobs::Forced(n)),
+            _ => Err(format!(
+                "--jobs {n:?}: give 2 to {MAX_JOBS} lanes that share the machine whatever their \
+                 need, or auto (rounds share as `matrix --jobs auto` lets them)"
+            )),
+        },
+    }
+}
+
+/// A sentence naming how the concurrent walk shared the machine.
+fn describe(jobs: Jobs) -> String {
+    match jobs {
+        Jobs::Forced(n) => format!("{n} lanes that shared the machine whatever their need"),
+        _ => "`--jobs auto`: rounds shared the machine by their measured CPU need, as a matrix \
+              walks them"
+            .into(),
+    }
+}
+
+/// The blocks, each walked serially and concurrently: warm-ups (0), then the measured rounds
+/// `per_block` at a time; each as the last round it walks to.
+fn blocks(runs: u32, per_block: u32) -> impl Iterator<Item = (u32, [bool; 2])> {
+    let per_block = per_block.max(1);
+    (0..=runs.div_ceil(per_block)).map(move |b| {
         // true: concurrent. Alternate which goes first from round to round.
         let order = if b % 2 == 0 {
             [false, true]
         } else {
             [true, false]
         };
-        (b, order)
+        ((b * per_block).min(runs), order)
     })
 }
 
 /// Walks the blocks into `<out>/serial` and `<out>/concurrent`; returns the table.
 pub fn run(req: &ConcurrencyBenchRequest, out: &Path) -> Result<Vec<SeriesEquivalence>> {
     let dirs = [out.join("serial"), out.join("concurrent")];
-    for (b, order) in blocks(req.matrix.runs) {
+    for (b, order) in blocks(req.matrix.runs, req.block_rounds) {
         for concurrent in order {
             let dir = &dirs[usize::from(concurrent)];
             let m = MatrixRequest {
@@ -70,11 +103,7 @@ pub fn run(req: &ConcurrencyBenchRequest, out: &Path) -> Result<Vec<SeriesEquiva
                     .join(crate::proof::results::store::META)
                     .is_file()
                     .then(|| dir.clone()),
-                jobs: if concurrent {
-                    Jobs::Forced(req.jobs)
-                } else {
-                    Jobs::Fixed(1)
-                },
+                jobs: if concurrent { req.jobs } else { Jobs::Fixed(1) },
                 until_round: Some(b),
                 // The machine is checked once, before the first block.
                 machine_check: if b == 0 && !concurrent {
@@ -102,7 +131,13 @@ pub fn run(req: &ConcurrencyBenchRequest, out: &Path) -> Result<Vec<SeriesEquiva
         req.matrix.seed,
         req.matrix.timeout.as_secs_f64() * 1e3,
     );
-    let text = render(&table, req.margin);
+    let text = format!(
+        "Concurrent walk: {}; blocks of {} measured round(s), each walked both ways, \
+         alternating which goes first.\n\n{}",
+        describe(req.jobs),
+        req.block_rounds.max(1),
+        render(&table, req.margin)
+    );
     crate::support::atomic::write_file(&out.join("concurrency.md"), text.as_bytes())?;
     crate::support::atomic::write_file(
         &out.join("concurrency.json"),
@@ -256,8 +291,34 @@ mod tests {
     }
 
     #[test]
+    fn jobs_are_auto_or_lanes_that_share_whatever_their_need() {
+        assert_eq!(parse_jobs("auto"), Ok(Jobs::Auto));
+        assert_eq!(parse_jobs("3"), Ok(Jobs::Forced(3)));
+        for bad in ["1", "0", "17", "three"] {
+            let e = parse_jobs(bad).unwrap_err();
+            assert!(e.contains("--jobs") && e.contains("auto"), "{e}");
+        }
+        assert!(describe(Jobs::Auto).contains("measured CPU need"));
+        assert!(describe(Jobs::Forced(6)).starts_with("6 lanes"));
+    }
+
+    #[test]
+    fn blocks_of_two_rounds_end_at_the_last_round() {
+        let b: Vec<(u32, [bool; 2])> = blocks(5, 2).collect();
+        assert_eq!(
+            b,
+            [
+                (0, [false, true]),
+                (2, [true, false]),
+                (4, [false, true]),
+                (5, [true, false])
+            ]
+        );
+    }
+
+    #[test]
     fn blocks_start_with_the_warm_ups_and_alternate_who_goes_first() {
-        let b: Vec<(u32, [bool; 2])> = blocks(3).collect();
+        let b: Vec<(u32, [bool; 2])> = blocks(3, 1).collect();
         assert_eq!(
             b,
             [

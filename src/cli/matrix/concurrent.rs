@@ -57,9 +57,11 @@ struct Done {
     end: Result<PlanEnd>,
 }
 
-/// Walks `todo` on the lanes `policy` allows, `make` building each lane's executor.
+/// Walks `todo` on the lanes `policy` allows, `make` building each lane's executor, from the
+/// needs already known (a resumed walk's records tell them: [`Needs::record`]).
 pub fn run_lanes<'f>(
     policy: Policy,
+    needs: Needs,
     make: &LaneFactory<'f>,
     ctx: &PlanContext,
     todo: &[&PlannedRun],
@@ -69,7 +71,7 @@ pub fn run_lanes<'f>(
     let units = units(todo);
     let shared = Shared {
         log: Mutex::new(log),
-        needs: Mutex::new(Needs::new(&policy)),
+        needs: Mutex::new(needs),
     };
     let warmups = units.iter().map(|u| u[0].phase == Phase::Warmup).collect();
     let mut sched = Scheduler::new(policy, warmups);
@@ -245,7 +247,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     /// What the fake lanes did: per attempt, its id, lane and when it ran.
-    type Trace = Mutex<Vec<(String, Option<LaneRun>, Instant, Instant)>>;
+    type Trace = Mutex<Vec<Ran>>;
 
     /// A testbed that takes 15 ms a run and says the page needs 0.8 CPU-s/s, the download 0.05.
     struct FakeLane<'t> {
@@ -308,9 +310,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn warm_ups_first_side_by_side_then_light_rounds_share_and_heavy_ones_run_alone() {
-        let spec = PlanSpec {
+    type Ran = (String, Option<LaneRun>, Instant, Instant);
+
+    /// wired × page10, download × h1, h2: 4 rounds and a warm-up.
+    fn planned() -> Vec<PlannedRun> {
+        plan::plan(&PlanSpec {
             profiles: vec!["wired".into()],
             workloads: vec!["page10".into(), "download".into()],
             servers: vec!["embedded".into()],
@@ -321,9 +325,18 @@ mod tests {
             warmup: 1,
             seed: 3,
             adaptive: None,
-        };
-        let planned = plan::plan(&spec);
-        let todo: Vec<&PlannedRun> = planned.iter().collect();
+        })
+    }
+
+    const POLICY: Policy = Policy {
+        jobs: 3,
+        light: 0.25,
+        budget: 0.5,
+        warmups: 2,
+    };
+
+    /// Walks `todo` on fake lanes from `needs` into `kept`, every attempt valid: when each ran.
+    fn walk(todo: &[&PlannedRun], needs: Needs, kept: &mut Kept) -> Vec<Ran> {
         let profiles = vec![Profile::simple("wired", 40.0, 5.0, 0.0)];
         let mut download = Manifest::empty_page10();
         download.workload = "download".parse().unwrap();
@@ -338,37 +351,29 @@ mod tests {
         let make = |_: usize, _: &Profile| -> Result<Box<dyn Executor + '_>> {
             Ok(Box::new(FakeLane { trace: &trace }))
         };
-        let mut kept = Kept::default();
-        let policy = Policy {
-            jobs: 3,
-            light: 0.25,
-            budget: 0.5,
-            warmups: 2,
-        };
-        let end = run_lanes(
-            policy,
-            &make,
-            &ctx,
-            &todo,
-            &mut kept,
-            &ProgressBar::hidden(),
-        )
-        .unwrap();
+        let hidden = ProgressBar::hidden();
+        let end = run_lanes(POLICY, needs, &make, &ctx, todo, kept, &hidden).unwrap();
         let PlanEnd::Done(t) = end else {
             panic!("{end:?}")
         };
-        assert_eq!(t.valid, planned.len());
+        assert_eq!(t.valid, todo.len());
+        let runs = std::mem::take(&mut *lock(&trace));
+        runs
+    }
+
+    #[test]
+    fn warm_ups_first_side_by_side_then_light_rounds_share_and_heavy_ones_run_alone() {
+        let planned = planned();
+        let todo: Vec<&PlannedRun> = planned.iter().collect();
+        let mut kept = Kept::default();
+        let runs = walk(&todo, Needs::new(&POLICY), &mut kept);
         let mut ids: Vec<&str> = kept.0.iter().map(|r| r.plan_id.as_str()).collect();
         ids.sort();
         let mut want: Vec<&str> = planned.iter().map(|p| p.id.as_str()).collect();
         want.sort();
         assert_eq!(ids, want, "every planned run once, on record");
-        let runs = lock(&trace).clone();
-        let overlaps = |a: &(String, Option<LaneRun>, Instant, Instant),
-                        b: &(String, Option<LaneRun>, Instant, Instant)| {
-            a.2 < b.3 && b.2 < a.3
-        };
-        let warm = |r: &(String, Option<LaneRun>, Instant, Instant)| r.0.contains("-w1-");
+        let overlaps = |a: &Ran, b: &Ran| a.2 < b.3 && b.2 < a.3;
+        let warm = |r: &Ran| r.0.contains("-w1-");
         for a in &runs {
             let lane = a.1.expect("every run says its lane");
             if warm(a) {
@@ -397,5 +402,26 @@ mod tests {
                 .any(|b| a.1.map(|l| l.lane) != b.1.map(|l| l.lane) && overlaps(a, b))
         });
         assert!(shared_overlap, "the download rounds ran side by side");
+    }
+
+    #[test]
+    fn a_resumed_walk_starts_from_the_needs_its_records_tell() {
+        let planned = planned();
+        let (warm, counted): (Vec<&PlannedRun>, Vec<&PlannedRun>) =
+            planned.iter().partition(|p| p.phase == Phase::Warmup);
+        let mut kept = Kept::default();
+        walk(&warm, Needs::new(&POLICY), &mut kept);
+        // Resumed from nothing known, each download series' first round runs alone to learn
+        // its need; from the warm-ups' records, every download round shares from the start.
+        let mut needs = Needs::new(&POLICY);
+        kept.0.iter().for_each(|r| needs.record(r));
+        let alone = |runs: &[Ran]| {
+            runs.iter()
+                .filter(|r| r.0.contains("download") && !r.1.unwrap().shared)
+                .count()
+        };
+        assert_eq!(alone(&walk(&counted, needs, &mut Kept::default())), 0);
+        let relearnt = walk(&counted, Needs::new(&POLICY), &mut Kept::default());
+        assert!(alone(&relearnt) > 0, "the fake lanes tell needs apart");
     }
 }

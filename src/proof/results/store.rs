@@ -575,6 +575,14 @@ impl Store {
             .count()
     }
 
+    /// Calls `f` with every committed attempt's raw record, read back one at a time.
+    pub fn each_record(&self, mut f: impl FnMut(&RunRecord)) -> Result<()> {
+        for id in &self.done {
+            f(&read_record(&self.dir, id)?);
+        }
+        Ok(())
+    }
+
     /// Attempts committed (every row of `runs.csv`).
     pub fn attempt_count(&self) -> usize {
         self.done.len()
