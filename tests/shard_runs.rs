@@ -59,6 +59,8 @@ fn shard_args(tmp: &Path, out: &Path, shard: &str) -> Vec<String> {
         "30s",
         "--machine-check",
         "0s",
+        "--jobs",
+        "1",
         "--calibration-runs",
         "2",
         "--shard",

@@ -508,7 +508,15 @@ fn replay_with(
                     .into_iter()
                     .flatten(),
             )
-            .args(["--runs", &runs.to_string(), "--warmup", "0", "--quiet"])
+            .args([
+                "--runs",
+                &runs.to_string(),
+                "--warmup",
+                "0",
+                "--quiet",
+                "--jobs",
+                "1",
+            ])
             // A test of one run a protocol gives the link gate room before it fails.
             .args(["--machine-check", "0s", "--retry-invalid", "4"])
             .arg("--workloads")

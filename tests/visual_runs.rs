@@ -120,7 +120,15 @@ fn calibration_matrix(archive: &Path, out: &Path, args: &[&str]) -> Vec<RunRecor
     let workload = format!("site:{}", archive.display());
     let mut cmd = pagebench();
     cmd.args(["matrix", "--profiles", "wired", "--workloads", &workload])
-        .args(["--warmup", "0", "--quiet", "--machine-check", "0s"])
+        .args([
+            "--warmup",
+            "0",
+            "--quiet",
+            "--machine-check",
+            "0s",
+            "--jobs",
+            "1",
+        ])
         .args(args)
         .args(["--out", out.to_str().unwrap()]);
     run_ok(&mut cmd);

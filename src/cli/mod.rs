@@ -347,8 +347,9 @@ pub struct MatrixArgs {
     /// browser. A round of a cell runs on one lane, its protocols interleaved as ever; rounds
     /// whose runs wait on the network (measured CPU per second of load at most
     /// --share-below) share the machine, anything heavier or not measured yet runs alone.
-    /// `auto`: 6 lanes on 2 CPUs (3 per CPU, at most 8); 1: one run at a time.
-    #[arg(long, default_value = "1", value_name = "N|auto")]
+    /// `auto` (the default): 6 lanes on 2 CPUs (3 per CPU, at most 8); 1: one run at a time,
+    /// in plan order. `bench concurrency` showed the shared rounds equivalent to a serial walk.
+    #[arg(long, default_value = "auto", value_name = "N|auto")]
     pub jobs: crate::cli::matrix::lanes::Jobs,
     /// With --jobs: the CPU need (CPU-seconds per second of load: browser, server and emulator,
     /// the median of a series' runs so far) up to which a round shares the machine. The default
@@ -1920,8 +1921,25 @@ fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::har_path;
+    use super::{har_path, Cli, Command};
+    use crate::cli::matrix::lanes::Jobs;
+    use clap::Parser;
     use std::path::Path;
+
+    fn matrix_jobs(args: &[&str]) -> Jobs {
+        let cli = Cli::try_parse_from(["pagebench", "matrix"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Matrix(m) => m.jobs,
+            other => panic!("not a matrix: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_matrix_walks_on_lanes_unless_told_one_run_at_a_time() {
+        assert_eq!(matrix_jobs(&[]), Jobs::Auto);
+        assert_eq!(matrix_jobs(&["--jobs", "1"]), Jobs::Fixed(1));
+        assert_eq!(matrix_jobs(&["--jobs", "4"]), Jobs::Fixed(4));
+    }
 
     #[test]
     fn har_files_are_named_by_run_and_attempt() {

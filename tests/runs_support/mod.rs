@@ -39,6 +39,13 @@ pub fn matrix(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
         .arg("--out")
         .arg(&out)
         .args(args)
+        // One run at a time, in plan order (the default walks on lanes), unless the test says.
+        .args(
+            (!args.contains(&"--jobs"))
+                .then_some(["--jobs", "1"])
+                .into_iter()
+                .flatten(),
+        )
         .status()
         .unwrap();
     assert!(status.success());
