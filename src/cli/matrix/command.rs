@@ -590,6 +590,7 @@ fn start_and_run(
         adaptive: gate,
         lane: None,
         draws_seed: Some(req.seed),
+        then: None,
     };
     let policy = lane_policy(req);
     let result = if policy.jobs > 1 {

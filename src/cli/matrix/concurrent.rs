@@ -187,7 +187,6 @@ fn lane_loop<'f>(
         return;
     }
     for a in work {
-        let unit = &units[a.unit];
         let end = walk_unit(
             lane,
             a,
@@ -195,7 +194,7 @@ fn lane_loop<'f>(
             &mut current,
             make,
             ctx,
-            unit,
+            units,
             shared,
             pb,
         );
@@ -213,10 +212,11 @@ fn walk_unit<'f>(
     current: &mut String,
     make: &LaneFactory<'f>,
     ctx: &PlanContext,
-    unit: &[&PlannedRun],
+    units: &[Vec<&PlannedRun>],
     shared: &Shared,
     pb: &ProgressBar,
 ) -> Result<PlanEnd> {
+    let unit = &units[a.unit];
     if exec.is_none() {
         *exec = Some(make(lane, &profile_named(ctx, &unit[0].profile)?)?);
         current.clone_from(&unit[0].profile);
@@ -226,6 +226,9 @@ fn walk_unit<'f>(
             lane: lane as u32,
             shared: a.shared,
         }),
+        // The unit expected next on this lane: its first browser may start during this unit's
+        // last teardown, as a serial walk's next run's does.
+        then: a.then.and_then(|u| units.get(u)).map(|u| u[0]),
         ..ctx.clone()
     };
     let exec = exec.as_mut().expect("built above");
@@ -252,11 +255,17 @@ mod tests {
     /// A testbed that takes 15 ms a run and says the page needs 0.8 CPU-s/s, the download 0.05.
     struct FakeLane<'t> {
         trace: &'t Trace,
+        /// The run it was told comes next (whose browser it may launch ahead).
+        next: Option<String>,
     }
 
     impl Executor for FakeLane<'_> {
         fn set_profile(&mut self, _: &Profile) -> Result<()> {
             Ok(())
+        }
+
+        fn expect_next(&mut self, next: Option<&RunSpec>) {
+            self.next = next.map(|n| n.id.clone());
         }
 
         fn execute(&mut self, spec: &RunSpec) -> Result<RunRecord> {
@@ -267,7 +276,8 @@ mod tests {
             } else {
                 0.8
             };
-            lock(self.trace).push((spec.id.clone(), spec.lane, start, Instant::now()));
+            let told = self.next.clone();
+            lock(self.trace).push((spec.id.clone(), spec.lane, start, Instant::now(), told));
             Ok(RunRecord {
                 plan_id: spec.plan_id.clone(),
                 attempt: spec.attempt,
@@ -310,7 +320,8 @@ mod tests {
         }
     }
 
-    type Ran = (String, Option<LaneRun>, Instant, Instant);
+    /// An attempt: its id, lane, start and end, and the run it was told comes next.
+    type Ran = (String, Option<LaneRun>, Instant, Instant, Option<String>);
 
     /// wired × page10, download × h1, h2: 4 rounds and a warm-up.
     fn planned() -> Vec<PlannedRun> {
@@ -349,7 +360,10 @@ mod tests {
         let ctx = PlanContext::quiet(&profiles, &manifests, Duration::from_secs(1), 0, &[]);
         let trace = Trace::default();
         let make = |_: usize, _: &Profile| -> Result<Box<dyn Executor + '_>> {
-            Ok(Box::new(FakeLane { trace: &trace }))
+            Ok(Box::new(FakeLane {
+                trace: &trace,
+                next: None,
+            }))
         };
         let hidden = ProgressBar::hidden();
         let end = run_lanes(POLICY, needs, &make, &ctx, todo, kept, &hidden).unwrap();
@@ -402,6 +416,24 @@ mod tests {
                 .any(|b| a.1.map(|l| l.lane) != b.1.map(|l| l.lane) && overlaps(a, b))
         });
         assert!(shared_overlap, "the download rounds ran side by side");
+    }
+
+    #[test]
+    fn a_lane_that_runs_heavy_rounds_alone_is_told_each_next_round_ahead() {
+        let planned = planned();
+        let todo: Vec<&PlannedRun> = planned.iter().collect();
+        let mut runs = walk(&todo, Needs::new(&POLICY), &mut Kept::default());
+        runs.retain(|r| r.0.contains("page10") && !r.0.contains("-w1-"));
+        runs.sort_by_key(|r| r.2);
+        assert_eq!(runs.len(), 8, "four rounds of two protocols");
+        // Each heavy run was told the one that ran after it — within a round as in a serial
+        // walk, and across rounds (the next round alone on the same lane) — so its browser
+        // could start during this one's teardown; the last was told none.
+        for (a, b) in runs.iter().zip(runs.iter().skip(1)) {
+            assert_eq!(a.4.as_deref(), Some(b.0.as_str()), "{} then {}", a.0, b.0);
+            assert_eq!(a.1.map(|l| l.lane), b.1.map(|l| l.lane), "one lane");
+        }
+        assert_eq!(runs[7].4, None);
     }
 
     #[test]

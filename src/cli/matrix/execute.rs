@@ -217,6 +217,9 @@ pub struct PlanContext<'a> {
     /// Each attempt's link draws come from this seed and its id ([`draws_seed`]); None: the
     /// link's stream goes on from run to run.
     pub draws_seed: Option<u64>,
+    /// The run expected after the last of these on the same executor (a lane's next unit,
+    /// [`super::lanes::Assignment::then`]): its browser may start as a next run's does.
+    pub then: Option<&'a PlannedRun>,
 }
 
 #[cfg(test)]
@@ -246,6 +249,7 @@ impl<'a> PlanContext<'a> {
             adaptive: None,
             lane: None,
             draws_seed: None,
+            then: None,
         }
     }
 }
@@ -486,7 +490,9 @@ pub fn run_plan(
         // that turns out precise, makes it another): its browser may start early.
         let next = todo[i + 1..]
             .iter()
+            .copied()
             .find(|q| !precision.leaves_out(ctx, q))
+            .or(ctx.then)
             .and_then(|q| {
                 let attempt = store
                     .attempts(&q.id)

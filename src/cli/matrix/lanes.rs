@@ -247,9 +247,22 @@ impl Scheduler {
                 lane,
                 unit,
                 shared: held != Held::Alone,
+                then: (held == Held::Alone)
+                    .then(|| self.next_alone(&need))
+                    .flatten(),
             });
         }
         out
+    }
+
+    /// The unit to run alone after the one just handed out, as the needs stand now: it starts
+    /// when every lane is free again, so on the first lane — the one the unit now running alone
+    /// has. None when the next is not one to run alone (or there is none).
+    fn next_alone(&self, need: &impl Fn(usize) -> Option<f64>) -> Option<usize> {
+        match self.next_unit(need) {
+            Some((at, Held::Alone)) => Some(self.pending[at]),
+            _ => None,
+        }
     }
 
     /// The next unit to hand out (its place in `pending`) and what it would hold.
@@ -328,6 +341,11 @@ pub struct Assignment {
     pub unit: usize,
     /// Whether it shares the machine with other lanes (else it has it alone).
     pub shared: bool,
+    /// A unit that runs alone: the unit expected next on its lane (see
+    /// [`Scheduler::next_alone`]), whose first browser may start once this one's last
+    /// measured window has closed, as within a unit. A guess: if another unit comes, that
+    /// browser is ended before its run.
+    pub then: Option<usize>,
 }
 
 /// What the runs measured of each series' CPU need, as they finish.
@@ -461,6 +479,27 @@ mod tests {
         // A serial walk keeps plan order.
         let mut serial = counted(Policy::serial(), needs.len());
         assert_eq!(step(&mut serial, &needs), ["0:0"]);
+    }
+
+    #[test]
+    fn a_unit_that_runs_alone_names_the_unit_that_runs_alone_after_it() {
+        let needs = [Some(0.9), Some(0.1), Some(0.8), None];
+        let mut s = counted(light(3), needs.len());
+        let then = |a: Vec<Assignment>| a.iter().map(|a| (a.lane, a.unit, a.then)).collect();
+        let got: Vec<(usize, usize, Option<usize>)> = then(s.start(|u| needs[u]));
+        // The unmeasured unit alone first; a light one (unit 1) comes next, which shares:
+        // nothing to launch ahead for.
+        assert_eq!(got, [(0, 3, None)]);
+        s.finished(0);
+        let got: Vec<(usize, usize, Option<usize>)> = then(s.start(|u| needs[u]));
+        assert_eq!(got, [(0, 1, None)], "a shared unit names none");
+        s.finished(0);
+        // The heavy ones, each alone on the first lane, each naming the next.
+        let got: Vec<(usize, usize, Option<usize>)> = then(s.start(|u| needs[u]));
+        assert_eq!(got, [(0, 0, Some(2))]);
+        s.finished(0);
+        let got: Vec<(usize, usize, Option<usize>)> = then(s.start(|u| needs[u]));
+        assert_eq!(got, [(0, 2, None)], "the last names none");
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub fn run_series(
         adaptive: None,
         lane: None,
         draws_seed: Some(req.seed),
+        then: None,
     };
     let mut attempts = 0usize;
     let mut log = Printed::new(|rec: &RunRecord| {
