@@ -83,7 +83,7 @@ cd "$(dirname "$0")"
 mkdir -p target
 # --servers quiche: pagebench's h3 server on quiche is its own package (quiche's vendored
 # BoringSSL takes ~2 min to build once; pagebench's build stays without it). A no-op when built.
-quiche_server=src/origin/servers/helpers/quiche-server
+quiche_server=src/servers/helpers/quiche-server
 if ! cargo build --release --locked --quiet --manifest-path "$quiche_server/Cargo.toml" \
     --target-dir target/quiche-server 2>target/quiche-server.log; then
   echo "setup.sh: building $quiche_server failed (see target/quiche-server.log)" >&2

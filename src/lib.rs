@@ -14,13 +14,19 @@
 //! - [`report`]: the report, and compare's page;
 //! - [`support`]: OS helpers and pure libraries every layer may use.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod diagnosis;
+pub mod embedded_server;
+pub mod evidence;
 pub mod link;
-pub mod origin;
-pub mod probe;
-pub mod proof;
+pub mod matrix;
+pub mod measure;
+pub mod packets;
 pub mod report;
+pub mod results;
+pub mod servers;
 pub mod support;
 
 /// An error that means "this part of pagebench does not exist yet"; the CLI exits with 2.

@@ -10,11 +10,11 @@ use pagebench::config::profile::{self, Profile};
 use pagebench::config::protocol::Variant;
 use pagebench::config::protocol::{H3Mode, Protocol};
 use pagebench::config::workload::{self, Manifest, Workload};
-use pagebench::origin::server::ServerKnobs;
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::runner::{run_counted, run_once, RunSpec};
-use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::{Outcome, ReasonKind};
+use pagebench::embedded_server::ServerKnobs;
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::{Outcome, ReasonKind};
+use pagebench::measure::runner::{run_counted, run_once, RunSpec};
+use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
 
 fn profile(name: &str) -> Profile {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
@@ -552,8 +552,8 @@ fn repeat(spec: RunSpec) -> RunSpec {
 }
 
 /// The navigation's timing entry.
-fn nav(rec: &RunRecord) -> pagebench::probe::metrics::EntryTiming {
-    pagebench::probe::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
+fn nav(rec: &RunRecord) -> pagebench::evidence::metrics::EntryTiming {
+    pagebench::evidence::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
 }
 
 #[test]
@@ -720,7 +720,7 @@ fn a_returning_firefox_visitor_resumes_its_sessions() {
 /// off; a renamed feature would bring them back).
 #[test]
 fn chromium_starts_with_its_blank_page_and_no_page_of_its_own_ui() {
-    use pagebench::probe::browser::{ChromiumProcess, LaunchOptions, CHROMIUM};
+    use pagebench::measure::browser::{ChromiumProcess, LaunchOptions, CHROMIUM};
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(CHROMIUM);
     // An empty network namespace of the child's own, which dies with it.

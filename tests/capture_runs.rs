@@ -16,13 +16,13 @@ use std::time::Duration;
 use pagebench::config::profile::{self, Profile};
 use pagebench::config::protocol::{H3Mode, Protocol, Variant};
 use pagebench::config::workload::{self, Manifest, Workload};
-use pagebench::origin::server::ServerKnobs;
-use pagebench::probe::capture::{CaptureSet, HolReport};
-use pagebench::probe::fault::FaultInjection;
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::runner::{run_once, RunSpec};
-use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::Outcome;
+use pagebench::embedded_server::ServerKnobs;
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::Outcome;
+use pagebench::measure::fault::FaultInjection;
+use pagebench::measure::runner::{run_once, RunSpec};
+use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::packets::{CaptureSet, HolReport};
 
 /// `wired` without jitter: the chosen drop is then the only thing that reorders delivery.
 fn steady_wired() -> Profile {
@@ -91,7 +91,7 @@ fn spec(id: &str, profile: &Profile, m: &Manifest, p: Protocol) -> RunSpec {
 }
 
 fn write_files(rec: &RunRecord, dir: &Path) {
-    pagebench::proof::results::store::write_captures(dir, &rec.capture_files).unwrap();
+    pagebench::results::store::write_captures(dir, &rec.capture_files).unwrap();
     let names: BTreeSet<&str> = rec.captures.iter().map(|c| c.name.as_str()).collect();
     for f in &rec.capture_files {
         assert!(names.contains(f.name.as_str()), "{} is listed", f.name);

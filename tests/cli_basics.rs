@@ -351,7 +351,7 @@ fn import_turns_a_har_with_content_into_an_archive_or_refuses_with_strict() {
         stdout.contains("https://b.test/x.js: no body recorded"),
         "{stdout}"
     );
-    let archive = pagebench::config::site::read(&out).unwrap();
+    let archive = pagebench::config::site_archive::read(&out).unwrap();
     assert_eq!(archive.page_url, "https://a.test/");
 
     let strict_out = dir.path().join("strict");
@@ -403,7 +403,7 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
         "{}",
         String::from_utf8_lossy(&imported.stderr)
     );
-    let a = pagebench::config::site::read(&archive).unwrap();
+    let a = pagebench::config::site_archive::read(&archive).unwrap();
     let manifest: pagebench::config::workload::Manifest = serde_json::from_slice(
         &std::fs::read(cache.path().join("pagebench/pages/1/page10/manifest.json")).unwrap(),
     )
@@ -415,7 +415,7 @@ fn a_run_har_keeps_the_bodies_and_imports_byte_exact() {
             .iter()
             .find(|e| e.url.ends_with(&f.path))
             .unwrap_or_else(|| panic!("{} not in the archive", f.path));
-        let wire = pagebench::config::site::body(&archive, e).unwrap();
+        let wire = pagebench::config::site_archive::body(&archive, e).unwrap();
         assert!(e.content_encoding.is_none(), "{}", e.url);
         assert_eq!(wire.len() as u64, f.size, "{}", e.url);
         assert_eq!(hex::encode(Sha256::digest(&wire)), f.sha256, "{}", e.url);

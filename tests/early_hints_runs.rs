@@ -8,9 +8,9 @@ mod runs_support;
 
 use std::path::{Path, PathBuf};
 
-use pagebench::probe::metrics::EntryTiming;
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::validate::Outcome;
+use pagebench::evidence::metrics::EntryTiming;
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::Outcome;
 use runs_support::SiteFile;
 
 /// The page (recorded 300 ms slower than the origin's other answers), its stylesheet, an image.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use pagebench::config::plan::{self, PlanSpec};
 use pagebench::config::protocol::H3Mode;
-use pagebench::proof::results::summary;
+use pagebench::results::summary;
 use runs_support::{namespaces_of, runs_csv};
 
 fn bin() -> Command {
@@ -230,7 +230,7 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
     let s = summary::read(&out).unwrap();
     assert_eq!(s.series.len(), 12);
     assert_eq!(s.comparisons.len(), 12);
-    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "complete");
     assert!(meta.machine.browsers["chromium"].contains("Chromium"));
     // The machine was watched before the first run, and every run's contention measured:
@@ -328,7 +328,7 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     );
     let after_int = rows_now(&out);
     assert!(after_int >= 3 && after_int < planned.len());
-    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert_eq!(meta.status, "interrupted");
 
     // 2. A resume with a different option is refused, naming the difference.
@@ -400,9 +400,7 @@ fn resume_after_sigint_and_sigkill_finishes_exactly_the_plan() {
     let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
     assert_eq!(h2.completion.n_valid, h2_valid, "warm-ups are not counted");
     assert_eq!(
-        pagebench::proof::results::store::read_meta(&out)
-            .unwrap()
-            .status,
+        pagebench::results::store::read_meta(&out).unwrap().status,
         "complete"
     );
 }
@@ -690,7 +688,7 @@ fn a_matrix_of_two_browsers_interleaves_them_and_compares_them() {
     ] {
         assert!(report.contains(said), "{said} missing from the report");
     }
-    let meta = pagebench::proof::results::store::read_meta(&out).unwrap();
+    let meta = pagebench::results::store::read_meta(&out).unwrap();
     assert!(meta.machine.browsers.contains_key("firefox"));
     assert!(namespaces_of(std::process::id()).is_empty());
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use netem_support::{netns_list, serial, shipped, NetnsCheck};
-use pagebench::link::netem::{Link, LinkOptions};
+use pagebench::link::{Link, LinkOptions};
 
 fn pagebench() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pagebench"));

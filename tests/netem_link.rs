@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use netem_support::{median, netns_list, serial, shipped, udp_round_trips, NetnsCheck};
 use pagebench::config::profile::Profile;
-use pagebench::link::netem::stats::binomial_interval;
-use pagebench::link::netem::{Link, LinkOptions};
+use pagebench::link::link_stats::binomial_interval;
+use pagebench::link::{Link, LinkOptions};
 
 fn link(profile: &Profile) -> Link {
     Link::new(profile, LinkOptions::default()).expect("build link (needs root)")
@@ -160,10 +160,10 @@ fn loss_of_20000_udp_packets_is_inside_the_binomial_interval() {
         let c = if up { &check.up } else { &check.down };
         assert!((c.measured_loss_pct - 100.0 * lost as f64 / n as f64).abs() < 1e-9);
         assert!(
-            !check.faults.iter().any(|f| matches!(
-                f,
-                pagebench::link::netem::LinkFault::LossOutsideInterval { .. }
-            )),
+            !check
+                .faults
+                .iter()
+                .any(|f| matches!(f, pagebench::link::LinkFault::LossOutsideInterval { .. })),
             "{:?}",
             check.faults
         );
@@ -316,7 +316,7 @@ fn tcp_download_on_a_recorded_trace_reaches_the_trace_s_rate() {
         !check_result
             .faults
             .iter()
-            .any(|f| matches!(f, pagebench::link::netem::LinkFault::RateOff { .. })),
+            .any(|f| matches!(f, pagebench::link::LinkFault::RateOff { .. })),
         "{}",
         check_result.render()
     );
@@ -646,9 +646,7 @@ fn a_process_that_panics_leaves_no_namespace() {
         .split_whitespace()
         .map(str::to_string)
         .collect();
-    let pid = pagebench::link::netem::netns_dir::parse_name(&names[0])
-        .unwrap()
-        .0;
+    let pid = pagebench::link::netns_dir::parse_name(&names[0]).unwrap().0;
     let listed = netns_list();
     assert!(names.iter().all(|n| !listed.contains(n)), "{listed:?}");
     check.finish(&[pid]);

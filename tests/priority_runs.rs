@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::validate::Outcome;
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::Outcome;
 use runs_support::SiteFile;
 
 const IMAGES: usize = 40;

@@ -9,11 +9,11 @@ use std::time::Duration;
 use pagebench::config::profile::{self, Profile};
 use pagebench::config::protocol::{H3Mode, Protocol, Variant};
 use pagebench::config::workload::{self, Manifest, Workload};
-use pagebench::origin::server::{ServerKnobs, Transport};
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::runner::{run_counted, RunSpec};
-use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::{Outcome, ReasonKind};
+use pagebench::embedded_server::{ServerKnobs, Transport};
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::{Outcome, ReasonKind};
+use pagebench::measure::runner::{run_counted, RunSpec};
+use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
 
 /// 10 Mbit/s, 40 ms: the 3 MB download takes ~3 s, so an event at 1 s falls in its middle.
 fn profile(name: &str, extra: &str) -> Profile {

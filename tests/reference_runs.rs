@@ -12,13 +12,13 @@ use pagebench::config::profile::Profile;
 use pagebench::config::protocol::Variant;
 use pagebench::config::protocol::{H3Mode, Protocol};
 use pagebench::config::workload::{self, Workload};
-use pagebench::origin::server::ServerKnobs;
-use pagebench::origin::servers::reference::access_log::LogFormat;
-use pagebench::origin::servers::{CustomLog, CustomServer};
-use pagebench::probe::runner::{run_counted, run_once, RunSpec};
-use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::Outcome;
-use pagebench::proof::diagnose::{self, FindingKind};
+use pagebench::diagnosis::slow_transfers::{self, FindingKind};
+use pagebench::embedded_server::ServerKnobs;
+use pagebench::evidence::validate::Outcome;
+use pagebench::measure::runner::{run_counted, run_once, RunSpec};
+use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
+use pagebench::servers::reference::access_log::LogFormat;
+use pagebench::servers::{CustomLog, CustomServer};
 use runs_support::{matrix, profile};
 
 /// page10 generated below `root`, and a testbed on `profile` with `server` alone.
@@ -130,9 +130,9 @@ fn a_small_h3_send_buffer_is_diagnosed_as_window_limited() {
     );
     let default = matrix(&tmp, "default", &base);
 
-    let d = diagnose::run(&small).unwrap();
+    let d = slow_transfers::run(&small).unwrap();
     let h3 = d.transfers.iter().find(|t| t.variant == "h3").unwrap();
-    eprintln!("{}", diagnose::markdown(&d));
+    eprintln!("{}", slow_transfers::markdown(&d));
     let f = d
         .findings
         .iter()
@@ -142,8 +142,8 @@ fn a_small_h3_send_buffer_is_diagnosed_as_window_limited() {
     // 64 KiB per 40 ms round trip is at most ~13 Mbit/s.
     assert!(h3.goodput_mbit.unwrap() < 14.0, "{h3:?}");
 
-    let d = diagnose::run(&default).unwrap();
-    eprintln!("{}", diagnose::markdown(&d));
+    let d = slow_transfers::run(&default).unwrap();
+    eprintln!("{}", slow_transfers::markdown(&d));
     // Only h3 is the claim: TCP's receive-window autotuning on h2 may lag in slow start (TCP_INFO
     // says so in 0–36 % of the busy time of wired downloads), a finding about the client
     // namespace, not about the send buffer.
@@ -177,8 +177,8 @@ fn a_tiny_udp_receive_buffer_overflows_during_an_h3_upload_and_is_named() {
             "4KiB",
         ],
     );
-    let d = diagnose::run(&out).unwrap();
-    eprintln!("{}", diagnose::markdown(&d));
+    let d = slow_transfers::run(&out).unwrap();
+    eprintln!("{}", slow_transfers::markdown(&d));
     let t = &d.transfers[0];
     assert!(t.udp_rcvbuf_errors_server > 0.0, "{t:?}");
     let f = d

@@ -22,12 +22,12 @@ use pagebench::config::profile::Profile;
 use pagebench::config::protocol::Variant;
 use pagebench::config::protocol::{H3Mode, Protocol};
 use pagebench::config::workload::{self, FileKind, Manifest, Workload, WorkloadKind};
-use pagebench::origin::servers::TransportSummary;
-use pagebench::probe::browser::BrowserOverhead;
-use pagebench::probe::metrics::{self, Observation};
-use pagebench::probe::record::{LinkSummary, RunRecord};
-use pagebench::probe::validate::{LoadEnd, Outcome, Reason, ReasonKind};
-use pagebench::proof::results::store::{Meta, Store};
+use pagebench::evidence::metrics::{self, Observation};
+use pagebench::evidence::run_record::BrowserOverhead;
+use pagebench::evidence::run_record::{LinkSummary, RunRecord};
+use pagebench::evidence::validate::{LoadEnd, Outcome, Reason, ReasonKind};
+use pagebench::results::store::{Meta, Store};
+use pagebench::servers::TransportSummary;
 use pagebench::support::sysinfo::{MachineInfo, MachineSample};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -415,8 +415,8 @@ fn r3(v: f64) -> f64 {
 }
 
 fn round_metrics(
-    m: &mut pagebench::probe::metrics::RunMetrics,
-    res: &mut [pagebench::probe::metrics::ResourceMetrics],
+    m: &mut pagebench::evidence::metrics::RunMetrics,
+    res: &mut [pagebench::evidence::metrics::ResourceMetrics],
 ) {
     for x in [
         &mut m.completion_ms,
@@ -454,9 +454,9 @@ fn round_trips_of(
     m: &metrics::RunMetrics,
     resources: &[metrics::ResourceMetrics],
     prof: &Profile,
-) -> Option<pagebench::probe::round_trips::RoundTrips> {
+) -> Option<pagebench::evidence::round_trips::RoundTrips> {
     let nav = metrics::EntryTiming::parse(obs.navigation.as_ref()?);
-    pagebench::probe::round_trips::account(&pagebench::probe::round_trips::Inputs {
+    pagebench::evidence::round_trips::account(&pagebench::evidence::round_trips::Inputs {
         navigation: &nav,
         resources,
         headline_ms: m.completion_ms?,
@@ -624,7 +624,7 @@ fn generate(
                     };
                     let attempt = if retried.is_some() { 2 } else { 1 };
                     let template = RunRecord {
-                        id: pagebench::probe::record::attempt_id(&id, attempt),
+                        id: pagebench::evidence::run_record::attempt_id(&id, attempt),
                         plan_id: id.clone(),
                         attempt,
                         started_at: clock.to_rfc3339(),
@@ -637,6 +637,12 @@ fn generate(
                         browser: BrowserId::default(),
                         browser_version: None,
                         browser_confinement: None,
+                        engine_tells: Some(
+                            pagebench::measure::browser::engine(BrowserId::default())
+                                .unwrap()
+                                .tells
+                                .clone(),
+                        ),
                         view: pagebench::config::identity::View::First,
                         phase: phase.parse().unwrap(),
                         round,
@@ -905,8 +911,8 @@ fn synthetic_hol(
     bytes: u64,
     loss_pct: f64,
     round: u32,
-) -> pagebench::probe::capture::HolReport {
-    use pagebench::probe::capture::{HolReport, HolSide};
+) -> pagebench::packets::HolReport {
+    use pagebench::packets::{HolReport, HolSide};
     let behind = (bytes as f64 * loss_pct / 100.0 * (6.0 + f64::from(round % 3))).round() as u64;
     let stall = loss_pct * (40.0 + f64::from(round % 4) * 5.0);
     let side = |blocked: u64, ms: f64, passed: u64| HolSide {

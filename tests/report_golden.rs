@@ -474,7 +474,7 @@ fn chart_data_matches_the_fixture() {
             .find(|x| x.row == r && x.col == c)
             .unwrap()
     };
-    use pagebench::report::model::VerdictClass;
+    use pagebench::report::report_data::VerdictClass;
     assert_eq!(at("wired", "page50").verdict, VerdictClass::Slower);
     assert_eq!(at("wired", "page10").verdict, VerdictClass::NotSignificant);
     assert!(at("cell-edge", "download").text.starts_with("≥ "));

@@ -8,9 +8,9 @@ mod runs_support;
 
 use std::path::{Path, PathBuf};
 
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::round_trips::RoundTrips;
-use pagebench::probe::validate::Outcome;
+use pagebench::evidence::round_trips::RoundTrips;
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::Outcome;
 use runs_support::SiteFile;
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
-use pagebench::origin::server::{sockets, tls, ByteSize, EmbeddedServer, ServerKnobs};
+use pagebench::embedded_server::{sockets, tls_config, ByteSize, EmbeddedServer, ServerKnobs};
 use server_support::*;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -111,7 +111,7 @@ async fn fetch_through(
     streams: usize,
 ) -> Vec<f64> {
     let crypto =
-        tls::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
+        tls_config::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
     let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap();
     let (sock, _) =
         sockets::udp_socket("127.0.0.1:0".parse().unwrap(), Some(8 << 20), None).unwrap();

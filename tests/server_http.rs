@@ -6,8 +6,8 @@ mod server_support;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use pagebench::origin::server::client::ProbeConnection;
-use pagebench::origin::server::{Protocol, RequestRecord, ServerKnobs};
+use pagebench::embedded_server::client::ProbeConnection;
+use pagebench::embedded_server::{Protocol, RequestRecord, ServerKnobs};
 use server_support::*;
 
 /// Fetches every file of page50 with one curl process (one connection) and checks each body
@@ -192,7 +192,7 @@ fn h3_response_before_the_request_ends_stops_the_request_with_h3_no_error() {
 
 /// The server's certificate as the probe client pins it.
 fn server_cert(
-    server: &pagebench::origin::server::EmbeddedServer,
+    server: &pagebench::embedded_server::EmbeddedServer,
 ) -> rustls::pki_types::CertificateDer<'static> {
     server.certificate().cert_der().clone()
 }
@@ -311,7 +311,7 @@ fn wrong_pin_is_refused_by_curl() {
         ],
     );
     assert!(ok.status.success());
-    let other = pagebench::origin::server::Certificate::generate().unwrap();
+    let other = pagebench::embedded_server::Certificate::generate().unwrap();
     let bad = std::process::Command::new("curl")
         .args(["-sS", "-k", "--http2", "-o", "/dev/null", "--resolve"])
         .arg(format!("pagebench.test:{}:127.0.0.1", server.port()))
@@ -332,7 +332,7 @@ fn failed_quic_handshakes_are_in_the_transport_stats() {
     // E.g. a browser whose SPKI pin does not match: over QUIC it just fails; the server says so.
     let p = pages(&["page10"]);
     let server = start(&p.root, ServerKnobs::default(), None);
-    let other = pagebench::origin::server::Certificate::generate().unwrap();
+    let other = pagebench::embedded_server::Certificate::generate().unwrap();
     let r = runtime().block_on(ProbeConnection::connect(
         server.addr(),
         Protocol::H3,
@@ -352,9 +352,9 @@ fn failed_quic_handshakes_are_in_the_transport_stats() {
 /// The server's stats once `n` connections are in them and all are closed (a failed handshake
 /// is registered when it starts and closed a moment after the client gave up).
 fn wait_closed_stats(
-    server: &pagebench::origin::server::EmbeddedServer,
+    server: &pagebench::embedded_server::EmbeddedServer,
     n: usize,
-) -> Vec<pagebench::origin::server::ConnectionStats> {
+) -> Vec<pagebench::embedded_server::ConnectionStats> {
     for _ in 0..500 {
         let s = server.transport_stats();
         if s.len() >= n && s.iter().all(|c| c.closed_unix_ms.is_some()) {

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Buf;
-use pagebench::origin::server::client::ProbeConnection;
-use pagebench::origin::server::{
-    tls, ByteSize, EmbeddedServer, Protocol, QuicCongestion, ServerKnobs, TcpCongestion,
+use pagebench::embedded_server::client::ProbeConnection;
+use pagebench::embedded_server::{
+    tls_config, ByteSize, EmbeddedServer, Protocol, QuicCongestion, ServerKnobs, TcpCongestion,
 };
 use quinn_proto::crypto::{
     self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey, Session,
@@ -142,7 +142,7 @@ fn quic_client(
     transport: Option<quinn::TransportConfig>,
 ) -> (quinn::ClientConfig, Arc<Mutex<Option<Vec<u8>>>>) {
     let crypto =
-        tls::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
+        tls_config::pinned_client_config(server.certificate().cert_der(), &[b"h3"], true).unwrap();
     let inner = Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap());
     let seen = Arc::new(Mutex::new(None));
     let mut cfg = quinn::ClientConfig::new(Arc::new(CaptureParams {
@@ -507,7 +507,7 @@ fn gso_switch_changes_how_quinn_sends() {
 /// connection: (settings id → value, connection window increment).
 fn h2_settings(server: &EmbeddedServer) -> (BTreeMap<u16, u32>, u32) {
     let crypto =
-        tls::pinned_client_config(server.certificate().cert_der(), &[b"h2"], false).unwrap();
+        tls_config::pinned_client_config(server.certificate().cert_der(), &[b"h2"], false).unwrap();
     let addr = server.addr();
     runtime().block_on(async move {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -7,8 +7,8 @@ mod server_support;
 use std::process::Command;
 use std::sync::mpsc;
 
-use pagebench::origin::server::client::ProbeConnection;
-use pagebench::origin::server::{Protocol, ServerKnobs};
+use pagebench::embedded_server::client::ProbeConnection;
+use pagebench::embedded_server::{Protocol, ServerKnobs};
 use server_support::*;
 
 #[test]
@@ -50,7 +50,7 @@ fn sockets_and_threads_live_in_the_callers_network_namespace() {
         // A runtime whose threads start here is inside too: h3 works from it.
         let cert = server.certificate().cert_der().clone();
         let status = runtime().block_on(async {
-            let f = pagebench::origin::server::client::fetch_once(
+            let f = pagebench::embedded_server::client::fetch_once(
                 server.addr(),
                 Protocol::H3,
                 &cert,

@@ -5,7 +5,9 @@ mod server_support;
 
 use std::net::{TcpListener, UdpSocket};
 
-use pagebench::origin::server::{Certificate, EmbeddedServer, Protocol, ServerConfig, ServerKnobs};
+use pagebench::embedded_server::{
+    Certificate, EmbeddedServer, Protocol, ServerConfig, ServerKnobs,
+};
 use server_support::*;
 
 fn try_start(

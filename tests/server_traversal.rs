@@ -4,8 +4,8 @@
 
 mod server_support;
 
-use pagebench::origin::server::client::ProbeConnection;
-use pagebench::origin::server::{Protocol, ServerKnobs};
+use pagebench::embedded_server::client::ProbeConnection;
+use pagebench::embedded_server::{Protocol, ServerKnobs};
 use server_support::*;
 
 const SECRET: &str = "TOP-SECRET-3f9a1c";
@@ -28,7 +28,7 @@ const ATTACKS: &[&str] = &[
     "/page10/leak-deep.txt",
 ];
 
-fn setup() -> (Pages, pagebench::origin::server::EmbeddedServer) {
+fn setup() -> (Pages, pagebench::embedded_server::EmbeddedServer) {
     let p = pages(&["page10"]);
     std::fs::write(p.dir.path().join("secret.txt"), SECRET).unwrap();
     std::os::unix::fs::symlink("../secret.txt", p.root.join("leak.txt")).unwrap();

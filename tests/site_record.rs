@@ -7,15 +7,15 @@ mod site_support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use pagebench::config::site::replay::ReplayMatch;
-use pagebench::config::site::{self, encoding::Coding};
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::validate::{Outcome, ReasonKind};
+use pagebench::config::site_archive::replay::ReplayMatch;
+use pagebench::config::site_archive::{self, encoding::Coding};
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::{Outcome, ReasonKind};
 use site_support::{Resource, PAGE_URL, REDIRECT};
 
 /// The decoded body of `url`'s entry in the archive at `dir`.
-fn decoded(dir: &std::path::Path, e: &site::Entry) -> Vec<u8> {
-    let wire = site::body(dir, e).unwrap();
+fn decoded(dir: &std::path::Path, e: &site_archive::Entry) -> Vec<u8> {
+    let wire = site_archive::body(dir, e).unwrap();
     Coding::parse(e.content_encoding.as_deref())
         .unwrap()
         .decode(&wire)
@@ -24,7 +24,11 @@ fn decoded(dir: &std::path::Path, e: &site::Entry) -> Vec<u8> {
 
 /// Every fixture file is in the archive with its body, decoding to the file; text went
 /// compressed and says so.
-fn assert_every_resource(dir: &std::path::Path, a: &site::SiteArchive, resources: &[Resource]) {
+fn assert_every_resource(
+    dir: &std::path::Path,
+    a: &site_archive::SiteArchive,
+    resources: &[Resource],
+) {
     for r in resources {
         let url = r.url();
         let e = a
@@ -44,7 +48,7 @@ fn assert_every_resource(dir: &std::path::Path, a: &site::SiteArchive, resources
             );
             assert_eq!(e.header("content-encoding"), Some("gzip"), "{url}");
         } else if e.content_encoding.is_none() {
-            assert_eq!(site::body(dir, e).unwrap(), r.bytes, "{url}");
+            assert_eq!(site_archive::body(dir, e).unwrap(), r.bytes, "{url}");
         }
     }
     let redirect = a
@@ -65,7 +69,7 @@ fn assert_every_resource(dir: &std::path::Path, a: &site::SiteArchive, resources
 fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = site_support::record_fixture(tmp.path());
-    let a = site::read(&dir).expect("the recording reads back");
+    let a = site_archive::read(&dir).expect("the recording reads back");
     let resources = site_support::resources();
     assert_eq!(a.source.kind, "record");
     assert_eq!(a.source.from, PAGE_URL);
@@ -97,7 +101,7 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     let origins: BTreeSet<String> = a
         .entries
         .iter()
-        .filter_map(|e| site::har_import::origin(&e.url))
+        .filter_map(|e| site_archive::har_import::origin(&e.url))
         .collect();
     let want: BTreeSet<String> = [
         "https://www.site.test",
@@ -146,10 +150,14 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
     // As recorded, with the recording saying static came over HTTP/1.1 and api over HTTP/3:
     // each origin gets its own protocol, from every viewpoint.
     let mixed = tmp.path().join("mixed");
-    std::fs::create_dir_all(mixed.join(site::BODIES)).unwrap();
-    for f in std::fs::read_dir(dir.join(site::BODIES)).unwrap() {
+    std::fs::create_dir_all(mixed.join(site_archive::BODIES)).unwrap();
+    for f in std::fs::read_dir(dir.join(site_archive::BODIES)).unwrap() {
         let f = f.unwrap();
-        std::fs::copy(f.path(), mixed.join(site::BODIES).join(f.file_name())).unwrap();
+        std::fs::copy(
+            f.path(),
+            mixed.join(site_archive::BODIES).join(f.file_name()),
+        )
+        .unwrap();
     }
     let recorded = |host: &str| match host {
         "static.site.test" => "http/1.1",
@@ -161,7 +169,7 @@ fn a_recorded_three_origin_site_keeps_every_response_as_it_went_over_the_wire() 
         e.protocol = Some(recorded(e.url.split('/').nth(2).unwrap()).into());
     }
     std::fs::write(
-        mixed.join(site::MANIFEST),
+        mixed.join(site_archive::MANIFEST),
         serde_json::to_string_pretty(&m).unwrap(),
     )
     .unwrap();
@@ -215,7 +223,7 @@ fn a_devtools_har_of_the_fixture_imports_whole_with_gzip_bodies_reencoded() {
         !stdout.contains("warning") && stdout.contains("redirects: 1"),
         "{stdout}"
     );
-    let a = site::read(&archive).unwrap();
+    let a = site_archive::read(&archive).unwrap();
     assert_eq!(a.source.creator, "WebInspector 537.36");
     assert_eq!(a.page_url, PAGE_URL);
     assert_eq!(a.entries.len(), resources.len() + 1);
@@ -554,7 +562,7 @@ fn assert_replayed_as(
     origins: usize,
     want: impl Fn(&RunRecord, &str) -> String,
 ) {
-    let a = site::read(dir).unwrap();
+    let a = site_archive::read(dir).unwrap();
     let recorded: u64 = a
         .entries
         .iter()
@@ -657,7 +665,7 @@ const RECORDINGS: usize = 7;
 
 /// The connections the recording browser opened to `host`.
 fn recorded_connections(archive: &std::path::Path, host: &str) -> usize {
-    let a = site::read(archive).unwrap();
+    let a = site_archive::read(archive).unwrap();
     let ids: std::collections::BTreeSet<String> = a
         .entries
         .iter()
@@ -670,13 +678,13 @@ fn recorded_connections(archive: &std::path::Path, host: &str) -> usize {
 /// The round trip of `host` the recording at `archive` tells (as `--distances recorded` reads
 /// it).
 fn estimate(archive: &std::path::Path, host: &str) -> Option<f64> {
-    let a = site::read(archive).unwrap();
-    let mine: Vec<&site::Entry> = a
+    let a = site_archive::read(archive).unwrap();
+    let mine: Vec<&site_archive::Entry> = a
         .entries
         .iter()
         .filter(|e| e.url.split('/').nth(2) == Some(host))
         .collect();
-    Some(site::distances::recorded_rtt(&mine)?.rtt_ms)
+    Some(site_archive::distances::recorded_rtt(&mine)?.rtt_ms)
 }
 
 /// Writes the fixture site into `dir` and records it `recordings` times (`archive1`…) through
@@ -806,7 +814,7 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
             dir.join(format!("near/archive{i}")),
         ]
     }) {
-        let a = site::read(&archive).unwrap();
+        let a = site_archive::read(&archive).unwrap();
         let not_h3: Vec<_> = a
             .entries
             .iter()
@@ -821,13 +829,13 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
     for (host, want) in hosts.iter().zip(DISTANCES_MS) {
         let mut read: Vec<(f64, String)> = (1..=H3_RECORDINGS)
             .filter_map(|i| {
-                let a = site::read(&dir.join(format!("archive{i}"))).unwrap();
-                let mine: Vec<&site::Entry> = a
+                let a = site_archive::read(&dir.join(format!("archive{i}"))).unwrap();
+                let mine: Vec<&site_archive::Entry> = a
                     .entries
                     .iter()
                     .filter(|e| e.url.split('/').nth(2) == Some(*host))
                     .collect();
-                let r = site::distances::recorded_rtt(&mine)?;
+                let r = site_archive::distances::recorded_rtt(&mine)?;
                 Some((r.rtt_ms, r.basis.describe().to_string()))
             })
             .collect();
@@ -868,7 +876,7 @@ fn own_time(
 /// The quickest first byte (from its request's start) of `host`'s network responses in the
 /// archive at `archive`.
 fn quickest_first_byte(archive: &std::path::Path, host: &str) -> Option<f64> {
-    site::read(archive)
+    site_archive::read(archive)
         .unwrap()
         .entries
         .iter()
@@ -882,7 +890,7 @@ fn quickest_first_byte(archive: &std::path::Path, host: &str) -> Option<f64> {
 /// nothing else (fidelity 1), each origin's requests and bytes as recorded over as many
 /// connections, and put each of `hosts` at the round trip its recording tells.
 fn assert_faithful(r: &RunRecord, archive: &std::path::Path, hosts: &[&str]) {
-    let recorded_requests = site::read(archive).unwrap().entries.len();
+    let recorded_requests = site_archive::read(archive).unwrap().entries.len();
     // Every recorded request made again, nothing else: fidelity 1.
     let f = r.replay_fidelity.as_ref().unwrap();
     assert_eq!(
@@ -948,7 +956,7 @@ fn recorded_distances_put_each_origin_back() {
     let profiles = record_far_origins(dir, RECORDINGS, false);
     let mut recorded: Vec<(f64, usize)> = (1..=RECORDINGS)
         .map(|i| {
-            let a = site::read(&dir.join(format!("archive{i}"))).unwrap();
+            let a = site_archive::read(&dir.join(format!("archive{i}"))).unwrap();
             (a.source.load_ms.unwrap(), i)
         })
         .collect();

@@ -13,12 +13,12 @@ use pagebench::config::identity::ServerId;
 use pagebench::config::profile::Profile;
 use pagebench::config::protocol::{H3Mode, Protocol, Variant};
 use pagebench::config::workload::{self, Workload};
-use pagebench::origin::server::{ServerKnobs, Transport};
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::runner::{run_counted, RunSpec};
-use pagebench::probe::testbed::{ServerChoice, Testbed, TestbedConfig};
-use pagebench::probe::validate::Outcome;
-use pagebench::proof::diagnose::{self, FindingKind};
+use pagebench::diagnosis::slow_transfers::{self, FindingKind};
+use pagebench::embedded_server::{ServerKnobs, Transport};
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::validate::Outcome;
+use pagebench::measure::runner::{run_counted, RunSpec};
+use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
 use runs_support::{matrix, profile};
 
 /// A temporary directory removed on drop (also when the test panics).
@@ -214,9 +214,9 @@ fn seed_004_an_h2_upload_to_apache_is_held_by_its_stream_window_and_named() {
         });
         (small.join().unwrap(), large.join().unwrap())
     });
-    let d = diagnose::run(&small).unwrap();
-    eprintln!("{}", diagnose::markdown(&d));
-    let goodput = |d: &diagnose::Diagnosis| {
+    let d = slow_transfers::run(&small).unwrap();
+    eprintln!("{}", slow_transfers::markdown(&d));
+    let goodput = |d: &slow_transfers::Diagnosis| {
         d.transfers
             .iter()
             .find(|t| t.server == "apache")
@@ -234,8 +234,8 @@ fn seed_004_an_h2_upload_to_apache_is_held_by_its_stream_window_and_named() {
         "{}",
         f.sentence
     );
-    let d = diagnose::run(&large).unwrap();
-    eprintln!("{}", diagnose::markdown(&d));
+    let d = slow_transfers::run(&large).unwrap();
+    eprintln!("{}", slow_transfers::markdown(&d));
     let fast = goodput(&d);
     assert!(
         fast >= 3.0 * slow,

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagebench::config::site::{self, Builder, Entry, Source, Timings};
-use pagebench::probe::record::RunRecord;
-use pagebench::probe::visual::VisualSource;
+use pagebench::config::site_archive::{self, Builder, Entry, Source, Timings};
+use pagebench::evidence::run_record::RunRecord;
+use pagebench::evidence::visual::VisualSource;
 
 const PAGE_URL: &str = "https://calibration.pagebench.test/";
 /// When the blocks are scheduled, ms after navigation start.
@@ -281,5 +281,5 @@ fn speed_index_of_the_calibration_page_is_the_analytic_one_and_the_report_shows_
     let study: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(study["metric"], "completion_ms");
-    let _ = site::read(&archive).unwrap();
+    let _ = site_archive::read(&archive).unwrap();
 }

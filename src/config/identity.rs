@@ -188,7 +188,7 @@ impl Setup {
 }
 
 /// A browser engine by its name in flags and files (`chromium`, `firefox`): the browser registry
-/// (`probe::browser::ENGINES`) knows what each can do and makes it; the plan, the records, the
+/// (`measure::browser::ENGINES`) knows what each can do and makes it; the plan, the records, the
 /// summary and the report carry it. Records written before there was a choice were all
 /// Chromium's, so a record without the field reads as Chromium, the default engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -269,6 +269,28 @@ impl std::str::FromStr for BrowserId {
     fn from_str(s: &str) -> anyhow::Result<BrowserId> {
         BrowserId::named(s.trim())
     }
+}
+
+/// What a repeat view does with the HTTP cache between its two navigations.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RepeatCache {
+    /// Cleared: the measured navigation fetches every file again (connections and TLS state
+    /// are what it saves).
+    #[default]
+    Clear,
+    /// Kept: what the first navigation cached is served from the cache.
+    Keep,
 }
 
 #[cfg(test)]

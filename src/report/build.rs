@@ -2,11 +2,11 @@
 //! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
 
 use crate::config::protocol::Variant;
-use crate::probe::browser::{engine, Engine};
+use crate::evidence::engine_tells::EngineTells;
 
 use super::chart_data::{Chart, ChartData};
 use super::doc::{Block, Document, Table};
-use super::model::{workload_title, ReportData};
+use super::report_data::{workload_title, ReportData};
 use super::tables::{self, Skipped};
 
 /// A chart with its encoded PNG, ready to be placed in the document.
@@ -19,7 +19,10 @@ pub struct PlacedChart<'a> {
 fn devtools(data: &ReportData) -> String {
     data.browsers
         .iter()
-        .map(|b| engine(*b).map_or("DevTools", |e| e.devtools))
+        .map(|b| {
+            data.engine_tells(*b)
+                .map_or("DevTools", |e| e.devtools.as_ref())
+        })
         .collect::<Vec<_>>()
         .join(" or ")
 }
@@ -128,7 +131,7 @@ fn server_lines(data: &ReportData) -> Vec<(String, String)> {
 
 /// A server in a line: its version and its note; its settings are the table under the setup
 /// ([`super::server_knobs`]).
-fn server_summary(name: &str, d: &crate::origin::servers::ServerDescription) -> String {
+fn server_summary(name: &str, d: &crate::servers::ServerDescription) -> String {
     let mut parts = vec![d.version.clone()];
     parts.extend(d.note.clone());
     parts.push(format!(
@@ -139,10 +142,10 @@ fn server_summary(name: &str, d: &crate::origin::servers::ServerDescription) -> 
 
 /// How HTTP/3 was reached, per variant and engine.
 fn h3_mode(data: &ReportData) -> String {
-    let notes = |note: fn(&Engine) -> Option<&'static str>| {
+    let notes = |note: fn(&EngineTells) -> Option<&str>| {
         data.browsers
             .iter()
-            .filter_map(|b| engine(*b).ok().and_then(note))
+            .filter_map(|b| data.engine_tells(*b).and_then(note))
             .collect::<Vec<_>>()
     };
     let mut h3 = Vec::new();
@@ -151,14 +154,14 @@ fn h3_mode(data: &ReportData) -> String {
             "forced (`h3`): cold, `--origin-to-force-quic-on`, the study's method; Chromium then \
 throttles low-priority requests as for HTTP/1.1",
         );
-        h3.extend(notes(|e| e.forced_h3));
+        h3.extend(notes(|e| e.forced_h3.as_deref()));
     }
     if data.has_variant(Variant::H3_PRIMED) {
         h3.push(
             "primed (`h3-primed`): the profile already knows the origin's QUIC alternative \
 service, as a returning visitor's browser does",
         );
-        h3.extend(notes(|e| e.primed_h3));
+        h3.extend(notes(|e| e.primed_h3.as_deref()));
     }
     if h3.is_empty() {
         "HTTP/3 not measured".into()
@@ -324,7 +327,7 @@ pub fn document(
     title: &str,
     charts: &[PlacedChart],
     warnings: &[String],
-    diagnosis: Option<&crate::proof::diagnose::Diagnosis>,
+    diagnosis: Option<&crate::diagnosis::slow_transfers::Diagnosis>,
 ) -> (Document, Vec<Table>) {
     let mut doc = Document {
         title: title.to_string(),
@@ -333,7 +336,7 @@ pub fn document(
     let mut tables: Vec<Table> = Vec::new();
     doc.para(opening(data));
     setup_and_warnings(&mut doc, &mut tables, data, warnings);
-    super::attrition::section(&mut doc, data, &mut tables);
+    super::left_out::section(&mut doc, data, &mut tables);
     doc.heading(2, "Overview", "overview");
     figures_where(&mut doc, charts, |c| {
         matches!(c.data, ChartData::Heatmap(_))
@@ -415,7 +418,7 @@ fn opening(data: &ReportData) -> String {
         format!(
             " ({without} of the valid runs have no {}: they are left out of the medians and \
 comparisons, counted per series under \"Invalid and unfinished runs\")",
-            crate::proof::results::summary::metric_word(&s.metric)
+            crate::results::summary::metric_word(&s.metric)
         )
     } else {
         String::new()
@@ -513,7 +516,7 @@ fn round_trips(
     doc: &mut Document,
     tables: &mut Vec<Table>,
     data: &ReportData,
-    diagnosis: Option<&crate::proof::diagnose::Diagnosis>,
+    diagnosis: Option<&crate::diagnosis::slow_transfers::Diagnosis>,
 ) {
     let found = per_workload_and_setup(data, |w, s| tables::round_trips(data, w, s));
     if found.is_empty() {
@@ -528,7 +531,7 @@ fn round_trips(
     );
     let differences = diagnosis.map_or(&[][..], |d| d.differences.as_slice());
     doc.heading(3, "Where the difference comes from", "differences");
-    doc.para(crate::proof::diagnose::DIFFERENCES_INTRO);
+    doc.para(crate::diagnosis::slow_transfers::DIFFERENCES_INTRO);
     if differences.is_empty() {
         doc.para("No comparison is significant: there is no difference to explain.");
     } else {
@@ -590,7 +593,10 @@ fn measured_sections(
     if tables::has_sweep(data) {
         doc.heading(2, "File-count sweep", "sweep");
         for setup in &data.setups {
-            for metric in [Some(&crate::probe::registry::QUEUEING_MEDIAN_MS), None] {
+            for metric in [
+                Some(&crate::evidence::metric_registry::QUEUEING_MEDIAN_MS),
+                None,
+            ] {
                 push_tables(
                     doc,
                     tables,
@@ -673,7 +679,7 @@ fn comparison_sections(doc: &mut Document, tables: &mut Vec<Table>, data: &Repor
     tables_section(doc, tables, engines_heading, Some(ENGINES_INTRO), engines);
 }
 
-fn diagnostics(doc: &mut Document, d: &crate::proof::diagnose::Diagnosis) {
+fn diagnostics(doc: &mut Document, d: &crate::diagnosis::slow_transfers::Diagnosis) {
     doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");
     doc.para(
         "For each download/upload series: goodput × RTT is the window that was effectively in \
@@ -705,11 +711,11 @@ made (ratios a/b, verdicts after Holm).",
 
 /// How many runs each series took, the machine during the runs, and the machines.
 fn runs_and_machines(doc: &mut Document, tables: &mut Vec<Table>, data: &ReportData) {
-    if let Some(t) = super::adaptive::table(data) {
+    if let Some(t) = super::adaptive_runs::table(data) {
         doc.heading(2, "Runs per series", "runs-per-series");
         push_tables(doc, tables, vec![t]);
     }
-    super::contention::section(doc, data, tables);
+    super::machine_load::section(doc, data, tables);
     if let Some(t) = super::machines::table(data) {
         doc.heading(2, "Machines", "machines");
         push_tables(doc, tables, vec![t]);

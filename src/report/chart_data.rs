@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::model::{
+use super::report_data::{
     finite_ci, headline_label, ratio_text, workload_title, ReportData, VerdictClass,
 };
 use super::tables::sweep_workloads;
-use crate::probe::metrics::{onwire_timeline, ResourceMetrics};
-use crate::probe::visual::Rgb;
+use crate::evidence::metrics::{onwire_timeline, ResourceMetrics};
+use crate::evidence::visual::Rgb;
 use crate::support::stats::Censored;
 
 /// Width of every chart, px.
@@ -47,7 +47,7 @@ pub enum ChartData {
 pub struct Filmstrip {
     pub interval_ms: f64,
     /// How the rows' frames were taken (each way once, in row order).
-    pub sources: Vec<crate::probe::visual::VisualSource>,
+    pub sources: Vec<crate::evidence::visual::VisualSource>,
     /// The time of each column, ms after navigation start.
     pub ticks_ms: Vec<f64>,
     pub rows: Vec<FilmRow>,
@@ -691,7 +691,7 @@ pub fn sweep(data: &ReportData, setup: &Setup) -> Option<Chart> {
                             }
                             let b = s
                                 .breakdown
-                                .get(crate::probe::registry::QUEUEING_MEDIAN_MS.name)?;
+                                .get(crate::evidence::metric_registry::QUEUEING_MEDIAN_MS.name)?;
                             Some(SweepPoint {
                                 files: *files,
                                 median: b.median?.ms()?,

@@ -13,7 +13,7 @@ use super::chart_data::{
     Bar, Bars, Cdf, Chart, ChartData, Filmstrip, Heatmap, Onwire, Sweep, Waterfall, WaterfallPanel,
 };
 use super::glyph::{self, GlyphBackend, FONT_TTF};
-use super::model::VerdictClass;
+use super::report_data::VerdictClass;
 
 const FAMILY: &str = "sans-serif";
 

@@ -10,8 +10,8 @@ use super::chart_data::{
     key_pages, on_server, server_suffix, slug, Cdf, CdfLine, CdfPanel, Chart, ChartData, FilmRow,
     Filmstrip,
 };
-use super::model::{workload_title, ReportData};
-use crate::probe::visual::{self, Rgb, VisualEvidence};
+use super::report_data::{workload_title, ReportData};
+use crate::evidence::visual::{self, Rgb, VisualEvidence};
 
 /// A median run's screencast as the report read it: its evidence, its frames shrunk to
 /// [`THUMB`], and its loadEventEnd.
@@ -293,11 +293,11 @@ names its Speed Index (SI), Visually Complete (VC) and loadEventEnd.",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::visual::{FrameRef, VisualMetrics};
+    use crate::evidence::visual::{FrameRef, VisualMetrics};
 
     fn evidence(times: &[f64], vc: f64) -> VisualEvidence {
         VisualEvidence {
-            source: crate::probe::visual::VisualSource::Video,
+            source: crate::evidence::visual::VisualSource::Video,
             metrics: Some(VisualMetrics {
                 progress: vec![(0.0, 0.0), (vc, 100.0)],
                 first_visual_change_ms: Some(times[1]),

@@ -2,7 +2,7 @@
 //! calibration side by side, so a reader sees whether the shards ran on alike machines.
 
 use super::doc::{Cell, Table};
-use super::model::ReportData;
+use super::report_data::ReportData;
 use crate::config::identity::BrowserId;
 
 fn ms(v: Option<f64>) -> String {

@@ -3,18 +3,18 @@
 //! read the metadata, the statistics (computed when missing or stale) and the median runs'
 //! records, render, write.
 
-pub mod adaptive;
-pub mod attrition;
+pub mod adaptive_runs;
+pub mod base_vs_new;
 pub mod build;
 pub mod chart_data;
-pub mod compare;
-pub mod contention;
 pub mod doc;
 pub mod draw;
 pub mod filmstrip;
 pub mod glyph;
+pub mod left_out;
+pub mod machine_load;
 pub mod machines;
-pub mod model;
+pub mod report_data;
 pub mod server_knobs;
 pub mod sharding;
 pub mod sites;
@@ -27,14 +27,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::config::identity::ServerId;
-use crate::probe::metrics::ResourceMetrics;
-use crate::proof::results::store::{self, read_meta, read_record};
-use crate::proof::results::summary::{self, Summary};
+use crate::evidence::metrics::ResourceMetrics;
+use crate::results::store::{self, read_meta, read_record};
+use crate::results::summary::{self, Summary};
 use crate::support::atomic;
 
 pub use chart_data::Chart;
 pub use doc::Table;
-pub use model::ReportData;
+pub use report_data::ReportData;
 
 /// Bootstrap resamples when the report has to compute the statistics itself.
 pub const RESAMPLES: usize = 10_000;
@@ -128,8 +128,8 @@ fn render_all(charts: &[Chart]) -> Result<Vec<Vec<u8>>> {
 fn read_thumbnails(
     dir: &Path,
     id: &str,
-    evidence: &crate::probe::visual::VisualEvidence,
-) -> Result<Vec<crate::probe::visual::Rgb>> {
+    evidence: &crate::evidence::visual::VisualEvidence,
+) -> Result<Vec<crate::evidence::visual::Rgb>> {
     let (w, h) = filmstrip::THUMB;
     evidence
         .frames
@@ -138,9 +138,9 @@ fn read_thumbnails(
             let path = dir.join(store::FRAMES_DIR).join(id).join(&f.file);
             let jpeg =
                 std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let frame = crate::probe::visual::decode_jpeg(&jpeg)
+            let frame = crate::evidence::visual::decode_jpeg(&jpeg)
                 .with_context(|| format!("{} is not a readable JPEG", path.display()))?;
-            crate::probe::visual::thumbnail(&frame, w, h)
+            crate::evidence::visual::thumbnail(&frame, w, h)
         })
         .collect()
 }
@@ -150,13 +150,14 @@ fn read_thumbnails(
 /// `fcp`, `lcp`, `speed-index` (runs made with --visual). A new headline is one flag in the
 /// registry.
 #[derive(Debug, Clone, Copy)]
-pub struct HeadlineMetric(&'static crate::probe::registry::Metric);
+pub struct HeadlineMetric(&'static crate::evidence::metric_registry::Metric);
 
 impl HeadlineMetric {
     /// The study's: each run's completion.
-    pub const LOAD: HeadlineMetric = HeadlineMetric(&crate::probe::registry::COMPLETION_MS);
+    pub const LOAD: HeadlineMetric =
+        HeadlineMetric(&crate::evidence::metric_registry::COMPLETION_MS);
 
-    pub fn metric(self) -> &'static crate::probe::registry::Metric {
+    pub fn metric(self) -> &'static crate::evidence::metric_registry::Metric {
         self.0
     }
 
@@ -174,7 +175,7 @@ impl HeadlineMetric {
 
     /// Every metric the registry allows as a headline.
     pub fn all() -> impl Iterator<Item = HeadlineMetric> {
-        crate::probe::registry::ALL
+        crate::evidence::metric_registry::ALL
             .iter()
             .filter(|m| m.headline)
             .map(|m| HeadlineMetric(m))
@@ -268,7 +269,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
         .unwrap_or_else(|| dir.display().to_string());
     let title = format!("pagebench report — {name}");
-    let diagnosis = match crate::proof::diagnose::analyze(dir) {
+    let diagnosis = match crate::diagnosis::slow_transfers::analyze(dir) {
         Ok(d) => Some(d),
         Err(e) => {
             warnings.push(format!("the diagnostics could not be computed: {e:#}"));
@@ -307,7 +308,7 @@ fn headline_summary(
             dir.join(store::RUNS_CSV).display(),
             metric.label,
             metric.name,
-            if headline.metric().name == crate::probe::registry::SPEED_INDEX_MS.name {
+            if headline.metric().name == crate::evidence::metric_registry::SPEED_INDEX_MS.name {
                 ": Speed Index needs runs made with --visual"
             } else {
                 ""
@@ -353,6 +354,20 @@ fn matrix_warnings(dir: &Path, meta: &store::Meta, rows: usize) -> Vec<String> {
             meta.planned_runs
         ));
     }
+    let unsaid: Vec<&str> = meta
+        .plan
+        .browsers
+        .iter()
+        .map(|b| b.name())
+        .filter(|b| !meta.engines.contains_key(*b))
+        .collect();
+    if !unsaid.is_empty() {
+        warnings.push(format!(
+            "meta.json does not say what {} can tell of a run (made before pagebench kept it): \
+cells an engine cannot fill read as missing, and the HTTP/3 mode leaves out how it was reached",
+            unsaid.join(" and ")
+        ));
+    }
     for c in meta.machine_checks.iter().filter(|c| !c.quiet()) {
         warnings.push(format!(
             "the machine was not quiet before the runs ({}): see \"Machine during the run\"",
@@ -367,7 +382,7 @@ fn matrix_warnings(dir: &Path, meta: &store::Meta, rows: usize) -> Vec<String> {
 fn median_replays(
     dir: &Path,
     data: &ReportData,
-) -> BTreeMap<String, crate::probe::fidelity::ReplayFidelity> {
+) -> BTreeMap<String, crate::evidence::fidelity::ReplayFidelity> {
     data.summary
         .series
         .iter()

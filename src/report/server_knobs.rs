@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::doc::{Cell, Table};
-use super::model::ReportData;
-use crate::origin::servers::ServerDescription;
+use super::report_data::ReportData;
+use crate::servers::ServerDescription;
 
 /// QUIC's largest variable-length integer: a receive window "without limit".
 const QUIC_VARINT_MAX: u64 = (1 << 62) - 1;

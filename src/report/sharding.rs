@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 
 use super::doc::{Cell, CellClass, Table};
-use super::model::{fmt_p, ratio_text, ReportData, VerdictClass};
+use super::report_data::{fmt_p, ratio_text, ReportData, VerdictClass};
 use super::tables::series_cell;
 use crate::config::identity::Setup;
 use crate::config::protocol::Variant;
 use crate::config::workload::Workload;
-use crate::proof::results::summary::SeriesStats;
+use crate::results::summary::SeriesStats;
 use crate::support::stats::{
     apply_holm, compare, derive_seed, BootstrapConfig, CompareConfig, Comparison, RatioBound,
     SeriesInput, UndeterminedReason, Verdict,
@@ -201,7 +201,7 @@ fn verdict_cell(c: &ShardComparison) -> Cell {
 }
 
 fn why(c: &ShardComparison, reason: &UndeterminedReason) -> String {
-    super::model::undetermined_why(reason, &c.workload, &c.base)
+    super::report_data::undetermined_why(reason, &c.workload, &c.base)
 }
 
 /// The verdict as a sentence: `sharding over 4 hosts: h1 1.60× faster (p=0.002)`.
@@ -432,14 +432,14 @@ faster (Mann-Whitney U, Holm over this section's {} comparisons).",
 pub(crate) mod tests {
     use super::*;
     use crate::config::plan::PlanSpec;
-    use crate::probe::validate::Outcome;
-    use crate::proof::results::store::Meta;
-    use crate::proof::results::summary::{summarize_runs, RunRow};
+    use crate::evidence::validate::Outcome;
+    use crate::results::store::Meta;
+    use crate::results::summary::{summarize_runs, RunRow};
 
     pub(crate) fn row(profile: &str, workload: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("{profile}-{workload}-r{round:02}-embedded-{variant}");
         RunRow::measured(&id, profile, workload, "embedded", variant, round)
-            .with_value(&crate::probe::registry::COMPLETION_MS, Some(ms))
+            .with_value(&crate::evidence::metric_registry::COMPLETION_MS, Some(ms))
     }
 
     pub(crate) fn data(rows: &[RunRow], workloads: &[&str]) -> ReportData {
@@ -574,7 +574,7 @@ pub(crate) mod tests {
         // A DNF and an invalid run: the rebuilt input must give the summary's own p-value.
         let mut rows = rows();
         rows[0].outcome = Outcome::Dnf;
-        rows[0].set(&crate::probe::registry::COMPLETION_MS, None);
+        rows[0].set(&crate::evidence::metric_registry::COMPLETION_MS, None);
         rows[1].outcome = Outcome::Invalid;
         let d = data(&rows, &["page50", "page50s2", "page50s4"]);
         let theirs = d
@@ -632,8 +632,8 @@ pub(crate) mod tests {
     fn summary_files_and_charts_take_sharded_names() {
         let d = data(&rows(), &["page50", "page50s2", "page50s4"]);
         let dir = tempfile::tempdir().unwrap();
-        crate::proof::results::summary::write(dir.path(), &d.summary).unwrap();
-        let back = crate::proof::results::summary::read(dir.path()).unwrap();
+        crate::results::summary::write(dir.path(), &d.summary).unwrap();
+        let back = crate::results::summary::read(dir.path()).unwrap();
         assert!(back.series.iter().any(|s| s.key.workload == "page50s4"));
         let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
         assert!(csv.contains(",page50s2,"), "{csv}");

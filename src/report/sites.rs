@@ -3,17 +3,17 @@
 //! and how many runs of each protocol counted on replay (every resource of each verified).
 
 use super::doc::{Cell, Table};
-use super::model::ReportData;
-use crate::config::site::distances::Distances;
-use crate::config::site::origins::AddressMode;
-use crate::config::site::replay::ThinkTime;
-use crate::config::workload::site::SitePlan;
+use super::report_data::ReportData;
+use crate::config::site_archive::distances::Distances;
+use crate::config::site_archive::origins::AddressMode;
+use crate::config::site_archive::replay::ThinkTime;
+use crate::config::workload::site_plan::SitePlan;
 use crate::config::workload::url_path;
-use crate::probe::registry::{
+use crate::evidence::metric_registry::{
     self, REPLAY_BYTES, REPLAY_CONNECTIONS, REPLAY_EXTRA, REPLAY_FIDELITY, REPLAY_MISSING,
     REPLAY_PATH, REPLAY_REPLAYED,
 };
-use crate::proof::results::summary::SeriesStats;
+use crate::results::summary::SeriesStats;
 
 fn fmt_kb(b: u64) -> String {
     format!("{:.1} KB", b as f64 / 1000.0)
@@ -27,7 +27,7 @@ pub fn recorded_sites(data: &ReportData) -> Vec<String> {
         .filter(|w| {
             data.meta.sites.contains_key(*w)
                 && !matches!(
-                    super::model::workload_kind(w),
+                    super::report_data::workload_kind(w),
                     Some(crate::config::workload::WorkloadKind::Sharded { .. })
                 )
         })
@@ -126,7 +126,7 @@ pub fn tables(data: &ReportData) -> Vec<Table> {
 
 /// How faithful each replay of a recorded site was, one table per site: per series the median
 /// recorded requests replayed, not made and the requests the archive lacked, connections and
-/// load time beside the recording's, and the fidelity figure (`probe::fidelity`).
+/// load time beside the recording's, and the fidelity figure (`evidence::fidelity`).
 pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
     let mut out = Vec::new();
     for w in recorded_sites(data) {
@@ -183,7 +183,7 @@ pub fn fidelity_tables(data: &ReportData) -> Vec<Table> {
             notes: recorded_path_note(plan).into_iter().collect(),
         };
         for s in series {
-            let m = |metric: &registry::Metric| {
+            let m = |metric: &metric_registry::Metric| {
                 s.breakdown.get(metric.name).and_then(|b| b.median?.ms())
             };
             let count = |metric| m(metric).map_or("-".into(), |v| format!("{v:.0}"));
@@ -325,7 +325,7 @@ pub fn origin_tables(data: &ReportData) -> Vec<Table> {
 fn origin_rows(
     s: &SeriesStats,
     plan: &SitePlan,
-    f: &crate::probe::fidelity::ReplayFidelity,
+    f: &crate::evidence::fidelity::ReplayFidelity,
 ) -> Vec<Vec<Cell>> {
     let series = format!("{} · {} · {}", s.key.profile, s.key.variant, s.key.browser);
     let path = f
@@ -371,8 +371,8 @@ fn origin_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::site::distances::{RecordedRtt, RttBasis};
-    use crate::config::workload::site::{SiteOptions, SiteOrigin, SitePlan};
+    use crate::config::site_archive::distances::{RecordedRtt, RttBasis};
+    use crate::config::workload::site_plan::{SiteOptions, SiteOrigin, SitePlan};
     use crate::report::sharding::tests::{data, row};
 
     #[test]
@@ -456,7 +456,7 @@ mod tests {
 
     #[test]
     fn the_fidelity_tables_give_bytes_the_critical_path_and_each_origin() {
-        use crate::probe::fidelity::{OriginReplay, ReplayFidelity};
+        use crate::evidence::fidelity::{OriginReplay, ReplayFidelity};
         let rows: Vec<_> = (1..=3)
             .map(|r| {
                 row("wired", "site-doc", "h2", r, 300.0 + r as f64)

@@ -3,7 +3,7 @@
 //! every series. Tables skip what the matrix did not measure and mark missing cells `—`.
 
 use super::doc::{Cell, CellClass, Table};
-use super::model::{
+use super::report_data::{
     comparison_text, fmt_num, headline_label, series_text, workload_kind, workload_title,
     NumFormat, ReportData, VerdictClass,
 };
@@ -11,9 +11,8 @@ use super::study::{study_ratio, study_value, StudyValue};
 use crate::config::identity::Setup;
 use crate::config::protocol::Variant;
 use crate::config::workload::WorkloadKind;
-use crate::probe::browser::engine;
-use crate::probe::registry::{self, Metric, Precision, Scope};
-use crate::proof::results::summary::{metric_word, SeriesStats};
+use crate::evidence::metric_registry::{self, Metric, Precision, Scope};
+use crate::results::summary::{metric_word, SeriesStats};
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
 pub const PAIRS: [(Variant, Variant); 6] = [
@@ -85,16 +84,18 @@ pub fn series_cell(
 /// What a cell reads where the setup's engine cannot measure the metric.
 const NOT_IN_ENGINE: &str = "n/a";
 
-/// Why the setup's engine cannot measure `metric` (None: it can, or the engine is unknown).
-fn cannot_fill(setup: &Setup, metric: &Metric) -> Option<&'static str> {
-    engine(setup.browser).ok()?.cannot_fill(metric.name)
+/// Why the setup's engine cannot measure `metric`, as `meta.json` says (None: it can, or the
+/// directory does not say).
+fn cannot_fill<'d>(data: &'d ReportData, setup: &Setup, metric: &Metric) -> Option<&'d str> {
+    data.engine_tells(setup.browser)?
+        .cannot_measure(metric.name)
 }
 
 /// The note under a table whose engine cannot fill some of its columns.
-fn unfillable_note(setup: &Setup, metrics: &[&Metric]) -> Option<String> {
+fn unfillable_note(data: &ReportData, setup: &Setup, metrics: &[&Metric]) -> Option<String> {
     let lacks: Vec<String> = metrics
         .iter()
-        .filter_map(|m| cannot_fill(setup, m).map(|why| format!("{} ({why})", m.label)))
+        .filter_map(|m| cannot_fill(data, setup, m).map(|why| format!("{} ({why})", m.label)))
         .collect();
     (!lacks.is_empty()).then(|| {
         format!(
@@ -116,7 +117,7 @@ fn metric_cell(
     let Some(s) = data.series(profile, workload, setup, variant) else {
         return Cell::missing();
     };
-    if cannot_fill(setup, metric).is_some() {
+    if cannot_fill(data, setup, metric).is_some() {
         return Cell::new(NOT_IN_ENGINE, CellClass::Missing);
     }
     if s.completion.median_is_dnf() {
@@ -457,7 +458,11 @@ fn goodput_cell(data: &ReportData, p: &str, w: &str, setup: &Setup, vs: &[Varian
             if s.completion.median_is_dnf() {
                 return Some(format!("{v} DNF"));
             }
-            let g = s.breakdown.get(registry::GOODPUT_MBIT.name)?.median?.ms()?;
+            let g = s
+                .breakdown
+                .get(metric_registry::GOODPUT_MBIT.name)?
+                .median?
+                .ms()?;
             Some(format!("{v} {}", fmt_num(g)))
         })
         .collect();
@@ -511,7 +516,7 @@ pub fn breakdown(data: &ReportData, workload: &str, setup: &Setup) -> Result<Tab
         "protocol".into(),
         "loadEventEnd (ms)".into(),
     ];
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Pages).collect();
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::Pages).collect();
     header.extend(metrics.iter().map(|m| m.label.to_string()));
     let rows = series_rows(data, workload, setup, &vs, &metrics);
     Ok(Table {
@@ -579,7 +584,7 @@ fn series_rows(
 /// runs, Speed Index and Visually Complete) per profile and protocol.
 pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
     let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Paint)
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::Paint)
         .filter(|m| {
             data.summary
                 .series
@@ -605,7 +610,9 @@ pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> 
         ],
         header,
         rows,
-        notes: unfillable_note(setup, &metrics).into_iter().collect(),
+        notes: unfillable_note(data, setup, &metrics)
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -645,7 +652,7 @@ fn trace_means(data: &ReportData, profile: &str) -> Option<String> {
 /// One workload on the trace profiles: per series the capacity its loads were offered, beside
 /// the headline (and a transfer's goodput).
 pub fn trace_capacity(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::Trace).collect();
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::Trace).collect();
     let mut rows = Vec::new();
     for p in data.profiles_in(workload, setup) {
         let profile_cell = match trace_means(data, &p) {
@@ -665,7 +672,7 @@ pub fn trace_capacity(data: &ReportData, workload: &str, setup: &Setup) -> Optio
                 series_cell(data, &p, workload, setup, v),
             ];
             r.extend(metrics.iter().map(|m| spread_cell(s, m)));
-            r.push(spread_cell(s, &registry::GOODPUT_MBIT));
+            r.push(spread_cell(s, &metric_registry::GOODPUT_MBIT));
             rows.push(r);
         }
     }
@@ -673,7 +680,7 @@ pub fn trace_capacity(data: &ReportData, workload: &str, setup: &Setup) -> Optio
         return None;
     }
     let mut header = series_header(data, workload, &metrics);
-    header.push(registry::GOODPUT_MBIT.label.into());
+    header.push(metric_registry::GOODPUT_MBIT.label.into());
     Some(Table {
         id: table_id(data, &format!("trace-{workload}"), setup),
         title: format!(
@@ -696,7 +703,7 @@ pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of w
 /// for QUIC the bytes of other streams that went past it.
 pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
     let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::HeadOfLine).collect();
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::HeadOfLine).collect();
     let measured = |p: &str, v: Variant, m: &Metric| {
         data.series(p, workload, setup, v)
             .and_then(|s| s.breakdown.get(m.name))
@@ -711,9 +718,9 @@ pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<
             .iter()
             .find(|q| q.name == p)
             .map_or(0.0, |q| q.loss_pct);
-        let blocked_somewhere = vs
-            .iter()
-            .any(|v| measured(&p, *v, &registry::HOL_BLOCKED_BYTES).is_some_and(|b| b > 0.0));
+        let blocked_somewhere = vs.iter().any(|v| {
+            measured(&p, *v, &metric_registry::HOL_BLOCKED_BYTES).is_some_and(|b| b > 0.0)
+        });
         if loss <= 0.0 && !blocked_somewhere {
             continue;
         }
@@ -733,7 +740,7 @@ pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<
                 .series(&p, workload, setup, *v)
                 .and_then(|s| s.completion.median)
                 .and_then(|c| c.ms());
-            let share = match (measured(&p, *v, &registry::HOL_WALL_MS), headline) {
+            let share = match (measured(&p, *v, &metric_registry::HOL_WALL_MS), headline) {
                 (Some(stall), Some(h)) if h > 0.0 => {
                     Cell::text(format!("{:.0} %", 100.0 * stall / h))
                 }
@@ -769,7 +776,7 @@ pub const RESPONSE_ORDER_INTRO: &str = "How each server ordered its responses on
 /// The servers' response order on one workload: per profile, every setup (server, arm) and
 /// protocol that multiplexes, side by side.
 pub fn response_order(data: &ReportData, workload: &str) -> Option<Table> {
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::ResponseOrder).collect();
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::ResponseOrder).collect();
     let mut rows = Vec::new();
     for setup in &data.setups {
         for p in data.profiles_in(workload, setup) {
@@ -779,7 +786,7 @@ pub fn response_order(data: &ReportData, workload: &str) -> Option<Table> {
                 };
                 if !s
                     .breakdown
-                    .contains_key(registry::ORDER_CONTESTED_BYTES.name)
+                    .contains_key(metric_registry::ORDER_CONTESTED_BYTES.name)
                 {
                     continue;
                 }
@@ -826,8 +833,8 @@ pub const ROUND_TRIPS_INTRO: &str = "Where each series' headline went, along its
 /// terms (medians) and what it leaves unexplained.
 pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
     let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = registry::breakdown_for(Scope::RoundTrips).collect();
-    let median = |s: &crate::proof::results::summary::SeriesStats, m: &Metric| {
+    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::RoundTrips).collect();
+    let median = |s: &crate::results::summary::SeriesStats, m: &Metric| {
         s.breakdown
             .get(m.name)
             .and_then(|b| b.median)
@@ -839,13 +846,13 @@ pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<T
         for v in &vs {
             if let Some(s) = data.series(&p, workload, setup, *v) {
                 let share = match (
-                    median(s, &registry::CRITICAL_REMAINDER_MS),
+                    median(s, &metric_registry::CRITICAL_REMAINDER_MS),
                     s.completion.median.and_then(|c| c.ms()),
                 ) {
                     (Some(r), Some(h)) if h > 0.0 => Some(100.0 * r / h),
                     _ => None,
                 };
-                shares.push((median(s, &registry::CRITICAL_RTTS).is_some(), share));
+                shares.push((median(s, &metric_registry::CRITICAL_RTTS).is_some(), share));
             }
         }
     }
@@ -915,10 +922,10 @@ pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> 
             if b.is_none() {
                 continue;
             }
-            let rtts = |s: &Setup| median(p, s, *v, &registry::HANDSHAKE_RTTS);
+            let rtts = |s: &Setup| median(p, s, *v, &metric_registry::HANDSHAKE_RTTS);
             // Saved before the first byte, not in the handshake: 0-RTT sends the request
             // before the handshake completes and leaves the connect time as it was.
-            let to_first_byte = |s: &Setup| median(p, s, *v, &registry::FIRST_BYTE_RTTS);
+            let to_first_byte = |s: &Setup| median(p, s, *v, &metric_registry::FIRST_BYTE_RTTS);
             let saved = match (to_first_byte(first), to_first_byte(&repeat)) {
                 (Some(x), Some(y)) => Cell::text(format!("{:.2}", x - y)),
                 _ => Cell::missing(),
@@ -937,16 +944,22 @@ pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> 
                 a.map_or_else(Cell::missing, |_| series_cell(data, p, workload, first, *v)),
                 series_cell(data, p, workload, &repeat, *v),
                 ratio,
-                num(median(p, first, *v, &registry::CONNECT_MS), 0),
-                num(median(p, &repeat, *v, &registry::CONNECT_MS), 0),
+                num(median(p, first, *v, &metric_registry::CONNECT_MS), 0),
+                num(median(p, &repeat, *v, &metric_registry::CONNECT_MS), 0),
                 num(rtts(first), 2),
                 num(rtts(&repeat), 2),
                 num(to_first_byte(first), 2),
                 num(to_first_byte(&repeat), 2),
                 saved,
-                num(median(p, &repeat, *v, &registry::RESUMED_CONNECTIONS), 0),
-                num(median(p, &repeat, *v, &registry::ZERO_RTT_CONNECTIONS), 0),
-                num(median(p, &repeat, *v, &registry::EARLY_REQUESTS), 0),
+                num(
+                    median(p, &repeat, *v, &metric_registry::RESUMED_CONNECTIONS),
+                    0,
+                ),
+                num(
+                    median(p, &repeat, *v, &metric_registry::ZERO_RTT_CONNECTIONS),
+                    0,
+                ),
+                num(median(p, &repeat, *v, &metric_registry::EARLY_REQUESTS), 0),
             ]);
         }
     }
@@ -1459,32 +1472,51 @@ mod tests {
     use super::*;
     use crate::config::plan::PlanSpec;
     use crate::config::protocol::Variant;
-    use crate::proof::results::store::Meta;
-    use crate::proof::results::summary::{summarize_runs_on, RunRow};
+    use crate::results::store::Meta;
+    use crate::results::summary::{summarize_runs_on, RunRow};
 
     fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
         let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
         RunRow::measured(&id, "wired", workload, server, variant, round)
-            .with_value(&crate::probe::registry::COMPLETION_MS, Some(ms))
-            .with_value(&crate::probe::registry::QUEUEING_MEDIAN_MS, Some(1.0))
-            .with_value(&crate::probe::registry::QUEUEING_P95_MS, Some(2.0))
-            .with_value(&crate::probe::registry::TTFB_MEDIAN_MS, Some(40.0))
-            .with_value(&crate::probe::registry::CONNECT_MS, Some(80.0))
-            .with_value(&crate::probe::registry::HANDSHAKE_RTTS, Some(2.0))
-            .with_value(&crate::probe::registry::ONWIRE_MID, Some(1.0))
-            .with_value(&crate::probe::registry::ONWIRE_PEAK, Some(1.0))
+            .with_value(&crate::evidence::metric_registry::COMPLETION_MS, Some(ms))
             .with_value(
-                &crate::probe::registry::GOODPUT_MBIT,
+                &crate::evidence::metric_registry::QUEUEING_MEDIAN_MS,
+                Some(1.0),
+            )
+            .with_value(
+                &crate::evidence::metric_registry::QUEUEING_P95_MS,
+                Some(2.0),
+            )
+            .with_value(
+                &crate::evidence::metric_registry::TTFB_MEDIAN_MS,
+                Some(40.0),
+            )
+            .with_value(&crate::evidence::metric_registry::CONNECT_MS, Some(80.0))
+            .with_value(&crate::evidence::metric_registry::HANDSHAKE_RTTS, Some(2.0))
+            .with_value(&crate::evidence::metric_registry::ONWIRE_MID, Some(1.0))
+            .with_value(&crate::evidence::metric_registry::ONWIRE_PEAK, Some(1.0))
+            .with_value(
+                &crate::evidence::metric_registry::GOODPUT_MBIT,
                 Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
             )
-            .with_value(&crate::probe::registry::MODEL_RTT_MS, Some(40.0))
-            .with_value(&crate::probe::registry::ACHIEVED_RTT_MS, Some(40.1))
-            .with_value(&crate::probe::registry::OFFERED_RTT_MS, Some(40.0))
-            .with_value(&crate::probe::registry::STEAL_MS, Some(0.0))
+            .with_value(&crate::evidence::metric_registry::MODEL_RTT_MS, Some(40.0))
+            .with_value(
+                &crate::evidence::metric_registry::ACHIEVED_RTT_MS,
+                Some(40.1),
+            )
+            .with_value(
+                &crate::evidence::metric_registry::OFFERED_RTT_MS,
+                Some(40.0),
+            )
+            .with_value(&crate::evidence::metric_registry::STEAL_MS, Some(0.0))
     }
 
     fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        data_on(&crate::probe::registry::COMPLETION_MS, rows, servers)
+        data_on(
+            &crate::evidence::metric_registry::COMPLETION_MS,
+            rows,
+            servers,
+        )
     }
 
     /// The report data of `rows` deciding on `headline` (`report --metric`).
@@ -1544,7 +1576,7 @@ mod tests {
 
     #[test]
     fn valid_runs_without_the_headline_are_shown_per_series() {
-        use crate::probe::registry::LCP_MS;
+        use crate::evidence::metric_registry::LCP_MS;
         let mut rows = Vec::new();
         for r in 1..=10 {
             let h2 = row("page10", "embedded", "h2", r, 500.0 + r as f64);

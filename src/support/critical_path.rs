@@ -1,7 +1,7 @@
 //! The critical path of a page load (pure): the chain of requests that ended last before the
 //! headline event — its last step the response that ended last, each step's predecessor the
 //! response that ended last before it started, the first the navigation. The same rule for a
-//! measured load (`probe::round_trips`) and a recorded one (a site's recording).
+//! measured load (`evidence::round_trips`) and a recorded one (a site's recording).
 
 /// A response that ended this close after the step started still counts as before it
 /// (Resource Timing rounds to 0.1 ms, and a parser acts on a response in the same task).

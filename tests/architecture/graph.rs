@@ -52,8 +52,10 @@ pub fn crate_graph(files: &BTreeMap<String, String>) -> (Graph, Vec<String>) {
                 continue;
             };
             let owner = defining_module(target, &modules, &imports);
-            // A module is made of its children: naming them is no dependency of its own.
-            if !owner.starts_with(m) {
+            // Naming a child is a dependency like any other: a child that uses its parent
+            // while the parent uses it makes a circle (the contract goes into a module of its
+            // own, which both use).
+            if owner != *m {
                 edges.entry(owner).or_insert_with(|| r.path.join("::"));
             }
         }
@@ -337,6 +339,26 @@ mod tests {
             ("a/y.rs", "use std::fmt;"),
         ]);
         assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn a_parent_and_a_child_that_use_each_other_are_a_circle() {
+        let c = found(&[
+            ("lib.rs", "pub mod a;"),
+            ("a/mod.rs", "mod x; pub use x::X; pub struct Shared;"),
+            ("a/x.rs", "use super::Shared; pub struct X;"),
+        ]);
+        assert_eq!(c, [["a", "a::x"]]);
+        let apart = found(&[
+            ("lib.rs", "pub mod a;"),
+            (
+                "a/mod.rs",
+                "mod contract; mod x; pub use contract::Shared; pub use x::X;",
+            ),
+            ("a/contract.rs", "pub struct Shared;"),
+            ("a/x.rs", "use super::Shared; pub struct X;"),
+        ]);
+        assert!(apart.is_empty(), "{apart:?}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pagebench::config::profile::{self, Profile};
-use pagebench::link::netem::{cleanup, netns_dir, Link};
+use pagebench::link::{cleanup, netns_dir, Link};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

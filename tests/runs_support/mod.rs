@@ -123,7 +123,7 @@ pub fn site_archive(
     from: &str,
     files: &[SiteFile],
 ) -> String {
-    use pagebench::config::site::{Builder, Entry, Source, Timings};
+    use pagebench::config::site_archive::{Builder, Entry, Source, Timings};
     let mut b = Builder::default();
     for (i, f) in files.iter().enumerate() {
         b.push(

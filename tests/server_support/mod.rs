@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use pagebench::config::workload::{self, Manifest};
-use pagebench::origin::server::{
+use pagebench::embedded_server::{
     Certificate, EmbeddedServer, RequestRecord, ServerConfig, ServerKnobs,
 };
 

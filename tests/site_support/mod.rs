@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use pagebench::link::netem::Namespace;
+use pagebench::link::Namespace;
 use sha2::{Digest, Sha256};
 
 pub const WWW: &str = "www.site.test";

@@ -14,7 +14,7 @@ use super::{
     page_bytes, sha256_hex, workload_dir, FileEntry, FileKind, Manifest, Workload, WorkloadKind,
     GENERATOR_VERSION, MANIFEST_NAME,
 };
-use crate::config::site;
+use crate::config::site_archive;
 
 /// A file to write, before hashing.
 struct Planned {
@@ -151,8 +151,8 @@ fn shard_url(host: u32, url_path: &str) -> String {
 }
 
 /// A generated response: 200 with the headers pagebench's server sends for pageN, body as is.
-fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> site::Entry {
-    site::Entry {
+fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> site_archive::Entry {
+    site_archive::Entry {
         method: "GET".into(),
         url,
         status: 200,
@@ -167,7 +167,7 @@ fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> s
         decoded_size: size as u64,
         server_address: Some(super::shard_server_address(host)),
         protocol: None,
-        timings: site::Timings::default(),
+        timings: site_archive::Timings::default(),
         missing: None,
         connection: None,
     }
@@ -195,7 +195,7 @@ fn generate_sharded(
     let entry = format!("{url_prefix}index.html");
     let page_url = shard_url(1, &entry);
 
-    let mut archive = site::Builder::default();
+    let mut archive = site_archive::Builder::default();
     archive.push(
         generated_entry(
             page_url.clone(),
@@ -241,8 +241,8 @@ fn generate_sharded(
 
     std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
     let staged = crate::support::atomic::StagedDir::new(&workload_dir(root, &workload.name))?;
-    let source = site::Source {
-        kind: site::SOURCE_GENERATED.into(),
+    let source = site_archive::Source {
+        kind: site_archive::SOURCE_GENERATED.into(),
         from: format!(
             "pagebench pages {}: {}'s files (seed {seed}, generator {GENERATOR_VERSION}) on {shards} hosts",
             workload.name, page.name
@@ -263,12 +263,12 @@ fn generate_sharded(
 /// body at its address), the page is first, then each file in order at its host's URL with the
 /// manifest's bytes.
 pub(super) fn verify_sharded(dir: &Path, manifest: &Manifest, shards: u32) -> Result<(), String> {
-    let archive = site::read(dir).map_err(|e| format!("{e:#}"))?;
+    let archive = site_archive::read(dir).map_err(|e| format!("{e:#}"))?;
     let page_url = shard_url(1, &manifest.entry);
     if archive.page_url != page_url || archive.entries.len() != manifest.files.len() + 1 {
         return Err(format!(
             "{}: not the archive of {} ({} entries, page {})",
-            dir.join(site::MANIFEST).display(),
+            dir.join(site_archive::MANIFEST).display(),
             manifest.workload.name,
             archive.entries.len(),
             archive.page_url
@@ -673,7 +673,7 @@ mod tests {
         assert_eq!(names, [std::ffi::OsString::from(&w.name)]);
     }
 
-    fn files_on(archive: &site::SiteArchive) -> Vec<(String, String)> {
+    fn files_on(archive: &site_archive::SiteArchive) -> Vec<(String, String)> {
         archive.entries[1..]
             .iter()
             .map(|e| {
@@ -705,7 +705,7 @@ mod tests {
         let w: Workload = "page10s3".parse().unwrap();
         let m = generate(root.path(), &w, 1).unwrap();
         let dir = workload_dir(root.path(), "page10s3");
-        let archive = site::read(&dir).unwrap();
+        let archive = site_archive::read(&dir).unwrap();
         assert_eq!(archive.source.kind, "generated");
         assert_eq!(
             archive.page_url,
@@ -718,7 +718,7 @@ mod tests {
         let mut total = 0;
         for (e, f) in archive.entries[1..].iter().zip(&plain.files) {
             let pagen = std::fs::read(root.path().join(f.path.trim_start_matches('/'))).unwrap();
-            assert_eq!(site::body(&dir, e).unwrap(), pagen, "{}", e.url);
+            assert_eq!(site_archive::body(&dir, e).unwrap(), pagen, "{}", e.url);
             assert!(e.url.ends_with(f.path.trim_start_matches("/page10")));
             assert_eq!(e.header("content-type"), Some(f.content_type.as_str()));
             assert_eq!(e.header("cache-control"), Some("no-store"));
@@ -746,8 +746,11 @@ mod tests {
             };
             assert_eq!(e.server_address, Some(format!("192.0.2.{k}")));
         }
-        let (slots, addresses) =
-            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        let (slots, addresses) = site_archive::origins::plan(
+            &archive.entries,
+            site_archive::origins::AddressMode::Recorded,
+        )
+        .unwrap();
         assert_eq!(addresses, 3);
         let origins: Vec<&str> = slots.iter().map(|s| s.host.as_str()).collect();
         assert_eq!(
@@ -755,7 +758,8 @@ mod tests {
             ["pagebench.test", "s2.pagebench.test", "s3.pagebench.test"]
         );
         // The page references every file by its absolute URL, nothing relative.
-        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        let html =
+            String::from_utf8(site_archive::body(&dir, &archive.entries[0]).unwrap()).unwrap();
         for (host, path) in &on[1..] {
             assert!(
                 html.contains(&format!("\"https://{host}{path}\"")),
@@ -779,8 +783,9 @@ mod tests {
         let plain = generate(root.path(), &"page10".parse().unwrap(), 1).unwrap();
         generate(root.path(), &"page10s1".parse().unwrap(), 1).unwrap();
         let dir = workload_dir(root.path(), "page10s1");
-        let archive = site::read(&dir).unwrap();
-        let html = String::from_utf8(site::body(&dir, &archive.entries[0]).unwrap()).unwrap();
+        let archive = site_archive::read(&dir).unwrap();
+        let html =
+            String::from_utf8(site_archive::body(&dir, &archive.entries[0]).unwrap()).unwrap();
         let pagen = std::fs::read_to_string(root.path().join("page10/index.html")).unwrap();
         let relative = html
             .replace("https://pagebench.test/page10s1/", "")
@@ -789,8 +794,11 @@ mod tests {
         assert!(files_on(&archive)
             .iter()
             .all(|(h, _)| h == "pagebench.test"));
-        let (_, addresses) =
-            site::origins::plan(&archive.entries, site::origins::AddressMode::Recorded).unwrap();
+        let (_, addresses) = site_archive::origins::plan(
+            &archive.entries,
+            site_archive::origins::AddressMode::Recorded,
+        )
+        .unwrap();
         assert_eq!(addresses, 1);
         assert_eq!(archive.entries.len(), plain.files.len() + 1);
     }
@@ -799,7 +807,7 @@ mod tests {
     fn sharded_archives_are_deterministic_and_regenerated_when_damaged() {
         let snapshot = |dir: &Path| -> Vec<(String, Vec<u8>)> {
             let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-            for sub in [dir.to_path_buf(), dir.join(site::BODIES)] {
+            for sub in [dir.to_path_buf(), dir.join(site_archive::BODIES)] {
                 for e in std::fs::read_dir(&sub).unwrap() {
                     let p = e.unwrap().path();
                     if p.is_file() {
@@ -823,9 +831,9 @@ mod tests {
         let sizes = |m: &Manifest| m.files.iter().map(|f| f.size).collect::<Vec<_>>();
         assert_eq!(sizes(&ensured), sizes(&first));
         // A damaged body is noticed and the archive regenerated.
-        let archive = site::read(&dir).unwrap();
+        let archive = site_archive::read(&dir).unwrap();
         let body = dir
-            .join(site::BODIES)
+            .join(site_archive::BODIES)
             .join(&archive.entries[3].body.as_ref().unwrap().sha256);
         std::fs::write(&body, b"damaged").unwrap();
         let e = super::super::verify(root.path(), &first).unwrap_err();

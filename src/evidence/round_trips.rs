@@ -1,0 +1,426 @@
+//! Where a load's time went, in round trips (pure).
+//!
+//! **The critical path** is the chain of requests that ended last before the headline event:
+//! its last step is the request whose response ended last (at or before the headline), each
+//! step's predecessor the request whose response ended last before that step started — what
+//! the browser was waiting for — and its first step the navigation. It is read from Resource
+//! Timing alone, the same for every engine.
+//!
+//! **Each step's time** is split into what measured it: waiting in the browser (from the
+//! predecessor's end to the request going out, connection set-up left out), connection set-up
+//! (connectStart → connectEnd), the request's round trip and the server's time (requestStart →
+//! responseStart: the server's own log says how long it took to answer, else it is what the
+//! round trip leaves; beyond both, the response waited behind others — on its connection, in
+//! the server's send buffer), and the transfer (responseStart → responseEnd): one round trip per
+//! flight after the first (counted from the packets that reached the browser in that window,
+//! [`crate::packets::flights`]) and the bytes' time at the link's rate.
+//!
+//! **The headline** is then written as `k × RTT + server + behind + wire + queue + browser +
+//! remainder`: `k` the round trips (set-up, one per request, the flights), `queue` the link's
+//! median queueing delay on each of them, `browser` every wait in the browser and the time
+//! from the last response to the headline, and the remainder what none of the measured terms
+//! accounts for — kept, never spread over the others.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::metrics::{EntryTiming, ResourceMetrics};
+use crate::packets::flights::{Sends, Window};
+
+/// What the accounting is made of, for one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub navigation: &'a EntryTiming,
+    pub resources: &'a [ResourceMetrics],
+    /// The headline time (loadEventEnd, or a transfer's completion), ms from navigation start.
+    pub headline_ms: f64,
+    /// The link's round trip without queueing (the profile's RTT as the link offered it), ms.
+    pub rtt_ms: f64,
+    /// The link's median queueing delay, both directions summed, ms (0 without a queue).
+    pub queue_ms: f64,
+    /// The bottleneck's downstream rate, Mbit/s (None: the link sets none).
+    pub down_mbit: Option<f64>,
+    /// The server's own time to answer each request, by path (from its log).
+    pub server_ms: &'a BTreeMap<String, f64>,
+    /// The server's data packets, with the trace time of the client's first packet.
+    pub sends: Option<&'a Sends>,
+}
+
+/// One step of the critical path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The URL path (the navigation's is the page's).
+    pub path: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    /// Waiting in the browser before the request went out (set-up left out).
+    pub wait_ms: f64,
+    /// Connection set-up (0 on an open connection).
+    pub setup_ms: f64,
+    /// requestStart → responseStart.
+    pub ttfb_ms: f64,
+    /// The server's time to answer.
+    pub server_ms: f64,
+    /// Whether `server_ms` is the server's own figure (else: TTFB less one round trip).
+    pub server_logged: bool,
+    /// Waiting behind other responses: how much later than one round trip and the server's
+    /// time the first byte came (0 without the server's own figure), and of the transfer what
+    /// the round trips and the rate leave, in the share of the connection's bytes then that
+    /// were other responses'.
+    pub behind_ms: f64,
+    /// responseStart → responseEnd.
+    pub transfer_ms: f64,
+    /// Flights that sent the response (None: no packets to count them from).
+    pub flights: Option<u32>,
+    /// Round trips they waited: one per flight after the first, less the round trips the
+    /// bytes' time at the rate takes.
+    #[serde(default)]
+    pub flight_rtts: f64,
+    /// The response's bytes' time at the link's rate.
+    pub wire_ms: f64,
+}
+
+/// A run's headline in round trips.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundTrips {
+    pub headline_ms: f64,
+    pub rtt_ms: f64,
+    /// The critical path, navigation first.
+    pub steps: Vec<Step>,
+    /// Round trips of connection set-up (set-up time ÷ RTT).
+    pub setup_rtts: f64,
+    /// One per request on the path.
+    pub request_rtts: f64,
+    /// One per flight after a response's first, less the round trips its bytes' time at the
+    /// rate takes.
+    pub flight_rtts: f64,
+    /// Their sum: `k`.
+    pub critical_rtts: f64,
+    pub server_ms: f64,
+    /// Responses' first bytes waiting behind other responses.
+    #[serde(default)]
+    pub behind_ms: f64,
+    pub wire_ms: f64,
+    /// The link's queueing on each of the `k` round trips.
+    pub queue_ms: f64,
+    /// Waiting in the browser, and from the last response to the headline.
+    pub browser_ms: f64,
+    /// `headline − (k × RTT + server + behind + wire + queue + browser)`.
+    pub remainder_ms: f64,
+}
+
+/// A request as the path sees it: when it started and ended and how its time was spent.
+#[derive(Debug, Clone)]
+struct Node<'a> {
+    path: &'a str,
+    start_ms: f64,
+    end_ms: f64,
+    request_start_ms: f64,
+    response_start_ms: f64,
+    setup_ms: f64,
+    bytes: f64,
+}
+
+impl<'a> Node<'a> {
+    fn navigation(n: &'a EntryTiming) -> Node<'a> {
+        Node {
+            path: n.name.as_str(),
+            start_ms: 0.0,
+            end_ms: n.response_end,
+            request_start_ms: n.request_start,
+            response_start_ms: n.response_start,
+            setup_ms: n.connect_ms().unwrap_or(0.0),
+            bytes: n.transfer_size.max(n.encoded_body_size),
+        }
+    }
+
+    fn resource(r: &'a ResourceMetrics) -> Node<'a> {
+        Node {
+            path: r.path.as_str(),
+            start_ms: r.start_ms,
+            end_ms: r.response_end_ms,
+            request_start_ms: r.request_start_ms,
+            response_start_ms: r.response_start_ms,
+            setup_ms: r.connect_ms.unwrap_or(0.0),
+            bytes: r.transfer_size.max(r.encoded_body_size),
+        }
+    }
+}
+
+/// The critical path: indices into `nodes` (0 is the navigation), navigation first.
+fn critical_path(nodes: &[Node], headline_ms: f64) -> Vec<usize> {
+    let spans: Vec<(f64, f64)> = nodes.iter().map(|n| (n.start_ms, n.end_ms)).collect();
+    crate::support::critical_path::chain(&spans, headline_ms)
+}
+
+/// The server's time for a step, and whether its log said it.
+fn server_time(
+    node: &Node,
+    ttfb_ms: f64,
+    rtt_ms: f64,
+    logged: &BTreeMap<String, f64>,
+) -> (f64, bool) {
+    let path = crate::config::workload::url_path(node.path);
+    let key = if path.is_empty() {
+        node.path
+    } else {
+        path.as_str()
+    };
+    match logged.get(key) {
+        Some(ms) => (ms.clamp(0.0, ttfb_ms.max(0.0)), true),
+        None => ((ttfb_ms - rtt_ms).max(0.0), false),
+    }
+}
+
+/// When the navigation started on the packet trace's clock (ms), by [`trace_offset_ns`]'s rule.
+pub fn navigation_on_trace_ms(navigation: &EntryTiming, sends: &Sends) -> Option<f64> {
+    trace_offset_ns(navigation, sends).map(|ns| ns as f64 / 1e6)
+}
+
+/// Puts the browser's clock (ms from navigation start) on the packet trace's: the navigation's
+/// first packet went out at its connectStart (or requestStart on an open connection).
+fn trace_offset_ns(n: &EntryTiming, sends: &Sends) -> Option<i64> {
+    let first = sends.first_client_ns? as i64;
+    let at_ms = if n.connect_ms().is_some() {
+        n.connect_start
+    } else {
+        n.request_start
+    };
+    Some(first - (at_ms * 1e6) as i64)
+}
+
+fn step(node: &Node, before_ms: f64, inputs: &Inputs, window: Option<Window>) -> Step {
+    let ttfb_ms = (node.response_start_ms - node.request_start_ms).max(0.0);
+    let (server_ms, server_logged) = server_time(node, ttfb_ms, inputs.rtt_ms, inputs.server_ms);
+    let wait_ms = (node.request_start_ms - before_ms - node.setup_ms).max(0.0);
+    let transfer_ms = (node.end_ms - node.response_start_ms).max(0.0);
+    let wire_ms = inputs
+        .down_mbit
+        .filter(|r| *r > 0.0)
+        .map_or(0.0, |r| node.bytes * 8.0 / (r * 1000.0));
+    let flights = window.map(|w| w.flights);
+    // Round trips the bytes' time at the rate already counts are not counted twice: a
+    // transfer the link's rate held back spans a round per round trip too.
+    let flight_rtts = flights.map_or(0.0, |f| {
+        (f.saturating_sub(1) as f64 - wire_ms / inputs.rtt_ms).max(0.0)
+    });
+    let first_byte_behind = if server_logged {
+        (ttfb_ms - inputs.rtt_ms - server_ms).max(0.0)
+    } else {
+        0.0
+    };
+    // What the round trips and the rate leave of the transfer went to other responses' bytes,
+    // as far as the connection carried others' then.
+    let others_share = window.map_or(0.0, |w| {
+        (1.0 - node.bytes / (w.bytes as f64).max(1.0)).clamp(0.0, 1.0)
+    });
+    let transfer_left = (transfer_ms - flight_rtts * inputs.rtt_ms - wire_ms).max(0.0);
+    Step {
+        path: node.path.to_string(),
+        start_ms: node.start_ms,
+        end_ms: node.end_ms,
+        wait_ms,
+        setup_ms: node.setup_ms,
+        ttfb_ms,
+        server_ms,
+        server_logged,
+        behind_ms: first_byte_behind + transfer_left * others_share,
+        transfer_ms,
+        flights,
+        flight_rtts,
+        wire_ms,
+    }
+}
+
+/// The run's headline in round trips; None without a navigation entry or a round trip.
+pub fn account(inputs: &Inputs) -> Option<RoundTrips> {
+    let nav = inputs.navigation;
+    if nav.response_end <= 0.0 || inputs.rtt_ms <= 0.0 || inputs.headline_ms <= 0.0 {
+        return None;
+    }
+    let nodes: Vec<Node> = std::iter::once(Node::navigation(nav))
+        .chain(inputs.resources.iter().map(Node::resource))
+        .collect();
+    let offset = inputs.sends.and_then(|s| trace_offset_ns(nav, s));
+    let rtt_ns = (inputs.rtt_ms * 1e6) as u64;
+    let window_of = |n: &Node| {
+        let (sends, offset) = (inputs.sends?, offset?);
+        let at = |ms: f64| (offset + (ms * 1e6) as i64).max(0) as u64;
+        sends.window(at(n.response_start_ms), at(n.end_ms), rtt_ns)
+    };
+    let mut steps: Vec<Step> = Vec::new();
+    for i in critical_path(&nodes, inputs.headline_ms) {
+        let before = steps.last().map_or(0.0, |s| s.end_ms);
+        steps.push(step(&nodes[i], before, inputs, window_of(&nodes[i])));
+    }
+    Some(totals(inputs, steps))
+}
+
+/// The terms of a path's steps, and what they leave of the headline.
+fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
+    let rtt = inputs.rtt_ms;
+    // A fold from +0: an empty f64 sum is −0, which the record would print as such.
+    let sum = |f: fn(&Step) -> f64| steps.iter().map(f).fold(0.0, |a, b| a + b);
+    let setup_rtts = sum(|s| s.setup_ms) / rtt;
+    let request_rtts = steps.len() as f64;
+    let flight_rtts = sum(|s| s.flight_rtts);
+    let critical_rtts = setup_rtts + request_rtts + flight_rtts;
+    let last_end = steps.last().map_or(0.0, |s| s.end_ms);
+    let browser_ms = sum(|s| s.wait_ms) + (inputs.headline_ms - last_end).max(0.0);
+    let (server_ms, behind_ms, wire_ms) = (
+        sum(|s| s.server_ms),
+        sum(|s| s.behind_ms),
+        sum(|s| s.wire_ms),
+    );
+    let queue_ms = critical_rtts * inputs.queue_ms;
+    let accounted = critical_rtts * rtt + server_ms + behind_ms + wire_ms + queue_ms + browser_ms;
+    RoundTrips {
+        headline_ms: inputs.headline_ms,
+        rtt_ms: rtt,
+        steps,
+        setup_rtts,
+        request_rtts,
+        flight_rtts,
+        critical_rtts,
+        server_ms,
+        behind_ms,
+        wire_ms,
+        queue_ms,
+        browser_ms,
+        remainder_ms: inputs.headline_ms - accounted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nav(connect: (f64, f64), request: f64, response: (f64, f64)) -> EntryTiming {
+        EntryTiming {
+            name: "https://pagebench.test/page/index.html".into(),
+            connect_start: connect.0,
+            connect_end: connect.1,
+            request_start: request,
+            response_start: response.0,
+            response_end: response.1,
+            transfer_size: 1000.0,
+            ..EntryTiming::default()
+        }
+    }
+
+    fn res(path: &str, start: f64, request: f64, response: (f64, f64)) -> ResourceMetrics {
+        ResourceMetrics {
+            path: path.into(),
+            initiator: "script".into(),
+            protocol: "h2".into(),
+            start_ms: start,
+            request_start_ms: request,
+            response_start_ms: response.0,
+            response_end_ms: response.1,
+            queueing_ms: request - start,
+            connect_ms: None,
+            ttfb_ms: response.0 - request,
+            download_ms: response.1 - response.0,
+            transfer_size: 10_000.0,
+            encoded_body_size: 9_700.0,
+            status: 200,
+            connection_id: None,
+            connection_reused: None,
+            initial_priority: None,
+            priority: None,
+            priority_changes: vec![],
+            chunks: vec![],
+            server_sent_ms: None,
+            wire_priority: None,
+        }
+    }
+
+    fn inputs<'a>(
+        n: &'a EntryTiming,
+        r: &'a [ResourceMetrics],
+        headline: f64,
+        logged: &'a BTreeMap<String, f64>,
+    ) -> Inputs<'a> {
+        Inputs {
+            navigation: n,
+            resources: r,
+            headline_ms: headline,
+            rtt_ms: 40.0,
+            queue_ms: 0.0,
+            down_mbit: None,
+            server_ms: logged,
+            sends: None,
+        }
+    }
+
+    #[test]
+    fn a_chain_of_three_dependent_requests_is_the_path_and_each_costs_a_round_trip() {
+        // TCP + TLS set-up (2 RTT), the page (1 RTT), then a.js → b.js → c.js, each requested
+        // 2 ms after its predecessor arrived; a fourth file in parallel ends earlier.
+        let n = nav((1.0, 81.0), 81.0, (121.0, 122.0));
+        let r = vec![
+            res("/a.js", 124.0, 124.0, (164.0, 165.0)),
+            res("/img.png", 124.0, 124.0, (160.0, 161.0)),
+            res("/b.js", 167.0, 167.0, (207.0, 208.0)),
+            res("/c.js", 210.0, 210.0, (250.0, 251.0)),
+        ];
+        let none = BTreeMap::new();
+        let rt = account(&inputs(&n, &r, 255.0, &none)).unwrap();
+        let paths: Vec<&str> = rt.steps.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "https://pagebench.test/page/index.html",
+                "/a.js",
+                "/b.js",
+                "/c.js"
+            ]
+        );
+        assert!((rt.setup_rtts - 2.0).abs() < 1e-9, "{rt:?}");
+        assert_eq!(rt.request_rtts, 4.0);
+        assert_eq!(rt.flight_rtts, 0.0);
+        assert!((rt.critical_rtts - 6.0).abs() < 1e-9);
+        // Waits: 1 ms before the page's request, 2 ms before each script, 4 ms after the last.
+        assert!((rt.browser_ms - 11.0).abs() < 1e-6, "{rt:?}");
+        // Transfers of 1 ms each are what no term measures without packets or a rate.
+        assert!((rt.remainder_ms - 4.0).abs() < 1e-6, "{rt:?}");
+        let sum = rt.critical_rtts * rt.rtt_ms
+            + rt.server_ms
+            + rt.behind_ms
+            + rt.wire_ms
+            + rt.queue_ms
+            + rt.browser_ms
+            + rt.remainder_ms;
+        assert!((sum - rt.headline_ms).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_servers_own_time_comes_from_its_log_and_else_from_the_round_trip() {
+        // The page waited 100 ms in the server: TTFB 140 ms on a 40 ms link.
+        let n = nav((0.0, 40.0), 40.0, (180.0, 181.0));
+        let none = BTreeMap::new();
+        let rt = account(&inputs(&n, &[], 181.0, &none)).unwrap();
+        assert!((rt.server_ms - 100.0).abs() < 1e-9);
+        assert!(!rt.steps[0].server_logged);
+        let logged: BTreeMap<String, f64> = [("/page/index.html".to_string(), 99.5)].into();
+        let rt = account(&inputs(&n, &[], 181.0, &logged)).unwrap();
+        assert!((rt.server_ms - 99.5).abs() < 1e-9 && rt.steps[0].server_logged);
+        // The half millisecond the server did not count: the first byte came that much later.
+        assert!((rt.behind_ms - 0.5).abs() < 1e-6, "{rt:?}");
+        assert!((rt.remainder_ms - 1.0).abs() < 1e-6, "{rt:?}");
+    }
+
+    #[test]
+    fn the_wire_time_and_a_queue_are_terms_of_their_own() {
+        let n = nav((0.0, 40.0), 40.0, (80.0, 90.0));
+        let none = BTreeMap::new();
+        let mut i = inputs(&n, &[], 95.0, &none);
+        i.down_mbit = Some(0.8); // 1000 bytes = 10 ms
+        i.queue_ms = 2.0;
+        let rt = account(&i).unwrap();
+        assert!((rt.wire_ms - 10.0).abs() < 1e-9);
+        assert!((rt.queue_ms - 2.0 * rt.critical_rtts).abs() < 1e-9);
+        assert!(account(&inputs(&EntryTiming::default(), &[], 95.0, &none)).is_none());
+    }
+}

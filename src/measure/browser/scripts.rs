@@ -1,0 +1,186 @@
+//! The page-side scripts both engines run through their DevTools protocol (CDP's
+//! `Runtime.evaluate`, BiDi's `script.evaluate`): they read the standard Navigation, Resource
+//! and Paint Timing entries, so what a run measures is defined once, whatever the engine.
+
+use serde_json::Value;
+
+use crate::evidence::metrics::{Observation, PaintEntries};
+
+/// Run before the page's own scripts: keep every Resource Timing entry, also on pages with
+/// more than 250 files.
+pub const KEEP_RESOURCE_ENTRIES: &str = "performance.setResourceTimingBufferSize(100000);";
+
+/// How long a page may keep loading subresources after its load event before we stop waiting
+/// for the ones still missing (they are then reported missing by validation).
+const AFTER_LOAD_GRACE_MS: u32 = 1000;
+
+/// A promise that resolves once the load is over: `loadEventEnd` is filled (it is after the load
+/// event), `expected` Resource Timing entries are in (or a grace period after the load passed),
+/// and on a transfer page the page's own `window.__pagebench.done` is set.
+pub fn load_finished(expected: usize, transfer: bool) -> String {
+    format!(
+        "new Promise(function (resolve) {{\n\
+           var want = {expected}, transfer = {transfer};\n\
+           (function check() {{\n\
+             var nav = performance.getEntriesByType('navigation')[0];\n\
+             var loaded = nav && nav.loadEventEnd > 0;\n\
+             var pb = window.__pagebench;\n\
+             var done = !transfer || (pb && pb.done);\n\
+             var n = performance.getEntriesByType('resource').length;\n\
+             var grace = loaded && performance.now() - nav.loadEventEnd > {AFTER_LOAD_GRACE_MS};\n\
+             if (loaded && done && (n >= want || grace)) resolve(true); else setTimeout(check, 10);\n\
+           }})();\n\
+         }})"
+    )
+}
+
+/// The timing entries and the page's result, as one JSON string.
+pub const TIMING_ENTRIES: &str = "JSON.stringify({ timeOrigin: performance.timeOrigin, \
+    nav: performance.getEntriesByType('navigation')[0] || null, \
+    res: performance.getEntriesByType('resource'), \
+    pb: window.__pagebench || null })";
+
+/// Puts what [`TIMING_ENTRIES`] returned into `obs` (whatever exists, also after a timeout).
+pub fn read_timing_entries(v: &Value, obs: &mut Observation) {
+    let Some(Ok(v)) = v.as_str().map(serde_json::from_str::<Value>) else {
+        return;
+    };
+    obs.time_origin = v["timeOrigin"].as_f64();
+    obs.navigation = Some(v["nav"].clone()).filter(|n| !n.is_null());
+    obs.resources = v["res"].as_array().cloned().unwrap_or_default();
+    obs.page_result = Some(v["pb"].clone()).filter(|p| !p.is_null());
+}
+
+/// Reads the buffered paint entries after a frame (so the last paints are reported). A buffered
+/// observer hands over what the browser kept; `takeRecords` makes it synchronous.
+pub const PAINT_ENTRIES: &str = r#"new Promise(function (resolve) {
+  function take(type) {
+    try {
+      var po = new PerformanceObserver(function () {});
+      po.observe({ type: type, buffered: true });
+      var r = po.takeRecords();
+      po.disconnect();
+      return r;
+    } catch (e) { return []; }
+  }
+  function selector(el) {
+    var parts = [];
+    while (el && el.nodeType === 1 && el !== document.documentElement) {
+      var s = el.tagName.toLowerCase();
+      if (el.id) { parts.unshift(s + '#' + el.id); break; }
+      var p = el.parentElement;
+      if (p && p.tagName !== 'HTML') {
+        var same = Array.prototype.filter.call(p.children, function (c) { return c.tagName === el.tagName; });
+        if (same.length > 1) s += ':nth-of-type(' + (same.indexOf(el) + 1) + ')';
+      }
+      parts.unshift(s);
+      el = p;
+    }
+    return parts.join(' > ');
+  }
+  function read() {
+    var paint = {};
+    take('paint').forEach(function (e) { paint[e.name] = e.startTime; });
+    var supported = [];
+    try { supported = PerformanceObserver.supportedEntryTypes.slice(); } catch (e) {}
+    resolve(JSON.stringify({
+      supported: supported,
+      firstPaint: paint['first-paint'] || null,
+      firstContentfulPaint: paint['first-contentful-paint'] || null,
+      largestContentfulPaint: take('largest-contentful-paint').map(function (e) {
+        return { startTime: e.startTime, size: e.size, url: e.url || '', selector: selector(e.element) };
+      }),
+      layoutShifts: take('layout-shift').map(function (e) {
+        return { startTime: e.startTime, value: e.value, hadRecentInput: e.hadRecentInput };
+      }),
+      elements: take('element').map(function (e) {
+        return { identifier: e.identifier, renderTime: e.renderTime, loadTime: e.loadTime, url: e.url || '' };
+      })
+    }));
+  }
+  // Paint entries arrive with the frame's presentation, after the load on a fast link: wait
+  // (at most a second) for the first contentful and largest paints, then a frame more.
+  var t0 = performance.now();
+  function has(type) {
+    try { return PerformanceObserver.supportedEntryTypes.indexOf(type) < 0 || take(type).length > 0; }
+    catch (e) { return true; }
+  }
+  // …and for every element Element Timing follows (a late image paints after the load).
+  var tracked = document.querySelectorAll('[elementtiming]').length;
+  var painted = function () {
+    return performance.getEntriesByName('first-contentful-paint').length > 0 &&
+      has('largest-contentful-paint') && take('element').length >= tracked;
+  };
+  (function wait() {
+    if (painted() || performance.now() - t0 > 1000) {
+      var done = false;
+      var once = function () { if (!done) { done = true; read(); } };
+      requestAnimationFrame(function () { setTimeout(once, 0); });
+      setTimeout(once, 200);
+    } else {
+      setTimeout(wait, 20);
+    }
+  })();
+})"#;
+
+/// What [`PAINT_ENTRIES`] returned, when it returned something readable.
+pub fn read_paint_entries(r: anyhow::Result<Value>) -> Option<PaintEntries> {
+    match r {
+        Ok(Value::String(s)) => match serde_json::from_str(&s) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!("unreadable paint entries: {e}");
+                None
+            }
+        },
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!("no paint entries: {e:#}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn timing_entries_fill_the_observation() {
+        let mut obs = Observation::default();
+        let text = json!({"timeOrigin": 1.5e12, "nav": {"loadEventEnd": 5.0},
+                          "res": [{"name": "a"}], "pb": null})
+        .to_string();
+        read_timing_entries(&Value::String(text), &mut obs);
+        assert_eq!(obs.time_origin, Some(1.5e12));
+        assert_eq!(obs.navigation.unwrap()["loadEventEnd"], 5.0);
+        assert_eq!(obs.resources.len(), 1);
+        assert!(obs.page_result.is_none());
+        let mut untouched = Observation::default();
+        read_timing_entries(&json!(null), &mut untouched);
+        assert!(untouched.navigation.is_none());
+    }
+
+    #[test]
+    fn the_load_wait_names_its_counts() {
+        let s = load_finished(50, true);
+        assert!(s.contains("var want = 50, transfer = true;"), "{s}");
+        assert!(s.contains("> 1000"));
+    }
+
+    #[test]
+    fn paint_entries_say_which_types_the_engine_has() {
+        let p = read_paint_entries(Ok(Value::String(
+            json!({"supported": ["paint", "largest-contentful-paint"],
+                   "firstContentfulPaint": 120.0, "largestContentfulPaint": [],
+                   "layoutShifts": [], "elements": []})
+            .to_string(),
+        )))
+        .unwrap();
+        assert_eq!(p.first_contentful_paint, Some(120.0));
+        assert!(!p.supports("layout-shift"));
+        assert!(p.supports("largest-contentful-paint"));
+        assert!(read_paint_entries(Ok(Value::Null)).is_none());
+    }
+}

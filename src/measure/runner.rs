@@ -1,0 +1,1015 @@
+//! One run, start to finish: the testbed's run protocol (a fresh browser in the client
+//! namespace, one load through the emulated link, the server's and the link's view of it), then
+//! [`assemble`] (pure): metrics, validation and the link's gate — one [`RunRecord`]. Errors only when the run could not be attempted at all (or a
+//! signal arrived); every failure of the load itself, of the link or of the server is a
+//! recorded invalid or DNF run.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::config::capacity::{TraceStart, TraceWindow};
+use crate::config::identity::{BrowserId, Phase, ServerId, View};
+use crate::config::profile::Profile;
+use crate::config::protocol::{Protocol, Variant};
+use crate::config::site_archive::distances::AppliedDistance;
+use crate::config::workload::Manifest;
+use crate::evidence::fidelity::ReplayFidelity;
+use crate::evidence::metrics;
+use crate::evidence::run_record::{LinkEvidence, LinkSummary, RunRecord};
+use crate::evidence::validate::{self, ReasonKind, Verdict};
+use crate::link::{self, LinkStats, SelfCheck};
+use crate::measure::fault::FaultInjection;
+use crate::measure::testbed::{LoadRequest, RunParts, Testbed};
+use crate::packets::{CaptureOutcome, CaptureParts};
+use crate::servers::ServerEvidence;
+use crate::support::snmp;
+
+/// Everything that identifies and configures one run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The attempt's id (see [`crate::evidence::run_record::attempt_id`]).
+    pub id: String,
+    pub plan_id: String,
+    pub attempt: u32,
+    pub profile: Profile,
+    pub manifest: Manifest,
+    pub variant: Variant,
+    pub server: ServerId,
+    /// The engine that loads the page (a fresh one per run).
+    pub browser: BrowserId,
+    /// A first visit, or a repeat view (a first navigation in the same browser beforehand).
+    pub view: View,
+    /// What a repeat view does with the HTTP cache between its navigations.
+    pub repeat_cache: crate::config::identity::RepeatCache,
+    pub phase: Phase,
+    pub round: u32,
+    pub position: u32,
+    pub timeout: Duration,
+    pub settle_max: Duration,
+    /// A fault to inject into this run (test hook).
+    pub fault: Option<FaultInjection>,
+    /// Keep the response bodies after the load (`run --har`: a HAR with content).
+    pub keep_bodies: bool,
+    /// Record a screencast of the load (`--visual`).
+    pub visual: Option<crate::evidence::visual::VisualSource>,
+    /// What the run keeps beside its record (`--capture`).
+    pub capture: crate::packets::CaptureSet,
+    /// Tap the link's packets for the head-of-line analysis (always, but in `bench tap`'s
+    /// control arm).
+    pub packet_tap: bool,
+    /// Where a capacity trace starts at the mark (the plan's draw for the round).
+    pub trace_start: TraceStart,
+    /// The lane it ran on when the plan ran on several (`--jobs`).
+    pub lane: Option<crate::evidence::run_record::LaneRun>,
+    /// The seed of the link's random draws during this run (see `LoadRequest::draws`).
+    pub draws: Option<u64>,
+}
+
+impl RunSpec {
+    /// A lone run outside a matrix plan: its own plan id, first attempt, measured, no fault.
+    pub fn single(
+        id: &str,
+        profile: &Profile,
+        manifest: &Manifest,
+        variant: Variant,
+        server: &ServerId,
+        timeout: Duration,
+    ) -> RunSpec {
+        RunSpec {
+            id: id.to_string(),
+            plan_id: id.to_string(),
+            attempt: 1,
+            profile: profile.clone(),
+            manifest: manifest.clone(),
+            variant,
+            server: server.clone(),
+            browser: BrowserId::default(),
+            view: View::First,
+            repeat_cache: Default::default(),
+            phase: Phase::Measure,
+            round: 1,
+            position: 1,
+            timeout,
+            settle_max: Duration::from_secs(3),
+            fault: None,
+            keep_bodies: false,
+            visual: None,
+            capture: crate::packets::CaptureSet::none(),
+            packet_tap: true,
+            trace_start: TraceStart::default(),
+            lane: None,
+            draws: None,
+        }
+    }
+}
+
+pub use crate::measure::testbed::page_url;
+
+fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
+    let drops = |d: &crate::link::DirectionStats| {
+        d.dropped_loss
+            + d.dropped_queue
+            + d.dropped_not_for_peer
+            + d.dropped_aqm
+            + d.dropped_outage
+            + d.dropped_nat
+    };
+    LinkSummary {
+        bytes_up: stats.up.bytes_in,
+        bytes_down: stats.down.bytes_in,
+        packets_up: stats.up.packets_in,
+        packets_down: stats.down.packets_in,
+        drops_up: drops(&stats.up),
+        drops_down: drops(&stats.down),
+        lateness_p99_up_us: stats.up.lateness.p99_us,
+        lateness_p99_down_us: stats.down.lateness.p99_us,
+        model_rtt_ms: check.model_rtt_ms,
+        achieved_rtt_ms: check.achieved_rtt_ms,
+        offered_rtt_ms: check.offered_rtt_ms,
+        achieved_loss_up_pct: check.up.measured_loss_pct,
+        achieved_loss_down_pct: check.down.measured_loss_pct,
+        tun_tx_dropped: stats.up.tun_tx_dropped + stats.down.tun_tx_dropped,
+        self_check_warnings: check.warnings.clone(),
+    }
+}
+
+/// Performs one run on the testbed (whose link must already have `spec.profile`) in a fresh
+/// browser of `spec.browser`: the testbed's run protocol, then the record assembled from its
+/// parts.
+pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
+    let parts = tb.run(&load_request(spec))?;
+    Ok(assemble(spec, parts))
+}
+
+/// The load a run spec asks the testbed for.
+pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
+    LoadRequest {
+        server: &spec.server,
+        browser: spec.browser,
+        variant: spec.variant,
+        manifest: &spec.manifest,
+        timeout: spec.timeout,
+        settle_max: spec.settle_max,
+        fault: spec.fault.as_ref(),
+        keep_bodies: spec.keep_bodies,
+        visual: spec.visual,
+        capture: &spec.capture,
+        packet_tap: spec.packet_tap,
+        repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
+        trace_start: spec.trace_start,
+        draws: spec.draws,
+    }
+}
+
+/// The visual evidence (frame times made relative to navigation start) and the frames' images,
+/// when the run recorded its screen (with `source`).
+fn visual_of(
+    source: crate::evidence::visual::VisualSource,
+    obs: &crate::evidence::metrics::Observation,
+) -> (
+    Option<crate::evidence::visual::VisualEvidence>,
+    Vec<Vec<u8>>,
+) {
+    if let Some(error) = obs.frames_error.clone().filter(|_| obs.frames.is_empty()) {
+        let failed = crate::evidence::visual::VisualEvidence {
+            source,
+            metrics: None,
+            frames: Vec::new(),
+            error: Some(error),
+        };
+        return (Some(failed), Vec::new());
+    }
+    let Some(origin) = obs.time_origin.filter(|_| !obs.frames.is_empty()) else {
+        return (None, Vec::new());
+    };
+    let frames: Vec<(f64, &[u8])> = obs
+        .frames
+        .iter()
+        .map(|f| (f.timestamp * 1000.0 - origin, f.jpeg.as_slice()))
+        .collect();
+    let evidence = crate::evidence::visual::evidence(source, &frames);
+    (
+        evidence,
+        obs.frames.iter().map(|f| f.jpeg.clone()).collect(),
+    )
+}
+
+/// The record of one run from its parts (pure): metrics derived from the browser's
+/// observation, the load validated against the manifest and the server's view, the primed
+/// check, the link's gate and a stopped server as invalid reasons.
+pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
+    let variant = spec.variant;
+    let kind = spec.manifest.workload.kind.clone();
+    let RunParts {
+        started_at,
+        url,
+        observation: obs,
+        end,
+        browser,
+        browser_version,
+        browser_confinement,
+        overhead,
+        server,
+        server_exit,
+        link_stats,
+        counters_before: (snmp_c0, snmp_s0),
+        counters_after: (snmp_c1, snmp_s1),
+        machine,
+        contention,
+        wall_ms,
+        capture,
+    } = parts;
+    let disruption = disruption_of(&link_stats, &capture, &server);
+    let captured = finish_capture(spec, capture);
+    let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
+    let (visual, frame_images) = visual_of(spec.visual.unwrap_or_default(), &obs);
+    add_visual_metrics(&mut metrics, visual.as_ref());
+    let client = snmp::delta(&snmp_c0, &snmp_c1);
+    let (stats, check) = gate_link(spec, link_stats);
+    let verdict = judge(
+        spec,
+        &RunSide {
+            obs: &obs,
+            end: &end,
+            server: &server,
+            metrics: &metrics,
+            capture_warnings: &capture_warnings(&captured),
+            client: &client,
+            link: &check,
+            server_exit: server_exit.as_deref(),
+        },
+    );
+    let viewpoints = if server.views.is_some() { 3 } else { 2 };
+    let link = stats.as_ref().map(|s| link_summary(s, &check));
+    let trace = stats.as_ref().and_then(|s| trace_window(spec, s));
+    let snmp = Some(snmp::NamespaceDeltas {
+        client,
+        server: snmp::delta(&snmp_s0, &snmp_s1),
+    });
+    let round_trips = round_trips_of(
+        spec,
+        &obs,
+        &metrics,
+        &resources,
+        &server,
+        &captured,
+        &stats,
+        link.as_ref(),
+        trace.as_ref(),
+    );
+    let wire = wire_on_navigation(captured.wire, &obs, captured.sends.as_ref());
+    let mut resources = resources;
+    if let Some(w) = &wire {
+        metrics::add_server_sends(&mut resources, w);
+    }
+    let (replay_fidelity, site_distances) =
+        replayed_site(spec, &server, &verdict, &obs, round_trips.as_ref());
+    RunRecord {
+        id: spec.id.clone(),
+        plan_id: spec.plan_id.clone(),
+        attempt: spec.attempt,
+        started_at,
+        protocol: recorded_protocol(spec),
+        h3_mode: variant.h3_mode,
+        variant,
+        workload: spec.manifest.workload.name.clone(),
+        profile: spec.profile.name.clone(),
+        server: spec.server.clone(),
+        browser,
+        browser_version,
+        browser_confinement,
+        engine_tells: crate::measure::browser::engine(spec.browser)
+            .ok()
+            .map(|e| e.tells.clone()),
+        view: spec.view,
+        phase: spec.phase,
+        round: spec.round,
+        position: spec.position,
+        url,
+        outcome: verdict.outcome,
+        reasons: verdict.reasons,
+        warnings: verdict.warnings,
+        replay_fidelity,
+        browser_initiated: verdict.browser_initiated,
+        site_distances,
+        viewpoints,
+        end,
+        metrics,
+        resources,
+        overhead,
+        wall_ms,
+        machine,
+        contention: Some(contention),
+        trace,
+        link,
+        transport: server.summary,
+        snmp,
+        server_requests: server.views.unwrap_or_default(),
+        observation: obs,
+        link_stats: Some(LinkEvidence {
+            stats,
+            self_check: Some(check),
+        }),
+        server_transport: server.transport,
+        server_log: server.log,
+        visual,
+        frame_images,
+        hol: captured.hol,
+        wire,
+        lane: spec.lane,
+        link_draws: spec.draws,
+        round_trips,
+        handshakes: captured.handshakes,
+        disruption,
+        captures: captured.files.iter().map(|f| f.reference()).collect(),
+        capture_files: captured.files,
+    }
+}
+
+/// A replayed site's run: how close it came to the recording (where the server keeps a log:
+/// every replay, the embedded server serves sites) and where each origin sat.
+fn replayed_site(
+    spec: &RunSpec,
+    server: &ServerEvidence,
+    verdict: &Verdict,
+    obs: &metrics::Observation,
+    round_trips: Option<&crate::evidence::round_trips::RoundTrips>,
+) -> (Option<ReplayFidelity>, Option<Vec<AppliedDistance>>) {
+    let Some(site) = spec.manifest.site.as_ref() else {
+        return (None, None);
+    };
+    let tells_connections =
+        crate::measure::browser::engine(spec.browser).is_ok_and(|e| e.tells.connections);
+    let fidelity = server.views.as_deref().map(|views| {
+        crate::evidence::fidelity::of(
+            site,
+            &crate::evidence::fidelity::ReplayEvidence {
+                views,
+                browser_initiated: &verdict.browser_initiated,
+                network: tells_connections.then_some(obs.network.requests.as_slice()),
+                critical_path: round_trips
+                    .map(|r| r.steps.iter().map(|s| s.path.as_str()).collect()),
+            },
+        )
+    });
+    (fidelity, site.applied_distances(&spec.profile))
+}
+
+/// The wire's streams with the navigation's start on their clock.
+fn wire_on_navigation(
+    wire: Option<crate::packets::WireEvidence>,
+    obs: &metrics::Observation,
+    sends: Option<&crate::packets::flights::Sends>,
+) -> Option<crate::packets::WireEvidence> {
+    let mut wire = wire?;
+    wire.navigation_ms = obs.navigation.as_ref().zip(sends).and_then(|(nav, sends)| {
+        crate::evidence::round_trips::navigation_on_trace_ms(
+            &metrics::EntryTiming::parse(nav),
+            sends,
+        )
+    });
+    Some(wire)
+}
+
+/// The run's headline in round trips (`round_trips`): its critical path from what the browser
+/// saw, the server's own times from its log, the flights from the link's packets, and the link
+/// as it delivered the profile (its offered RTT, median queueing, the rate or the trace's).
+#[allow(clippy::too_many_arguments)]
+fn round_trips_of(
+    spec: &RunSpec,
+    obs: &metrics::Observation,
+    m: &metrics::RunMetrics,
+    resources: &[metrics::ResourceMetrics],
+    server: &ServerEvidence,
+    captured: &CaptureOutcome,
+    stats: &Option<LinkStats>,
+    link: Option<&LinkSummary>,
+    trace: Option<&TraceWindow>,
+) -> Option<crate::evidence::round_trips::RoundTrips> {
+    let navigation = metrics::EntryTiming::parse(obs.navigation.as_ref()?);
+    let queue_ms = stats.as_ref().map_or(0.0, |s| {
+        [&s.down.queue_delay, &s.up.queue_delay]
+            .iter()
+            .filter_map(|q| q.as_ref().map(|q| q.median_us / 1000.0))
+            .fold(0.0, |a, b| a + b)
+    });
+    let server_ms = server
+        .views
+        .iter()
+        .flatten()
+        .filter_map(|v| v.server_ms.map(|ms| (v.path.clone(), ms)))
+        .collect();
+    crate::evidence::round_trips::account(&crate::evidence::round_trips::Inputs {
+        navigation: &navigation,
+        resources,
+        headline_ms: m.completion_ms?,
+        rtt_ms: link
+            .and_then(|l| l.offered_rtt_ms)
+            .unwrap_or(spec.profile.rtt_ms),
+        queue_ms,
+        down_mbit: trace
+            .and_then(|t| t.down.as_ref().map(|d| d.mbit))
+            .or(spec.profile.down_mbit),
+        server_ms: &server_ms,
+        sends: captured.sends.as_ref(),
+    })
+}
+
+/// What the profile's disruptions (events, competing flows) did to the load, seen by the link,
+/// its packets and the server's connections; None on a profile without any, or when the
+/// link's counters could not be read.
+fn disruption_of(
+    link_stats: &Result<LinkStats>,
+    capture: &CaptureParts,
+    server: &ServerEvidence,
+) -> Option<crate::evidence::disruption::Disruption> {
+    link_stats.as_ref().ok().and_then(|s| {
+        crate::evidence::disruption::analyse(
+            s.events.as_ref(),
+            &s.cross,
+            capture.trace.as_ref(),
+            server.transport.as_deref(),
+            s.elapsed_s * 1e3,
+        )
+    })
+}
+
+/// The run's captures analysed (head-of-line blocking, handshakes) and the files `--capture`
+/// asked for, described as this run's.
+fn finish_capture(spec: &RunSpec, capture: CaptureParts) -> CaptureOutcome {
+    crate::packets::finish(
+        capture,
+        &spec.capture,
+        &format!(
+            "pagebench run {}: {} over {} on {}",
+            spec.id, spec.manifest.workload.name, spec.variant, spec.profile.name
+        ),
+    )
+}
+
+/// The capture's warnings, as the verdict's (each says it is the capture's).
+fn capture_warnings(captured: &CaptureOutcome) -> Vec<String> {
+    captured
+        .warnings
+        .iter()
+        .map(|w| format!("capture: {w}"))
+        .collect()
+}
+
+/// The screencast's visual metrics, when it yielded any, join the run's metrics.
+fn add_visual_metrics(
+    metrics: &mut metrics::RunMetrics,
+    visual: Option<&crate::evidence::visual::VisualEvidence>,
+) {
+    if let Some(m) = visual.and_then(|v| v.metrics.as_ref()) {
+        metrics.speed_index_ms = Some(m.speed_index_ms);
+        metrics.visual_complete_ms = Some(m.visual_complete_ms);
+        metrics.first_visual_change_ms = m.first_visual_change_ms;
+    }
+}
+
+/// The run's protocol: the variant's, or as recorded, the protocol the page itself came over.
+fn recorded_protocol(spec: &RunSpec) -> Protocol {
+    let variant = spec.variant;
+    match &spec.manifest.site {
+        Some(site) if variant.as_recorded => site.page_protocol().unwrap_or(variant.protocol),
+        _ => variant.protocol,
+    }
+}
+
+/// What the checks judge beside the run's plan: the load, the server, the metrics, the
+/// capture, the client's counters, the link's self-check and a stopped server.
+struct RunSide<'a> {
+    obs: &'a metrics::Observation,
+    end: &'a validate::LoadEnd,
+    server: &'a crate::servers::ServerEvidence,
+    metrics: &'a metrics::RunMetrics,
+    capture_warnings: &'a [String],
+    client: &'a snmp::Delta,
+    link: &'a SelfCheck,
+    server_exit: Option<&'a str>,
+}
+
+/// The run's verdict: every check of `validate::CHECKS` over its evidence.
+fn judge(spec: &RunSpec, side: &RunSide) -> validate::Verdict {
+    let variant = spec.variant;
+    let expected = if variant.as_recorded {
+        validate::Expected::AsRecorded
+    } else {
+        validate::Expected::All(variant.protocol.alpn())
+    };
+    // What the browser's namespace opened, and what the server accepted where it counts.
+    let server_tcp = side
+        .server
+        .summary
+        .as_ref()
+        .map_or(0, |t| t.tcp_connections);
+    let tcp_opened = (side.client.tcp_active_opens.max(0) as u64).max(server_tcp);
+    validate::validate(&validate::RunEvidence {
+        expected,
+        manifest: &spec.manifest,
+        observation: side.obs,
+        end: side.end,
+        server_log: side.server.views.as_deref(),
+        run_id: &spec.id,
+        metrics: side.metrics,
+        h3_mode: variant.h3_mode,
+        tcp_opened,
+        link_faults: &side.link.faults,
+        server_exit: side.server_exit,
+        capture_warnings: side.capture_warnings,
+    })
+}
+
+/// The link's self-check: counters that cannot be read mean the emulator stopped during the
+/// load (the `link_gate` check turns its faults into reasons).
+fn gate_link(spec: &RunSpec, link_stats: Result<LinkStats>) -> (Option<LinkStats>, SelfCheck) {
+    match link_stats {
+        Ok(s) => {
+            let check = link::self_check(&s, &spec.profile);
+            (Some(s), check)
+        }
+        Err(e) => (
+            None,
+            link::link_stats::stopped_check(&spec.profile, format!("{e:#}")),
+        ),
+    }
+}
+
+/// What a trace profile offered during the load.
+fn trace_window(spec: &RunSpec, s: &LinkStats) -> Option<TraceWindow> {
+    fn trace(
+        t: &Option<crate::config::profile::TraceFile>,
+    ) -> Option<&crate::config::capacity::CapacityTrace> {
+        t.as_ref().and_then(|t| t.trace()).map(|t| &**t)
+    }
+    TraceWindow::of(
+        trace(&spec.profile.down_trace),
+        trace(&spec.profile.up_trace),
+        spec.trace_start,
+        (s.elapsed_s * 1e9) as u64,
+    )
+}
+
+/// One run that counts: [`run_once`], run again (up to `retry_invalid` times) while it fails
+/// as a measurement — as the matrix does — on a testbed the caller keeps. Returns every attempt,
+/// the counted one last.
+pub fn run_counted(tb: &mut Testbed, spec: &RunSpec, retry_invalid: u32) -> Result<Vec<RunRecord>> {
+    let mut attempts = Vec::new();
+    for attempt in 1..=retry_invalid + 1 {
+        let this = RunSpec {
+            id: crate::evidence::run_record::attempt_id(&spec.plan_id, attempt),
+            attempt,
+            fault: spec.fault.clone().filter(|_| attempt == 1),
+            ..spec.clone()
+        };
+        let rec = run_once(tb, &this)?;
+        let again = rec.is_measurement_failure();
+        attempts.push(rec);
+        if !again {
+            break;
+        }
+    }
+    Ok(attempts)
+}
+
+/// The lines of a run's disruptions: events, stalls, connections, competing flows.
+fn describe_disruption(d: &crate::evidence::disruption::Disruption) -> String {
+    let mut s = String::new();
+    let mut events: Vec<String> = d
+        .outages_ms
+        .iter()
+        .map(|[a, b]| format!("outage {a:.0}–{b:.0} ms"))
+        .collect();
+    if let Some(r) = d.rebind_at_ms {
+        events.push(format!("NAT rebinding at {r:.0} ms"));
+    }
+    if !events.is_empty() || d.stall.is_some() {
+        s.push_str(&format!(
+            "  disruptions: {}{}
+",
+            if events.is_empty() {
+                "none".to_string()
+            } else {
+                events.join(", ")
+            },
+            d.stall.map_or(String::new(), |st| format!(
+                " · longest stall {:.0} ms ({:.0}–{:.0} ms)",
+                st.ms, st.from_ms, st.to_ms
+            ))
+        ));
+    }
+    for e in &d.event_stalls {
+        if let Some(st) = e.stall {
+            s.push_str(&format!(
+                "    {} at {:.0} ms: no data for {:.0} ms around it\n",
+                e.event, e.at_ms, st.ms
+            ));
+        }
+    }
+    if let Some(r) = &d.rebind {
+        s.push_str(&format!(
+            "  connections at the rebinding (server view): {} open, {} survived (migrated), {} broken, {} unused; {} opened after\n",
+            r.open_at_rebind, r.survived, r.broken, r.unused, r.opened_after
+        ));
+    }
+    if !d.cross.is_empty() {
+        let total: u64 = d.cross.iter().map(|c| c.bytes).sum();
+        s.push_str(&format!(
+            "  competing flows: {} × {} {}, {} B during the load ({})\n",
+            d.cross.len(),
+            d.cross[0].protocol,
+            d.cross[0].direction,
+            total,
+            d.cross
+                .iter()
+                .map(|c| c.bytes.to_string())
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+    }
+    s
+}
+
+/// The human summary of one run: what loaded and how fast, what the connections and the
+/// network did, how the protocol was checked, the link, and the machine.
+pub fn describe(rec: &RunRecord) -> String {
+    let mut s = describe_load(rec);
+    s.push_str(&describe_connections(rec));
+    if let Some(d) = &rec.disruption {
+        s.push_str(&describe_disruption(d));
+    }
+    s.push_str(&describe_protocol(rec));
+    s.push_str(&describe_link(rec));
+    s.push_str(&describe_machine(rec));
+    s
+}
+
+/// A figure with one decimal, or a dash.
+fn one_decimal(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
+}
+
+/// The run's header, its reasons and warnings, and its load's figures.
+fn describe_load(rec: &RunRecord) -> String {
+    let f = one_decimal;
+    let m = &rec.metrics;
+    let mut s = format!(
+        "{} · {} {} on {} ({}, {}) · {}\n",
+        rec.id,
+        rec.variant,
+        rec.workload,
+        rec.profile,
+        rec.server,
+        rec.browser_version
+            .clone()
+            .unwrap_or_else(|| rec.browser.label()),
+        rec.outcome.name().to_uppercase()
+    );
+    for r in &rec.reasons {
+        s.push_str(&format!("  ✗ {}: {}\n", r.kind.name(), r.detail));
+    }
+    for w in &rec.warnings {
+        s.push_str(&format!("  ! {w}\n"));
+    }
+    s.push_str(&format!(
+        "  completion {} ms (loadEventEnd {}) · connect {} ms ({} RTT) · queueing median {} / p95 {} ms · TTFB median {} ms\n",
+        f(m.completion_ms),
+        f(m.load_event_end_ms),
+        f(m.nav_connect_ms),
+        f(m.handshake_rtts),
+        f(m.queueing_median_ms),
+        f(m.queueing_p95_ms),
+        f(m.ttfb_median_ms)
+    ));
+    let connections = (crate::evidence::metric_registry::CONNECTIONS.derive)(rec).map_or_else(
+        || "connections unknown".into(),
+        |n| format!("over {n} connection(s)"),
+    );
+    s.push_str(&format!(
+        "  {} resources {connections} · on-wire mid {} / peak {}",
+        m.resources,
+        m.onwire_mid
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "—".into()),
+        m.onwire_peak
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "—".into()),
+    ));
+    if let Some(g) = m.goodput_mbit {
+        s.push_str(&format!(
+            " · goodput {g:.1} Mbit/s over {} ms",
+            f(m.transfer_ms)
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+/// A repeat view's first navigation, the TLS handshakes and head-of-line blocking.
+fn describe_connections(rec: &RunRecord) -> String {
+    let f = one_decimal;
+    let mut s = String::new();
+    if let Some(fv) = &rec.observation.first_view {
+        let protocols: Vec<String> = fv
+            .protocols
+            .iter()
+            .map(|(p, n)| format!("{n} over {p}"))
+            .collect();
+        s.push_str(&format!(
+            "  repeat view: the first navigation (not measured) loaded in {} ms, {}; then every connection closed, the HTTP cache {}\n",
+            f(fv.load_event_end_ms),
+            protocols.join(", "),
+            if fv.cache_kept { "kept" } else { "cleared" }
+        ));
+    }
+    if let Some(h) = rec
+        .handshakes
+        .as_ref()
+        .filter(|h| !h.connections.is_empty())
+    {
+        s.push_str(&format!(
+            "  handshakes: {} connection(s), {} resumed, {} with 0-RTT accepted ({} request(s) sent in 0-RTT)\n",
+            h.connections.len(),
+            h.resumed(),
+            h.zero_rtt_accepted(),
+            h.early_requests()
+        ));
+    }
+    if let Some(h) = &rec.hol {
+        for (name, side) in [("TCP", &h.tcp), ("QUIC", &h.quic)] {
+            let Some(side) = side else { continue };
+            s.push_str(&format!(
+                "  head-of-line ({name}): {} B blocked behind {} hole(s) for {:.1} ms in all{} · {} of their packets dropped\n",
+                side.blocked_bytes,
+                side.episodes_total,
+                side.blocked_ms,
+                if name == "QUIC" {
+                    format!(", {} B of other streams passed them", side.unblocked_bytes)
+                } else {
+                    String::new()
+                },
+                side.drops.total()
+            ));
+        }
+    }
+    s
+}
+
+/// Which viewpoints agreed on the protocol.
+fn describe_protocol(rec: &RunRecord) -> String {
+    let proto_ok = rec.reasons.iter().all(|r| {
+        !matches!(
+            r.kind,
+            ReasonKind::ProtocolMismatch
+                | ReasonKind::CdpProtocolMismatch
+                | ReasonKind::ServerProtocolMismatch
+        )
+    });
+    let devtools = rec
+        .engine_tells
+        .as_ref()
+        .map_or("DevTools", |e| e.devtools.as_ref());
+    if rec.viewpoints >= 3 {
+        format!(
+            "  protocol {}: Resource Timing, {devtools} and the server log ({} requests) {}\n",
+            rec.protocol,
+            rec.server_requests.len(),
+            if proto_ok { "agree" } else { "DISAGREE" }
+        )
+    } else {
+        format!(
+            "  protocol {}: {} viewpoints only (Resource Timing and {devtools}) {}\n",
+            rec.protocol,
+            rec.viewpoints,
+            if proto_ok { "agree" } else { "DISAGREE" }
+        )
+    }
+}
+
+/// What the link achieved against its model, and its gate.
+fn describe_link(rec: &RunRecord) -> String {
+    let mut s = String::new();
+    if let Some(l) = &rec.link {
+        let gate = rec
+            .link_stats
+            .as_ref()
+            .and_then(|e| e.self_check.as_ref())
+            .map_or("no self-check", |c| {
+                if c.ok {
+                    "delivered the profile"
+                } else {
+                    "FAILED its gate"
+                }
+            });
+        s.push_str(&format!(
+            "  link ({gate}): RTT {:.2} ms achieved / {:.2} ms intended by the model · {} B up / {} B down, {} / {} packets, emulator drops {} / {}, lateness p99 {:.0} / {:.0} µs{}\n",
+            l.achieved_rtt_ms,
+            l.model_rtt_ms,
+            l.bytes_up,
+            l.bytes_down,
+            l.packets_up,
+            l.packets_down,
+            l.drops_up,
+            l.drops_down,
+            l.lateness_p99_up_us,
+            l.lateness_p99_down_us,
+            if l.self_check_warnings.is_empty() { String::new() } else { format!(" · {}", l.self_check_warnings.join("; ")) }
+        ));
+    }
+    s
+}
+
+/// The server's transport, the run's overhead, the machine's contention and a trace's offer.
+fn describe_machine(rec: &RunRecord) -> String {
+    let f = one_decimal;
+    let mut s = String::new();
+    if let Some(t) = &rec.transport {
+        s.push_str(&format!(
+            "  server transport: {} TCP conn ({} retransmits), {} QUIC conn ({} lost packets, {} congestion events), RTT {} ms\n",
+            t.tcp_connections,
+            t.tcp_retransmits,
+            t.quic_connections,
+            t.quic_lost_packets,
+            t.quic_congestion_events,
+            f(t.server_rtt_ms)
+        ));
+    }
+    s.push_str(&format!(
+        "  overhead: launch {:.0} ms, settle {:.0} ms{}, teardown {:.0} ms, whole run {:.0} ms · load {:.2}, steal {:.1} ms\n",
+        rec.overhead.launch_ms,
+        rec.overhead.settle_ms,
+        if rec.overhead.settled { "" } else { " (cap hit)" },
+        rec.overhead.teardown_ms,
+        rec.wall_ms,
+        rec.machine.load1,
+        rec.machine.steal_ms
+    ));
+    if let Some(c) = &rec.contention {
+        s.push_str(&format!("  contention: {}\n", c.describe()));
+    }
+    if let Some(t) = &rec.trace {
+        let dir = |name: &str, o: Option<crate::config::capacity::Offered>| {
+            o.map(|o| format!("{name} {:.2} Mbit/s from {:.0} ms", o.mbit, o.offset_ms))
+        };
+        let parts: Vec<String> = [dir("down", t.down), dir("up", t.up)]
+            .into_iter()
+            .flatten()
+            .collect();
+        s.push_str(&format!("  trace offered: {}\n", parts.join(", ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::identity::BrowserId;
+    use crate::config::protocol::{H3Mode, Protocol};
+    use crate::evidence::metrics::tests::fixture;
+    use crate::evidence::run_record::BrowserOverhead;
+    use crate::evidence::validate::tests::{manifest_of, server_view};
+    use crate::evidence::validate::{LoadEnd, Outcome};
+    use crate::link::DirectionStats;
+    use crate::servers::ServerEvidence;
+    use crate::support::sysinfo::MachineSample;
+
+    /// One direction of a link that delivered a 40 ms RTT profile exactly.
+    fn quiet(n: u64) -> DirectionStats {
+        DirectionStats {
+            packets_in: n,
+            packets_out: n,
+            bytes_in: n * 1000,
+            mean_intended_ms: 20.0,
+            mean_delay_ms: 20.02,
+            ..DirectionStats::default()
+        }
+    }
+
+    fn profile() -> Profile {
+        Profile::simple("wired", 40.0, 0.0, 0.0)
+    }
+
+    /// The parts of a recorded h2 page10 load on a quiet link, with the server's log agreeing.
+    fn parts(spec: &RunSpec) -> RunParts {
+        let obs = fixture("h2-page10");
+        RunParts {
+            started_at: "2026-12-01T00:00:00.000Z".into(),
+            url: page_url(443, &spec.manifest),
+            server: ServerEvidence {
+                views: Some(server_view(&obs, "h2")),
+                ..ServerEvidence::default()
+            },
+            observation: obs,
+            end: LoadEnd::Completed,
+            browser: BrowserId::default(),
+            browser_version: Some("Chromium 156".into()),
+            browser_confinement: None,
+            overhead: BrowserOverhead {
+                launch_ms: 300.0,
+                ..BrowserOverhead::default()
+            },
+            server_exit: None,
+            link_stats: Ok(LinkStats {
+                profile: "wired".into(),
+                elapsed_s: 1.0,
+                up: quiet(1000),
+                down: quiet(1000),
+                ..LinkStats::default()
+            }),
+            counters_before: Default::default(),
+            counters_after: Default::default(),
+            machine: MachineSample::default(),
+            contention: Default::default(),
+            wall_ms: 1234.0,
+            capture: Default::default(),
+        }
+    }
+
+    fn spec(variant: Variant) -> RunSpec {
+        let manifest = manifest_of(&fixture("h2-page10"), "page10");
+        RunSpec::single(
+            "wired-page10-h2-r1",
+            &profile(),
+            &manifest,
+            variant,
+            &ServerId::new("embedded"),
+            Duration::from_secs(60),
+        )
+    }
+
+    fn h2() -> Variant {
+        Variant::new(Protocol::H2, H3Mode::Forced)
+    }
+
+    #[test]
+    fn a_recorded_load_on_a_quiet_link_is_a_valid_record_with_three_viewpoints() {
+        let s = spec(h2());
+        let rec = assemble(&s, parts(&s));
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 3);
+        assert_eq!(
+            (rec.id.as_str(), rec.variant, rec.server.as_str()),
+            ("wired-page10-h2-r1", Variant::H2, "embedded")
+        );
+        assert_eq!(rec.browser, BrowserId::default());
+        assert_eq!(rec.url, "https://pagebench.test/page10/index.html");
+        assert!(rec.metrics.completion_ms.is_some());
+        assert_eq!(rec.resources.len(), rec.observation.resources.len());
+        let link = rec.link.as_ref().unwrap();
+        assert_eq!((link.packets_up, link.bytes_down), (1000, 1_000_000));
+        assert!(rec.link_stats.unwrap().self_check.unwrap().ok);
+        assert_eq!((rec.wall_ms, rec.overhead.launch_ms), (1234.0, 300.0));
+        assert_eq!(rec.server_requests.len(), 11);
+    }
+
+    #[test]
+    fn without_a_server_log_the_record_says_it_had_two_viewpoints() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.server.views = None;
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Valid, "{:?}", rec.reasons);
+        assert_eq!(rec.viewpoints, 2);
+        assert!(
+            rec.warnings[0].starts_with("2 viewpoints"),
+            "{:?}",
+            rec.warnings
+        );
+    }
+
+    #[test]
+    fn a_stopped_link_or_server_makes_a_measurement_failure() {
+        let s = spec(h2());
+        let mut p = parts(&s);
+        p.link_stats = Err(anyhow::anyhow!("the emulator is gone"));
+        let rec = assemble(&s, p);
+        assert_eq!(rec.outcome, Outcome::Invalid);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Link);
+        assert!(rec.reasons[0].detail.contains("the emulator is gone"));
+        assert!(rec.link.is_none() && rec.is_measurement_failure());
+        let mut p = parts(&s);
+        p.server_exit = Some("caddy exited (signal 9)".into());
+        let rec = assemble(&s, p);
+        assert_eq!(rec.reasons[0].kind, ReasonKind::Server);
+        assert!(rec.is_measurement_failure());
+    }
+
+    #[test]
+    fn a_primed_load_that_opened_tcp_is_not_primed() {
+        let s = spec(Variant::new(Protocol::H3, H3Mode::Primed));
+        let mut p = parts(&s);
+        p.counters_before.0.insert("Tcp.ActiveOpens".into(), 5);
+        p.counters_after.0.insert("Tcp.ActiveOpens".into(), 7);
+        let rec = assemble(&s, p);
+        assert_eq!(rec.variant, "h3-primed");
+        assert!(
+            rec.reasons.iter().any(|r| r.kind == ReasonKind::NotPrimed
+                && r.detail.contains("opened 2 TCP connection(s)")),
+            "{:?}",
+            rec.reasons
+        );
+        assert_eq!(rec.snmp.unwrap().client.tcp_active_opens, 2);
+    }
+}
