@@ -1,5 +1,7 @@
-//! Assembling the report document (pure): header, how to read, warnings, the study's tables,
-//! the breakdown, the sweep, uploads, servers, charts and the appendix, in reading order.
+//! Assembling the report document (pure), in reading order: the answer first (the findings and
+//! the overview chart), then its details (the study's tables, the breakdown, where the time
+//! went, the sweep, uploads, servers, distributions, every series), then how the runs were made
+//! (setup, how to read, warnings, what the counted runs leave out, the machine).
 
 use crate::config::protocol::Variant;
 use crate::evidence::engine_tells::EngineTells;
@@ -335,12 +337,7 @@ pub fn document(
     };
     let mut tables: Vec<Table> = Vec::new();
     doc.para(opening(data));
-    setup_and_warnings(&mut doc, &mut tables, data, warnings);
-    super::left_out::section(&mut doc, data, &mut tables);
-    doc.heading(2, "Overview", "overview");
-    figures_where(&mut doc, charts, |c| {
-        matches!(c.data, ChartData::Heatmap(_))
-    });
+    answer(&mut doc, data, charts, warnings, diagnosis);
     study_and_breakdown(&mut doc, &mut tables, data, charts);
     round_trips(&mut doc, &mut tables, data, diagnosis);
     measured_sections(&mut doc, &mut tables, data, charts);
@@ -355,9 +352,34 @@ pub fn document(
         matches!(c.data, ChartData::Cdf(_)) && !is_visual(c)
     });
     every_series(&mut doc, &mut tables, data);
+    // How the runs were made, and what to read with care, after the answer and its details.
+    setup_and_warnings(&mut doc, &mut tables, data, warnings);
+    super::left_out::section(&mut doc, data, &mut tables);
     runs_and_machines(&mut doc, &mut tables, data);
     problem_runs(&mut doc, data);
     (doc, tables)
+}
+
+/// The report's first screen: the findings in a few sentences and the overview chart.
+fn answer(
+    doc: &mut Document,
+    data: &ReportData,
+    charts: &[PlacedChart],
+    warnings: &[String],
+    diagnosis: Option<&crate::diagnosis::slow_transfers::Diagnosis>,
+) {
+    doc.heading(2, "The answer", "overview");
+    doc.blocks.push(Block::List(super::findings::findings(
+        data,
+        diagnosis,
+        warnings.len(),
+    )));
+    figures_where(doc, charts, |c| matches!(c.data, ChartData::Heatmap(_)));
+    doc.para(
+        "The details follow: the study's tables and the breakdowns, where the time went, every \
+series; then the setup, how to read the tables, the warnings, what the counted runs leave out \
+and the machine during the run.",
+    );
 }
 
 /// Appends `found` to the document and the table list.

@@ -10,6 +10,7 @@ pub mod chart_data;
 pub mod doc;
 pub mod draw;
 pub mod filmstrip;
+pub mod findings;
 pub mod glyph;
 pub mod left_out;
 pub mod machine_load;

@@ -147,3 +147,35 @@ fn a_planted_module_or_file_is_caught() {
     assert!(exists_in_tree("runner.rs") && exists_in_tree("execute.rs"));
     assert!(exists_in_tree("reference/access_log.rs") && exists_in_tree("tests/cli_basics.rs"));
 }
+
+/// The README is read in minutes: at most 150 lines of at most 120 characters, the two
+/// commands as `.ci/run` and a newcomer run them, and the example report linked from its
+/// first screen.
+#[test]
+fn the_readme_is_short_and_leads_to_the_commands_and_the_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
+    let lines: Vec<&str> = readme.lines().collect();
+    assert!(lines.len() <= 150, "README.md has {} lines", lines.len());
+    let long: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].chars().count() > 120)
+        .map(|i| i + 1)
+        .collect();
+    assert!(
+        long.is_empty(),
+        "README.md lines over 120 characters: {long:?}"
+    );
+    for command in [
+        "./setup.sh && cargo run --release -- matrix --profiles all",
+        "./setup.sh && cargo nextest run",
+    ] {
+        assert!(readme.contains(command), "README.md lacks `{command}`");
+    }
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect("read .ci/run");
+    assert!(ci.lines().any(|l| l == "./setup.sh && cargo nextest run"));
+    let first_screen = lines[..lines.len().min(60)].join("\n");
+    assert!(
+        first_screen.contains("results/example/") && first_screen.contains("report.md"),
+        "the README's first screen links no example report"
+    );
+}

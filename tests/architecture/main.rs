@@ -11,7 +11,9 @@
 
 mod docs;
 mod graph;
+mod names;
 mod scan;
+mod sizes;
 
 use graph::{circles, collapse, crate_graph, prefix, show, upward_edges, Graph, ModPath};
 use std::collections::BTreeMap;
