@@ -782,6 +782,7 @@ fn generate(
         status: "complete".into(),
         profiles: profiles.iter().map(|p| profile(p)).collect(),
         servers: Value::Object(server_cfg),
+        engines: pagebench::measure::browser::tells_of(&plan.browsers),
         ..Meta::new(plan, planned_runs)
     };
     Generated { meta, records }

@@ -109,10 +109,7 @@ fn verdicts(label: &str, comparisons: &[CellComparison]) -> String {
     let mut parts = Vec::new();
     if !faster.is_empty() {
         let best = extreme(&faster, |x, y| x < y);
-        parts.push(format!(
-            "{a} faster in {} — most {best}",
-            cells(faster.len(), n)
-        ));
+        parts.push(format!("{a} faster in {}{best}", cells(faster.len(), n)));
     }
     if !slower.is_empty() {
         let worst = extreme(&slower, |x, y| x > y);
@@ -121,10 +118,7 @@ fn verdicts(label: &str, comparisons: &[CellComparison]) -> String {
         } else {
             "slower".into()
         };
-        parts.push(format!(
-            "{subject} in {} — most {worst}",
-            cells(slower.len(), n)
-        ));
+        parts.push(format!("{subject} in {}{worst}", cells(slower.len(), n)));
     }
     let mut s = format!("`{label}`: {}", parts.join("; "));
     if alike > 0 {
@@ -149,7 +143,7 @@ fn with_verdict<'c>(
 /// `2 of 6 cells`, `all 6 cells`, `the one cell`.
 fn cells(k: usize, n: usize) -> String {
     match (k, n) {
-        (1, 1) => "the one cell".into(),
+        (1, 1) => "its one cell".into(),
         (k, n) if k == n => format!("all {n} cells"),
         (k, n) => format!("{k} of {n} cells"),
     }
@@ -168,7 +162,7 @@ fn rest(fails: usize, unsure: usize) -> String {
 }
 
 /// The comparison whose ratio goes furthest (`further(x, y)`: x is further than y), as
-/// `on `cell`, ratio [low–high]`.
+/// ` — most on `cell`, ratio [low–high]` (` — on …` when it is the only one).
 fn extreme(these: &[&CellComparison], further: impl Fn(f64, f64) -> bool) -> String {
     let mut best = these[0];
     for c in &these[1..] {
@@ -186,7 +180,8 @@ fn extreme(these: &[&CellComparison], further: impl Fn(f64, f64) -> bool) -> Str
         (Some(r), _, _) => format!("{}×", ratio_text(r, x.ratio_bound)),
         _ => "a bound".into(),
     };
-    format!("on `{}/{}`, {ratio}", best.profile, best.workload)
+    let most = if these.len() == 1 { "" } else { "most " };
+    format!(" — {most}on `{}/{}`, {ratio}", best.profile, best.workload)
 }
 
 /// What the largest differences come from, and what limited slow transfers.
@@ -243,4 +238,94 @@ the counted runs leave out\".",
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::identity::{BrowserId, ServerId, View};
+    use crate::config::protocol::Variant;
+    use crate::support::stats::{Comparison, RatioBound, UndeterminedReason};
+
+    /// `h3 vs h2` on `profile/page50` at `ratio` [±5 %] with `verdict`.
+    fn h3_vs_h2(profile: &str, ratio: f64, verdict: Verdict) -> CellComparison {
+        CellComparison {
+            profile: profile.into(),
+            workload: "page50".into(),
+            server_a: ServerId::new("embedded"),
+            server_b: ServerId::new("embedded"),
+            browser_a: BrowserId::default(),
+            browser_b: BrowserId::default(),
+            view_a: View::First,
+            view_b: View::First,
+            a: Variant::H3,
+            b: Variant::H2,
+            comparison: Comparison {
+                n_valid_a: 10,
+                n_valid_b: 10,
+                n_dnf_a: 0,
+                n_dnf_b: 0,
+                ratio: Some(ratio),
+                ratio_bound: RatioBound::Exact,
+                ratio_ci_low: Some(ratio * 0.95),
+                ratio_ci_high: Some(ratio * 1.05),
+                ratio_ci_censored: false,
+                u: None,
+                p: None,
+                test_method: None,
+                p_holm: Some(0.01),
+                alpha: 0.05,
+                verdict,
+            },
+            attrition: None,
+        }
+    }
+
+    #[test]
+    fn each_direction_names_its_count_and_its_furthest_cell() {
+        let c = [
+            h3_vs_h2("wired", 1.20, Verdict::Slower),
+            h3_vs_h2("mobile", 0.90, Verdict::Faster),
+            h3_vs_h2("lte", 0.70, Verdict::Faster),
+            h3_vs_h2("dc", 1.01, Verdict::NoSignificantDifference),
+            h3_vs_h2("3g", 1.0, Verdict::Undetermined(UndeterminedReason::AllDnf)),
+        ];
+        assert_eq!(
+            verdicts("h3 vs h2", &c),
+            "`h3 vs h2`: h3 faster in 2 of 5 cells — most on `lte/page50`, 0.70× [0.66–0.73]; \
+slower in 1 of 5 cells — on `wired/page50`, 1.20× [1.14–1.26]; no significant difference in 1; \
+undetermined in 1."
+        );
+    }
+
+    #[test]
+    fn kinds_without_a_difference_are_said_together() {
+        let alike = [
+            h3_vs_h2("wired", 1.01, Verdict::NoSignificantDifference),
+            h3_vs_h2("mobile", 0.98, Verdict::NoSignificantDifference),
+        ];
+        assert_eq!(
+            verdicts("h3 vs h2", &alike),
+            "`h3 vs h2`: no significant difference in any of the 2 cells."
+        );
+        assert!(!called_in("h3 vs h2", &alike));
+        let names: Vec<String> = ["a vs b", "c vs d", "e vs f", "g vs h"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            no_difference(&names, true).unwrap(),
+            "No significant difference in any cell: `a vs b`, `c vs d`, `e vs f` and 1 more."
+        );
+        assert_eq!(no_difference(&[], true), None);
+    }
+
+    #[test]
+    fn daggers_and_warnings_are_counted_for_the_reader() {
+        let c = [h3_vs_h2("wired", 1.2, Verdict::Slower)];
+        assert!(cautions(&c, 0).is_empty());
+        assert_eq!(
+            cautions(&c, 2),
+            ["Read with care: 2 warnings under \"Warnings\"."]
+        );
+    }
 }
