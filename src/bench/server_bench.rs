@@ -150,7 +150,22 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
     let applied = server.knobs_applied().to_json();
     server.shutdown();
     result?;
-    let figures = protocols
+    let figures = figures_of(&protocols, &samples, args.size.0);
+    Ok(BenchReport {
+        size_bytes: args.size.0,
+        applied,
+        figures,
+    })
+}
+
+/// Each protocol's figures from the interleaved `samples` (protocol, connect ms, transfer ms,
+/// server-side retransmissions or losses) of a `size`-byte body.
+fn figures_of(
+    protocols: &[Protocol],
+    samples: &[(Protocol, f64, f64, u64)],
+    size: u64,
+) -> Vec<ProtocolFigures> {
+    protocols
         .iter()
         .map(|&p| {
             let mine: Vec<_> = samples.iter().filter(|s| s.0 == p).collect();
@@ -164,16 +179,11 @@ pub fn run(args: &BenchServerArgs) -> Result<BenchReport> {
                 transfer_ms_min: took.first().copied().unwrap_or(f64::NAN),
                 transfer_ms_max: took.last().copied().unwrap_or(f64::NAN),
                 connect_ms_median: median(&mut connect),
-                mb_per_s_median: args.size.0 as f64 / 1e6 / (med / 1e3),
+                mb_per_s_median: size as f64 / 1e6 / (med / 1e3),
                 server_retrans_or_lost: mine.iter().map(|s| s.3).sum(),
             }
         })
-        .collect();
-    Ok(BenchReport {
-        size_bytes: args.size.0,
-        applied,
-        figures,
-    })
+        .collect()
 }
 
 async fn transfer(

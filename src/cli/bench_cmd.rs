@@ -311,59 +311,64 @@ pub fn bench_visual(
     if a.json {
         println!("{json}");
     } else {
-        let c = &r.comparison;
-        let med = |v: &[f64]| {
-            crate::support::stats::median(v).map_or("–".into(), |m| format!("{m:.1} ms"))
-        };
-        println!(
-            "{} on {} over {}: loadEventEnd median {} without {flag} ({} runs), {} with it ({} runs), interleaved",
-            r.workload,
-            r.profile,
-            r.variant,
-            med(&r.without_ms),
-            r.without_ms.len(),
-            med(&r.with_ms),
-            r.with_ms.len(),
-        );
-        println!(
-            "attempts run again after failing as a measurement: {} with, {} without",
-            r.retried_with, r.retried_without
-        );
-        if !r.speed_index_ms.is_empty() {
-            println!(
-                "Speed Index ({}): median {}, range {:.0}–{:.0} ms over {} runs",
-                flag,
-                med(&r.speed_index_ms),
-                r.speed_index_ms
-                    .iter()
-                    .copied()
-                    .fold(f64::INFINITY, f64::min),
-                r.speed_index_ms.iter().copied().fold(0.0, f64::max),
-                r.speed_index_ms.len()
-            );
-        }
-        if !r.kept_bytes.is_empty() {
-            let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();
-            println!(
-                "kept on disk per run: median {:.0} KB (captures/<run id>/)",
-                crate::support::stats::median(&kept).unwrap_or(0.0) / 1000.0
-            );
-        }
-        println!(
-            "ratio with/without {} [95 % CI {} – {}], Mann-Whitney p = {}{}",
-            c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
-            c.ratio_ci_low.map_or("–".into(), |x| format!("{x:.3}")),
-            c.ratio_ci_high.map_or("–".into(), |x| format!("{x:.3}")),
-            c.p.map_or("–".into(), |p| format!("{p:.3}")),
-            if r.not_counted > 0 {
-                format!(" ({} runs did not count)", r.not_counted)
-            } else {
-                String::new()
-            }
-        );
+        print_visual(&r, &flag);
         println!("wrote {}", out.join(&json_name).display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal's account of a visual bench: the load's median with and without the
+/// treatment's `flag`, the retries, the Speed Index, what was kept on disk, and the ratio.
+fn print_visual(r: &crate::bench::visual_bench::VisualOverhead, flag: &str) {
+    let c = &r.comparison;
+    let med =
+        |v: &[f64]| crate::support::stats::median(v).map_or("–".into(), |m| format!("{m:.1} ms"));
+    println!(
+        "{} on {} over {}: loadEventEnd median {} without {flag} ({} runs), {} with it ({} runs), interleaved",
+        r.workload,
+        r.profile,
+        r.variant,
+        med(&r.without_ms),
+        r.without_ms.len(),
+        med(&r.with_ms),
+        r.with_ms.len(),
+    );
+    println!(
+        "attempts run again after failing as a measurement: {} with, {} without",
+        r.retried_with, r.retried_without
+    );
+    if !r.speed_index_ms.is_empty() {
+        println!(
+            "Speed Index ({}): median {}, range {:.0}–{:.0} ms over {} runs",
+            flag,
+            med(&r.speed_index_ms),
+            r.speed_index_ms
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min),
+            r.speed_index_ms.iter().copied().fold(0.0, f64::max),
+            r.speed_index_ms.len()
+        );
+    }
+    if !r.kept_bytes.is_empty() {
+        let kept: Vec<f64> = r.kept_bytes.iter().map(|b| *b as f64).collect();
+        println!(
+            "kept on disk per run: median {:.0} KB (captures/<run id>/)",
+            crate::support::stats::median(&kept).unwrap_or(0.0) / 1000.0
+        );
+    }
+    println!(
+        "ratio with/without {} [95 % CI {} – {}], Mann-Whitney p = {}{}",
+        c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+        c.ratio_ci_low.map_or("–".into(), |x| format!("{x:.3}")),
+        c.ratio_ci_high.map_or("–".into(), |x| format!("{x:.3}")),
+        c.p.map_or("–".into(), |p| format!("{p:.3}")),
+        if r.not_counted > 0 {
+            format!(" ({} runs did not count)", r.not_counted)
+        } else {
+            String::new()
+        }
+    );
 }
 
 pub fn bench_netem(a: BenchNetemArgs) -> Result<ExitCode> {

@@ -104,30 +104,34 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    crate::matrix::one_cell::run_series(&req, |rec| {
-        if a.json {
-            println!("{}", serde_json::to_string(rec)?);
-        } else {
-            print!("{}", crate::measure::runner::describe(rec));
-        }
-        if !rec.capture_files.is_empty() {
-            let dir = a.capture_dir.join(&rec.id);
-            crate::results::store::write_captures(&dir, &rec.capture_files)?;
-            if !a.json {
-                println!("  capture: {}", dir.display());
-            }
-        }
-        if let Some(base) = &a.har {
-            let path = har_path(base, rec.round, rec.attempt, req.runs);
-            let har = run_har(rec)?;
-            crate::support::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
-            if !a.json {
-                println!("  HAR: {}", path.display());
-            }
-        }
-        Ok(())
-    })?;
+    crate::matrix::one_cell::run_series(&req, |rec| report_run(&a, req.runs, rec))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One run of the series as it ends: described (or as JSON), with its captures and its HAR
+/// written where `a` asks (`runs`: the series' length, for the HAR's name).
+fn report_run(a: &RunArgs, runs: u32, rec: &crate::evidence::run_record::RunRecord) -> Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string(rec)?);
+    } else {
+        print!("{}", crate::measure::runner::describe(rec));
+    }
+    if !rec.capture_files.is_empty() {
+        let dir = a.capture_dir.join(&rec.id);
+        crate::results::store::write_captures(&dir, &rec.capture_files)?;
+        if !a.json {
+            println!("  capture: {}", dir.display());
+        }
+    }
+    if let Some(base) = &a.har {
+        let path = har_path(base, rec.round, rec.attempt, runs);
+        let har = run_har(rec)?;
+        crate::support::atomic::write_file(&path, &serde_json::to_vec_pretty(&har)?)?;
+        if !a.json {
+            println!("  HAR: {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// The HAR of one run, made by its engine's adapter from the run's observation.

@@ -436,6 +436,14 @@ impl ServerKnobs {
                 ));
             }
         }
+        self.check_h2()?;
+        self.check_h3()?;
+        self.check_udp_buffers()?;
+        self.check_combinations()
+    }
+
+    /// The h2 knobs' ranges: streams, flow-control windows and the stream buffer.
+    fn check_h2(&self) -> Result<(), KnobError> {
         if let Some(n) = self.h2_max_concurrent_streams {
             if n == 0 {
                 return Err(knob_error(
@@ -477,6 +485,11 @@ impl ServerKnobs {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The h3 knobs' ranges: streams, receive windows and the send buffer.
+    fn check_h3(&self) -> Result<(), KnobError> {
         if let Some(n) = self.h3_max_concurrent_streams {
             if n == 0 || n > (1 << 60) {
                 return Err(knob_error(
@@ -512,6 +525,11 @@ impl ServerKnobs {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The UDP socket buffers' range.
+    fn check_udp_buffers(&self) -> Result<(), KnobError> {
         for (field, v) in [
             ("udp_recv_buffer", self.udp_recv_buffer),
             ("udp_send_buffer", self.udp_send_buffer),
@@ -526,7 +544,7 @@ impl ServerKnobs {
                 }
             }
         }
-        self.check_combinations()
+        Ok(())
     }
 
     /// The rules that span knobs.

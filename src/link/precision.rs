@@ -302,62 +302,16 @@ fn measure_precision(
     let n = (opts.probe_seconds / opts.probe_interval.as_secs_f64()).ceil() as usize;
     let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let results: Arc<Mutex<Vec<Probe>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let receiver = {
-        let (stop, sent_at, results) = (stop.clone(), sent_at.clone(), results.clone());
-        std::thread::Builder::new()
-            .name("probe-rx".into())
-            .spawn(move || {
-                probe_thread_setup();
-                let mut buf = [0u8; 256];
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok(len) = receiver_socket.recv(&mut buf) else {
-                        continue;
-                    };
-                    let returned = nanos_since(base);
-                    if len < 32 {
-                        continue;
-                    }
-                    let field =
-                        |i: usize| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap());
-                    let seq = field(0) as usize;
-                    if seq >= sent_at.len() {
-                        continue;
-                    }
-                    results
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(Probe {
-                            sent: sent_at[seq].load(Ordering::Relaxed),
-                            server_rx: field(2),
-                            server_tx: field(3),
-                            returned,
-                        });
-                }
-            })?
-    };
+    let receiver = spawn_probe_receiver(
+        receiver_socket,
+        base,
+        stop.clone(),
+        sent_at.clone(),
+        results.clone(),
+    )?;
     let _ = link.take_stats()?;
     let load = OtherLoad::start();
-    let sender = {
-        let (sent_at, interval) = (sent_at.clone(), opts.probe_interval);
-        std::thread::Builder::new()
-            .name("probe-tx".into())
-            .spawn(move || {
-                probe_thread_setup();
-                let start = Instant::now();
-                let mut buf = [0u8; PROBE_LEN];
-                for (seq, slot) in sent_at.iter().enumerate() {
-                    let tick = start + interval * seq as u32;
-                    if let Some(wait) = tick.checked_duration_since(Instant::now()) {
-                        std::thread::sleep(wait);
-                    }
-                    let t = nanos_since(base);
-                    slot.store(t, Ordering::Relaxed);
-                    buf[..8].copy_from_slice(&(seq as u64).to_le_bytes());
-                    buf[8..16].copy_from_slice(&t.to_le_bytes());
-                    let _ = socket.send(&buf);
-                }
-            })?
-    };
+    let sender = spawn_probe_sender(socket, base, sent_at.clone(), opts.probe_interval)?;
     sender
         .join()
         .map_err(|_| anyhow::anyhow!("probe sender panicked"))?;
@@ -374,6 +328,75 @@ fn measure_precision(
     let mut row = summarise(one_way_ms, bulk, n, &probes, &stats, steal, bulk_mbit);
     row.other_load_pct = other_load_pct;
     Ok(row)
+}
+
+/// The thread that reads the echoed probes from `socket` until `stop`, each with the time it
+/// was sent (`sent_at`, by sequence number) and came back, into `results`.
+fn spawn_probe_receiver(
+    socket: UdpSocket,
+    base: Instant,
+    stop: Arc<AtomicBool>,
+    sent_at: Arc<Vec<AtomicU64>>,
+    results: Arc<Mutex<Vec<Probe>>>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("probe-rx".into())
+        .spawn(move || {
+            probe_thread_setup();
+            let mut buf = [0u8; 256];
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(len) = socket.recv(&mut buf) else {
+                    continue;
+                };
+                let returned = nanos_since(base);
+                if len < 32 {
+                    continue;
+                }
+                let field =
+                    |i: usize| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap());
+                let seq = field(0) as usize;
+                if seq >= sent_at.len() {
+                    continue;
+                }
+                results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Probe {
+                        sent: sent_at[seq].load(Ordering::Relaxed),
+                        server_rx: field(2),
+                        server_tx: field(3),
+                        returned,
+                    });
+            }
+        })
+}
+
+/// The thread that sends one probe per `interval` on `socket`, a slot of `sent_at` each,
+/// noting when it went.
+fn spawn_probe_sender(
+    socket: UdpSocket,
+    base: Instant,
+    sent_at: Arc<Vec<AtomicU64>>,
+    interval: Duration,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("probe-tx".into())
+        .spawn(move || {
+            probe_thread_setup();
+            let start = Instant::now();
+            let mut buf = [0u8; PROBE_LEN];
+            for (seq, slot) in sent_at.iter().enumerate() {
+                let tick = start + interval * seq as u32;
+                if let Some(wait) = tick.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let t = nanos_since(base);
+                slot.store(t, Ordering::Relaxed);
+                buf[..8].copy_from_slice(&(seq as u64).to_le_bytes());
+                buf[8..16].copy_from_slice(&t.to_le_bytes());
+                let _ = socket.send(&buf);
+            }
+        })
 }
 
 fn summarise(

@@ -200,85 +200,32 @@ fn visual_of(
 /// check, the link's gate and a stopped server as invalid reasons.
 pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
     let variant = spec.variant;
-    let kind = spec.manifest.workload.kind.clone();
-    let RunParts {
-        started_at,
-        url,
-        observation: obs,
-        end,
-        browser,
-        browser_version,
-        browser_confinement,
-        overhead,
-        server,
-        server_exit,
-        link_stats,
-        counters_before: (snmp_c0, snmp_s0),
-        counters_after: (snmp_c1, snmp_s1),
-        machine,
-        contention,
-        wall_ms,
-        capture,
-    } = parts;
-    let disruption = disruption_of(&link_stats, &capture, &server);
-    let captured = finish_capture(spec, capture);
-    let (mut metrics, resources) = metrics::derive(&obs, &kind, spec.profile.rtt_ms);
-    let (visual, frame_images) = visual_of(spec.visual.unwrap_or_default(), &obs);
-    add_visual_metrics(&mut metrics, visual.as_ref());
-    let client = snmp::delta(&snmp_c0, &snmp_c1);
-    let (stats, check) = gate_link(spec, link_stats);
-    let verdict = judge(
+    let derived = derive_evidence(
         spec,
-        &RunSide {
-            obs: &obs,
-            end: &end,
-            server: &server,
-            metrics: &metrics,
-            capture_warnings: &capture_warnings(&captured),
-            client: &client,
-            link: &check,
-            server_exit: server_exit.as_deref(),
-        },
+        &parts.observation,
+        &parts.end,
+        &parts.server,
+        parts.server_exit.as_deref(),
+        parts.link_stats,
+        parts.capture,
+        &parts.counters_before,
+        &parts.counters_after,
     );
-    let viewpoints = if server.views.is_some() { 3 } else { 2 };
-    let link = stats.as_ref().map(|s| link_summary(s, &check));
-    let trace = stats.as_ref().and_then(|s| trace_window(spec, s));
-    let snmp = Some(snmp::NamespaceDeltas {
-        client,
-        server: snmp::delta(&snmp_s0, &snmp_s1),
-    });
-    let round_trips = round_trips_of(
-        spec,
-        &obs,
-        &metrics,
-        &resources,
-        &server,
-        &captured,
-        &stats,
-        link.as_ref(),
-        trace.as_ref(),
-    );
-    let wire = wire_on_navigation(captured.wire, &obs, captured.sends.as_ref());
-    let mut resources = resources;
-    if let Some(w) = &wire {
-        metrics::add_server_sends(&mut resources, w);
-    }
-    let (replay_fidelity, site_distances) =
-        replayed_site(spec, &server, &verdict, &obs, round_trips.as_ref());
+    let server = parts.server;
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
         attempt: spec.attempt,
-        started_at,
+        started_at: parts.started_at,
         protocol: recorded_protocol(spec),
         h3_mode: variant.h3_mode,
         variant,
         workload: spec.manifest.workload.name.clone(),
         profile: spec.profile.name.clone(),
         server: spec.server.clone(),
-        browser,
-        browser_version,
-        browser_confinement,
+        browser: parts.browser,
+        browser_version: parts.browser_version,
+        browser_confinement: parts.browser_confinement,
         engine_tells: crate::measure::browser::engine(spec.browser)
             .ok()
             .map(|e| e.tells.clone()),
@@ -286,44 +233,154 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         phase: spec.phase,
         round: spec.round,
         position: spec.position,
-        url,
-        outcome: verdict.outcome,
-        reasons: verdict.reasons,
-        warnings: verdict.warnings,
-        replay_fidelity,
-        browser_initiated: verdict.browser_initiated,
-        site_distances,
-        viewpoints,
-        end,
-        metrics,
-        resources,
-        overhead,
-        wall_ms,
-        machine,
-        contention: Some(contention),
-        trace,
-        link,
+        url: parts.url,
+        outcome: derived.verdict.outcome,
+        reasons: derived.verdict.reasons,
+        warnings: derived.verdict.warnings,
+        replay_fidelity: derived.replay_fidelity,
+        browser_initiated: derived.verdict.browser_initiated,
+        site_distances: derived.site_distances,
+        viewpoints: derived.viewpoints,
+        end: parts.end,
+        metrics: derived.metrics,
+        resources: derived.resources,
+        overhead: parts.overhead,
+        wall_ms: parts.wall_ms,
+        machine: parts.machine,
+        contention: Some(parts.contention),
+        trace: derived.trace,
+        link: derived.link,
         transport: server.summary,
-        snmp,
+        snmp: derived.snmp,
         server_requests: server.views.unwrap_or_default(),
-        observation: obs,
+        observation: parts.observation,
         link_stats: Some(LinkEvidence {
-            stats,
-            self_check: Some(check),
+            stats: derived.stats,
+            self_check: Some(derived.check),
         }),
         server_transport: server.transport,
         server_log: server.log,
-        visual,
-        frame_images,
-        hol: captured.hol,
-        wire,
+        visual: derived.visual,
+        frame_images: derived.frame_images,
+        hol: derived.captured.hol,
+        wire: derived.wire,
         lane: spec.lane,
         link_draws: spec.draws,
-        round_trips,
-        handshakes: captured.handshakes,
+        round_trips: derived.round_trips,
+        handshakes: derived.captured.handshakes,
+        disruption: derived.disruption,
+        captures: derived
+            .captured
+            .files
+            .iter()
+            .map(|f| f.reference())
+            .collect(),
+        capture_files: derived.captured.files,
+    }
+}
+
+/// What [`assemble`] derives from a run's parts before it writes them into the record.
+struct Derived {
+    disruption: Option<crate::evidence::disruption::Disruption>,
+    /// The capture's analyses and files (its wire evidence taken out into `wire`).
+    captured: CaptureOutcome,
+    metrics: metrics::RunMetrics,
+    resources: Vec<metrics::ResourceMetrics>,
+    visual: Option<crate::evidence::visual::VisualEvidence>,
+    frame_images: Vec<Vec<u8>>,
+    stats: Option<LinkStats>,
+    check: SelfCheck,
+    verdict: Verdict,
+    viewpoints: u8,
+    link: Option<LinkSummary>,
+    trace: Option<TraceWindow>,
+    snmp: Option<snmp::NamespaceDeltas>,
+    round_trips: Option<crate::evidence::round_trips::RoundTrips>,
+    wire: Option<crate::packets::WireEvidence>,
+    replay_fidelity: Option<ReplayFidelity>,
+    site_distances: Option<Vec<AppliedDistance>>,
+}
+
+/// The run's evidence derived from its parts, in order: the disruption, the capture, the
+/// metrics and the screencast, the link's gate, the verdict, and the round trips.
+#[allow(clippy::too_many_arguments)]
+fn derive_evidence(
+    spec: &RunSpec,
+    obs: &metrics::Observation,
+    end: &validate::LoadEnd,
+    server: &ServerEvidence,
+    server_exit: Option<&str>,
+    link_stats: Result<LinkStats>,
+    capture: CaptureParts,
+    counters_before: &(snmp::Counters, snmp::Counters),
+    counters_after: &(snmp::Counters, snmp::Counters),
+) -> Derived {
+    let kind = spec.manifest.workload.kind.clone();
+    let (snmp_c0, snmp_s0) = counters_before;
+    let (snmp_c1, snmp_s1) = counters_after;
+    let disruption = disruption_of(&link_stats, &capture, server);
+    let mut captured = finish_capture(spec, capture);
+    let (mut metrics, resources) = metrics::derive(obs, &kind, spec.profile.rtt_ms);
+    let (visual, frame_images) = visual_of(spec.visual.unwrap_or_default(), obs);
+    add_visual_metrics(&mut metrics, visual.as_ref());
+    let client = snmp::delta(snmp_c0, snmp_c1);
+    let (stats, check) = gate_link(spec, link_stats);
+    let verdict = judge(
+        spec,
+        &RunSide {
+            obs,
+            end,
+            server,
+            metrics: &metrics,
+            capture_warnings: &capture_warnings(&captured),
+            client: &client,
+            link: &check,
+            server_exit,
+        },
+    );
+    let viewpoints = if server.views.is_some() { 3 } else { 2 };
+    let link = stats.as_ref().map(|s| link_summary(s, &check));
+    let trace = stats.as_ref().and_then(|s| trace_window(spec, s));
+    let snmp = Some(snmp::NamespaceDeltas {
+        client,
+        server: snmp::delta(snmp_s0, snmp_s1),
+    });
+    let round_trips = round_trips_of(
+        spec,
+        obs,
+        &metrics,
+        &resources,
+        server,
+        &captured,
+        &stats,
+        link.as_ref(),
+        trace.as_ref(),
+    );
+    let wire = wire_on_navigation(captured.wire.take(), obs, captured.sends.as_ref());
+    let mut resources = resources;
+    if let Some(w) = &wire {
+        metrics::add_server_sends(&mut resources, w);
+    }
+    let (replay_fidelity, site_distances) =
+        replayed_site(spec, server, &verdict, obs, round_trips.as_ref());
+    Derived {
         disruption,
-        captures: captured.files.iter().map(|f| f.reference()).collect(),
-        capture_files: captured.files,
+        captured,
+        metrics,
+        resources,
+        visual,
+        frame_images,
+        stats,
+        check,
+        verdict,
+        viewpoints,
+        link,
+        trace,
+        snmp,
+        round_trips,
+        wire,
+        replay_fidelity,
+        site_distances,
     }
 }
 

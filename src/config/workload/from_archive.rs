@@ -76,23 +76,14 @@ fn recorded_critical_path(archive: &SiteArchive, doc: &Entry) -> Vec<String> {
         .collect()
 }
 
-/// The manifest of `workload` replaying `archive` (read from `dir`).
-pub fn manifest(
-    workload: &Workload,
-    dir: &Path,
-    archive: &SiteArchive,
-    options: SiteOptions,
-) -> Result<Manifest> {
-    let (slots, addresses) = origins::plan(&archive.entries, options.addresses)?;
-    let page = url_key(&archive.page_url);
-    let Some(doc) = archive.entries.iter().find(|e| url_key(&e.url) == page) else {
-        bail!(
-            "{}: the page {} has no recorded response",
-            dir.display(),
-            archive.page_url
-        );
-    };
-    let size = |e: &Entry| e.body.as_ref().map_or(0, |b| b.size);
+/// A recorded body's size on the wire (0 without a body).
+fn body_size(e: &Entry) -> u64 {
+    e.body.as_ref().map_or(0, |b| b.size)
+}
+
+/// The files the page (`page`, its URL key) loads: every other recorded GET that is not a
+/// redirect, named by its URL, with the redirects that lead to it as its aliases.
+fn recorded_files(archive: &SiteArchive, page: &str) -> Vec<FileEntry> {
     let mut files: Vec<FileEntry> = Vec::new();
     for e in &archive.entries {
         let key = url_key(&e.url);
@@ -115,7 +106,7 @@ pub fn manifest(
             path: key,
             kind: kind_of(&content_type),
             content_type,
-            size: size(e),
+            size: body_size(e),
             sha256: e
                 .body
                 .as_ref()
@@ -125,37 +116,56 @@ pub fn manifest(
             aliases,
         });
     }
-    let origins = slots
+    files
+}
+
+/// One origin of the site as the recording saw it: its replay slot (`s`), the protocol most
+/// of its responses came over, its responses and bytes, its distance and its connections.
+fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
+    let mine: Vec<&Entry> = archive
+        .entries
         .iter()
-        .map(|s| {
-            let mine: Vec<&Entry> = archive
-                .entries
-                .iter()
-                .filter(|e| {
-                    crate::config::site_archive::har_import::origin(&e.url).as_deref()
-                        == Some(&s.origin)
-                })
-                .collect();
-            let mut protocols: Vec<&str> =
-                mine.iter().filter_map(|e| e.protocol.as_deref()).collect();
-            protocols.sort_unstable();
-            let recorded_protocol = protocols
-                .chunk_by(|a, b| a == b)
-                .max_by_key(|c| c.len())
-                .map(|c| c[0].to_string());
-            SiteOrigin {
-                origin: s.origin.clone(),
-                host: s.host.clone(),
-                port: s.port,
-                address: s.address,
-                recorded_protocol,
-                responses: mine.len(),
-                bytes: mine.iter().map(|e| size(e)).sum(),
-                recorded_rtt: distances::recorded_rtt(&mine),
-                recorded_connections: recorded_connections(&mine),
-            }
+        .filter(|e| {
+            crate::config::site_archive::har_import::origin(&e.url).as_deref() == Some(&s.origin)
         })
         .collect();
+    let mut protocols: Vec<&str> = mine.iter().filter_map(|e| e.protocol.as_deref()).collect();
+    protocols.sort_unstable();
+    let recorded_protocol = protocols
+        .chunk_by(|a, b| a == b)
+        .max_by_key(|c| c.len())
+        .map(|c| c[0].to_string());
+    SiteOrigin {
+        origin: s.origin.clone(),
+        host: s.host.clone(),
+        port: s.port,
+        address: s.address,
+        recorded_protocol,
+        responses: mine.len(),
+        bytes: mine.iter().map(|e| body_size(e)).sum(),
+        recorded_rtt: distances::recorded_rtt(&mine),
+        recorded_connections: recorded_connections(&mine),
+    }
+}
+
+/// The manifest of `workload` replaying `archive` (read from `dir`).
+pub fn manifest(
+    workload: &Workload,
+    dir: &Path,
+    archive: &SiteArchive,
+    options: SiteOptions,
+) -> Result<Manifest> {
+    let (slots, addresses) = origins::plan(&archive.entries, options.addresses)?;
+    let page = url_key(&archive.page_url);
+    let Some(doc) = archive.entries.iter().find(|e| url_key(&e.url) == page) else {
+        bail!(
+            "{}: the page {} has no recorded response",
+            dir.display(),
+            archive.page_url
+        );
+    };
+    let files = recorded_files(archive, &page);
+    let origins = slots.iter().map(|s| site_origin(archive, s)).collect();
     let subresource_bytes = files.iter().map(|f| f.size).sum();
     let entry = url_key(&archive.page_url);
     Ok(Manifest {
@@ -163,7 +173,7 @@ pub fn manifest(
         generator_version: 0,
         seed: 0,
         entry,
-        entry_size: size(doc),
+        entry_size: body_size(doc),
         files,
         subresource_bytes,
         upload_bytes: None,

@@ -451,7 +451,18 @@ impl ChromiumProcess {
             confinement: None,
             closed: false,
         };
-        let version = browser.cdp.call(
+        browser.ask_version()?;
+        browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
+        let settle = process_group::settle(pgid, settle_max);
+        settle.count_into(&mut browser.overhead);
+        browser.confinement = Some(sandbox::observe(pgid));
+        Ok(browser)
+    }
+
+    /// Asks the started browser for its version over DevTools; one that does not answer is
+    /// closed, and its launch fails with the last lines of its stderr.
+    fn ask_version(&mut self) -> Result<()> {
+        let version = self.cdp.call(
             None,
             "Browser.getVersion",
             json!({}),
@@ -459,22 +470,18 @@ impl ChromiumProcess {
         );
         match version {
             Ok(v) => {
-                browser.version = v["product"].as_str().map(|p| {
+                self.version = v["product"].as_str().map(|p| {
                     p.replace("HeadlessChrome/", "Chromium ")
                         .replace("Chrome/", "Chromium ")
                 })
             }
             Err(e) => {
-                let tail = browser.stderr_tail();
-                browser.close();
+                let tail = self.stderr_tail();
+                self.close();
                 bail!("Chromium did not answer on its DevTools pipe: {e}; stderr: {tail}");
             }
         }
-        browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
-        let settle = process_group::settle(pgid, settle_max);
-        settle.count_into(&mut browser.overhead);
-        browser.confinement = Some(sandbox::observe(pgid));
-        Ok(browser)
+        Ok(())
     }
 
     /// The temporary profile directory (removed by [`ChromiumProcess::close`]).
