@@ -84,9 +84,22 @@ impl Handshakes {
 /// The handshakes in `trace`. `keys` decrypts QUIC (browser and server secrets together);
 /// `server_keys` is the server's own key log alone (empty: it keeps none).
 pub fn analyse(trace: &PacketTrace, keys: &KeyLog, server_keys: &KeyLog) -> Handshakes {
+    let (tcp, quic) = flows(trace, keys);
+    let mut connections = tcp_handshakes(tcp);
+    connections.extend(quic_handshakes(quic, server_keys));
+    connections.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+    Handshakes { connections }
+}
+
+/// Flows by `(client, server)` address.
+type Flows<T> = BTreeMap<(SocketAddrV4, SocketAddrV4), T>;
+
+/// Every TCP and QUIC connection of `trace`, its packets in the order they were sent: each TCP
+/// direction's first bytes, each QUIC flow decoded with `keys` (its 0-RTT packets counted).
+fn flows(trace: &PacketTrace, keys: &KeyLog) -> (Flows<TcpFlow>, Flows<QuicConn>) {
     let sent = trace.sent_order();
-    let mut tcp: BTreeMap<(SocketAddrV4, SocketAddrV4), TcpFlow> = BTreeMap::new();
-    let mut quic: BTreeMap<(SocketAddrV4, SocketAddrV4), QuicConn> = BTreeMap::new();
+    let mut tcp: Flows<TcpFlow> = BTreeMap::new();
+    let mut quic: Flows<QuicConn> = BTreeMap::new();
     for &i in &sent {
         let p = &trace.packets[i];
         if p.dropped == Some(DropCause::NotForPeer) {
@@ -141,7 +154,16 @@ pub fn analyse(trace: &PacketTrace, keys: &KeyLog, server_keys: &KeyLog) -> Hand
             }
         }
     }
-    let ms = |ns: u64| ns as f64 / 1e6;
+    (tcp, quic)
+}
+
+/// Milliseconds from nanoseconds.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The TLS handshake of each TCP connection that carried one.
+fn tcp_handshakes(tcp: Flows<TcpFlow>) -> Vec<ConnectionHandshake> {
     let mut connections = Vec::new();
     for ((client, server), f) in tcp {
         let [c, s] = f.dirs.map(|d| tls::handshake_stream(d.bytes.contiguous()));
@@ -162,6 +184,13 @@ pub fn analyse(trace: &PacketTrace, keys: &KeyLog, server_keys: &KeyLog) -> Hand
             server_says_resumed: None,
         });
     }
+    connections
+}
+
+/// The handshake of each QUIC connection; `server_keys` tells whether the server says it
+/// resumed.
+fn quic_handshakes(quic: Flows<QuicConn>, server_keys: &KeyLog) -> Vec<ConnectionHandshake> {
+    let mut connections = Vec::new();
     for ((client, server), q) in quic {
         let facts = q.flow.handshake();
         let server_says_resumed = q
@@ -181,8 +210,7 @@ pub fn analyse(trace: &PacketTrace, keys: &KeyLog, server_keys: &KeyLog) -> Hand
             server_says_resumed,
         });
     }
-    connections.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-    Handshakes { connections }
+    connections
 }
 
 /// Both directions of a TCP connection: where each stream starts, its first bytes.

@@ -302,37 +302,7 @@ pub fn to_html(doc: &Document, font_ttf: &[u8]) -> String {
                 }
                 out.push_str("</table>\n");
             }
-            Block::Table(t) => {
-                out.push_str(&format!(
-                    "<div class=\"tabletitle\" id=\"{}\">{}</div>\n",
-                    esc(&t.id),
-                    esc(&t.title)
-                ));
-                for i in &t.intro {
-                    out.push_str(&format!("<p class=\"note\">{}</p>\n", inline(i)));
-                }
-                out.push_str("<div class=\"tablewrap\"><table>\n<tr>");
-                for h in &t.header {
-                    out.push_str(&format!("<th>{}</th>", esc(h)));
-                }
-                out.push_str("</tr>\n");
-                for r in &t.rows {
-                    out.push_str("<tr>");
-                    for c in r {
-                        let class = c.class.css();
-                        if class.is_empty() {
-                            out.push_str(&format!("<td>{}</td>", esc(&c.text)));
-                        } else {
-                            out.push_str(&format!("<td class=\"{class}\">{}</td>", esc(&c.text)));
-                        }
-                    }
-                    out.push_str("</tr>\n");
-                }
-                out.push_str("</table></div>\n");
-                for n in &t.notes {
-                    out.push_str(&format!("<p class=\"note\">{}</p>\n", inline(n)));
-                }
-            }
+            Block::Table(t) => html_table(&mut out, t),
             Block::Figure {
                 path,
                 alt,
@@ -351,6 +321,39 @@ pub fn to_html(doc: &Document, font_ttf: &[u8]) -> String {
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// One table in HTML: its title, intro, header row, rows (cells coloured by class) and notes.
+fn html_table(out: &mut String, t: &Table) {
+    out.push_str(&format!(
+        "<div class=\"tabletitle\" id=\"{}\">{}</div>\n",
+        esc(&t.id),
+        esc(&t.title)
+    ));
+    for i in &t.intro {
+        out.push_str(&format!("<p class=\"note\">{}</p>\n", inline(i)));
+    }
+    out.push_str("<div class=\"tablewrap\"><table>\n<tr>");
+    for h in &t.header {
+        out.push_str(&format!("<th>{}</th>", esc(h)));
+    }
+    out.push_str("</tr>\n");
+    for r in &t.rows {
+        out.push_str("<tr>");
+        for c in r {
+            let class = c.class.css();
+            if class.is_empty() {
+                out.push_str(&format!("<td>{}</td>", esc(&c.text)));
+            } else {
+                out.push_str(&format!("<td class=\"{class}\">{}</td>", esc(&c.text)));
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table></div>\n");
+    for n in &t.notes {
+        out.push_str(&format!("<p class=\"note\">{}</p>\n", inline(n)));
+    }
 }
 
 #[cfg(test)]
