@@ -10,4 +10,5 @@ pub mod priority;
 pub mod profile;
 pub mod protocol;
 pub mod site_archive;
+pub mod trace_file;
 pub mod workload;

@@ -10,6 +10,7 @@ use super::chart_data::{Chart, ChartData};
 use super::doc::{Block, Document, Table};
 use super::report_data::{workload_title, ReportData};
 use super::tables::{self, Skipped};
+use super::wire_tables;
 
 /// A chart with its encoded PNG, ready to be placed in the document.
 pub struct PlacedChart<'a> {
@@ -540,7 +541,7 @@ fn round_trips(
     data: &ReportData,
     diagnosis: Option<&crate::diagnosis::slow_transfers::Diagnosis>,
 ) {
-    let found = per_workload_and_setup(data, |w, s| tables::round_trips(data, w, s));
+    let found = per_workload_and_setup(data, |w, s| wire_tables::round_trips(data, w, s));
     if found.is_empty() {
         return;
     }
@@ -548,7 +549,7 @@ fn round_trips(
         doc,
         tables,
         ("Where the time went, in round trips", "round-trips"),
-        Some(tables::ROUND_TRIPS_INTRO),
+        Some(wire_tables::ROUND_TRIPS_INTRO),
         found,
     );
     let differences = diagnosis.map_or(&[][..], |d| d.differences.as_slice());
@@ -582,34 +583,34 @@ fn measured_sections(
         tables_section(doc, tables, ("What the user saw", "paint"), None, paint);
         figures_where(doc, charts, is_visual);
     }
-    let hol = per_workload_and_setup(data, |w, s| tables::head_of_line(data, w, s));
+    let hol = per_workload_and_setup(data, |w, s| wire_tables::head_of_line(data, w, s));
     let hol_heading = ("Head-of-line blocking", "hol");
     tables_section(
         doc,
         tables,
         hol_heading,
-        Some(tables::HEAD_OF_LINE_INTRO),
+        Some(wire_tables::HEAD_OF_LINE_INTRO),
         hol,
     );
     let order = data
         .workloads
         .iter()
-        .filter_map(|w| tables::response_order(data, w))
+        .filter_map(|w| wire_tables::response_order(data, w))
         .collect();
     tables_section(
         doc,
         tables,
         ("The servers' response order", "order"),
-        Some(tables::RESPONSE_ORDER_INTRO),
+        Some(wire_tables::RESPONSE_ORDER_INTRO),
         order,
     );
-    let traces = per_workload_and_setup(data, |w, s| tables::trace_capacity(data, w, s));
+    let traces = per_workload_and_setup(data, |w, s| wire_tables::trace_capacity(data, w, s));
     let trace_heading = ("Trace capacity offered", "trace");
     tables_section(
         doc,
         tables,
         trace_heading,
-        Some(tables::TRACE_INTRO),
+        Some(wire_tables::TRACE_INTRO),
         traces,
     );
     if tables::has_sweep(data) {
@@ -685,9 +686,15 @@ fn comparison_sections(doc: &mut Document, tables: &mut Vec<Table>, data: &Repor
         .flat_map(|s| tables::uploads(data, s))
         .collect();
     tables_section(doc, tables, ("Uploads", "uploads"), None, uploads);
-    let views = per_workload_and_setup(data, |w, s| tables::views(data, w, s));
+    let views = per_workload_and_setup(data, |w, s| wire_tables::views(data, w, s));
     let views_heading = ("Returning visitors: first visit and repeat view", "views");
-    tables_section(doc, tables, views_heading, Some(tables::VIEWS_INTRO), views);
+    tables_section(
+        doc,
+        tables,
+        views_heading,
+        Some(wire_tables::VIEWS_INTRO),
+        views,
+    );
     let servers = tables::servers(data);
     tables_section(
         doc,

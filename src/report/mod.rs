@@ -21,6 +21,7 @@ pub mod sharding;
 pub mod sites;
 pub mod study;
 pub mod tables;
+pub mod wire_tables;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@ use crate::config::identity::Setup;
 use crate::config::protocol::Variant;
 use crate::config::workload::WorkloadKind;
 use crate::evidence::metric_registry::{self, Metric, Precision, Scope};
-use crate::results::summary::{metric_word, SeriesStats};
+use crate::results::summary::metric_word;
 
 /// The protocol pairs compared within a cell, in presentation order (ratio = a / b).
 pub const PAIRS: [(Variant, Variant); 6] = [
@@ -37,7 +37,7 @@ fn main_pairs(vs: &[Variant]) -> Vec<(Variant, Variant)> {
 }
 
 /// A table id, with the setup appended when the matrix has several.
-fn table_id(data: &ReportData, base: &str, setup: &Setup) -> String {
+pub(super) fn table_id(data: &ReportData, base: &str, setup: &Setup) -> String {
     if data.several_setups() {
         format!("{base}-{}", setup.slug())
     } else {
@@ -46,7 +46,7 @@ fn table_id(data: &ReportData, base: &str, setup: &Setup) -> String {
 }
 
 /// ` — server caddy, Firefox`: what varies of the setup, when something does.
-fn title_suffix(data: &ReportData, setup: &Setup) -> String {
+pub(super) fn title_suffix(data: &ReportData, setup: &Setup) -> String {
     data.setup_name(setup)
         .map(|n| format!(" — {n}"))
         .unwrap_or_default()
@@ -106,7 +106,7 @@ fn unfillable_note(data: &ReportData, setup: &Setup, metrics: &[&Metric]) -> Opt
     })
 }
 
-fn metric_cell(
+pub(super) fn metric_cell(
     data: &ReportData,
     profile: &str,
     workload: &str,
@@ -152,7 +152,7 @@ pub fn comparison_cell(
     }
 }
 
-fn verdict_cell_class(v: &crate::support::stats::Verdict) -> CellClass {
+pub(super) fn verdict_cell_class(v: &crate::support::stats::Verdict) -> CellClass {
     match VerdictClass::of(v) {
         VerdictClass::Faster => CellClass::Faster,
         VerdictClass::Slower => CellClass::Slower,
@@ -490,7 +490,7 @@ fn num_format(m: &Metric) -> NumFormat {
 }
 
 /// A workload as a title names it: "the 50-file page", or a site's own name.
-fn workload_phrase(workload: &str) -> String {
+pub(super) fn workload_phrase(workload: &str) -> String {
     match workload_kind(workload) {
         Some(WorkloadKind::Site { .. }) | None => workload.to_string(),
         _ => format!("the {}", workload_title(workload)),
@@ -542,7 +542,7 @@ middle of the load window, and the most at any instant."
 }
 
 /// The header of [`series_rows`]: profile, protocol, the headline, then `metrics`.
-fn series_header(data: &ReportData, workload: &str, metrics: &[&Metric]) -> Vec<String> {
+pub(super) fn series_header(data: &ReportData, workload: &str, metrics: &[&Metric]) -> Vec<String> {
     let mut header: Vec<String> = vec![
         "profile".into(),
         "protocol".into(),
@@ -553,7 +553,7 @@ fn series_header(data: &ReportData, workload: &str, metrics: &[&Metric]) -> Vec<
 }
 
 /// One row per profile and series of a page: profile, protocol, the headline, then `metrics`.
-fn series_rows(
+pub(super) fn series_rows(
     data: &ReportData,
     workload: &str,
     setup: &Setup,
@@ -613,387 +613,6 @@ pub fn paint(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> 
         notes: unfillable_note(data, setup, &metrics)
             .into_iter()
             .collect(),
-    })
-}
-
-/// What the trace tables' columns mean (the section's paragraph).
-pub const TRACE_INTRO: &str = "A trace profile's capacity varies over its trace. Each round of a cell starts the trace at its own seeded point, the same for every protocol, server and browser of the round, so comparisons stay paired and the rounds together sample the whole trace. Offered: the trace's mean capacity over each load (mark to end of load), median over the series' valid runs [min–max]; the profile column gives the trace's own mean.";
-
-/// The median [min–max] of one trace metric over a series' valid runs.
-fn spread_cell(s: &SeriesStats, metric: &Metric) -> Cell {
-    let Some(b) = s.breakdown.get(metric.name) else {
-        return Cell::missing();
-    };
-    let ms = |c: Option<crate::support::stats::Censored>| c.and_then(|c| c.ms());
-    match (ms(b.median), ms(b.min), ms(b.max)) {
-        (Some(m), Some(lo), Some(hi)) => Cell::text(format!("{m:.2} [{lo:.2}–{hi:.2}]")),
-        _ => Cell::missing(),
-    }
-}
-
-/// The mean capacity of a profile's traces, "down / up" Mbit/s (None: no trace or unreadable).
-fn trace_means(data: &ReportData, profile: &str) -> Option<String> {
-    let p = data.meta.profiles.iter().find(|q| q.name == profile)?;
-    let mean = |t: &Option<crate::config::profile::TraceFile>| {
-        let mut t = t.clone()?;
-        t.resolve(crate::config::profile::TraceBase::BuiltIn).ok()?;
-        t.trace().map(|t| format!("{:.2}", t.mean_rate_bps() / 1e6))
-    };
-    let (down, up) = (mean(&p.down_trace), mean(&p.up_trace));
-    (down.is_some() || up.is_some()).then(|| {
-        format!(
-            "{} / {}",
-            down.unwrap_or_else(|| "—".into()),
-            up.unwrap_or_else(|| "—".into())
-        )
-    })
-}
-
-/// One workload on the trace profiles: per series the capacity its loads were offered, beside
-/// the headline (and a transfer's goodput).
-pub fn trace_capacity(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
-    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::Trace).collect();
-    let mut rows = Vec::new();
-    for p in data.profiles_in(workload, setup) {
-        let profile_cell = match trace_means(data, &p) {
-            Some(m) => format!("{p} (trace mean {m} Mbit/s)"),
-            None => p.clone(),
-        };
-        for v in data.variants_in(workload, setup) {
-            let Some(s) = data.series(&p, workload, setup, v) else {
-                continue;
-            };
-            if !metrics.iter().any(|m| s.breakdown.contains_key(m.name)) {
-                continue;
-            }
-            let mut r = vec![
-                Cell::label(profile_cell.clone()),
-                Cell::label(v.name()),
-                series_cell(data, &p, workload, setup, v),
-            ];
-            r.extend(metrics.iter().map(|m| spread_cell(s, m)));
-            r.push(spread_cell(s, &metric_registry::GOODPUT_MBIT));
-            rows.push(r);
-        }
-    }
-    if rows.is_empty() {
-        return None;
-    }
-    let mut header = series_header(data, workload, &metrics);
-    header.push(metric_registry::GOODPUT_MBIT.label.into());
-    Some(Table {
-        id: table_id(data, &format!("trace-{workload}"), setup),
-        title: format!(
-            "Trace capacity offered: {}{}",
-            workload_phrase(workload),
-            title_suffix(data, setup)
-        ),
-        intro: vec![],
-        header,
-        rows,
-        notes: vec![],
-    })
-}
-
-/// What the head-of-line tables' columns mean (the section's paragraph).
-pub const HEAD_OF_LINE_INTRO: &str = "Medians over the valid runs [95 % CI] of what the link's packets show (every run is analysed; `--capture pcap,keys` keeps the files). HOL-blocked bytes: bytes that reached the receiver beyond a hole left by a dropped packet and waited for it — over TCP every later byte of the connection, whichever HTTP/2 stream it belonged to; over QUIC (packets decrypted with the run's TLS keys) only the later bytes of the stream whose data was lost. HOL stall: the sum of those waits (first byte behind the hole → hole filled), over every connection or stream; HOL wall time: the time during which any byte waited (parallel waits counted once). Bytes past a hole (QUIC): other streams' bytes delivered while a stream waited for a retransmission — bytes TCP would have held. Wall time ÷ headline: the median wall time against the median headline time.";
-
-/// Head-of-line blocking on one workload, for the profiles that drop packets (random loss, or
-/// a queue that overflowed): per protocol the bytes that waited behind a hole, the stall, and
-/// for QUIC the bytes of other streams that went past it.
-pub fn head_of_line(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
-    let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::HeadOfLine).collect();
-    let measured = |p: &str, v: Variant, m: &Metric| {
-        data.series(p, workload, setup, v)
-            .and_then(|s| s.breakdown.get(m.name))
-            .and_then(|b| b.median)
-            .and_then(|c| c.ms())
-    };
-    let mut rows = Vec::new();
-    for p in data.profiles_in(workload, setup) {
-        let loss = data
-            .meta
-            .profiles
-            .iter()
-            .find(|q| q.name == p)
-            .map_or(0.0, |q| q.loss_pct);
-        let blocked_somewhere = vs.iter().any(|v| {
-            measured(&p, *v, &metric_registry::HOL_BLOCKED_BYTES).is_some_and(|b| b > 0.0)
-        });
-        if loss <= 0.0 && !blocked_somewhere {
-            continue;
-        }
-        for v in &vs {
-            if data.series(&p, workload, setup, *v).is_none() {
-                continue;
-            }
-            let mut r = vec![
-                Cell::label(format!("{p} (loss {loss} %)")),
-                Cell::label(v.name()),
-                series_cell(data, &p, workload, setup, *v),
-            ];
-            for m in &metrics {
-                r.push(metric_cell(data, &p, workload, setup, *v, m));
-            }
-            let headline = data
-                .series(&p, workload, setup, *v)
-                .and_then(|s| s.completion.median)
-                .and_then(|c| c.ms());
-            let share = match (measured(&p, *v, &metric_registry::HOL_WALL_MS), headline) {
-                (Some(stall), Some(h)) if h > 0.0 => {
-                    Cell::text(format!("{:.0} %", 100.0 * stall / h))
-                }
-                _ => Cell::missing(),
-            };
-            r.push(share);
-            rows.push(r);
-        }
-    }
-    if rows.is_empty() {
-        return None;
-    }
-    let mut header = series_header(data, workload, &metrics);
-    header.push("wall time ÷ headline".into());
-    Some(Table {
-        id: table_id(data, &format!("hol-{workload}"), setup),
-        title: format!(
-            "Head-of-line blocking: {}{}",
-            workload_phrase(workload),
-            title_suffix(data, setup)
-        ),
-        // The section's paragraph explains the columns once (`HEAD_OF_LINE_INTRO`).
-        intro: vec![],
-        header,
-        rows,
-        notes: vec![],
-    })
-}
-
-/// What the response-order tables' columns mean (the section's paragraph).
-pub const RESPONSE_ORDER_INTRO: &str = "How each server ordered its responses on a connection, read off the wire (every h2 and h3 run: the link's packets decrypted with the run's TLS keys; each request's `priority` header and PRIORITY_UPDATE frames as the browser sent them, each response's DATA bytes when they first left the server). Medians over the valid runs [95 % CI]. Sent against urgency: of the body bytes sent while a response of another urgency waited on the same connection (its request at the server, its last byte not yet sent: contested bytes), the share sent while a more urgent one waited — 0 for a server that always sends the most urgent response it has (RFC 9218), about 1 − 1/n for one that takes turns between n responses; bytes already in the server's buffers when a more urgent request arrived count against it, as on the wire. Most urgent sent by: when the last byte of the most urgent responses (u=0: Chromium's render-blocking stylesheets and fonts) left the server, on the navigation's clock.";
-
-/// The servers' response order on one workload: per profile, every setup (server, arm) and
-/// protocol that multiplexes, side by side.
-pub fn response_order(data: &ReportData, workload: &str) -> Option<Table> {
-    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::ResponseOrder).collect();
-    let mut rows = Vec::new();
-    for setup in &data.setups {
-        for p in data.profiles_in(workload, setup) {
-            for v in data.variants_in(workload, setup) {
-                let Some(s) = data.series(&p, workload, setup, v) else {
-                    continue;
-                };
-                if !s
-                    .breakdown
-                    .contains_key(metric_registry::ORDER_CONTESTED_BYTES.name)
-                {
-                    continue;
-                }
-                let mut r = vec![
-                    Cell::label(&p),
-                    Cell::label(
-                        data.setup_name(setup)
-                            .unwrap_or_else(|| setup.server.to_string()),
-                    ),
-                    Cell::label(v.name()),
-                    series_cell(data, &p, workload, setup, v),
-                ];
-                for m in &metrics {
-                    r.push(metric_cell(data, &p, workload, setup, v, m));
-                }
-                rows.push(r);
-            }
-        }
-    }
-    if rows.is_empty() {
-        return None;
-    }
-    let mut header: Vec<String> = vec![
-        "profile".into(),
-        "setup".into(),
-        "protocol".into(),
-        headline_label(&data.summary.metric, workload).into(),
-    ];
-    header.extend(metrics.iter().map(|m| m.label.to_string()));
-    Some(Table {
-        id: format!("order-{workload}"),
-        title: format!("The servers' response order: {}", workload_phrase(workload)),
-        intro: vec![],
-        header,
-        rows,
-        notes: vec![],
-    })
-}
-
-/// What the round-trip tables' columns mean (the section's paragraph).
-pub const ROUND_TRIPS_INTRO: &str = "Where each series' headline went, along its critical path: the chain of requests that ended last before the headline (its last step the response that ended last, each step's predecessor the response that ended last before it started, the first the navigation; from Resource Timing, the same for every engine). Medians over the valid runs of each term: k = the round trips on the path (set-up + one per request + one per flight after a response's first; flights counted from the link's packets: the rounds of its connection its bytes came in, a server's packet following a round when the client acknowledged a packet of it before this one left), the RTT the link offered, then what is not round trips: the server's own time to answer (from its log; else TTFB less one RTT), waiting behind other responses (the first byte later than one RTT and the server's time, and of a transfer what its round trips leave, in the share of its connection's bytes then that were other responses'), the bytes' time at the link's rate, the link's queueing on each round trip, waiting in the browser (before each request went out, and from the last response to the headline), and what no term measures. k × RTT + server + behind + at the rate + queueing + in the browser + unexplained = the headline, run by run; unexplained ÷ headline says how much of a series' time the accounting leaves open.";
-
-/// The headline in round trips on one workload, per profile and protocol: the accounting's
-/// terms (medians) and what it leaves unexplained.
-pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
-    let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::RoundTrips).collect();
-    let median = |s: &crate::results::summary::SeriesStats, m: &Metric| {
-        s.breakdown
-            .get(m.name)
-            .and_then(|b| b.median)
-            .and_then(|c| c.ms())
-    };
-    let mut rows = series_rows(data, workload, setup, &vs, &metrics);
-    let mut shares = Vec::new();
-    for p in data.profiles_in(workload, setup) {
-        for v in &vs {
-            if let Some(s) = data.series(&p, workload, setup, *v) {
-                let share = match (
-                    median(s, &metric_registry::CRITICAL_REMAINDER_MS),
-                    s.completion.median.and_then(|c| c.ms()),
-                ) {
-                    (Some(r), Some(h)) if h > 0.0 => Some(100.0 * r / h),
-                    _ => None,
-                };
-                shares.push((median(s, &metric_registry::CRITICAL_RTTS).is_some(), share));
-            }
-        }
-    }
-    let mut kept = Vec::new();
-    for (mut r, (accounted, share)) in rows.drain(..).zip(shares) {
-        if accounted {
-            r.push(share.map_or_else(Cell::missing, |s| Cell::text(format!("{s:.0} %"))));
-            kept.push(r);
-        }
-    }
-    if kept.is_empty() {
-        return None;
-    }
-    let mut header = series_header(data, workload, &metrics);
-    header.push("unexplained ÷ headline".into());
-    Some(Table {
-        id: table_id(data, &format!("round-trips-{workload}"), setup),
-        title: format!(
-            "Where the time went, in round trips: {}{}",
-            workload_phrase(workload),
-            title_suffix(data, setup)
-        ),
-        // The section's paragraph explains the columns once (`ROUND_TRIPS_INTRO`).
-        intro: vec![],
-        header,
-        rows: kept,
-        notes: vec![],
-    })
-}
-
-pub const VIEWS_INTRO: &str = "A returning visitor against a first visit, the same page, link, server \
-and browser. A repeat view loads the page once during the browser's launch (not measured), closes \
-every connection while the TLS session cache, QUIC's resumption state and the Alt-Svc knowledge \
-stay (Chromium: `chrome.benchmarking.closeConnections()`; Firefox: the `net:prune-all-connections` \
-notification from privileged script, as its own shift-reload does, then 3 s for closed QUIC \
-connections to drain), clears the HTTP cache (unless `--repeat-cache keep`), and measures a \
-second navigation. Medians over the valid runs: the headline, \
-the navigation's connection set-up and its round trips (connect ÷ the profile's RTT), then from the \
-link's packets the connections whose handshake resumed a session, those whose 0-RTT data the server \
-accepted, and the requests sent in 0-RTT, before the handshake completed. Saved = first − repeat \
-handshake round trips.";
-
-/// First visit against repeat view on one workload, per profile and protocol (one table per
-/// server and browser that has both).
-pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> {
-    use crate::config::identity::View;
-    if first.view != View::First {
-        return None;
-    }
-    let repeat = first.clone().on(View::Repeat);
-    let median = |p: &str, s: &Setup, v: Variant, m: &Metric| {
-        data.series(p, workload, s, v)
-            .and_then(|x| x.breakdown.get(m.name))
-            .and_then(|b| b.median)
-            .and_then(|c| c.ms())
-    };
-    let num = |x: Option<f64>, digits: usize| {
-        x.map_or_else(Cell::missing, |x| Cell::text(format!("{x:.digits$}")))
-    };
-    let mut rows = Vec::new();
-    for p in &data.profiles {
-        for v in &data.variants {
-            let (a, b) = (
-                data.series(p, workload, first, *v),
-                data.series(p, workload, &repeat, *v),
-            );
-            if b.is_none() {
-                continue;
-            }
-            let rtts = |s: &Setup| median(p, s, *v, &metric_registry::HANDSHAKE_RTTS);
-            // Saved before the first byte, not in the handshake: 0-RTT sends the request
-            // before the handshake completes and leaves the connect time as it was.
-            let to_first_byte = |s: &Setup| median(p, s, *v, &metric_registry::FIRST_BYTE_RTTS);
-            let saved = match (to_first_byte(first), to_first_byte(&repeat)) {
-                (Some(x), Some(y)) => Cell::text(format!("{:.2}", x - y)),
-                _ => Cell::missing(),
-            };
-            let ratio = data
-                .setup_comparison_either(p, workload, &repeat, *v, first, *v)
-                .map_or_else(Cell::missing, |c| {
-                    Cell::new(
-                        comparison_text(&c),
-                        verdict_cell_class(&c.comparison.verdict),
-                    )
-                });
-            rows.push(vec![
-                Cell::label(p),
-                Cell::label(v.name()),
-                a.map_or_else(Cell::missing, |_| series_cell(data, p, workload, first, *v)),
-                series_cell(data, p, workload, &repeat, *v),
-                ratio,
-                num(median(p, first, *v, &metric_registry::CONNECT_MS), 0),
-                num(median(p, &repeat, *v, &metric_registry::CONNECT_MS), 0),
-                num(rtts(first), 2),
-                num(rtts(&repeat), 2),
-                num(to_first_byte(first), 2),
-                num(to_first_byte(&repeat), 2),
-                saved,
-                num(
-                    median(p, &repeat, *v, &metric_registry::RESUMED_CONNECTIONS),
-                    0,
-                ),
-                num(
-                    median(p, &repeat, *v, &metric_registry::ZERO_RTT_CONNECTIONS),
-                    0,
-                ),
-                num(median(p, &repeat, *v, &metric_registry::EARLY_REQUESTS), 0),
-            ]);
-        }
-    }
-    if rows.is_empty() {
-        return None;
-    }
-    let unit = headline_label(&data.summary.metric, workload);
-    Some(Table {
-        id: table_id(data, &format!("views-{workload}"), first),
-        title: format!(
-            "First visit and repeat view: {}{}",
-            workload_phrase(workload),
-            title_suffix(data, first)
-        ),
-        intro: vec![],
-        header: vec![
-            "profile".into(),
-            "protocol".into(),
-            format!("first: {unit}"),
-            format!("repeat: {unit}"),
-            "repeat/first".into(),
-            "connect first (ms)".into(),
-            "connect repeat (ms)".into(),
-            "handshake RTTs first".into(),
-            "handshake RTTs repeat".into(),
-            "first byte RTTs first".into(),
-            "first byte RTTs repeat".into(),
-            "RTTs saved to the first byte".into(),
-            "resumed connections".into(),
-            "0-RTT connections".into(),
-            "requests in 0-RTT".into(),
-        ],
-        rows,
-        notes: vec![],
     })
 }
 
@@ -1468,174 +1087,4 @@ fn transfer_row(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::plan::PlanSpec;
-    use crate::config::protocol::Variant;
-    use crate::results::store::Meta;
-    use crate::results::summary::{summarize_runs_on, RunRow};
-
-    fn row(workload: &str, server: &str, variant: &str, round: u32, ms: f64) -> RunRow {
-        let id = format!("wired-{workload}-r{round:02}-{server}-{variant}");
-        RunRow::measured(&id, "wired", workload, server, variant, round)
-            .with_value(&crate::evidence::metric_registry::COMPLETION_MS, Some(ms))
-            .with_value(
-                &crate::evidence::metric_registry::QUEUEING_MEDIAN_MS,
-                Some(1.0),
-            )
-            .with_value(
-                &crate::evidence::metric_registry::QUEUEING_P95_MS,
-                Some(2.0),
-            )
-            .with_value(
-                &crate::evidence::metric_registry::TTFB_MEDIAN_MS,
-                Some(40.0),
-            )
-            .with_value(&crate::evidence::metric_registry::CONNECT_MS, Some(80.0))
-            .with_value(&crate::evidence::metric_registry::HANDSHAKE_RTTS, Some(2.0))
-            .with_value(&crate::evidence::metric_registry::ONWIRE_MID, Some(1.0))
-            .with_value(&crate::evidence::metric_registry::ONWIRE_PEAK, Some(1.0))
-            .with_value(
-                &crate::evidence::metric_registry::GOODPUT_MBIT,
-                Some(20_000_000.0 * 8.0 / (ms * 1000.0)),
-            )
-            .with_value(&crate::evidence::metric_registry::MODEL_RTT_MS, Some(40.0))
-            .with_value(
-                &crate::evidence::metric_registry::ACHIEVED_RTT_MS,
-                Some(40.1),
-            )
-            .with_value(
-                &crate::evidence::metric_registry::OFFERED_RTT_MS,
-                Some(40.0),
-            )
-            .with_value(&crate::evidence::metric_registry::STEAL_MS, Some(0.0))
-    }
-
-    fn data(rows: &[RunRow], servers: &[&str]) -> ReportData {
-        data_on(
-            &crate::evidence::metric_registry::COMPLETION_MS,
-            rows,
-            servers,
-        )
-    }
-
-    /// The report data of `rows` deciding on `headline` (`report --metric`).
-    fn data_on(headline: &'static Metric, rows: &[RunRow], servers: &[&str]) -> ReportData {
-        let summary = summarize_runs_on(headline, rows, 3, 500, &[], 120_000.0).unwrap();
-        let meta = Meta::fixture(
-            PlanSpec {
-                profiles: vec!["wired".into()],
-                workloads: vec!["upload".into()],
-                servers: servers
-                    .iter()
-                    .map(|s| crate::config::identity::ServerId::new(*s))
-                    .collect(),
-                browsers: vec![crate::config::identity::BrowserId::default()],
-                views: vec![crate::config::identity::View::First],
-                variants: ["h2", "h3"]
-                    .iter()
-                    .map(|v| v.parse::<Variant>().unwrap())
-                    .collect(),
-                runs: 10,
-                warmup: 0,
-                seed: 3,
-                adaptive: None,
-            },
-            rows.len(),
-            120.0,
-        );
-        ReportData::new(meta, summary)
-    }
-
-    #[test]
-    fn upload_table_with_goodput_and_no_study_tables() {
-        let mut rows = Vec::new();
-        for r in 1..=10 {
-            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
-            rows.push(row("upload", "embedded", "h3", r, 4000.0 + r as f64));
-        }
-        let d = data(&rows, &["embedded"]);
-        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::default());
-        let t = uploads(&d, &embedded);
-        assert_eq!(t.len(), 1);
-        assert_eq!(t[0].id, "upload-upload");
-        assert_eq!(t[0].title, "The 20 MB upload");
-        assert_eq!(
-            t[0].get(&["wired"], "h3/h2").unwrap().class,
-            CellClass::Slower
-        );
-        assert_eq!(
-            t[0].get(&["wired"], "goodput (Mbit/s)").unwrap().text,
-            "h2 80 / h3 40"
-        );
-        assert!(h2_vs_h1(&d, &embedded).is_err());
-        assert!(download(&d, &embedded).is_err());
-        assert!(!has_sweep(&d) && sweep(&d, &embedded, None).is_none());
-        assert!(servers(&d).is_empty());
-    }
-
-    #[test]
-    fn valid_runs_without_the_headline_are_shown_per_series() {
-        use crate::evidence::metric_registry::LCP_MS;
-        let mut rows = Vec::new();
-        for r in 1..=10 {
-            let h2 = row("page10", "embedded", "h2", r, 500.0 + r as f64);
-            rows.push(h2.with_value(&LCP_MS, Some(400.0 + r as f64)));
-            // h3 recorded no LCP in 3 of its 10 valid runs.
-            let h3 = row("page10", "embedded", "h3", r, 480.0 + r as f64);
-            rows.push(h3.with_value(&LCP_MS, (r > 3).then_some(380.0 + r as f64)));
-        }
-        let d = data_on(&LCP_MS, &rows, &["embedded"]);
-        assert_eq!(
-            problem_runs(&d),
-            ["`wired/page10/embedded/h3`: 3 of 10 valid runs have no LCP: left out of its median and comparisons, which use the other 7"]
-        );
-        let embedded = Setup::new("embedded", crate::config::identity::BrowserId::default());
-        let t = all_series(&d, "page10", &embedded).unwrap();
-        let h3 = t.get(&["wired"], "h3 (ms)").unwrap();
-        assert!(
-            h3.text.ends_with(" · 3 of 10 valid without LCP"),
-            "{}",
-            h3.text
-        );
-        assert!(!t
-            .get(&["wired"], "h2 (ms)")
-            .unwrap()
-            .text
-            .contains("without"));
-        let (doc, _) = super::super::build::document(&d, "t", &[], &d.summary.warnings, None);
-        let md = super::super::doc::to_markdown(&doc);
-        assert!(
-            md.contains("20 valid (3 of the valid runs have no LCP: they are left out"),
-            "{md}"
-        );
-        assert!(md.contains("wired/page10/embedded/h3 3 of 10"), "{md}");
-        // On loadEventEnd nothing is missing and nothing is said.
-        let load = data(&rows, &["embedded"]);
-        assert!(problem_runs(&load).is_empty());
-    }
-
-    #[test]
-    fn server_table_is_oriented_against_the_first_server_of_the_plan() {
-        let mut rows = Vec::new();
-        // caddy's runs come first in runs.csv, so the statistics compare embedded vs caddy.
-        for r in 1..=10 {
-            rows.push(row("upload", "caddy", "h2", r, 3000.0 + r as f64));
-            rows.push(row("upload", "embedded", "h2", r, 2000.0 + r as f64));
-        }
-        let d = data(&rows, &["embedded", "caddy"]);
-        let raw = &d.summary.comparisons[0];
-        assert_eq!(
-            (raw.server_a.as_str(), raw.server_b.as_str()),
-            ("embedded", "caddy")
-        );
-        let t = servers(&d);
-        assert_eq!(t.len(), 1);
-        assert_eq!(t[0].header[5], "caddy/embedded");
-        let c = t[0]
-            .get(&["wired", "upload", "h2"], "caddy/embedded")
-            .unwrap();
-        assert_eq!(c.class, CellClass::Slower, "{}", c.text);
-        assert!(c.text.starts_with("1.50 ["), "{}", c.text);
-    }
-}
+mod tests;

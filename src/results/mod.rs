@@ -5,6 +5,7 @@
 
 pub mod attempts;
 pub mod attrition;
+pub mod compare_cells;
 pub mod comparison;
 pub mod csv;
 pub mod resume_options;

@@ -16,18 +16,20 @@ use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, Attempts};
 use super::attrition::{self, Attrition, Families};
+use super::compare_cells::{all_comparisons, protocol_pairs, too_few_runs_warning};
 // The rows and series keys are read back here, and most users name them with the summary.
 pub use super::rows::{final_attempts, read_runs, RunRow, SeriesKey};
-// The same for the comparisons and how they read.
+// The same for the comparisons: how they are made and how they read.
+pub use super::compare_cells::{cell_comparisons, widest_ci_pct};
 pub use super::comparison::{fmt_p, fmt_ratio, CellComparison};
-use crate::config::identity::{BrowserId, Phase, ServerId, Setup, View};
+use crate::config::identity::{Phase, ServerId, Setup};
 use crate::config::protocol::Variant;
 use crate::evidence::metric_registry::{self, Metric};
 use crate::evidence::validate::{Outcome, ReasonKind};
 use crate::support::atomic;
 use crate::support::stats::{
-    self, apply_holm, compare, derive_seed, smallest_attainable_p, summarize, BootstrapConfig,
-    Censored, CompareConfig, Comparison, RatioBound, SeriesInput, SeriesSummary, Verdict,
+    self, derive_seed, summarize, BootstrapConfig, Censored, RatioBound, SeriesInput,
+    SeriesSummary, Verdict,
 };
 
 /// One series' statistics.
@@ -139,30 +141,6 @@ fn unsandboxed_warning(rows: &[RunRow]) -> Option<String> {
             observed.len()
         )
     })
-}
-
-/// The comparisons made within a cell, by series name: (a, b), ratio a/b.
-fn protocol_pairs(variants: &[Variant]) -> Vec<(Variant, Variant)> {
-    let has = |v: Variant| variants.contains(&v);
-    let mut pairs = Vec::new();
-    if has(Variant::H2) && has(Variant::H1) {
-        pairs.push((Variant::H2, Variant::H1));
-    }
-    for h3 in [Variant::H3, Variant::H3_PRIMED, Variant::H3_DISCOVERED] {
-        if has(h3) {
-            for base in [Variant::H2, Variant::H1] {
-                if has(base) {
-                    pairs.push((h3, base));
-                }
-            }
-        }
-    }
-    for h3 in [Variant::H3_PRIMED, Variant::H3_DISCOVERED] {
-        if has(h3) && has(Variant::H3) {
-            pairs.push((h3, Variant::H3));
-        }
-    }
-    pairs
 }
 
 /// The headline time of a series: valid runs' values, DNF runs censored at `timeout_ms`.
@@ -328,199 +306,6 @@ pub fn series_inputs(
         })
         .collect();
     (order, inputs)
-}
-
-/// What a cell's series differ in: its servers (those of `server_order` first, then as first
-/// seen), protocol variants (as first seen), engines and views (in their own order, the
-/// default engine and the first view first).
-struct CellAxes {
-    servers: Vec<ServerId>,
-    variants: Vec<Variant>,
-    browsers: Vec<BrowserId>,
-    views: Vec<View>,
-}
-
-impl CellAxes {
-    fn of(in_cell: &[&SeriesKey], server_order: &[ServerId]) -> CellAxes {
-        let mut servers: Vec<ServerId> = server_order
-            .iter()
-            .filter(|s| in_cell.iter().any(|k| &k.server == *s))
-            .cloned()
-            .collect();
-        let mut variants: Vec<Variant> = Vec::new();
-        for k in in_cell {
-            if !servers.contains(&k.server) {
-                servers.push(k.server.clone());
-            }
-            if !variants.contains(&k.variant) {
-                variants.push(k.variant);
-            }
-        }
-        // The engines' order puts the default engine, Chromium, first.
-        let browsers: std::collections::BTreeSet<BrowserId> =
-            in_cell.iter().map(|k| k.browser).collect();
-        CellAxes {
-            servers,
-            variants,
-            browsers: browsers.into_iter().collect(),
-            views: View::ALL
-                .into_iter()
-                .filter(|v| in_cell.iter().any(|k| k.view == *v))
-                .collect(),
-        }
-    }
-}
-
-/// The comparisons of one cell's series (`in_cell`, all of one profile and workload, in
-/// first-seen order), unadjusted (Holm comes over the whole matrix): protocols within each
-/// setup (server × browser), then servers per protocol against the first server (of
-/// `server_order`, then first seen) within each browser, then engines per protocol against
-/// Chromium within each server. Each comparison's bootstrap has its own seed from `seed` and
-/// its label, so the same series give the same CI wherever they are compared.
-pub fn cell_comparisons(
-    in_cell: &[&SeriesKey],
-    inputs: &BTreeMap<SeriesKey, SeriesInput>,
-    server_order: &[ServerId],
-    seed: u64,
-    resamples: usize,
-    alpha: f64,
-) -> Result<Vec<CellComparison>> {
-    let Some(first) = in_cell.first() else {
-        return Ok(Vec::new());
-    };
-    let (profile, workload) = (&first.profile, &first.workload);
-    let CellAxes {
-        servers,
-        variants,
-        browsers,
-        views,
-    } = CellAxes::of(in_cell, server_order);
-    let key = |setup: &Setup, variant: Variant| SeriesKey {
-        profile: profile.clone(),
-        workload: workload.clone(),
-        server: setup.server.clone(),
-        browser: setup.browser,
-        view: setup.view,
-        variant,
-    };
-    let mut comparisons = Vec::new();
-    let mut push = |sa: &Setup, a: Variant, sb: &Setup, b: Variant| -> Result<()> {
-        let (ka, kb) = (key(sa, a), key(sb, b));
-        let (Some(ia), Some(ib)) = (inputs.get(&ka), inputs.get(&kb)) else {
-            return Ok(());
-        };
-        let label = format!("{} vs {}", ka.label(), kb.label());
-        let cfg = CompareConfig {
-            alpha,
-            bootstrap: BootstrapConfig {
-                resamples,
-                ..BootstrapConfig::default()
-            }
-            .with_seed(derive_seed(seed, &label)),
-        };
-        comparisons.push(CellComparison {
-            profile: profile.clone(),
-            workload: workload.clone(),
-            server_a: sa.server.clone(),
-            server_b: sb.server.clone(),
-            browser_a: sa.browser,
-            browser_b: sb.browser,
-            view_a: sa.view,
-            view_b: sb.view,
-            a,
-            b,
-            comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,
-            attrition: None,
-        });
-        Ok(())
-    };
-    for view in &views {
-        for browser in &browsers {
-            for server in &servers {
-                let setup = Setup::new(server.clone(), *browser).on(*view);
-                for (a, b) in protocol_pairs(&variants) {
-                    push(&setup, a, &setup, b)?;
-                }
-            }
-        }
-    }
-    // Setups that differ in one thing only, each against the first: servers within each
-    // browser, then engines within each server.
-    let mut against_first: Vec<(Setup, Setup)> = Vec::new();
-    for view in &views {
-        for browser in &browsers {
-            let at = |s: &ServerId| Setup::new(s.clone(), *browser).on(*view);
-            against_first.extend(servers[1..].iter().map(|s| (at(s), at(&servers[0]))));
-        }
-    }
-    for view in &views {
-        for server in &servers {
-            let at = |b: &BrowserId| Setup::new(server.clone(), *b).on(*view);
-            against_first.extend(browsers[1..].iter().map(|b| (at(b), at(&browsers[0]))));
-        }
-    }
-    for (other, base) in &against_first {
-        for v in &variants {
-            push(other, *v, base, *v)?;
-        }
-    }
-    // A returning visitor against a first visit, per protocol.
-    for browser in &browsers {
-        for server in &servers {
-            let first = Setup::new(server.clone(), *browser);
-            for view in views.iter().filter(|v| **v != View::First) {
-                for v in &variants {
-                    push(&first.clone().on(*view), *v, &first, *v)?;
-                }
-            }
-        }
-    }
-    Ok(comparisons)
-}
-
-/// How precise a cell's estimates are: the widest 95 % CI half-width among its ratios, in
-/// percent of the ratio (`max(high / ratio − 1, 1 − low / ratio)`), or — in a cell without
-/// comparisons (one series per setup) — among its series' medians. `None` when one of them has
-/// no CI (too few runs) or is only a bound: a ratio whose median is a DNF ([`RatioBound`] not
-/// `Exact`), a ratio CI whose end depends on the time a DNF is counted at, a median or median
-/// CI that is a DNF. A bound is not precise at any width. What `--runs auto` holds to
-/// `--precision` (`matrix::adaptive`) and what the report states per cell.
-pub fn widest_ci_pct(comparisons: &[&CellComparison], series: &[&SeriesSummary]) -> Option<f64> {
-    let widths: Vec<Option<f64>> = if comparisons.is_empty() {
-        series
-            .iter()
-            .map(|s| match (s.median, s.ci_low, s.ci_high) {
-                (Some(Censored::Ms(m)), Some(Censored::Ms(lo)), Some(Censored::Ms(hi)))
-                    if m > 0.0 =>
-                {
-                    Some(100.0 * (hi / m - 1.0).max(1.0 - lo / m))
-                }
-                _ => None,
-            })
-            .collect()
-    } else {
-        comparisons
-            .iter()
-            .map(|c| {
-                let x = &c.comparison;
-                if x.ratio_bound != RatioBound::Exact || x.ratio_ci_censored {
-                    return None;
-                }
-                match (x.ratio, x.ratio_ci_low, x.ratio_ci_high) {
-                    (Some(r), Some(lo), Some(hi)) if r > 0.0 => {
-                        Some(100.0 * (hi / r - 1.0).max(1.0 - lo / r))
-                    }
-                    _ => None,
-                }
-            })
-            .collect()
-    };
-    if widths.is_empty() {
-        return None;
-    }
-    widths
-        .into_iter()
-        .try_fold(0.0f64, |acc, w| w.map(|w| acc.max(w)))
 }
 
 /// Computes the matrix statistics from its runs. `seed` makes the bootstrap reproducible;
@@ -741,80 +526,6 @@ fn invalid_kinds<'r>(rows: impl Iterator<Item = &'r RunRow>) -> BTreeMap<ReasonK
         }
     }
     by_kind
-}
-
-/// Comparisons per cell — protocols within each setup (server × browser), then servers per
-/// protocol (against the first server, within each browser), then engines per protocol
-/// (against Chromium, within each server) — with Holm over all of them.
-fn all_comparisons(
-    order: &[SeriesKey],
-    inputs: &BTreeMap<SeriesKey, SeriesInput>,
-    server_order: &[ServerId],
-    seed: u64,
-    resamples: usize,
-    alpha: f64,
-) -> Result<Vec<CellComparison>> {
-    let mut cells: Vec<(String, String)> = Vec::new();
-    for k in order {
-        let c = (k.profile.clone(), k.workload.clone());
-        if !cells.contains(&c) {
-            cells.push(c);
-        }
-    }
-    let mut comparisons = Vec::new();
-    for (profile, workload) in &cells {
-        let in_cell: Vec<&SeriesKey> = order
-            .iter()
-            .filter(|k| &k.profile == profile && &k.workload == workload)
-            .collect();
-        comparisons.extend(cell_comparisons(
-            &in_cell,
-            inputs,
-            server_order,
-            seed,
-            resamples,
-            alpha,
-        )?);
-    }
-    let mut cmp: Vec<Comparison> = comparisons.iter().map(|c| c.comparison.clone()).collect();
-    apply_holm(&mut cmp)?;
-    for (c, adjusted) in comparisons.iter_mut().zip(cmp) {
-        c.comparison = adjusted;
-    }
-    Ok(comparisons)
-}
-
-/// When the runs are too few for any comparison to survive Holm, says so.
-fn too_few_runs_warning(comparisons: &[CellComparison], alpha: f64) -> Option<String> {
-    let tested: Vec<&Comparison> = comparisons
-        .iter()
-        .map(|c| &c.comparison)
-        .filter(|c| c.p.is_some())
-        .collect();
-    let family = tested.len();
-    // The best any tested comparison could do: its sample sizes bound its p-value.
-    let best = tested
-        .iter()
-        .map(|c| {
-            let (a, b) = c.runs();
-            smallest_attainable_p(a, b)
-        })
-        .fold(f64::INFINITY, f64::min);
-    if family == 0 || best * (family as f64) < alpha {
-        return None;
-    }
-    let n = tested
-        .iter()
-        .map(|c| {
-            let (a, b) = c.runs();
-            a.min(b)
-        })
-        .max()
-        .unwrap_or(0);
-    Some(format!(
-        "with at most {n} runs per compared series the smallest possible p is {best:.2e}; Holm over {family} comparisons needs p < {:.1e} for the first one, so no difference can be called significant: use more --runs (10 or more)",
-        alpha / family as f64
-    ))
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -1077,88 +788,13 @@ pub fn terminal(s: &Summary) -> String {
         .any(|x| x.key.browser != s.series[0].key.browser);
     let several_views = s.series.iter().any(|x| x.key.view != s.series[0].key.view);
     for (workload, setup) in &groups {
-        let in_group: Vec<&SeriesStats> = s
-            .series
-            .iter()
-            .filter(|x| &x.key.workload == workload && x.key.is(setup))
-            .collect();
-        let mut variants: Vec<Variant> = Vec::new();
-        let mut profiles: Vec<String> = Vec::new();
-        for x in &in_group {
-            if !variants.contains(&x.key.variant) {
-                variants.push(x.key.variant);
-            }
-            if !profiles.contains(&x.key.profile) {
-                profiles.push(x.key.profile.clone());
-            }
-        }
-        variants.sort();
-        let pairs: Vec<(Variant, Variant)> = protocol_pairs(&variants);
-        let mut engine = if several_browsers {
-            format!(" in {}", setup.browser.label())
-        } else {
-            String::new()
-        };
-        if several_views {
-            engine.push_str(&format!(", {} view", setup.view));
-        }
-        out.push_str(&format!(
-            "\n{workload} on {}{engine}: median ms [95 % CI] (valid/invalid/DNF)\n",
-            setup.server
+        out.push_str(&terminal_table(
+            s,
+            workload,
+            setup,
+            several_browsers,
+            several_views,
         ));
-        let mut header = vec!["profile".to_string()];
-        header.extend(variants.iter().map(Variant::name));
-        header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
-        let mut rows = vec![header];
-        for p in &profiles {
-            let mut row = vec![p.clone()];
-            for v in &variants {
-                let cell = in_group
-                    .iter()
-                    .find(|x| &x.key.profile == p && x.key.variant == *v)
-                    .map(|x| {
-                        let c = &x.completion;
-                        format!(
-                            "{} ({}/{}/{})",
-                            fmt_series(c),
-                            c.n_valid,
-                            c.n_invalid,
-                            c.n_dnf
-                        )
-                    })
-                    .unwrap_or_default();
-                row.push(cell);
-            }
-            for (a, b) in &pairs {
-                let cell = s
-                    .comparisons
-                    .iter()
-                    .find(|c| {
-                        &c.profile == p
-                            && &c.workload == workload
-                            && c.within(setup)
-                            && c.a == *a
-                            && c.b == *b
-                    })
-                    .map(|c| {
-                        let verdict = verdict_mark(&c.comparison.verdict);
-                        let mut cell = match c.comparison.ratio {
-                            Some(r) => {
-                                format!("{} {verdict}", fmt_ratio(r, c.comparison.ratio_bound))
-                            }
-                            None => verdict.to_string(),
-                        };
-                        if c.attrition.as_ref().is_some_and(|a| !a.marks.is_empty()) {
-                            cell.push_str(" †");
-                        }
-                        cell
-                    })
-                    .unwrap_or_default();
-                row.push(cell);
-            }
-            rows.push(row);
-        }
-        out.push_str(&crate::support::textfmt::table(&rows));
     }
     out.push_str(&format!(
         "\nratio = median(a)/median(b); verdict at α = {} after Holm over {} comparisons (faster/slower need the ratio's 95 % CI to exclude 1); DNF runs count as the slowest observations\n",
@@ -1180,6 +816,104 @@ pub fn terminal(s: &Summary) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// One table of the terminal summary, with its title: a workload on one setup, profiles ×
+/// variants, then the protocol ratios with their verdicts.
+fn terminal_table(
+    s: &Summary,
+    workload: &str,
+    setup: &Setup,
+    several_browsers: bool,
+    several_views: bool,
+) -> String {
+    let mut out = String::new();
+    let in_group: Vec<&SeriesStats> = s
+        .series
+        .iter()
+        .filter(|x| x.key.workload == workload && x.key.is(setup))
+        .collect();
+    let mut variants: Vec<Variant> = Vec::new();
+    let mut profiles: Vec<String> = Vec::new();
+    for x in &in_group {
+        if !variants.contains(&x.key.variant) {
+            variants.push(x.key.variant);
+        }
+        if !profiles.contains(&x.key.profile) {
+            profiles.push(x.key.profile.clone());
+        }
+    }
+    variants.sort();
+    let pairs: Vec<(Variant, Variant)> = protocol_pairs(&variants);
+    let mut engine = if several_browsers {
+        format!(" in {}", setup.browser.label())
+    } else {
+        String::new()
+    };
+    if several_views {
+        engine.push_str(&format!(", {} view", setup.view));
+    }
+    out.push_str(&format!(
+        "\n{workload} on {}{engine}: median ms [95 % CI] (valid/invalid/DNF)\n",
+        setup.server
+    ));
+    let mut header = vec!["profile".to_string()];
+    header.extend(variants.iter().map(Variant::name));
+    header.extend(pairs.iter().map(|(a, b)| format!("{a}/{b}")));
+    let mut rows = vec![header];
+    for p in &profiles {
+        let mut row = vec![p.clone()];
+        for v in &variants {
+            let cell = in_group
+                .iter()
+                .find(|x| &x.key.profile == p && x.key.variant == *v)
+                .map(|x| {
+                    let c = &x.completion;
+                    format!(
+                        "{} ({}/{}/{})",
+                        fmt_series(c),
+                        c.n_valid,
+                        c.n_invalid,
+                        c.n_dnf
+                    )
+                })
+                .unwrap_or_default();
+            row.push(cell);
+        }
+        for (a, b) in &pairs {
+            let cell = s
+                .comparisons
+                .iter()
+                .find(|c| {
+                    &c.profile == p
+                        && c.workload == workload
+                        && c.within(setup)
+                        && c.a == *a
+                        && c.b == *b
+                })
+                .map(ratio_cell)
+                .unwrap_or_default();
+            row.push(cell);
+        }
+        rows.push(row);
+    }
+    out.push_str(&crate::support::textfmt::table(&rows));
+    out
+}
+
+/// A comparison in a terminal table: its ratio and verdict, `†` when its attrition is marked.
+fn ratio_cell(c: &CellComparison) -> String {
+    let verdict = verdict_mark(&c.comparison.verdict);
+    let mut cell = match c.comparison.ratio {
+        Some(r) => {
+            format!("{} {verdict}", fmt_ratio(r, c.comparison.ratio_bound))
+        }
+        None => verdict.to_string(),
+    };
+    if c.attrition.as_ref().is_some_and(|a| !a.marks.is_empty()) {
+        cell.push_str(" †");
+    }
+    cell
 }
 
 /// The comparisons with protocol failures or a mark (†), each with what it leaves out.
@@ -1210,345 +944,4 @@ fn attrition_lines(s: &Summary) -> String {
 pub use stats::UndeterminedReason;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::results::store::RUNS_CSV;
-
-    fn row(profile: &str, variant: &str, round: u32, outcome: Outcome, ms: f64) -> RunRow {
-        let id = format!("{profile}-page10-r{round}-{variant}");
-        use crate::evidence::metric_registry::*;
-        let mut r = RunRow::measured(&id, profile, "page10", "embedded", variant, round);
-        r.outcome = outcome;
-        if outcome == Outcome::Invalid {
-            r.invalid_kinds = vec![ReasonKind::ProtocolMismatch];
-        }
-        r.with_value(&COMPLETION_MS, (outcome == Outcome::Valid).then_some(ms))
-            .with_value(&QUEUEING_MEDIAN_MS, Some(ms / 10.0))
-            .with_value(&QUEUEING_P95_MS, Some(ms / 5.0))
-            .with_value(&TTFB_MEDIAN_MS, Some(1.0))
-            .with_value(&CONNECT_MS, Some(2.0))
-            .with_value(&ONWIRE_MID, Some(3.0))
-            .with_value(&ONWIRE_PEAK, Some(6.0))
-            .with_value(&MODEL_RTT_MS, Some(40.0))
-            .with_value(&ACHIEVED_RTT_MS, Some(40.05))
-            .with_value(&OFFERED_RTT_MS, Some(40.0))
-            .with_value(&STEAL_MS, Some(0.0))
-    }
-
-    const TIMEOUT_MS: f64 = 120_000.0;
-
-    #[test]
-    fn a_browser_without_its_sandbox_is_a_warning() {
-        let row = |id: &str, sandboxed: Option<f64>| {
-            RunRow::measured(id, "wired", "page10", "embedded", "h2", 1)
-                .with_value(&metric_registry::BROWSER_SANDBOXED, sandboxed)
-        };
-        let all_in = [row("a", Some(1.0)), row("b", Some(1.0)), row("c", None)];
-        assert_eq!(unsandboxed_warning(&all_in), None);
-        let one_out = [row("a", Some(1.0)), row("b", Some(0.0)), row("c", None)];
-        let w = unsandboxed_warning(&one_out).unwrap();
-        assert!(w.starts_with("1 of 2 attempts' browsers"), "{w}");
-        assert!(w.contains("--no-browser-sandbox"), "{w}");
-    }
-
-    #[test]
-    fn engines_and_views_are_series_of_their_own_and_compared_per_protocol() {
-        let mut rows = Vec::new();
-        for r in 1..=10 {
-            for (browser, view, base) in [
-                (BrowserId::default(), View::First, 500.0),
-                (BrowserId::new("firefox"), View::First, 600.0),
-                (BrowserId::default(), View::Repeat, 400.0),
-            ] {
-                for (v, extra) in [("h2", 0.0), ("h3", 20.0)] {
-                    let mut row = row("wired", v, r, Outcome::Valid, base + extra + r as f64);
-                    row.browser = browser;
-                    row.view = view;
-                    row.run_id = format!("{}-{browser}-{view}", row.run_id);
-                    row.plan_id = row.run_id.clone();
-                    rows.push(row);
-                }
-            }
-        }
-        let s = summarize_runs(&rows, 1, 300, &[], TIMEOUT_MS).unwrap();
-        assert_eq!(s.series.len(), 6);
-        let labels: Vec<String> = s.comparisons.iter().map(|c| c.label()).collect();
-        assert_eq!(
-            labels,
-            [
-                "h3 vs h2",                  // Chromium, first view
-                "h3 vs h2",                  // Firefox, first view
-                "h3 vs h2",                  // Chromium, repeat view
-                "firefox h2 vs chromium h2", // engines, first view
-                "firefox h3 vs chromium h3",
-                "repeat h2 vs first h2", // a returning visitor against a first visit
-                "repeat h3 vs first h3",
-            ]
-        );
-        let repeat = s
-            .comparisons
-            .iter()
-            .find(|c| c.view_a == View::Repeat && c.view_b == View::First && c.a == Variant::H2)
-            .unwrap();
-        assert!(repeat.comparison.ratio.unwrap() < 0.85);
-        assert_eq!(repeat.comparison.verdict, Verdict::Faster);
-        // Only Chromium's first-view series keep the labels (and bootstrap seeds) they had.
-        let keys: Vec<String> = s.series.iter().map(|x| x.key.label()).collect();
-        assert!(keys.contains(&"wired/page10/embedded/h2".to_string()));
-        assert!(keys.contains(&"wired/page10/embedded/firefox/h2".to_string()));
-        assert!(keys.contains(&"wired/page10/embedded/repeat/h3".to_string()));
-        let text = terminal(&s);
-        assert!(
-            text.contains("page10 on embedded in Firefox, first view"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn comparisons_and_invalid_runs() {
-        let mut rows = Vec::new();
-        for r in 1..=12 {
-            rows.push(row("wired", "h1", r, Outcome::Valid, 500.0 + r as f64));
-            rows.push(row("wired", "h2", r, Outcome::Valid, 300.0 + r as f64));
-            rows.push(row(
-                "wired",
-                "h3",
-                r,
-                Outcome::Valid,
-                301.0 + r as f64 * 0.5,
-            ));
-        }
-        // An invalid run with an absurd time must not move anything.
-        let mut bad = row("wired", "h2", 13, Outcome::Invalid, 1.0);
-        bad.set(&crate::evidence::metric_registry::COMPLETION_MS, Some(1.0));
-        rows.push(bad);
-        let mut warm = row("wired", "h1", 1, Outcome::Valid, 99999.0);
-        warm.phase = Phase::Warmup;
-        rows.push(warm);
-        let s = summarize_runs(&rows, 1, 2000, &[], TIMEOUT_MS).unwrap();
-        assert_eq!(s.series.len(), 3);
-        let h2 = s.series.iter().find(|x| x.key.variant == "h2").unwrap();
-        assert_eq!(h2.completion.n_valid, 12);
-        assert_eq!(h2.completion.n_invalid, 1);
-        assert_eq!(h2.completion.median, Some(Censored::Ms(306.5)));
-        assert_eq!(
-            h2.invalid_reasons.get(&ReasonKind::ProtocolMismatch),
-            Some(&1)
-        );
-        let h1 = s.series.iter().find(|x| x.key.variant == "h1").unwrap();
-        assert_eq!(
-            h1.completion.max,
-            Some(Censored::Ms(512.0)),
-            "warm-up runs are discarded"
-        );
-        assert_eq!(s.comparisons.len(), 3);
-        let c = |a: &str, b: &str| s.comparisons.iter().find(|c| c.a == a && c.b == b).unwrap();
-        assert_eq!(c("h2", "h1").comparison.verdict, Verdict::Faster);
-        assert_eq!(c("h3", "h1").comparison.verdict, Verdict::Faster);
-        assert!(c("h2", "h1").comparison.p_holm.unwrap() >= c("h2", "h1").comparison.p.unwrap());
-        assert_eq!(s.holm_family, 3);
-        assert!(s.warnings.is_empty());
-        let t = terminal(&s);
-        assert!(
-            t.contains("page10 on embedded") && t.contains("h2/h1"),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn few_runs_warn_that_nothing_can_be_significant() {
-        let mut rows = Vec::new();
-        for r in 1..=5 {
-            for (p, base) in [
-                ("a", 100.0),
-                ("b", 200.0),
-                ("c", 300.0),
-                ("d", 400.0),
-                ("e", 500.0),
-                ("f", 600.0),
-            ] {
-                rows.push(row(p, "h1", r, Outcome::Valid, base * 2.0 + r as f64));
-                rows.push(row(p, "h2", r, Outcome::Valid, base + r as f64));
-                rows.push(row(p, "h3", r, Outcome::Valid, base * 1.5 + r as f64));
-            }
-        }
-        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
-        assert_eq!(s.holm_family, 18);
-        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
-        assert!(s
-            .comparisons
-            .iter()
-            .all(|c| c.comparison.verdict == Verdict::NoSignificantDifference));
-    }
-
-    #[test]
-    fn dnf_runs_are_slowest_observations_and_tested() {
-        let mut rows = Vec::new();
-        for r in 1..=6 {
-            rows.push(row("cell-edge", "h2", r, Outcome::Valid, 1800.0 + r as f64));
-            rows.push(row(
-                "cell-edge",
-                "h3",
-                r,
-                if r <= 4 { Outcome::Dnf } else { Outcome::Valid },
-                9000.0,
-            ));
-        }
-        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
-        let h3 = s.series.iter().find(|x| x.key.variant == "h3").unwrap();
-        assert!(h3.completion.median_is_dnf());
-        assert_eq!(fmt_series(&h3.completion), "DNF (4 of 6 DNF)");
-        let c = &s.comparisons[0];
-        assert_eq!((c.a, c.b), (Variant::H3, Variant::H2));
-        // Decided by the test, inside the Holm family (6 vs 6, fully separated: p ≈ 0.004).
-        assert!(c.comparison.p.is_some());
-        assert_eq!(s.holm_family, 1);
-        assert_eq!(c.comparison.verdict, Verdict::Slower);
-        assert_eq!(c.comparison.ratio_bound, RatioBound::AtLeast);
-        assert!(terminal(&s).contains("≥"), "{}", terminal(&s));
-    }
-
-    #[test]
-    fn only_the_last_attempt_of_a_retried_run_counts() {
-        let mut rows = Vec::new();
-        for r in 1..=5 {
-            rows.push(row("wired", "h2", r, Outcome::Valid, 300.0 + r as f64));
-        }
-        // Round 1 failed on the link first (its time is absurd), then ran clean.
-        let mut failed = row("wired", "h2", 1, Outcome::Invalid, 5.0);
-        failed.invalid_kinds = vec![ReasonKind::Link];
-        failed.measurement_failure = true;
-        failed.set(&crate::evidence::metric_registry::COMPLETION_MS, Some(5.0));
-        let mut retry = rows[0].clone();
-        retry.run_id = format!("{}.a2", retry.plan_id);
-        retry.attempt = 2;
-        retry.set(
-            &crate::evidence::metric_registry::COMPLETION_MS,
-            Some(301.0),
-        );
-        rows[0] = failed;
-        rows.push(retry);
-        let s = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
-        let h2 = &s.series[0];
-        assert_eq!((h2.completion.n_valid, h2.completion.n_invalid), (5, 0));
-        assert_eq!(h2.retries, 1);
-        assert_eq!(s.retries, 1);
-        assert_eq!(s.invalid_by_reason.get(&ReasonKind::Link), Some(&1));
-        assert_eq!(s.links[0].link_invalid, 1);
-        assert_eq!(s.links[0].runs, 5, "the link-invalid attempt is left out");
-        assert_eq!(s.links[0].achieved_rtt_median_ms, Some(40.05));
-        assert!(s.is_current(&rows));
-        // The summary of before the retry: same counted runs, but it is stale.
-        let before: Vec<RunRow> = rows.iter().filter(|r| r.attempt == 1).cloned().collect();
-        let old = summarize_runs(&before, 1, 500, &[], TIMEOUT_MS).unwrap();
-        assert!(old.is_current(&before));
-        assert!(
-            !old.is_current(&rows),
-            "a retry makes the older summary stale"
-        );
-    }
-
-    #[test]
-    fn valid_runs_without_the_headline_are_counted_and_said_not_dropped() {
-        use crate::evidence::metric_registry::LCP_MS;
-        let mut rows = Vec::new();
-        for r in 1..=10 {
-            let h2 = row("wired", "h2", r, Outcome::Valid, 500.0 + r as f64);
-            rows.push(h2.with_value(&LCP_MS, Some(400.0 + r as f64)));
-            // h3 recorded no LCP in 3 of its 10 valid runs.
-            let h3 = row("wired", "h3", r, Outcome::Valid, 480.0 + r as f64);
-            rows.push(h3.with_value(&LCP_MS, (r > 3).then_some(380.0 + r as f64)));
-        }
-        let s = summarize_runs_on(&LCP_MS, &rows, 1, 500, &[], TIMEOUT_MS).unwrap();
-        let of = |v: &str| s.series.iter().find(|x| x.key.variant == v).unwrap();
-        assert_eq!(
-            (of("h3").without_headline, of("h3").completion.n_valid),
-            (3, 7)
-        );
-        assert_eq!((of("h3").valid_runs(), of("h3").counted_runs()), (10, 10));
-        assert_eq!(of("h2").without_headline, 0);
-        assert!(s.is_current(&rows));
-        let c = &s.comparisons[0];
-        assert_eq!((c.comparison.n_valid_a, c.comparison.n_valid_b), (7, 10));
-        let warning = s
-            .warnings
-            .iter()
-            .find(|w| w.contains("without LCP"))
-            .unwrap();
-        assert!(
-            warning.contains("wired/page10/embedded/h3 3 of 10") && !warning.contains("/h2"),
-            "{warning}"
-        );
-        assert!(terminal(&s).contains("without LCP (lcp_ms)"));
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), &s).unwrap();
-        let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
-        assert!(csv.lines().next().unwrap().contains(",n_without_metric,"));
-        let h3 = csv.lines().find(|l| l.contains(",h3,")).unwrap();
-        assert!(h3.contains(",7,0,0,3,"), "{h3}");
-        let back = read(dir.path()).unwrap();
-        assert_eq!(back.series[1].without_headline, 3);
-        // On loadEventEnd every valid run has its figure: nothing to say, nothing written.
-        let load = summarize_runs(&rows, 1, 500, &[], TIMEOUT_MS).unwrap();
-        assert!(load.series.iter().all(|x| x.without_headline == 0));
-        assert!(!load.warnings.iter().any(|w| w.contains("without")));
-        assert!(!serde_json::to_string(&load)
-            .unwrap()
-            .contains("without_headline"));
-    }
-
-    #[test]
-    fn reason_kinds_are_read_typed() {
-        let tmp = crate::support::tempdir::create("summary-test").unwrap();
-        let dir = tmp.path();
-        let header = crate::results::csv::RUN_COLUMNS.join(",");
-        let mut fields: Vec<String> = vec![String::new(); crate::results::csv::RUN_COLUMNS.len()];
-        let set = |f: &mut Vec<String>, name: &str, v: &str| {
-            let i = crate::results::csv::RUN_COLUMNS
-                .iter()
-                .position(|c| *c == name)
-                .unwrap();
-            f[i] = v.to_string();
-        };
-        for (k, v) in [
-            ("run_id", "a"),
-            ("plan_id", "a"),
-            ("attempt", "1"),
-            ("round", "1"),
-            ("position", "1"),
-            ("phase", "measure"),
-            ("browser", "chromium"),
-            ("view", "first"),
-            ("variant", "h2"),
-            ("outcome", "invalid"),
-            ("invalid_kinds", "link"),
-            ("measurement_failure", "true"),
-            ("viewpoints", "3"),
-        ] {
-            set(&mut fields, k, v);
-        }
-        // The same run id twice (a row appended again by hand): read once, the last one kept.
-        let first = fields.join(",");
-        set(&mut fields, "invalid_kinds", "link server");
-        std::fs::write(
-            dir.join(RUNS_CSV),
-            format!("{header}\n{first}\n{}\n", fields.join(",")),
-        )
-        .unwrap();
-        let rows = read_runs(dir).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(
-            rows[0].invalid_kinds,
-            [ReasonKind::Link, ReasonKind::Server]
-        );
-        set(&mut fields, "invalid_kinds", "gremlins");
-        std::fs::write(
-            dir.join(RUNS_CSV),
-            format!("{header}\n{}\n", fields.join(",")),
-        )
-        .unwrap();
-        let e = format!("{:#}", read_runs(dir).unwrap_err());
-        assert!(e.contains("row 2") && e.contains("gremlins"), "{e}");
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-}
+mod tests;
