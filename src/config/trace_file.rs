@@ -2,6 +2,7 @@
 //! where it was read from and its SHA-256, and reading it (from a file, the stored source or
 //! the compiled-in traces).
 
+use crate::support::digest::sha256_hex;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -97,7 +98,7 @@ impl TraceFile {
         }
         let (text, source) = if !self.source.is_empty() {
             let text = read_trace_source(&self.source)?;
-            if !self.sha256.is_empty() && sha256_hex(&text) != self.sha256 {
+            if !self.sha256.is_empty() && sha256_hex(text.as_bytes()) != self.sha256 {
                 return Err(format!(
                     "trace {} ({}) has changed since it was stored (SHA-256 differs): restore it or start new results",
                     self.path, self.source
@@ -149,7 +150,7 @@ impl TraceFile {
                     .map_err(|e| format!("trace {} is not a mahimahi trace: {e}", source))?,
             ),
         };
-        self.sha256 = sha256_hex(&text);
+        self.sha256 = sha256_hex(text.as_bytes());
         self.mean_mbit = (trace.mean_rate_bps() / 1e6 * 1000.0).round() / 1000.0;
         self.source = source;
         self.trace = Some(trace);
@@ -165,9 +166,4 @@ fn read_trace_source(source: &str) -> Result<String, String> {
         None => std::fs::read_to_string(source)
             .map_err(|e| format!("cannot read trace {source} (where the results found it): {e}")),
     }
-}
-
-fn sha256_hex(text: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }

@@ -187,7 +187,6 @@ impl Meta {
     /// receive steering, `--visual`, `--capture`, site replay) — but not where its files are.
     /// The shards of one matrix share it (the shard itself is not part of it).
     pub fn plan_hash(&self) -> String {
-        use sha2::{Digest, Sha256};
         let options = self.options.as_ref().map(|o| {
             let mut options = serde_json::json!({
                 "servers": o.servers,
@@ -215,7 +214,7 @@ impl Meta {
             "options": options,
         });
         let bytes = serde_json::to_vec(&identity).unwrap_or_default();
-        hex::encode(Sha256::digest(&bytes))[..16].to_string()
+        crate::support::digest::sha256_hex(&bytes)[..16].to_string()
     }
 
     /// Why records written as `self` describes cannot be continued by this build, if not.

@@ -6,6 +6,7 @@ pub mod atomic;
 pub mod cgroup;
 pub mod contention;
 pub mod critical_path;
+pub mod digest;
 pub mod font;
 pub mod machine_check;
 pub mod procfs;

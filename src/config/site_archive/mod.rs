@@ -24,7 +24,6 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// Version of the manifest's layout.
 pub const SITE_FORMAT: u32 = 1;
@@ -187,7 +186,7 @@ impl Entry {
 
 /// The content address of `wire`.
 pub fn address(wire: &[u8]) -> String {
-    hex::encode(Sha256::digest(wire))
+    crate::support::digest::sha256_hex(wire)
 }
 
 /// An archive being assembled: entries and the bodies they refer to.

@@ -4,7 +4,6 @@
 use super::names::{Workload, WorkloadKind};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// What a generated file is, for the content type and for reports.
@@ -167,8 +166,4 @@ pub fn url_path(url: &str) -> String {
         .map(|i| &after_scheme[i..])
         .unwrap_or("/");
     path.split(['?', '#']).next().unwrap_or("/").to_string()
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }

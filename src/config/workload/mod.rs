@@ -13,10 +13,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
+pub use crate::support::digest::sha256_hex;
 pub use generate::generate;
 pub use manifest::{
-    content_type_for, read_manifest, sha256_hex, site_archive_dir, url_path, workload_dir,
-    FileEntry, FileKind, Manifest, MANIFEST_NAME,
+    content_type_for, read_manifest, site_archive_dir, url_path, workload_dir, FileEntry, FileKind,
+    Manifest, MANIFEST_NAME,
 };
 pub use names::{
     page_bytes, parse_list, shard_host, shard_server_address, Workload, WorkloadKind, DEFAULT_SEED,
