@@ -161,3 +161,28 @@ fn no_circles_between_file_modules_but_the_known_ones() {
         "files no `mod` declares: {unreached:?}"
     );
 }
+
+/// A results directory explains itself: what an engine can tell is in every record and in
+/// `meta.json`, so the statistics, the diagnosis and the report (and the metric registry below
+/// them) read it there and import nothing of the browsers.
+#[test]
+fn results_diagnosis_and_report_read_no_engine_code() {
+    let (graph, _) = crate_graph(&crate_files());
+    let readers = ["results", "diagnosis", "report", "evidence"];
+    let browsers: ModPath = vec!["measure".into(), "browser".into()];
+    let found: Vec<String> = graph
+        .iter()
+        .filter(|(from, _)| from.first().is_some_and(|l| readers.contains(&l.as_str())))
+        .flat_map(|(from, edges)| {
+            edges
+                .iter()
+                .filter(|(to, _)| to.starts_with(&browsers))
+                .map(move |(to, how)| format!("{} → {} ({how})", show(from), show(to)))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "engine code read by:\n  {}",
+        found.join("\n  ")
+    );
+}
