@@ -1,4 +1,4 @@
-//! The round-trip accounting (`probe::round_trips`) on loads whose answer is known, through the
+//! The round-trip accounting (`evidence::round_trips`) on loads whose answer is known, through the
 //! real link and Chromium: a one-file page (set-up 2 RTT over TCP + TLS, 1 over QUIC; a
 //! request, one RTT), a 400 KB file (slow start's flights), a chain of three dependent requests
 //! (a round trip each) and a page whose server waits 100 ms (the server's term). Medians over

@@ -187,7 +187,7 @@ pub enum CrossDirection {
     Up,
 }
 
-/// How jitter turns into per-packet delays (see `netem::jitter` and `netem::model`).
+/// How jitter turns into per-packet delays (see `link::jitter` and `link::model`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JitterModel {

@@ -375,7 +375,7 @@ fn behind(rec: &RunRecord, f: fn(&crate::link::behind::BehindSummary) -> f64) ->
 }
 
 /// How long the emulator was behind its schedule during the load (the direction that was
-/// behind longer): what its lateness can have added to the load (`netem::behind`).
+/// behind longer): what its lateness can have added to the load (`link::behind`).
 pub static BEHIND_MS: Metric = link_figure(
     "behind_ms",
     "emulator behind schedule (ms)",

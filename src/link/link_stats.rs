@@ -22,7 +22,7 @@ use super::tun::DeviceCounters;
 use crate::config::profile::{JitterModel, Profile};
 
 /// The emulator's lateness is material when the time it was behind its schedule
-/// (`netem::behind`: the union of the spells in which released packets were later than its
+/// (`link::behind`: the union of the spells in which released packets were later than its
 /// ordinary precision) exceeds this share of the run's interval — what it can have added to
 /// the load —, at least [`BEHIND_MIN_MS`] …
 pub const BEHIND_MAX_SHARE: f64 = 0.01;

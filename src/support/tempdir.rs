@@ -1,6 +1,6 @@
 //! Scratch directories (browser profiles, the testbed's certificate and server configs, the
 //! server benchmark's body): `<system temp>/pagebench-<kind>-<pid>-<random>`, removed when the
-//! [`TempDir`] drops. The owner's PID in the name lets `netem::cleanup` remove the ones a
+//! [`TempDir`] drops. The owner's PID in the name lets `link::cleanup` remove the ones a
 //! killed process (SIGKILL runs no destructor) left behind.
 
 use anyhow::{Context, Result};

@@ -52,7 +52,7 @@ pub enum ReasonKind {
     /// An `h3-discovered` repeat view did not use the HTTP/3 its first view advertised, on
     /// every resource.
     NotDiscovered,
-    /// The emulated link did not deliver the profile (see `netem::LinkFault`).
+    /// The emulated link did not deliver the profile (see `link::LinkFault`; the `link_gate` check).
     Link,
     /// A reference server exited during the run.
     Server,

@@ -4,7 +4,7 @@
 //! had made it. It proves the recipe for an engine: this folder, `pub mod fake;` and its line
 //! in `browser::ENGINES`; nothing else in pagebench names it, and a matrix of it goes through
 //! plan, run protocol, metrics, validation, store, statistics and report like any engine's
-//! (`cli::matrix::engine_tests`).
+//! (`matrix::engine_tests`).
 
 use std::time::Duration;
 
