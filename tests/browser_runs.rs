@@ -720,7 +720,8 @@ fn a_returning_firefox_visitor_resumes_its_sessions() {
 /// off; a renamed feature would bring them back).
 #[test]
 fn chromium_starts_with_its_blank_page_and_no_page_of_its_own_ui() {
-    use pagebench::measure::browser::{ChromiumProcess, LaunchOptions, CHROMIUM};
+    use pagebench::measure::browser::engines::chromium::launch::{ChromiumProcess, CHROMIUM};
+    use pagebench::measure::browser::LaunchOptions;
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(CHROMIUM);
     // An empty network namespace of the child's own, which dies with it.

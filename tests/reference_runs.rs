@@ -18,7 +18,7 @@ use pagebench::evidence::validate::Outcome;
 use pagebench::measure::runner::{run_counted, run_once, RunSpec};
 use pagebench::measure::testbed::{ServerChoice, Testbed, TestbedConfig};
 use pagebench::servers::reference::access_log::LogFormat;
-use pagebench::servers::{CustomLog, CustomServer};
+use pagebench::servers::stacks::custom::{CustomLog, CustomServer};
 use runs_support::{matrix, profile};
 
 /// page10 generated below `root`, and a testbed on `profile` with `server` alone.

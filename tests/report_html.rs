@@ -11,7 +11,8 @@ use std::time::Duration;
 use base64::Engine;
 use pagebench::config::protocol::{H3Mode, Protocol};
 use pagebench::measure::browser::engines::chromium::cdp;
-use pagebench::measure::browser::{ChromiumProcess, LaunchOptions, CHROMIUM};
+use pagebench::measure::browser::engines::chromium::launch::{ChromiumProcess, CHROMIUM};
+use pagebench::measure::browser::LaunchOptions;
 use serde_json::{json, Value};
 
 fn copy_dir(from: &Path, to: &Path) {

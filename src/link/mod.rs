@@ -16,14 +16,15 @@
 //!   recorded capacity trace ([`crate::config::capacity`]); [`events`]: outages and NAT rebinding on
 //!   the run's timeline; [`nat`]: the rebinding's port rewrite (all pure);
 //! - [`jitter`]: the time-varying delay of the default jitter model (pure);
-//! - [`histogram`], [`stats`], [`io_counters`]: counters, lateness summary, the self-check
+//! - [`histogram`], [`link_stats`], [`io_counters`]: counters, lateness summary, the self-check
 //!   (pure);
 //! - [`emulator`]: the IO loop (epoll, TUN fds, timer slack, SCHED_FIFO);
 //! - [`netns`], [`netns_dir`], [`tun`], [`host`]: namespaces (their names and files under
 //!   /run/netns), TUN devices, privileges, CPU steal;
-//! - [`Link`]: all of it put together; [`cross`]: competing flows through it; [`cleanup`]:
-//!   leftovers of dead processes;
-//! - [`bench`](mod@bench), [`shell`]: the `pagebench bench netem` and `pagebench shell` commands.
+//! - [`Link`] ([`emulated`]): all of it put together; [`cross`]: competing flows through it;
+//!   [`cleanup`]: leftovers of dead processes;
+//! - [`precision`]: how precise and fast the emulator is on this machine (`pagebench bench
+//!   netem`, a shard's calibration); `pagebench shell` is `cli::shell_cmd`.
 //!
 //! **Jitter and order.** By default jitter is a delay that varies smoothly over time
 //! ([`jitter`]): packets close together see nearly the same delay, a later packet is never due

@@ -208,7 +208,7 @@ pub struct PlanContext<'a> {
     /// What a repeat view does with the HTTP cache (`--repeat-cache`).
     pub repeat_cache: crate::config::identity::RepeatCache,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
-    /// arrived, for the real loop ([`signals::interrupted`]).
+    /// arrived, for the real loop ([`crate::support::signals::interrupted`]).
     pub stop: &'a (dyn Fn() -> bool + Sync),
     /// `--runs auto`: whether a cell needs more rounds (None: every planned round runs).
     pub adaptive: Option<AdaptiveGate<'a>>,

@@ -10,7 +10,7 @@
 //! It looks at the width of the intervals only, never at a p-value or at which way a ratio
 //! points. That still leaves an optional-stopping bias: a cell stops when its intervals happen
 //! to be narrow, and an interval narrow by chance excludes 1 more often. `bench stopping`
-//! ([`super::stopping_sim`]) measures it: with no true difference, about 4 % of cells get a
+//! (`bench::stopping_bench`) measures it: with no true difference, about 4 % of cells get a
 //! verdict where the rule stops them anywhere between the minimum and the maximum, against
 //! 2–3 % of the same cells at a fixed 10 or 30 runs (`docs/scale.md`, "Adaptive runs"). A ratio or a
 //! median that is only a DNF bound never counts as precise ([`summary::widest_ci_pct`]). The

@@ -6,9 +6,9 @@
 //! A record is `run --har` without the forcing, then `import`: the load keeps every response
 //! body (CDP `Network.getResponseBody` after the load), [`crate::evidence::har_document::build`] makes a HAR with
 //! content of it (redirect hops, the server's IP and port, the protocol, timings), and
-//! [`super::har_import`] turns that into the archive. CDP hands bodies out decoded, so the wire
+//! [`crate::config::site_archive::har_import`] turns that into the archive. CDP hands bodies out decoded, so the wire
 //! bytes are the decoded body encoded again with the recorded `Content-Encoding`
-//! ([`super::encoding`]): the decoded bytes are the server's to the byte, the encoded ones are
+//! ([`crate::config::site_archive::encoding`]): the decoded bytes are the server's to the byte, the encoded ones are
 //! the same format at our compressor level, not the server's bytes (a server compressing at
 //! another level sends a few bytes or percent more or fewer). The summary compares our wire
 //! bytes with what Chromium counted (`loadingFinished.encodedDataLength` less the bytes counted

@@ -19,5 +19,4 @@ pub use server_contract::{
     ServerUnderTest, StartContext,
 };
 pub use server_view::{ServerView, TransportSummary};
-pub use stacks::custom::{CustomLog, CustomServer};
 pub use stacks::REGISTRY;

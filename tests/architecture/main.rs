@@ -186,3 +186,61 @@ fn results_diagnosis_and_report_read_no_engine_code() {
         found.join("\n  ")
     );
 }
+
+/// Each extension point's registry, and the modules that may name its entries besides it and
+/// the entries themselves, with why.
+const REGISTRIES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "servers::stacks",
+        &[(
+            "servers::choice",
+            "`--server-cmd` is a choice of its own (the `custom` stack), not a registered one",
+        )],
+    ),
+    (
+        "measure::browser::engines",
+        &[
+            (
+                "measure::site_recorder",
+                "`pagebench record` is Chromium as a normal browser",
+            ),
+            (
+                "cli::record_cmd",
+                "`pagebench record`'s flags are Chromium's launch options",
+            ),
+            (
+                "cli::args",
+                "`pagebench record --wait` is Chromium's load wait",
+            ),
+        ],
+    ),
+];
+
+/// Only a registry names its entries (a stack, an engine): an entry imports the contract, and
+/// adding one touches its own file or folder and the registry.
+#[test]
+fn only_the_registries_name_their_entries() {
+    let (graph, _) = crate_graph(&crate_files());
+    let mut found = Vec::new();
+    for (registry, allowed) in REGISTRIES {
+        let reg: ModPath = registry.split("::").map(String::from).collect();
+        let entry_of = |m: &ModPath| m.starts_with(&reg) && m.len() > reg.len();
+        for (from, edges) in &graph {
+            let same_entry = |to: &ModPath| entry_of(from) && from[reg.len()] == to[reg.len()];
+            let siblings = entry_of(from);
+            let allowed_here = allowed.iter().any(|(m, _)| show(from) == *m);
+            for (to, how) in edges.iter().filter(|(to, _)| entry_of(to)) {
+                if *from == reg || same_entry(to) || siblings || allowed_here {
+                    continue;
+                }
+                found.push(format!("{} → {} ({how})", show(from), show(to)));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules that name a registry's entry (import the contract, or go through the \
+registry):\n  {}",
+        found.join("\n  ")
+    );
+}

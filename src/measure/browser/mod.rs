@@ -22,9 +22,6 @@ pub mod scripts;
 pub mod video;
 
 pub use browser_contract::{Asked, Browser, ClientSide, Engine, HostSide};
-pub use engines::chromium::launch::{ChromiumProcess, CHROMIUM};
-pub use engines::chromium::Chromium;
-pub use engines::firefox::Firefox;
 pub use engines::{
     check_request, engine, installed_versions, make, parse_browsers, tells_of, ENGINES,
 };

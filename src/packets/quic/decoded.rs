@@ -57,7 +57,7 @@ pub struct QuicPacket {
     /// Bytes of the datagram this packet occupied.
     pub len: usize,
     /// The STREAM frames' data, in frame order (empty unless the flow was made
-    /// [`QuicFlow::with_stream_data`]).
+    /// [`super::QuicFlow::with_stream_data`]).
     pub stream_data: Vec<StreamChunk>,
 }
 

@@ -199,7 +199,7 @@ fn quiet_prefs() -> Vec<(&'static str, Pref)> {
 }
 
 /// Every pref of one launch: the quiet ones, name resolution (from the hosts file of the
-/// browser's own mount namespace only: [`resolver`]), and the protocol's.
+/// browser's own mount namespace only: [`crate::measure::browser::resolver`]), and the protocol's.
 pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
     use Pref::*;
     let mut p = quiet_prefs();
