@@ -22,6 +22,13 @@ impl Default for Priority {
 }
 
 impl Priority {
+    pub const fn new(urgency: u8, incremental: bool) -> Priority {
+        Priority {
+            urgency,
+            incremental,
+        }
+    }
+
     /// The `priority` header's value (a structured-field dictionary). Members other than `u`
     /// and `i`, and a `u` or `i` with an invalid value, are ignored as §4 asks.
     pub fn parse(value: &str) -> Priority {
@@ -54,11 +61,8 @@ impl Priority {
 mod tests {
     use super::*;
 
-    fn p(urgency: u8, incremental: bool) -> Priority {
-        Priority {
-            urgency,
-            incremental,
-        }
+    const fn p(urgency: u8, incremental: bool) -> Priority {
+        Priority::new(urgency, incremental)
     }
 
     #[test]

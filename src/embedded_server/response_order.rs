@@ -218,11 +218,8 @@ impl Scheduler {
 mod tests {
     use super::*;
 
-    fn p(urgency: u8, incremental: bool) -> Priority {
-        Priority {
-            urgency,
-            incremental,
-        }
+    const fn p(urgency: u8, incremental: bool) -> Priority {
+        Priority::new(urgency, incremental)
     }
 
     #[test]
