@@ -9,8 +9,9 @@
 //! the round as it did the sender. Slow start's bursts (the initial window, then about twice as much each round) are
 //! one round each; a paced sender (quinn spreads each window over the round trip) has as many
 //! rounds as round trips it spans; a response multiplexed with others on one connection counts
-//! the rounds its own packets fall in. A response's *flights* are the rounds its bytes came in.
-//! On a link whose rate holds the sender back, a continuous transfer spans one round per round
+//! the rounds its own packets fall in. A response's *flights* are the rounds its bytes came in
+//! (a round that turns over within half a round trip of the current one's start is an older
+//! packet's late acknowledgement, not one: [`Sends::window`]). On a link whose rate holds the sender back, a continuous transfer spans one round per round
 //! trip too; the accounting counts those round trips as the bytes' time at the rate instead
 //! (`evidence::round_trips`). A data packet is a TCP segment with payload, or a QUIC datagram
 //! larger than an acknowledgement ([`QUIC_ACK_MAX`] bytes of UDP payload). When a packet was
@@ -175,6 +176,29 @@ pub fn rounds(sent_ns: &[u64], arrived_ns: &[Option<u64>], acks: &[Ack]) -> Vec<
 }
 
 impl FlowSends {
+    /// The rounds `packets` (indices, in send order) span. A window's next round follows an
+    /// acknowledgement of its current one, so it leaves about a round trip after that round's
+    /// first packet at the soonest; a round that turns over within half a round trip of it
+    /// was opened by the acknowledgement of older bytes (sent before the window, and acked
+    /// late) and costs the window no round trip.
+    fn flights_of(&self, packets: &[usize], rtt_ns: u64) -> u32 {
+        let mut flights = 0;
+        let mut current: Option<(u32, u64)> = None;
+        for &i in packets {
+            let (round, sent) = (self.rounds[i], self.sent_ns[i]);
+            match current {
+                None => (flights, current) = (1, Some((round, sent))),
+                Some((r, start)) if round > r && sent >= start + rtt_ns / 2 => {
+                    flights += round - r;
+                    current = Some((round, sent));
+                }
+                Some((r, start)) if round > r => current = Some((round, start)),
+                Some(_) => {}
+            }
+        }
+        flights
+    }
+
     /// Its packets that reached the client in `[from_ns − lead, to_ns + ARRIVAL_SLACK_NS]`,
     /// by index.
     fn arrived_in(&self, from_ns: u64, to_ns: u64, lead: u64) -> impl Iterator<Item = usize> + '_ {
@@ -198,10 +222,8 @@ impl Sends {
             .max_by_key(|(n, _)| *n)?
             .1;
         let packets: Vec<usize> = busiest.arrived_in(from_ns, to_ns, lead).collect();
-        let rounds = packets.iter().map(|&i| busiest.rounds[i]);
-        let (first, last) = (rounds.clone().min()?, rounds.max()?);
         Some(Window {
-            flights: last - first + 1,
+            flights: busiest.flights_of(&packets, rtt_ns),
             bytes: packets.iter().map(|&i| u64::from(busiest.bytes[i])).sum(),
         })
     }
@@ -321,6 +343,38 @@ mod tests {
         assert_eq!((r[32], r[33]), (1, 2), "sent at 64 and 66 ms");
         // Without acknowledgements nothing follows a round: one round.
         assert!(rounds(&sent, &arrived, &[]).iter().all(|x| *x == 1));
+    }
+
+    #[test]
+    fn a_round_that_turns_over_within_a_response_costs_it_no_round_trip() {
+        // A packet at 0 ms, acknowledged late: its acknowledgement reaches the server at 100.5
+        // ms, between the two packets of a response sent at 100 and 101 ms.
+        let sent = [0, 100 * MS, 101 * MS];
+        let arrived: Vec<Option<u64>> = sent.iter().map(|t| Some(t + 20 * MS)).collect();
+        let acks = [Ack {
+            sent_ns: 60 * MS,
+            arrived_ns: 100 * MS + MS / 2,
+        }];
+        let flow = FlowSends {
+            server: addr("10.0.0.2:443"),
+            client: addr("10.0.0.1:5000"),
+            quic: true,
+            rounds: rounds(&sent, &arrived, &acks),
+            sent_ns: sent.to_vec(),
+            arrived_ns: arrived,
+            bytes: vec![1200; 3],
+        };
+        assert_eq!(flow.rounds, [1, 1, 2], "the rule, as it is");
+        let s = Sends {
+            flows: vec![flow],
+            first_client_ns: Some(0),
+        };
+        let w = s.window(120 * MS, 121 * MS, 40 * MS).unwrap();
+        assert_eq!(
+            (w.flights, w.bytes),
+            (1, 2400),
+            "one flight of the response"
+        );
     }
 
     #[test]
