@@ -114,6 +114,7 @@ fn testbed(root: &Path, p: &Profile) -> Testbed {
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: 0,
+        dns: Default::default(),
         site_hosts: vec![],
         site_ports: vec![],
     })

@@ -637,6 +637,8 @@ fn generate(
                         browser: BrowserId::default(),
                         browser_version: None,
                         browser_confinement: None,
+                        lookups: vec![],
+                        h3_hint: None,
                         engine_tells: Some(
                             pagebench::measure::browser::engine(BrowserId::default())
                                 .unwrap()

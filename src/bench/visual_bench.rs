@@ -154,6 +154,7 @@ pub fn run(req: &VisualBenchRequest, stop: &dyn Fn() -> bool) -> Result<VisualOv
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: TestbedConfig::extra_addresses_for([&req.manifest]),
+        dns: crate::config::name_lookup::DnsMode::None,
         site_hosts: TestbedConfig::hosts_for([&req.manifest]),
         site_ports: TestbedConfig::ports_for([&req.manifest]),
     })?;

@@ -467,6 +467,11 @@ pub struct CommonArgs {
     /// difference), the profile's rate and loss kept.
     #[arg(long, default_value = "profile", value_name = "MODE")]
     pub distances: crate::config::site_archive::distances::Distances,
+    /// How the browser finds its hosts: `none` (a hosts file, no lookup: the study's way)
+    /// or `resolver` (every name asked of pagebench's own resolver behind the link, at the
+    /// profile's `resolver_rtt_ms`; `h3-dns` needs it: its HTTPS records announce h3).
+    #[arg(long, default_value = "none", value_name = "MODE")]
+    pub dns: crate::config::name_lookup::DnsMode,
     /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
     /// for the same URLs on every load.
     #[arg(long)]
@@ -529,7 +534,7 @@ pub struct DiagnoseArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed or h3-discovered.
+    /// h1, h2, h3 (forced, the study's: same as h3-forced), h3-primed, h3-discovered or h3-dns.
     #[arg(long, required_unless_present = "as_recorded", value_parser = parse_forced_variant)]
     pub protocol: Option<crate::config::protocol::Variant>,
     /// For a site:DIR workload: each origin on the protocol it used when recorded (instead of
@@ -740,7 +745,7 @@ pub struct BenchVisualArgs {
     pub profile: String,
     #[arg(long, default_value = "page50")]
     pub workload: String,
-    /// h1, h2, h3 (forced: same as h3-forced), h3-primed or h3-discovered.
+    /// h1, h2, h3 (forced: same as h3-forced), h3-primed, h3-discovered or h3-dns.
     #[arg(long, default_value = "h2", value_parser = parse_forced_variant)]
     pub protocol: crate::config::protocol::Variant,
     /// Refused: the variant is named in --protocol (h3-primed, h3-discovered).

@@ -162,6 +162,7 @@ pub fn bench_matrix(
         visual: None,
         capture: Default::default(),
         sites: Default::default(),
+        dns: common.dns,
         adaptive: None,
         shard: None,
         calibration_runs: 0,

@@ -107,6 +107,7 @@ pub fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<Exi
         visual: a.common.visual,
         capture: a.common.capture(),
         sites: a.common.site_options(),
+        dns: a.common.dns,
     };
     if let Some(dir) = &req.resume {
         let stored = crate::results::store::read_meta(dir)?;

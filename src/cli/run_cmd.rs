@@ -80,6 +80,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         visual: a.common.visual,
         capture: a.common.capture(),
         sites: a.common.site_options(),
+        dns: a.common.dns,
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
@@ -97,6 +98,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         )?;
     }
     crate::config::plan::check_views(&[variant], &req.views)?;
+    crate::config::plan::check_dns(&[variant], req.dns)?;
     if a.har.is_some() {
         for b in &req.browsers {
             if let Some(lacks) = &crate::measure::browser::engine(*b)?.tells.har_lacks {

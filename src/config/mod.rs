@@ -5,6 +5,7 @@
 pub mod capacity;
 pub mod identity;
 pub mod locations;
+pub mod name_lookup;
 pub mod plan;
 pub mod priority;
 pub mod profile;

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::capacity::TraceStart;
 use crate::config::identity::{BrowserId, Phase, ServerId, View};
+use crate::config::name_lookup::DnsMode;
 use crate::config::protocol::Variant;
 
 /// What the user asked for; together with the seed it fixes the plan.
@@ -169,9 +170,11 @@ fn first_only() -> Vec<View> {
 }
 
 /// Whether `variant` can be measured on `view`: `h3-discovered` learns HTTP/3 from a first
-/// navigation, so it exists only as a repeat view.
+/// navigation, so it exists only as a repeat view; `h3-dns` is the first visit's own hint
+/// (a returning visitor's Alt-Svc would mix in), so it exists only as a first view.
 pub fn measurable(variant: Variant, view: View) -> bool {
     !(variant == Variant::H3_DISCOVERED && view == View::First)
+        && !(variant == Variant::H3_DNS && view == View::Repeat)
 }
 
 /// Refuses a plan that would measure nothing of a variant: `h3-discovered` needs a repeat view.
@@ -180,6 +183,23 @@ pub fn check_views(variants: &[Variant], views: &[View]) -> anyhow::Result<()> {
         anyhow::bail!(
             "h3-discovered learns HTTP/3 from a first visit's Alt-Svc, so it is measured on repeat \
 views only: add --views repeat (or first,repeat)"
+        );
+    }
+    if variants.contains(&Variant::H3_DNS) && !views.contains(&View::First) {
+        anyhow::bail!(
+            "h3-dns measures a first visit that learns HTTP/3 from an HTTPS record, so it is \
+measured on first views only: add --views first (or first,repeat)"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses `h3-dns` without a resolver to announce h3: its HTTPS record is the only hint.
+pub fn check_dns(variants: &[Variant], dns: DnsMode) -> anyhow::Result<()> {
+    if variants.contains(&Variant::H3_DNS) && dns.is_none() {
+        anyhow::bail!(
+            "h3-dns learns HTTP/3 from the HTTPS record of pagebench's resolver, and --dns none \
+resolves nothing: add --dns resolver"
         );
     }
     Ok(())

@@ -102,6 +102,10 @@ pub struct Profile {
     /// address first, then one per extra origin address).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origin_delay_ms: Vec<f64>,
+    /// The round trip to the resolver (`--dns resolver`), ms; default: the profile's round
+    /// trip. Never nearer than it: the resolver sits behind the same link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver_rtt_ms: Option<f64>,
 }
 
 /// The queue discipline of the rate limiter.
@@ -251,6 +255,7 @@ impl Profile {
             nat_rebind_at_s: None,
             cross_traffic: None,
             origin_delay_ms: Vec::new(),
+            resolver_rtt_ms: None,
         }
     }
 
@@ -453,6 +458,14 @@ impl Profile {
         if self.origin_delay_ms.len() > 1 + 62_500 {
             return Err("field `origin_delay_ms`: more entries than server addresses".into());
         }
+        if let Some(r) = self.resolver_rtt_ms {
+            if !r.is_finite() || r < self.rtt_ms || r > 60_000.0 {
+                return Err(format!(
+                    "field `resolver_rtt_ms` = {r}: give the resolver's round trip in ms, from the profile's rtt_ms ({}) to 60000 (the resolver sits behind the link)",
+                    self.rtt_ms
+                ));
+            }
+        }
         for (i, d) in self.origin_delay_ms.iter().enumerate() {
             if !d.is_finite() || *d < 0.0 || *d > 60_000.0 {
                 return Err(format!(
@@ -462,6 +475,17 @@ impl Profile {
             }
         }
         Ok(())
+    }
+
+    /// The extra one-way delay that puts the resolver at its round trip.
+    pub fn resolver_delay_ms(&self) -> f64 {
+        self.resolver_rtt_ms
+            .map_or(0.0, |r| ((r - self.rtt_ms) / 2.0).max(0.0))
+    }
+
+    /// The resolver's round trip: its own, or the profile's.
+    pub fn resolver_rtt(&self) -> f64 {
+        self.resolver_rtt_ms.unwrap_or(self.rtt_ms).max(self.rtt_ms)
     }
 
     /// `aqm` and its parameters: a discipline needs a bottleneck to queue at, CoDel's times and

@@ -98,6 +98,9 @@ pub enum H3Mode {
     Forced,
     Primed,
     Discovered,
+    /// Nothing forced, nothing primed: the browser learns h3 from the HTTPS DNS record
+    /// (RFC 9460) pagebench's resolver publishes for each TLS origin.
+    Dns,
 }
 
 impl H3Mode {
@@ -106,6 +109,7 @@ impl H3Mode {
             H3Mode::Forced => "forced",
             H3Mode::Primed => "primed",
             H3Mode::Discovered => "discovered",
+            H3Mode::Dns => "dns",
         }
     }
 }
@@ -133,7 +137,8 @@ impl Variant {
         }
     }
 
-    /// `h1`, `h2`, `h3` (forced, the study's), `h3-primed`, `h3-discovered` or `as-recorded`.
+    /// `h1`, `h2`, `h3` (forced, the study's), `h3-primed`, `h3-discovered`, `h3-dns` or
+    /// `as-recorded`.
     pub fn name(&self) -> String {
         if self.as_recorded {
             return AS_RECORDED_NAME.into();
@@ -141,6 +146,7 @@ impl Variant {
         match self.h3_mode {
             Some(H3Mode::Primed) => "h3-primed".into(),
             Some(H3Mode::Discovered) => "h3-discovered".into(),
+            Some(H3Mode::Dns) => "h3-dns".into(),
             _ => self.protocol.name().into(),
         }
     }
@@ -175,9 +181,10 @@ impl FromStr for Variant {
             "h3-forced" => Variant::new(Protocol::H3, H3Mode::Forced),
             "h3-primed" => Variant::new(Protocol::H3, H3Mode::Primed),
             "h3-discovered" => Variant::new(Protocol::H3, H3Mode::Discovered),
+            "h3-dns" => Variant::new(Protocol::H3, H3Mode::Dns),
             other => Variant::new(
                 other.parse().map_err(|_| {
-                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced, h3-primed, h3-discovered (repeat view) or (for site workloads) as-recorded")
+                    anyhow::anyhow!("unknown protocol {other:?} in --protocols: use h1, h2, h3, h3-forced, h3-primed, h3-discovered (repeat view), h3-dns (with --dns resolver) or (for site workloads) as-recorded")
                 })?,
                 H3Mode::Forced,
             ),
@@ -211,6 +218,12 @@ impl Variant {
     pub const H3_DISCOVERED: Variant = Variant {
         protocol: Protocol::H3,
         h3_mode: Some(H3Mode::Discovered),
+        as_recorded: false,
+    };
+    /// Nothing forced: HTTP/3 as the browser finds it from the HTTPS record of a first lookup.
+    pub const H3_DNS: Variant = Variant {
+        protocol: Protocol::H3,
+        h3_mode: Some(H3Mode::Dns),
         as_recorded: false,
     };
     /// A replayed site's origins each on their recorded protocol.

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod cert;
 pub mod client;
 pub mod ctx;
+pub mod dns;
 pub mod early_hints;
 pub mod hint_list;
 pub mod knobs;

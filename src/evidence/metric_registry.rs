@@ -248,6 +248,10 @@ pub static CONNECT_MS: Metric = Metric {
         r.metrics.nav_connect_ms
     })
 };
+pub static DNS_MS: Metric = Metric {
+    breakdown: Some(Scope::Pages),
+    ..metric("dns_ms", "lookup (ms)", Unit::Ms, |r| r.metrics.nav_dns_ms)
+};
 pub static HANDSHAKE_RTTS: Metric = Metric {
     breakdown: Some(Scope::Pages),
     precision: Precision::Fine,
@@ -614,6 +618,13 @@ pub static CRITICAL_SETUP_RTTS: Metric =
     round_trips("critical_setup_rtts", "set-up RTTs", Unit::Rtts, |r| {
         rt(r, |t| t.setup_rtts)
     });
+/// Name lookups on the path (`--dns resolver`), each a round trip to the resolver.
+pub static CRITICAL_LOOKUPS: Metric = Metric {
+    csv: CsvFormat::Int,
+    ..round_trips("critical_lookups", "lookups", Unit::Count, |r| {
+        rt(r, |t| t.lookups).filter(|n| *n > 0.0)
+    })
+};
 pub static CRITICAL_REQUESTS: Metric = Metric {
     csv: CsvFormat::Int,
     ..round_trips(
@@ -920,6 +931,7 @@ pub static ALL: &[&Metric] = &[
     &QUEUEING_P95_MS,
     &TTFB_MEDIAN_MS,
     &CONNECT_MS,
+    &DNS_MS,
     &HANDSHAKE_RTTS,
     &FIRST_BYTE_RTTS,
     &ONWIRE_MID,
@@ -954,6 +966,7 @@ pub static ALL: &[&Metric] = &[
     &CRITICAL_RTTS,
     &CRITICAL_RTT_MS,
     &CRITICAL_SETUP_RTTS,
+    &CRITICAL_LOOKUPS,
     &CRITICAL_REQUESTS,
     &CRITICAL_FLIGHT_RTTS,
     &CRITICAL_SERVER_MS,
@@ -1066,6 +1079,7 @@ mod tests {
                 "queueing_p95_ms",
                 "ttfb_median_ms",
                 "connect_ms",
+                "dns_ms",
                 "handshake_rtts",
                 "onwire_mid",
                 "onwire_peak"
@@ -1103,6 +1117,7 @@ mod tests {
                 "critical_rtts",
                 "critical_rtt_ms",
                 "critical_setup_rtts",
+                "critical_lookups",
                 "critical_requests",
                 "critical_flight_rtts",
                 "critical_server_ms",
@@ -1161,6 +1176,6 @@ mod tests {
                 "replay_fidelity"
             ]
         );
-        assert_eq!(breakdown().count(), 54);
+        assert_eq!(breakdown().count(), 56);
     }
 }

@@ -260,6 +260,10 @@ pub struct ResponseBody {
     pub base64: bool,
 }
 
+/// A lookup shorter than this was answered on the machine (hosts file, rules, cache), not
+/// asked of a resolver across a link.
+pub const LOOKUP_FLOOR_MS: f64 = 1.0;
+
 /// The timing fields this module reads from a Navigation/Resource Timing entry (ms from
 /// navigation start; absent fields read 0, as the browser reports them).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -295,6 +299,14 @@ impl EntryTiming {
     pub fn connect_ms(&self) -> Option<f64> {
         let d = self.connect_end - self.connect_start;
         (d > 0.0).then_some(d)
+    }
+
+    /// The name lookup's time, when this request made one (a hosts-file hit reads 0 or a few
+    /// µs, a rule-mapped one in Chromium up to a few tenths of a ms: below [`LOOKUP_FLOOR_MS`] it
+    /// is no lookup).
+    pub fn dns_ms(&self) -> Option<f64> {
+        let d = self.domain_lookup_end - self.domain_lookup_start;
+        (d >= LOOKUP_FLOOR_MS).then_some(d)
     }
 
     /// The URL path (without scheme, host and query).
@@ -358,6 +370,9 @@ pub struct ResourceMetrics {
     pub queueing_ms: f64,
     /// connectEnd − connectStart when this request opened a connection.
     pub connect_ms: Option<f64>,
+    /// domainLookupEnd − domainLookupStart when this request looked its host up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_ms: Option<f64>,
     /// responseStart − requestStart.
     pub ttfb_ms: f64,
     /// responseEnd − responseStart.
@@ -414,6 +429,9 @@ pub struct RunMetrics {
     pub dom_content_loaded_ms: Option<f64>,
     /// The navigation's connection set-up (TCP+TLS or QUIC handshake).
     pub nav_connect_ms: Option<f64>,
+    /// The navigation's name lookup (`--dns resolver`; None: no lookup, a hosts file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nav_dns_ms: Option<f64>,
     pub nav_ttfb_ms: Option<f64>,
     /// nav_connect_ms ÷ the profile's RTT (1 for QUIC, 2 for TCP + TLS 1.3 when all goes well).
     pub handshake_rtts: Option<f64>,
@@ -710,6 +728,7 @@ fn resource_metrics(obs: &Observation, requests: &[NetworkRequest]) -> Vec<Resou
                 response_end_ms: t.response_end,
                 queueing_ms: t.request_start - t.start_time,
                 connect_ms: t.connect_ms(),
+                dns_ms: t.dns_ms(),
                 ttfb_ms: t.response_start - t.request_start,
                 download_ms: t.response_end - t.response_start,
                 transfer_size: t.transfer_size,
@@ -737,6 +756,7 @@ fn navigation_metrics(m: &mut RunMetrics, n: &EntryTiming, rtt_ms: f64) {
     m.dom_content_loaded_ms =
         (n.dom_content_loaded_event_end > 0.0).then_some(n.dom_content_loaded_event_end);
     m.nav_connect_ms = n.connect_ms();
+    m.nav_dns_ms = n.dns_ms();
     m.nav_ttfb_ms = (n.response_start > 0.0).then_some(n.response_start - n.request_start);
     m.first_byte_ms = (n.response_start > 0.0).then_some(n.response_start);
     if rtt_ms > 0.0 {
@@ -838,6 +858,7 @@ pub(crate) mod tests {
 
     fn res(start: f64, req: f64, end: f64) -> ResourceMetrics {
         ResourceMetrics {
+            dns_ms: None,
             path: "/x".into(),
             initiator: "img".into(),
             protocol: "h2".into(),

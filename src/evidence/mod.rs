@@ -6,6 +6,7 @@ pub mod disruption;
 pub mod engine_tells;
 pub mod fidelity;
 pub mod har_document;
+pub mod lookups;
 pub mod metric_registry;
 pub mod metrics;
 pub mod round_trips;

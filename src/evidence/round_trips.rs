@@ -15,8 +15,12 @@
 //! flight after the first (counted from the packets that reached the browser in that window,
 //! [`crate::packets::flights`]) and the bytes' time at the link's rate.
 //!
-//! **The headline** is then written as `k × RTT + server + behind + wire + queue + browser +
-//! remainder`: `k` the round trips (set-up, one per request, the flights), `queue` the link's
+//! **A name lookup** (`--dns resolver`: domainLookupStart → domainLookupEnd of a step) is one
+//! round trip to the resolver, at its own round trip (`resolver_rtt_ms`), not waiting in the
+//! browser: `lookups × resolver RTT` is a term of its own.
+//!
+//! **The headline** is then written as `k × RTT + lookups × resolver RTT + server + behind +
+//! wire + queue + browser + remainder`: `k` the round trips (set-up, one per request, the flights), `queue` the link's
 //! median queueing delay on each of them, `browser` every wait in the browser and the time
 //! from the last response to the headline, and the remainder what none of the measured terms
 //! accounts for — kept, never spread over the others.
@@ -45,6 +49,8 @@ pub struct Inputs<'a> {
     pub server_ms: &'a BTreeMap<String, f64>,
     /// The server's data packets, with the trace time of the client's first packet.
     pub sends: Option<&'a Sends>,
+    /// The round trip to the resolver, ms (the profile's `resolver_rtt_ms`, else its RTT).
+    pub resolver_rtt_ms: f64,
 }
 
 /// One step of the critical path.
@@ -54,10 +60,13 @@ pub struct Step {
     pub path: String,
     pub start_ms: f64,
     pub end_ms: f64,
-    /// Waiting in the browser before the request went out (set-up left out).
+    /// Waiting in the browser before the request went out (set-up and lookup left out).
     pub wait_ms: f64,
     /// Connection set-up (0 on an open connection).
     pub setup_ms: f64,
+    /// The name lookup before it (0: none, or a hosts file's answer).
+    #[serde(default)]
+    pub lookup_ms: f64,
     /// requestStart → responseStart.
     pub ttfb_ms: f64,
     /// The server's time to answer.
@@ -97,6 +106,14 @@ pub struct RoundTrips {
     pub flight_rtts: f64,
     /// Their sum: `k`.
     pub critical_rtts: f64,
+    /// Name lookups on the path, each a round trip to the resolver (0: no lookup, names from
+    /// a hosts file), that round trip, and the lookups' measured time.
+    #[serde(default)]
+    pub lookups: f64,
+    #[serde(default)]
+    pub resolver_rtt_ms: f64,
+    #[serde(default)]
+    pub lookup_ms: f64,
     pub server_ms: f64,
     /// Responses' first bytes waiting behind other responses.
     #[serde(default)]
@@ -119,6 +136,7 @@ struct Node<'a> {
     request_start_ms: f64,
     response_start_ms: f64,
     setup_ms: f64,
+    lookup_ms: f64,
     bytes: f64,
 }
 
@@ -131,6 +149,7 @@ impl<'a> Node<'a> {
             request_start_ms: n.request_start,
             response_start_ms: n.response_start,
             setup_ms: n.connect_ms().unwrap_or(0.0),
+            lookup_ms: n.dns_ms().unwrap_or(0.0),
             bytes: n.transfer_size.max(n.encoded_body_size),
         }
     }
@@ -143,6 +162,7 @@ impl<'a> Node<'a> {
             request_start_ms: r.request_start_ms,
             response_start_ms: r.response_start_ms,
             setup_ms: r.connect_ms.unwrap_or(0.0),
+            lookup_ms: r.dns_ms.unwrap_or(0.0),
             bytes: r.transfer_size.max(r.encoded_body_size),
         }
     }
@@ -193,7 +213,7 @@ fn trace_offset_ns(n: &EntryTiming, sends: &Sends) -> Option<i64> {
 fn step(node: &Node, before_ms: f64, inputs: &Inputs, window: Option<Window>) -> Step {
     let ttfb_ms = (node.response_start_ms - node.request_start_ms).max(0.0);
     let (server_ms, server_logged) = server_time(node, ttfb_ms, inputs.rtt_ms, inputs.server_ms);
-    let wait_ms = (node.request_start_ms - before_ms - node.setup_ms).max(0.0);
+    let wait_ms = (node.request_start_ms - before_ms - node.setup_ms - node.lookup_ms).max(0.0);
     let transfer_ms = (node.end_ms - node.response_start_ms).max(0.0);
     let wire_ms = inputs
         .down_mbit
@@ -222,6 +242,7 @@ fn step(node: &Node, before_ms: f64, inputs: &Inputs, window: Option<Window>) ->
         end_ms: node.end_ms,
         wait_ms,
         setup_ms: node.setup_ms,
+        lookup_ms: node.lookup_ms,
         ttfb_ms,
         server_ms,
         server_logged,
@@ -266,6 +287,8 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
     let request_rtts = steps.len() as f64;
     let flight_rtts = sum(|s| s.flight_rtts);
     let critical_rtts = setup_rtts + request_rtts + flight_rtts;
+    let lookups = steps.iter().filter(|s| s.lookup_ms > 0.0).count() as f64;
+    let lookup_ms = sum(|s| s.lookup_ms);
     let last_end = steps.last().map_or(0.0, |s| s.end_ms);
     let browser_ms = sum(|s| s.wait_ms) + (inputs.headline_ms - last_end).max(0.0);
     let (server_ms, behind_ms, wire_ms) = (
@@ -273,8 +296,14 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
         sum(|s| s.behind_ms),
         sum(|s| s.wire_ms),
     );
-    let queue_ms = critical_rtts * inputs.queue_ms;
-    let accounted = critical_rtts * rtt + server_ms + behind_ms + wire_ms + queue_ms + browser_ms;
+    let queue_ms = (critical_rtts + lookups) * inputs.queue_ms;
+    let accounted = critical_rtts * rtt
+        + lookups * inputs.resolver_rtt_ms
+        + server_ms
+        + behind_ms
+        + wire_ms
+        + queue_ms
+        + browser_ms;
     RoundTrips {
         headline_ms: inputs.headline_ms,
         rtt_ms: rtt,
@@ -283,6 +312,9 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
         request_rtts,
         flight_rtts,
         critical_rtts,
+        lookups,
+        resolver_rtt_ms: inputs.resolver_rtt_ms,
+        lookup_ms,
         server_ms,
         behind_ms,
         wire_ms,
@@ -311,6 +343,7 @@ mod tests {
 
     fn res(path: &str, start: f64, request: f64, response: (f64, f64)) -> ResourceMetrics {
         ResourceMetrics {
+            dns_ms: None,
             path: path.into(),
             initiator: "script".into(),
             protocol: "h2".into(),
@@ -351,7 +384,30 @@ mod tests {
             down_mbit: None,
             server_ms: logged,
             sends: None,
+            resolver_rtt_ms: 40.0,
         }
+    }
+
+    #[test]
+    fn a_lookup_is_a_round_trip_to_the_resolver_not_a_wait_in_the_browser() {
+        // The page's name asked first (41 ms, the resolver 60 ms away is the profile's 40 here
+        // plus its hold), then TCP + TLS (2 RTT) and the page (1 RTT).
+        let mut n = nav((42.0, 122.0), 122.0, (162.0, 163.0));
+        (n.domain_lookup_start, n.domain_lookup_end) = (1.0, 42.0);
+        let logged = BTreeMap::new();
+        let mut i = inputs(&n, &[], 170.0, &logged);
+        i.resolver_rtt_ms = 41.0;
+        let t = account(&i).unwrap();
+        assert_eq!(t.lookups, 1.0);
+        assert_eq!(t.lookup_ms, 41.0);
+        assert_eq!(t.steps[0].wait_ms, 1.0, "the lookup is not browser time");
+        assert_eq!(t.critical_rtts, 3.0, "k counts the link's round trips only");
+        // 3 × 40 + 1 × 41 + browser (1 before, 7 after the last response) = 169: 1 ms left.
+        assert!((t.remainder_ms - 1.0).abs() < 1e-9, "{t:?}");
+        // Without a lookup (a hosts file's few µs), no lookup term.
+        (n.domain_lookup_start, n.domain_lookup_end) = (1.0, 1.01);
+        let t = account(&inputs(&n, &[], 170.0, &logged)).unwrap();
+        assert_eq!((t.lookups, t.lookup_ms), (0.0, 0.0));
     }
 
     #[test]

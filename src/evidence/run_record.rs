@@ -102,6 +102,13 @@ pub struct RunRecord {
     /// What the engine can tell of a run (records from before it was kept: not said).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_tells: Option<crate::evidence::engine_tells::EngineTells>,
+    /// Each name the browser asked pagebench's resolver for (`--dns resolver`; empty: no
+    /// lookup was made, names came from a hosts file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lookups: Vec<crate::evidence::lookups::LookupRecord>,
+    /// How the browser came to use HTTP/3 (h3 runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h3_hint: Option<crate::evidence::lookups::H3Hint>,
     /// A first visit, or a repeat view (records from before there was a choice: first).
     #[serde(default)]
     pub view: View,
@@ -271,6 +278,8 @@ impl RunRecord {
             browser_version: None,
             browser_confinement: None,
             engine_tells: None,
+            lookups: vec![],
+            h3_hint: None,
             view: View::First,
             phase: Phase::Measure,
             round: 1,

@@ -112,6 +112,7 @@ fn reference(
         seed: 1,
         retry_invalid: 2,
         sites: Default::default(),
+        dns: crate::config::name_lookup::DnsMode::None,
         keep_bodies: false,
         visual: None,
         capture: crate::packets::CaptureSet::none(),

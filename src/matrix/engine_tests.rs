@@ -120,6 +120,7 @@ impl RunTarget for StandIn {
             &mut LaunchEach,
             &self.cert,
             &req,
+            None,
         )?;
         Ok(runner::assemble(spec, parts))
     }

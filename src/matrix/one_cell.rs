@@ -36,6 +36,8 @@ pub struct SeriesRequest {
     pub retry_invalid: u32,
     /// How a site workload is replayed.
     pub sites: crate::config::workload::site_plan::SiteOptions,
+    /// `--dns`.
+    pub dns: crate::config::name_lookup::DnsMode,
     /// Keep every response body (for `--har`: a HAR with content).
     pub keep_bodies: bool,
     /// Record a screencast of every load (`--visual`).
@@ -54,6 +56,9 @@ pub fn run_series(
     signals::install();
     let manifest =
         crate::config::workload::ensure(&req.pages_root, &req.workload, req.pages_seed, req.sites)?;
+    if !req.dns.is_none() {
+        crate::config::name_lookup::check_site_names([&manifest])?;
+    }
     if let Some(site) = &manifest.site {
         site.profile_for(&req.profile)?;
         site.warn_nearer(&req.workload.name, &req.profile);
@@ -91,6 +96,7 @@ pub fn run_series(
             &manifest,
         ]),
         site_hosts: crate::measure::testbed::TestbedConfig::hosts_for([&manifest]),
+        dns: req.dns,
         site_ports: crate::measure::testbed::TestbedConfig::ports_for([&manifest]),
     })?;
     exec.set_profile(&req.profile)?;

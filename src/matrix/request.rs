@@ -69,6 +69,8 @@ pub struct MatrixRequest {
     pub capture: crate::packets::CaptureSet,
     /// How site workloads are replayed.
     pub sites: workload::site_plan::SiteOptions,
+    /// `--dns`.
+    pub dns: crate::config::name_lookup::DnsMode,
     /// `--runs auto`: rounds per cell until precise (`runs` is then its maximum).
     pub adaptive: Option<plan::Adaptive>,
     /// `--shard K/N`: only this part of the plan's cells.
@@ -118,6 +120,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
     let workloads = workload::parse_list(&req.workloads)?;
     let variants = crate::config::protocol::parse_variants(&req.protocols, req.h3_mode)?;
     plan::check_views(&variants, &req.views)?;
+    plan::check_dns(&variants, req.dns)?;
     req.knobs.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     for s in &req.servers {
         for v in &variants {
@@ -366,6 +369,9 @@ fn manifests_of(req: &MatrixRequest, r: &Resolved) -> Result<BTreeMap<String, Ma
             site.warn_nearer(w, p);
         }
     }
+    if !req.dns.is_none() {
+        crate::config::name_lookup::check_site_names(manifests.values())?;
+    }
     Ok(manifests)
 }
 
@@ -546,6 +552,7 @@ fn start_and_run(
         steer_receive: req.steer_receive,
         extra_server_addresses: TestbedConfig::extra_addresses_for(manifests.values()),
         site_hosts: TestbedConfig::hosts_for(manifests.values()),
+        dns: req.dns,
         site_ports: TestbedConfig::ports_for(manifests.values()),
     };
     let mut exec = TestbedExecutor::start(config.clone())?;

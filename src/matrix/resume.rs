@@ -31,6 +31,7 @@ impl StoredOptions {
             repeat_cache: req.repeat_cache,
             pages: std::path::absolute(&req.pages_root).unwrap_or_else(|_| req.pages_root.clone()),
             sites: req.sites,
+            dns: req.dns,
             site_dirs: crate::config::workload::parse_list(&req.workloads)
                 .unwrap_or_default()
                 .into_iter()
@@ -471,6 +472,7 @@ fn stored_request(
         visual: options.visual.then_some(options.visual_source),
         capture: options.capture.clone(),
         sites: options.sites,
+        dns: options.dns,
         adaptive: plan.adaptive,
         shard: stored.shard.as_ref().map(|s| s.spec),
         calibration_runs: given.calibration_runs,
@@ -526,6 +528,7 @@ mod tests {
             visual: None,
             capture: Default::default(),
             sites: Default::default(),
+            dns: Default::default(),
             adaptive: None,
             shard: None,
             calibration_runs: 5,

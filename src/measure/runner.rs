@@ -212,6 +212,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         &parts.counters_after,
     );
     let server = parts.server;
+    let lookups =
+        crate::evidence::lookups::on_page_clock(&parts.lookups, parts.observation.time_origin);
     RunRecord {
         id: spec.id.clone(),
         plan_id: spec.plan_id.clone(),
@@ -229,6 +231,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         engine_tells: crate::measure::browser::engine(spec.browser)
             .ok()
             .map(|e| e.tells.clone()),
+        h3_hint: crate::evidence::lookups::h3_hint(variant, &lookups),
+        lookups,
         view: spec.view,
         phase: spec.phase,
         round: spec.round,
@@ -470,6 +474,7 @@ fn round_trips_of(
             .or(spec.profile.down_mbit),
         server_ms: &server_ms,
         sends: captured.sends.as_ref(),
+        resolver_rtt_ms: spec.profile.resolver_rtt(),
     })
 }
 
@@ -952,6 +957,7 @@ mod tests {
     fn parts(spec: &RunSpec) -> RunParts {
         let obs = fixture("h2-page10");
         RunParts {
+            lookups: vec![],
             started_at: "2026-12-01T00:00:00.000Z".into(),
             url: page_url(443, &spec.manifest),
             server: ServerEvidence {

@@ -17,12 +17,14 @@ use anyhow::{bail, Context, Result};
 
 use crate::config::capacity::TraceStart;
 use crate::config::identity::{BrowserId, ServerId};
+use crate::config::name_lookup::DnsMode;
 use crate::config::profile::Profile;
 use crate::config::protocol::{H3Mode, Variant};
 use crate::config::site_archive::replay::{deterministic_script, Replay, ReplaySite};
 use crate::config::workload::site_plan::SitePlan;
 use crate::config::workload::Manifest;
 use crate::config::workload::PAGE_HOST as HOST;
+use crate::embedded_server::dns::Lookup;
 use crate::embedded_server::{Certificate, ServerKnobs};
 use crate::evidence::metrics::Observation;
 use crate::evidence::run_record::BrowserOverhead;
@@ -43,6 +45,8 @@ use crate::support::signals;
 use crate::support::snmp;
 use crate::support::sysinfo::{cpu_times, sample_between, MachineSample};
 use crate::support::tempdir::{self, TempDir};
+
+use dns_side::TestbedResolver;
 
 pub use crate::servers::server_view::transport_summary;
 pub use crate::servers::{parse_servers, ServerChoice};
@@ -74,6 +78,8 @@ pub struct TestbedConfig {
     /// Server addresses beyond the namespace's own, for replayed sites' origins (the most any
     /// site workload of the plan needs, less one).
     pub extra_server_addresses: usize,
+    /// How the browsers find their hosts (`--dns`).
+    pub dns: DnsMode,
     /// The replayed sites' hosts, which the certificate names too.
     pub site_hosts: Vec<String>,
     /// The replayed sites' ports other than 443 (origins on another port, 80 for `http://`
@@ -142,6 +148,8 @@ pub struct Testbed {
     /// Site archives loaded for replay, by directory (loaded once, served by every run).
     sites: BTreeMap<PathBuf, Arc<ReplaySite>>,
     cert: Certificate,
+    /// `--dns resolver`'s resolver (stopped before the link goes).
+    resolver: Option<TestbedResolver>,
     /// The certificate and the reference servers' files; removed on drop (after the servers).
     work: TempDir,
     // Dropped last: servers must stop before their namespace goes.
@@ -174,16 +182,28 @@ fn namespace_tcp(link: &Link, knobs: &ServerKnobs) -> Result<NamespaceTcp> {
 impl Testbed {
     pub fn start(cfg: &TestbedConfig) -> Result<Testbed> {
         cfg.check_site_ports()?;
+        // The resolver's address comes after every origin's.
+        let resolver_index = (!cfg.dns.is_none()).then_some(cfg.extra_server_addresses + 1);
         let link = Link::new(
-            &cfg.profile,
+            &resolver_index.map_or(cfg.profile.clone(), |i| {
+                dns_side::link_profile(&cfg.profile, i)
+            }),
             LinkOptions {
                 seed: cfg.seed,
                 realtime: true,
                 steer_receive: cfg.steer_receive,
-                extra_server_addresses: cfg.extra_server_addresses,
+                extra_server_addresses: cfg.extra_server_addresses
+                    + usize::from(resolver_index.is_some()),
                 ..LinkOptions::default()
             },
         )?;
+        let resolver = match resolver_index {
+            Some(i) => {
+                let ip = IpAddr::V4(link.server_ips()[i]);
+                Some(TestbedResolver::start(link.server(), ip, i)?)
+            }
+            None => None,
+        };
         // Several addresses: the servers listen on all of them (the namespace has no others).
         let listen = if cfg.extra_server_addresses > 0 {
             IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
@@ -216,6 +236,7 @@ impl Testbed {
             servers: Vec::new(),
             sites: BTreeMap::new(),
             cert,
+            resolver,
             work,
             link,
         };
@@ -251,7 +272,10 @@ impl Testbed {
 
     /// Switches the link to `profile` for the runs that follow.
     pub fn set_profile(&self, profile: &Profile) -> Result<()> {
-        self.link.set_profile(profile)
+        match &self.resolver {
+            Some(r) => self.link.set_profile(&r.link_profile(profile)),
+            None => self.link.set_profile(profile),
+        }
     }
 
     /// The running server called `name`.
@@ -300,7 +324,8 @@ impl Testbed {
                 return None;
             }
             let server = self.servers.iter().find(|s| s.name() == *req.server)?;
-            launch_options(&self.link, server.port(), &self.cert, req)
+            let resolver = self.resolver.as_ref().map(TestbedResolver::ip);
+            launch_options(&self.link, server.port(), &self.cert, req, resolver)
                 .ok()
                 .map(|(_, opts)| (req.browser, opts))
         });
@@ -335,13 +360,26 @@ impl Testbed {
         });
         self.link.map_port(map)?;
         server.replay(replay)?;
-        measure(
+        let resolver = match &self.resolver {
+            Some(r) => {
+                let (_, opts) = launch_options(&self.link, server.port(), &self.cert, req, None)?;
+                r.prepare(&opts)?;
+                Some(r.ip())
+            }
+            None => None,
+        };
+        let mut parts = measure(
             &self.link,
             server.as_mut(),
             &mut self.browsers,
             &self.cert,
             req,
-        )
+            resolver,
+        )?;
+        if let Some(r) = &self.resolver {
+            parts.lookups = r.lookups();
+        }
+        Ok(parts)
     }
 }
 
@@ -424,6 +462,8 @@ pub struct RunParts {
     pub wall_ms: f64,
     /// Packets, keys, NetLog and qlogs of the load.
     pub capture: CaptureParts,
+    /// What the browser asked the resolver (`--dns resolver`), in order.
+    pub lookups: Vec<Lookup>,
 }
 
 /// The link as the run protocol uses it: the emulated link, or a fake in the tests.
@@ -648,6 +688,7 @@ fn launch_options(
     port: u16,
     cert: &Certificate,
     req: &LoadRequest,
+    resolver: Option<IpAddr>,
 ) -> Result<(String, LaunchOptions)> {
     let port = if req.manifest.site.is_some() {
         SITE_PORT
@@ -712,6 +753,7 @@ fn launch_options(
             .as_ref()
             .map(|s| s.tls_origins())
             .unwrap_or_default(),
+        resolver,
     };
     Ok((url, opts))
 }
@@ -732,11 +774,12 @@ pub fn measure(
     browsers: &mut dyn BrowserSource,
     cert: &Certificate,
     req: &LoadRequest,
+    resolver: Option<IpAddr>,
 ) -> Result<RunParts> {
     let wall = Instant::now();
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let port = server.port();
-    let (url, opts) = launch_options(link, port, cert, req)?;
+    let (url, opts) = launch_options(link, port, cert, req, resolver)?;
     let problems = ask_for_qlog(server, req);
 
     // The browser writes its TLS secrets (always: the head-of-line analysis decrypts QUIC with
@@ -779,6 +822,7 @@ pub fn measure(
         contention: Contention::between(&measured.start.threads, &measured.end.threads, cpus()),
         wall_ms: wall.elapsed().as_secs_f64() * 1e3,
         capture,
+        lookups: Vec::new(),
     })
 }
 
@@ -973,3 +1017,5 @@ fn capture_parts(
 
 #[cfg(test)]
 mod tests;
+
+pub mod dns_side;

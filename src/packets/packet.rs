@@ -24,7 +24,11 @@ pub struct Parsed<'a> {
     pub transport: Transport<'a>,
 }
 
-/// Parses an IPv4 TCP or UDP packet (not a fragment); `None` for anything else.
+/// DNS's port: UDP to or from it is a name lookup, which the transport analyses leave out.
+pub const DNS_PORT: u16 = 53;
+
+/// Parses an IPv4 TCP or UDP packet (not a fragment, not DNS over UDP); `None` for anything
+/// else.
 pub fn parse(p: &[u8]) -> Option<Parsed<'_>> {
     if p.len() < 20 || p[0] >> 4 != 4 {
         return None;
@@ -72,6 +76,10 @@ pub fn parse(p: &[u8]) -> Option<Parsed<'_>> {
                 return None;
             }
             let (sp, dp) = ports(l4);
+            // A lookup (`--dns resolver`) is no HTTP transport: not QUIC, not a connection.
+            if sp == DNS_PORT || dp == DNS_PORT {
+                return None;
+            }
             (Transport::Udp { payload: &l4[8..] }, sp, dp)
         }
         _ => return None,
@@ -180,5 +188,13 @@ mod tests {
         let mut frag = p;
         frag[6] = 0x20; // more fragments
         assert_eq!(parse(&frag), None);
+    }
+
+    #[test]
+    fn a_lookup_over_udp_is_left_out_either_way() {
+        let client: SocketAddrV4 = "10.1.0.1:40000".parse().unwrap();
+        let resolver: SocketAddrV4 = "10.1.0.9:53".parse().unwrap();
+        assert_eq!(parse(&build::udp(client, resolver, b"q")), None);
+        assert_eq!(parse(&build::udp(resolver, client, b"a")), None);
     }
 }

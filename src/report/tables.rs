@@ -518,7 +518,8 @@ pub fn breakdown(data: &ReportData, workload: &str, setup: &Setup) -> Result<Tab
     ];
     let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::Pages).collect();
     header.extend(metrics.iter().map(|m| m.label.to_string()));
-    let rows = series_rows(data, workload, setup, &vs, &metrics);
+    let mut rows = series_rows(data, workload, setup, &vs, &metrics);
+    drop_unmeasured(&mut header, &mut rows, &metrics);
     Ok(Table {
         id: table_id(data, &format!("breakdown-{workload}"), setup),
         title,
@@ -539,6 +540,27 @@ middle of the load window, and the most at any instant."
             vec![]
         },
     })
+}
+
+/// Columns that only some plans measure: shown where any series has a figure.
+const ONLY_WHERE_MEASURED: [&str; 2] = [
+    metric_registry::DNS_MS.name,
+    metric_registry::CRITICAL_LOOKUPS.name,
+];
+
+/// Takes out of a [`series_rows`] table (its `metrics` after three label columns) the columns
+/// of [`ONLY_WHERE_MEASURED`] no row has a figure in (`--dns none`: no lookup column).
+pub(super) fn drop_unmeasured(header: &mut Vec<String>, rows: &mut [Vec<Cell>], metrics: &[&Metric]) {
+    for (i, m) in metrics.iter().enumerate().rev() {
+        let col = 3 + i;
+        let empty = rows.iter().all(|r| r.get(col).is_none_or(|c| c.text == "—"));
+        if ONLY_WHERE_MEASURED.contains(&m.name) && empty && col < header.len() {
+            header.remove(col);
+            for r in rows.iter_mut().filter(|r| r.len() > col) {
+                r.remove(col);
+            }
+        }
+    }
 }
 
 /// The header of [`series_rows`]: profile, protocol, the headline, then `metrics`.

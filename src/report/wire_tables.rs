@@ -265,6 +265,7 @@ pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<T
         return None;
     }
     let mut header = series_header(data, workload, &metrics);
+    super::tables::drop_unmeasured(&mut header, &mut kept, &metrics);
     header.push("unexplained ÷ headline".into());
     Some(Table {
         id: table_id(data, &format!("round-trips-{workload}"), setup),

@@ -105,7 +105,8 @@ pub fn failure_of(kinds: &[ReasonKind]) -> Option<Failure> {
         | K::CdpProtocolMismatch
         | K::ServerProtocolMismatch
         | K::NotPrimed
-        | K::NotDiscovered => Failure::FellBack,
+        | K::NotDiscovered
+        | K::NotAnnounced => Failure::FellBack,
         K::HttpError | K::MissingResource | K::NavigationError | K::ReplayMiss => {
             Failure::FailedRequest
         }

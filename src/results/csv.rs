@@ -81,6 +81,7 @@ pub fn resource_rows(rec: &RunRecord) -> Vec<Vec<String>> {
                 opt(r.server_sent_ms.map(|s| s.0)),
                 opt(r.server_sent_ms.map(|s| s.1)),
                 r.wire_priority.clone().unwrap_or_default(),
+                opt(r.dns_ms),
             ]
         })
         .collect()
@@ -121,6 +122,7 @@ pub const RESOURCE_COLUMNS: &[&str] = &[
     "server_first_byte_ms",
     "server_last_byte_ms",
     "wire_priority",
+    "dns_ms",
 ];
 
 #[cfg(test)]

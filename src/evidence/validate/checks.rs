@@ -120,6 +120,12 @@ pub const CHECKS: &[Check] = &[
         run: discovered_h3,
     },
     Check {
+        name: "dns_h3",
+        kinds: &[ReasonKind::NotAnnounced],
+        doc: "h3-dns: every request on the HTTP/3 the HTTPS record announced (any viewpoint)",
+        run: dns_h3,
+    },
+    Check {
         name: "primed_h3",
         kinds: &[ReasonKind::NotPrimed],
         doc: "h3-primed: the load opened no TCP connection (it went straight to QUIC)",
@@ -603,7 +609,39 @@ fn discovered_h3(ev: &Evidence, out: &mut Findings) {
     if ev.run.h3_mode != Some(H3Mode::Discovered) {
         return;
     }
-    let mismatches: Vec<&str> = out
+    let mismatches = protocol_mismatches(out);
+    if !mismatches.is_empty() {
+        out.add(
+            ReasonKind::NotDiscovered,
+            format!(
+                "the browser did not use the HTTP/3 its first view learnt on every request ({})",
+                mismatches.join(", ")
+            ),
+        );
+    }
+}
+
+/// An `h3-dns` first view counts only when the browser used HTTP/3 for everything, with
+/// nothing but the HTTPS record to tell it: any protocol mismatch says it did not.
+fn dns_h3(ev: &Evidence, out: &mut Findings) {
+    if ev.run.h3_mode != Some(H3Mode::Dns) {
+        return;
+    }
+    let mismatches = protocol_mismatches(out);
+    if !mismatches.is_empty() {
+        out.add(
+            ReasonKind::NotAnnounced,
+            format!(
+                "the browser did not use the HTTP/3 its HTTPS record announced on every request ({})",
+                mismatches.join(", ")
+            ),
+        );
+    }
+}
+
+/// The protocol mismatches found so far, by kind name.
+fn protocol_mismatches(out: &Findings) -> Vec<&'static str> {
+    out
         .reasons
         .iter()
         .filter(|r| {
@@ -615,16 +653,7 @@ fn discovered_h3(ev: &Evidence, out: &mut Findings) {
             )
         })
         .map(|r| r.kind.name())
-        .collect();
-    if !mismatches.is_empty() {
-        out.add(
-            ReasonKind::NotDiscovered,
-            format!(
-                "the browser did not use the HTTP/3 its first view learnt on every request ({})",
-                mismatches.join(", ")
-            ),
-        );
-    }
+        .collect()
 }
 
 /// An `h3-primed` run must reach the server over QUIC only.

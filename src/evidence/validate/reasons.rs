@@ -52,6 +52,9 @@ pub enum ReasonKind {
     /// An `h3-discovered` repeat view did not use the HTTP/3 its first view advertised, on
     /// every resource.
     NotDiscovered,
+    /// An `h3-dns` first view did not use the HTTP/3 its HTTPS record announced, on every
+    /// resource.
+    NotAnnounced,
     /// The emulated link did not deliver the profile (see `link::LinkFault`; the `link_gate` check).
     Link,
     /// A reference server exited during the run.
@@ -96,6 +99,7 @@ impl ReasonKind {
             ReasonKind::DuplicateRequest => "duplicate_request",
             ReasonKind::NotPrimed => "not_primed",
             ReasonKind::NotDiscovered => "not_discovered",
+            ReasonKind::NotAnnounced => "not_announced",
             ReasonKind::Link => "link",
             ReasonKind::Server => "server",
             ReasonKind::ReplayMiss => "replay_miss",
@@ -103,7 +107,7 @@ impl ReasonKind {
     }
 
     /// Every kind, for parsing and documentation.
-    pub const ALL: [ReasonKind; 18] = [
+    pub const ALL: [ReasonKind; 19] = [
         ReasonKind::Timeout,
         ReasonKind::BrowserCrash,
         ReasonKind::NavigationError,
@@ -119,6 +123,7 @@ impl ReasonKind {
         ReasonKind::DuplicateRequest,
         ReasonKind::NotPrimed,
         ReasonKind::NotDiscovered,
+        ReasonKind::NotAnnounced,
         ReasonKind::Link,
         ReasonKind::Server,
         ReasonKind::ReplayMiss,

@@ -50,6 +50,9 @@ pub struct LaunchOptions {
     /// A replayed site's origins over TLS, host and port (its `http://` ones left out: they
     /// stay HTTP/1.1 without TLS); empty: every host of [`LaunchOptions::host_map`] on `port`.
     pub tls_origins: Vec<(String, u16)>,
+    /// `--dns resolver`: the resolver every name is asked of (no host is mapped then: the
+    /// hosts file names only localhost); None: names from [`LaunchOptions::host_map`] alone.
+    pub resolver: Option<std::net::IpAddr>,
 }
 
 impl LaunchOptions {
@@ -114,6 +117,7 @@ impl LaunchOptions {
             repeat: None,
             as_recorded: vec![],
             tls_origins: vec![],
+            resolver: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The browser's own name resolution, engine-neutral: a hosts file that names every host the
-//! page may contact with its server address, bind-mounted over `/etc/hosts` in a mount
+//! page may contact with its server address (or, with `--dns resolver`, only localhost, and
+//! pagebench's resolver as the one name server), bind-mounted over `/etc/hosts` in a mount
 //! namespace of the browser's own, with `/etc/resolv.conf` pointed at the client namespace's
 //! loopback (nothing listens there, so a name the file lacks fails at once and no query
 //! leaves the namespace). Any engine that resolves through the C library sees each host at
@@ -27,14 +28,23 @@ pub struct PrivateNames {
 const RESOLV_CONF: &str = "# pagebench: names come from /etc/hosts only\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
 
 impl PrivateNames {
-    /// Writes `hosts` (and the empty resolver) into `dir`, which the browser's user can read.
-    pub fn write(dir: &Path, hosts: &[(String, IpAddr)]) -> Result<PrivateNames> {
-        let text = hosts_text(hosts)?;
+    /// Writes `hosts` and the resolver configuration into `dir`, which the browser's user can
+    /// read. With `resolver`, the hosts file names localhost only and every other name is asked
+    /// of it; without, names come from the hosts file alone.
+    pub fn write(
+        dir: &Path,
+        hosts: &[(String, IpAddr)],
+        resolver: Option<IpAddr>,
+    ) -> Result<PrivateNames> {
+        let (text, resolv) = match resolver {
+            Some(ip) => (hosts_text(&[])?, resolver_conf(ip)),
+            None => (hosts_text(hosts)?, RESOLV_CONF.to_string()),
+        };
         let hosts_path = dir.join("hosts");
         let resolv_path = dir.join("resolv.conf");
         std::fs::write(&hosts_path, text)
             .with_context(|| format!("cannot write {}", hosts_path.display()))?;
-        std::fs::write(&resolv_path, RESOLV_CONF)
+        std::fs::write(&resolv_path, resolv)
             .with_context(|| format!("cannot write {}", resolv_path.display()))?;
         let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).context("a path with a NUL");
         Ok(PrivateNames {
@@ -76,6 +86,12 @@ impl PrivateNames {
             });
         }
     }
+}
+
+/// A resolver configuration that asks `ip` alone, once, and gives up after a round trip no
+/// profile reaches (a lost query is retried by the browser, as a real one would).
+fn resolver_conf(ip: IpAddr) -> String {
+    format!("# pagebench: every name is asked of its resolver, through the link\nnameserver {ip}\noptions timeout:5 attempts:2\n")
 }
 
 /// Bind-mounts `from` over `onto`.
@@ -143,10 +159,21 @@ mod tests {
     fn the_files_are_written_where_asked() {
         let dir = tempfile::tempdir().unwrap();
         let hosts = vec![("pagebench.test".to_string(), "10.1.2.2".parse().unwrap())];
-        PrivateNames::write(dir.path(), &hosts).unwrap();
+        PrivateNames::write(dir.path(), &hosts, None).unwrap();
         let written = std::fs::read_to_string(dir.path().join("hosts")).unwrap();
         assert!(written.contains("10.1.2.2 pagebench.test"));
         let resolv = std::fs::read_to_string(dir.path().join("resolv.conf")).unwrap();
         assert!(resolv.contains("nameserver 127.0.0.1"));
+    }
+
+    #[test]
+    fn with_a_resolver_the_hosts_file_names_only_localhost() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = vec![("pagebench.test".to_string(), "10.1.2.2".parse().unwrap())];
+        PrivateNames::write(dir.path(), &hosts, Some("10.1.2.9".parse().unwrap())).unwrap();
+        let written = std::fs::read_to_string(dir.path().join("hosts")).unwrap();
+        assert!(!written.contains("pagebench.test"), "{written}");
+        let resolv = std::fs::read_to_string(dir.path().join("resolv.conf")).unwrap();
+        assert!(resolv.contains("nameserver 10.1.2.9\n"), "{resolv}");
     }
 }

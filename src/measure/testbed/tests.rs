@@ -194,7 +194,7 @@ fn run(launch_fails: bool, fault: Option<&FaultInjection>) -> (Vec<String>, RunP
         draws: None,
     };
     let cert = Certificate::generate().unwrap();
-    let parts = measure(&link, &mut server, &mut browsers, &cert, &req).unwrap();
+    let parts = measure(&link, &mut server, &mut browsers, &cert, &req, None).unwrap();
     if !launch_fails {
         assert_eq!(
             seen_url.borrow().as_deref(),

@@ -16,6 +16,7 @@ use super::cdp::Cdp;
 use crate::config::protocol::{H3Mode, Protocol};
 use crate::evidence::run_record::BrowserOverhead;
 use crate::evidence::visual::VisualSource;
+use crate::measure::browser::resolver::PrivateNames;
 use crate::measure::browser::sandbox::{self, Confinement};
 use crate::measure::browser::{process_group, LaunchOptions, HOST};
 use crate::support::cgroup::{spawn_counted_as, CpuGroup};
@@ -98,18 +99,47 @@ fn quiet_browser_args(on_display: bool) -> Vec<String> {
 /// it: [`super::repeat`]).
 pub const NET_BENCHMARKING: &str = "--enable-net-benchmarking";
 
+/// The names Chromium looks up on its own (update, accounts, component and safe-browsing
+/// services): 15 lookups of three of them in one load of page10 when nothing stopped them.
+const BROWSER_SERVICE_NAMES: [&str; 3] = ["*.google.com", "*.googleapis.com", "*.gstatic.com"];
+
+/// What a launch needs besides the command and its flags.
+struct Start<'a> {
+    network_state: Option<serde_json::Value>,
+    settle_max: Duration,
+    /// Directories the browser's user must be able to write.
+    writes: &'a [PathBuf],
+    /// An X display's name (a run that records video).
+    display: Option<&'a str>,
+    /// `--dns resolver`'s resolver.
+    resolver: Option<std::net::IpAddr>,
+}
+
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
 pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
     let mut a = quiet_browser_args(o.visual == Some(VisualSource::Video));
     let hosts = o.host_map();
-    let rules: Vec<String> = hosts
-        .iter()
-        .map(|(h, ip)| format!("MAP {h} {ip}"))
-        .collect();
-    a.push(format!(
-        "--host-resolver-rules={}, MAP * ~NOTFOUND",
-        rules.join(", ")
-    ));
+    // With a resolver, Chromium's own DNS client asks it (reading the resolv.conf of its
+    // mount namespace) for A and HTTPS records alike; only its own services' names (looked up
+    // during the load though background networking is off) fail at once, unless a page names
+    // them.
+    if o.resolver.is_some() {
+        let mut rules: Vec<String> = BROWSER_SERVICE_NAMES
+            .iter()
+            .map(|n| format!("MAP {n} ~NOTFOUND"))
+            .collect();
+        rules.extend(hosts.iter().map(|(h, _)| format!("EXCLUDE {h}")));
+        a.push(format!("--host-resolver-rules={}", rules.join(", ")));
+    } else {
+        let rules: Vec<String> = hosts
+            .iter()
+            .map(|(h, ip)| format!("MAP {h} {ip}"))
+            .collect();
+        a.push(format!(
+            "--host-resolver-rules={}, MAP * ~NOTFOUND",
+            rules.join(", ")
+        ));
+    }
     a.push(format!("--ignore-certificate-errors-spki-list={}", o.spki));
     if o.repeat.is_some() {
         a.push(NET_BENCHMARKING.into());
@@ -142,12 +172,13 @@ pub fn chromium_args(o: &LaunchOptions) -> Vec<String> {
             a.push("--disable-quic".into());
         }
         Protocol::H2 => a.push("--disable-quic".into()),
-        // Discovered: nothing forced, QUIC as Chromium finds it from the server's Alt-Svc. But
+        // Discovered (or announced by DNS): nothing forced, QUIC as Chromium finds it from the
+        // server's Alt-Svc (or the HTTPS record's alpn). But
         // Chromium's QUIC refuses a certificate that is not under a built-in root unless its
         // host is named in --origin-to-force-quic-on (ProofVerifierChromium's
         // ShouldAllowUnknownRootForHost, which looks at the host only): naming each host on
         // port 9, which nothing requests, lets the certificate through and forces nothing.
-        Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
+        Protocol::H3 if matches!(o.h3_mode, H3Mode::Discovered | H3Mode::Dns) => {
             a.push("--enable-quic".into());
             let decoys: Vec<String> = hosts
                 .iter()
@@ -357,23 +388,37 @@ impl ChromiumProcess {
             .flatten()
             .filter_map(|p| p.parent().map(Path::to_path_buf))
             .collect();
-        Self::start(cmd, chromium_args(o), state, o.settle_max, &writes, display)
+        let start = Start {
+            network_state: state,
+            settle_max: o.settle_max,
+            writes: &writes,
+            display,
+            resolver: o.resolver,
+        };
+        Self::start(cmd, chromium_args(o), start)
     }
 
     /// Launches Chromium as a normal browser ([`NaturalOptions`]: no protocol forced), with
     /// `cmd` as the process to run.
     pub fn launch_natural(cmd: Command, o: &NaturalOptions) -> Result<ChromiumProcess> {
-        Self::start(cmd, natural_args(o), None, o.settle_max, &[], None)
+        let start = Start {
+            network_state: None,
+            settle_max: o.settle_max,
+            writes: &[],
+            display: None,
+            resolver: None,
+        };
+        Self::start(cmd, natural_args(o), start)
     }
 
-    fn start(
-        mut cmd: Command,
-        args: Vec<String>,
-        network_state: Option<serde_json::Value>,
-        settle_max: Duration,
-        writes: &[PathBuf],
-        display: Option<&str>,
-    ) -> Result<ChromiumProcess> {
+    fn start(mut cmd: Command, args: Vec<String>, start: Start) -> Result<ChromiumProcess> {
+        let Start {
+            network_state,
+            settle_max,
+            writes,
+            display,
+            resolver,
+        } = start;
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
         }
@@ -388,6 +433,10 @@ impl ChromiumProcess {
         write_profile(&profile, network_state)?;
         let stderr_path = tmp.path().join("chromium.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
+        // Only localhost in its hosts file and the resolver as its name server.
+        let names = resolver
+            .map(|ip| PrivateNames::write(tmp.path(), &[], Some(ip)))
+            .transpose()?;
         let user = sandbox::browser_user();
         if let Some(user) = user {
             let mut dirs: Vec<&Path> = writes.iter().map(PathBuf::as_path).collect();
@@ -414,6 +463,9 @@ impl ChromiumProcess {
             .process_group(0);
         if let Some(d) = display {
             cmd.env("DISPLAY", d);
+        }
+        if let Some(names) = &names {
+            names.mount_on_exec(&mut cmd);
         }
         // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
         unsafe {

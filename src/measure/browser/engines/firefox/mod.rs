@@ -210,9 +210,12 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
             Bool(true),
         ));
     }
-    // No DNS over HTTPS, no HTTPS records: the replay has no DNS server.
+    // No DNS over HTTPS. HTTPS records only when a resolver answers (Firefox then asks for
+    // them natively, through the C library's resolver, and takes their `alpn` as an Alt-Svc).
     p.push(("network.trr.mode", Int(5)));
-    p.push(("network.dns.native_https_query", Bool(false)));
+    let https_rr = o.resolver.is_some();
+    p.push(("network.dns.native_https_query", Bool(https_rr)));
+    p.push(("network.dns.use_https_rr_as_altsvc", Bool(https_rr)));
     // A replayed `http://` page stays plain: no upgrade to https first.
     p.push(("dom.security.https_first", Bool(false)));
     p.push(("dom.security.https_first_schemeless", Bool(false)));
@@ -230,6 +233,14 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
             Protocol::H3 if o.h3_mode == H3Mode::Discovered => {
                 bail!("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) runs in Chromium only")
             }
+            // Nothing mapped: h3 only as the HTTPS record announces it.
+            Protocol::H3 if o.h3_mode == H3Mode::Dns => {
+                if o.resolver.is_none() {
+                    bail!("h3-dns needs --dns resolver: the HTTPS record is its only hint");
+                }
+                p.push(("network.http.http3.enable", Bool(true)));
+                vec![]
+            }
             Protocol::H3 => o.quic_origins(),
         }
     } else {
@@ -237,7 +248,7 @@ pub fn prefs(o: &LaunchOptions) -> Result<Vec<(&'static str, Pref)>> {
         // answers an h1 origin's TLS hello with HTTP/1.1 alone.
         o.as_recorded_quic()
     };
-    if o.protocol == Protocol::H3 || !o.as_recorded.is_empty() {
+    if (o.protocol == Protocol::H3 && o.h3_mode != H3Mode::Dns) || !o.as_recorded.is_empty() {
         let mapping: Vec<String> = quic_hosts
             .iter()
             .map(|(h, port)| format!("{h};h3=:{port}"))
@@ -362,7 +373,7 @@ impl FirefoxProcess {
         }
         let stderr_path = tmp.path().join("firefox.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
-        let names = PrivateNames::write(tmp.path(), &o.host_map())?;
+        let names = PrivateNames::write(tmp.path(), &o.host_map(), o.resolver)?;
         let user = sandbox::browser_user();
         if let Some(user) = user {
             // Its profile (written as root, certutil's database too) and its key log's folder.
