@@ -750,6 +750,15 @@ fn resource_metrics(obs: &Observation, requests: &[NetworkRequest]) -> Vec<Resou
         .collect()
 }
 
+/// Clears the lookup times of a run that asked no resolver (names from a hosts file, whose
+/// answer a busy machine can take over [`LOOKUP_FLOOR_MS`] to give).
+pub fn forget_lookups(m: &mut RunMetrics, resources: &mut [ResourceMetrics]) {
+    m.nav_dns_ms = None;
+    for r in resources {
+        r.dns_ms = None;
+    }
+}
+
 /// The navigation's own timings, and in round trips of the profile's RTT.
 fn navigation_metrics(m: &mut RunMetrics, n: &EntryTiming, rtt_ms: f64) {
     m.load_event_end_ms = (n.load_event_end > 0.0).then_some(n.load_event_end);

@@ -49,8 +49,9 @@ pub struct Inputs<'a> {
     pub server_ms: &'a BTreeMap<String, f64>,
     /// The server's data packets, with the trace time of the client's first packet.
     pub sends: Option<&'a Sends>,
-    /// The round trip to the resolver, ms (the profile's `resolver_rtt_ms`, else its RTT).
-    pub resolver_rtt_ms: f64,
+    /// The round trip to the resolver, ms (the profile's `resolver_rtt_ms`, else its RTT);
+    /// None: no resolver was asked, no lookup is counted.
+    pub resolver_rtt_ms: Option<f64>,
 }
 
 /// One step of the critical path.
@@ -260,9 +261,12 @@ pub fn account(inputs: &Inputs) -> Option<RoundTrips> {
     if nav.response_end <= 0.0 || inputs.rtt_ms <= 0.0 || inputs.headline_ms <= 0.0 {
         return None;
     }
-    let nodes: Vec<Node> = std::iter::once(Node::navigation(nav))
+    let mut nodes: Vec<Node> = std::iter::once(Node::navigation(nav))
         .chain(inputs.resources.iter().map(Node::resource))
         .collect();
+    if inputs.resolver_rtt_ms.is_none() {
+        nodes.iter_mut().for_each(|n| n.lookup_ms = 0.0);
+    }
     let offset = inputs.sends.and_then(|s| trace_offset_ns(nav, s));
     let rtt_ns = (inputs.rtt_ms * 1e6) as u64;
     let window_of = |n: &Node| {
@@ -298,7 +302,7 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
     );
     let queue_ms = (critical_rtts + lookups) * inputs.queue_ms;
     let accounted = critical_rtts * rtt
-        + lookups * inputs.resolver_rtt_ms
+        + lookups * inputs.resolver_rtt_ms.unwrap_or(0.0)
         + server_ms
         + behind_ms
         + wire_ms
@@ -313,7 +317,7 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
         flight_rtts,
         critical_rtts,
         lookups,
-        resolver_rtt_ms: inputs.resolver_rtt_ms,
+        resolver_rtt_ms: inputs.resolver_rtt_ms.unwrap_or(0.0),
         lookup_ms,
         server_ms,
         behind_ms,
@@ -384,7 +388,7 @@ mod tests {
             down_mbit: None,
             server_ms: logged,
             sends: None,
-            resolver_rtt_ms: 40.0,
+            resolver_rtt_ms: Some(40.0),
         }
     }
 
@@ -396,7 +400,7 @@ mod tests {
         (n.domain_lookup_start, n.domain_lookup_end) = (1.0, 42.0);
         let logged = BTreeMap::new();
         let mut i = inputs(&n, &[], 170.0, &logged);
-        i.resolver_rtt_ms = 41.0;
+        i.resolver_rtt_ms = Some(41.0);
         let t = account(&i).unwrap();
         assert_eq!(t.lookups, 1.0);
         assert_eq!(t.lookup_ms, 41.0);
@@ -404,10 +408,14 @@ mod tests {
         assert_eq!(t.critical_rtts, 3.0, "k counts the link's round trips only");
         // 3 × 40 + 1 × 41 + browser (1 before, 7 after the last response) = 169: 1 ms left.
         assert!((t.remainder_ms - 1.0).abs() < 1e-9, "{t:?}");
-        // Without a lookup (a hosts file's few µs), no lookup term.
+        // Without a lookup (a hosts file's few µs), no lookup term; without a resolver none.
         (n.domain_lookup_start, n.domain_lookup_end) = (1.0, 1.01);
         let t = account(&inputs(&n, &[], 170.0, &logged)).unwrap();
         assert_eq!((t.lookups, t.lookup_ms), (0.0, 0.0));
+        (n.domain_lookup_start, n.domain_lookup_end) = (1.0, 3.5);
+        let mut i = inputs(&n, &[], 170.0, &logged);
+        i.resolver_rtt_ms = None;
+        assert_eq!(account(&i).unwrap().lookups, 0.0, "a slow hosts file");
     }
 
     #[test]

@@ -210,6 +210,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         parts.capture,
         &parts.counters_before,
         &parts.counters_after,
+        !parts.lookups.is_empty(),
     );
     let server = parts.server;
     let lookups =
@@ -318,13 +319,18 @@ fn derive_evidence(
     capture: CaptureParts,
     counters_before: &(snmp::Counters, snmp::Counters),
     counters_after: &(snmp::Counters, snmp::Counters),
+    looked_up: bool,
 ) -> Derived {
     let kind = spec.manifest.workload.kind.clone();
     let (snmp_c0, snmp_s0) = counters_before;
     let (snmp_c1, snmp_s1) = counters_after;
     let disruption = disruption_of(&link_stats, &capture, server);
     let mut captured = finish_capture(spec, capture);
-    let (mut metrics, resources) = metrics::derive(obs, &kind, spec.profile.rtt_ms);
+    let (mut metrics, mut resources) = metrics::derive(obs, &kind, spec.profile.rtt_ms);
+    if !looked_up {
+        // No resolver was asked: a slow hosts-file answer is no lookup through the link.
+        metrics::forget_lookups(&mut metrics, &mut resources);
+    }
     let (visual, frame_images) = visual_of(spec.visual.unwrap_or_default(), obs);
     add_visual_metrics(&mut metrics, visual.as_ref());
     let client = snmp::delta(snmp_c0, snmp_c1);
@@ -359,6 +365,7 @@ fn derive_evidence(
         &stats,
         link.as_ref(),
         trace.as_ref(),
+        looked_up.then(|| spec.profile.resolver_rtt()),
     );
     let wire = wire_on_navigation(captured.wire.take(), obs, captured.sends.as_ref());
     let mut resources = resources;
@@ -447,6 +454,7 @@ fn round_trips_of(
     stats: &Option<LinkStats>,
     link: Option<&LinkSummary>,
     trace: Option<&TraceWindow>,
+    resolver_rtt_ms: Option<f64>,
 ) -> Option<crate::evidence::round_trips::RoundTrips> {
     let navigation = metrics::EntryTiming::parse(obs.navigation.as_ref()?);
     let queue_ms = stats.as_ref().map_or(0.0, |s| {
@@ -474,7 +482,7 @@ fn round_trips_of(
             .or(spec.profile.down_mbit),
         server_ms: &server_ms,
         sends: captured.sends.as_ref(),
-        resolver_rtt_ms: spec.profile.resolver_rtt(),
+        resolver_rtt_ms,
     })
 }
 

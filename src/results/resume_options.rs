@@ -33,7 +33,10 @@ pub struct StoredOptions {
     #[serde(default)]
     pub sites: crate::config::workload::site_plan::SiteOptions,
     /// `--dns` (older results: none, the only way then).
-    #[serde(default, skip_serializing_if = "crate::config::name_lookup::DnsMode::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "crate::config::name_lookup::DnsMode::is_none"
+    )]
     pub dns: crate::config::name_lookup::DnsMode,
     /// The archive directory of each site workload, by workload name (`site-x` → `/a/x`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

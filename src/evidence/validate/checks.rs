@@ -641,8 +641,7 @@ fn dns_h3(ev: &Evidence, out: &mut Findings) {
 
 /// The protocol mismatches found so far, by kind name.
 fn protocol_mismatches(out: &Findings) -> Vec<&'static str> {
-    out
-        .reasons
+    out.reasons
         .iter()
         .filter(|r| {
             matches!(
