@@ -52,6 +52,7 @@ fn testbed(profile: &Profile, root: &Path) -> Testbed {
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: 0,
+        dns: Default::default(),
         site_hosts: vec![],
         site_ports: vec![],
     })

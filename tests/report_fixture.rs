@@ -465,6 +465,7 @@ fn round_trips_of(
         down_mbit: prof.down_mbit,
         server_ms: &BTreeMap::new(),
         sends: None,
+        resolver_rtt_ms: None,
     })
 }
 

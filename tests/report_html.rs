@@ -113,6 +113,7 @@ fn report_html_renders_offline_in_chromium() {
         repeat: None,
         as_recorded: vec![],
         tls_origins: vec![],
+        resolver: None,
     };
     let mut browser = ChromiumProcess::launch(cmd, &opts, None)
         .expect("Chromium starts in an empty network namespace");

@@ -54,6 +54,7 @@ fn page10_testbed(
         log_dir: None,
         steer_receive: true,
         extra_server_addresses: 0,
+        dns: Default::default(),
         site_hosts: vec![],
         site_ports: vec![],
     })

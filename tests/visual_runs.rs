@@ -63,6 +63,7 @@ fn write_archive(dir: &Path) {
             protocol: None,
             timings: Timings::default(),
             missing: None,
+            browser_initiated: false,
             connection: None,
         },
         Some(html),

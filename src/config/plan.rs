@@ -173,8 +173,9 @@ fn first_only() -> Vec<View> {
 /// navigation, so it exists only as a repeat view; `h3-dns` is the first visit's own hint
 /// (a returning visitor's Alt-Svc would mix in), so it exists only as a first view.
 pub fn measurable(variant: Variant, view: View) -> bool {
-    !(variant == Variant::H3_DISCOVERED && view == View::First)
-        && !(variant == Variant::H3_DNS && view == View::Repeat)
+    let first_only = variant == Variant::H3_DNS && view == View::Repeat;
+    let repeat_only = variant == Variant::H3_DISCOVERED && view == View::First;
+    !(first_only || repeat_only)
 }
 
 /// Refuses a plan that would measure nothing of a variant: `h3-discovered` needs a repeat view.

@@ -40,6 +40,13 @@ pub struct Entry {
     pub priority: Option<String>,
     #[serde(rename = "_error", skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Who asked for it, as DevTools writes it (`{"type": "parser"}`; `other` on a request
+    /// for no document is the browser's own: a site archive leaves it out of the page).
+    #[serde(rename = "_initiator", skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<serde_json::Value>,
+    /// What it loads, lower case as DevTools writes it (`document`, `image`, `other` …).
+    #[serde(rename = "_resourceType", skip_serializing_if = "Option::is_none")]
+    pub resource_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

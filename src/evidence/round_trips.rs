@@ -66,7 +66,7 @@ pub struct Step {
     /// Connection set-up (0 on an open connection).
     pub setup_ms: f64,
     /// The name lookup before it (0: none, or a hosts file's answer).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub lookup_ms: f64,
     /// requestStart → responseStart.
     pub ttfb_ms: f64,
@@ -109,11 +109,11 @@ pub struct RoundTrips {
     pub critical_rtts: f64,
     /// Name lookups on the path, each a round trip to the resolver (0: no lookup, names from
     /// a hosts file), that round trip, and the lookups' measured time.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub lookups: f64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub resolver_rtt_ms: f64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub lookup_ms: f64,
     pub server_ms: f64,
     /// Responses' first bytes waiting behind other responses.
@@ -126,6 +126,11 @@ pub struct RoundTrips {
     pub browser_ms: f64,
     /// `headline − (k × RTT + server + behind + wire + queue + browser)`.
     pub remainder_ms: f64,
+}
+
+/// A term that is not there (no lookup) is left out of the record.
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// A request as the path sees it: when it started and ended and how its time was spent.

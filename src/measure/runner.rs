@@ -368,7 +368,6 @@ fn derive_evidence(
         looked_up.then(|| spec.profile.resolver_rtt()),
     );
     let wire = wire_on_navigation(captured.wire.take(), obs, captured.sends.as_ref());
-    let mut resources = resources;
     if let Some(w) = &wire {
         metrics::add_server_sends(&mut resources, w);
     }

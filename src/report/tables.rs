@@ -549,7 +549,8 @@ const ONLY_WHERE_MEASURED: [&str; 2] = [
 ];
 
 /// Takes out of a [`series_rows`] table (its `metrics` after three label columns) the columns
-/// of [`ONLY_WHERE_MEASURED`] no row has a figure in (`--dns none`: no lookup column).
+/// of [`ONLY_WHERE_MEASURED`] no row has a figure in (`--dns none`: no lookup column; a series
+/// that did not finish has none).
 pub(super) fn drop_unmeasured(
     header: &mut Vec<String>,
     rows: &mut [Vec<Cell>],
@@ -559,7 +560,7 @@ pub(super) fn drop_unmeasured(
         let col = 3 + i;
         let empty = rows
             .iter()
-            .all(|r| r.get(col).is_none_or(|c| c.text == "—"));
+            .all(|r| r.get(col).is_none_or(|c| c.text == "—" || c.text == "DNF"));
         if ONLY_WHERE_MEASURED.contains(&m.name) && empty && col < header.len() {
             header.remove(col);
             for r in rows.iter_mut().filter(|r| r.len() > col) {

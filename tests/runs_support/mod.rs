@@ -147,6 +147,7 @@ pub fn site_archive(
                     ..Timings::default()
                 },
                 missing: None,
+                browser_initiated: false,
                 connection: None,
             },
             Some(f.body.clone()),

@@ -78,6 +78,28 @@ struct HarEntry {
     /// The connection's id (a string in HAR 1.2; some tools write a number).
     #[serde(default)]
     connection: Option<serde_json::Value>,
+    /// Who asked for it (DevTools: `{"type": "parser" | "script" | "other" …}`).
+    #[serde(rename = "_initiator", default)]
+    initiator: Option<serde_json::Value>,
+    /// What it loads (DevTools: `document`, `image`, `other` …).
+    #[serde(rename = "_resourceType", default)]
+    resource_type: Option<String>,
+}
+
+impl HarEntry {
+    /// The browser asked for it on its own: initiator `other` on a request for no document.
+    fn browser_initiated(&self) -> bool {
+        let other = self
+            .initiator
+            .as_ref()
+            .and_then(|i| i["type"].as_str())
+            .is_some_and(|t| t == "other");
+        let document = self
+            .resource_type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("document"));
+        other && !document && self.resource_type.is_some()
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -438,6 +460,7 @@ fn import_entry(
             Some(serde_json::Value::Number(n)) => Some(n.to_string()),
             _ => None,
         },
+        browser_initiated: h.browser_initiated(),
     };
     Ok((entry, wire))
 }
@@ -785,6 +808,37 @@ mod tests {
             text.contains("left out 1 request(s) that got no response")
                 && text.contains("bg.png (net::ERR_BLOCKED_BY_CLIENT)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_browser_s_own_request_is_marked_from_devtools_initiator_and_type() {
+        let mut v: serde_json::Value = serde_json::from_str(&har()).unwrap();
+        let entries = v["log"]["entries"].as_array_mut().unwrap();
+        entries[5]["_initiator"] = json!({"type": "other"});
+        entries[5]["_resourceType"] = json!("other");
+        entries[0]["_initiator"] = json!({"type": "other"});
+        entries[0]["_resourceType"] = json!("document");
+        entries[1]["_initiator"] = json!({"type": "parser"});
+        entries[1]["_resourceType"] = json!("stylesheet");
+        let out = tempfile::tempdir().unwrap();
+        let (a, _) = import(&v.to_string(), Path::new("site.har"), out.path(), false).unwrap();
+        let own = |url: &str| {
+            a.entries
+                .iter()
+                .find(|e| e.url == url)
+                .unwrap()
+                .browser_initiated
+        };
+        assert!(
+            own("https://www.a.test/app.js"),
+            "initiator other, no document"
+        );
+        assert!(!own("https://www.a.test/"), "the navigation is the page's");
+        assert!(!own("https://cdn.a.test/site.css"));
+        assert!(
+            !own("https://cdn.a.test/bg.png"),
+            "no initiator written: the page's"
         );
     }
 

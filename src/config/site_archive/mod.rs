@@ -99,6 +99,19 @@ pub struct Entry {
     /// The recording browser's id of the connection that carried it (HAR `connection`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection: Option<String>,
+    /// The recording browser asked for it on its own (a favicon: HAR `_initiator` `other`,
+    /// not a document), not the page: no replay needs to make it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub browser_initiated: bool,
+}
+
+impl Entry {
+    /// Whether the page asked for it, not the browser on its own: marked so when recorded,
+    /// and `/favicon.ico` always (Chromium fetches it by itself, named by the page or not;
+    /// archives recorded before the mark have it unmarked).
+    pub fn is_the_pages(&self) -> bool {
+        !self.browser_initiated && crate::config::workload::url_path(&self.url) != "/favicon.ico"
+    }
 }
 
 /// Where a body's wire bytes are.
@@ -346,6 +359,7 @@ pub(crate) mod tests {
             protocol: Some("h2".into()),
             timings: Timings::default(),
             missing: None,
+            browser_initiated: false,
             connection: None,
         }
     }
@@ -359,6 +373,33 @@ pub(crate) mod tests {
             browser_confinement: None,
             load_ms: None,
         }
+    }
+
+    #[test]
+    fn a_favicon_or_a_marked_request_is_not_the_page_s() {
+        let mut e = Entry {
+            method: "GET".into(),
+            url: "https://docs.test/favicon.ico".into(),
+            status: 200,
+            headers: vec![],
+            body: None,
+            content_encoding: None,
+            decoded_size: 0,
+            server_address: None,
+            protocol: None,
+            timings: Timings::default(),
+            missing: None,
+            connection: None,
+            browser_initiated: false,
+        };
+        assert!(
+            !e.is_the_pages(),
+            "Chromium fetches /favicon.ico on its own"
+        );
+        e.url = "https://docs.test/logo.png".into();
+        assert!(e.is_the_pages());
+        e.browser_initiated = true;
+        assert!(!e.is_the_pages());
     }
 
     #[test]

@@ -129,6 +129,7 @@ fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
             crate::config::site_archive::har_import::origin(&e.url).as_deref() == Some(&s.origin)
         })
         .collect();
+    let pages = mine.iter().filter(|e| e.is_the_pages()).count();
     let mut protocols: Vec<&str> = mine.iter().filter_map(|e| e.protocol.as_deref()).collect();
     protocols.sort_unstable();
     let recorded_protocol = protocols
@@ -141,7 +142,7 @@ fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
         port: s.port,
         address: s.address,
         recorded_protocol,
-        responses: mine.len(),
+        responses: pages,
         bytes: mine.iter().map(|e| body_size(e)).sum(),
         recorded_rtt: distances::recorded_rtt(&mine),
         recorded_connections: recorded_connections(&mine),
@@ -187,10 +188,14 @@ pub fn manifest(
             recorded_load_ms: archive.source.load_ms,
             recorded_connections: recorded_connections(&archive.entries),
             recorded_critical_path: recorded_critical_path(archive, doc),
-            recorded_requests: archive.entries.iter().fold(BTreeMap::new(), |mut m, e| {
-                *m.entry(request_key(&e.url)).or_insert(0) += 1;
-                m
-            }),
+            // The recording browser's own requests (a favicon) are no part of the page.
+            recorded_requests: archive.entries.iter().filter(|e| e.is_the_pages()).fold(
+                BTreeMap::new(),
+                |mut m, e| {
+                    *m.entry(request_key(&e.url)).or_insert(0) += 1;
+                    m
+                },
+            ),
         }),
     })
 }

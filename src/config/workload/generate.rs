@@ -169,6 +169,7 @@ fn generated_entry(url: String, content_type: &str, host: u32, size: usize) -> s
         protocol: None,
         timings: site_archive::Timings::default(),
         missing: None,
+        browser_initiated: false,
         connection: None,
     }
 }

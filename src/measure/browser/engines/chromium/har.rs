@@ -291,6 +291,10 @@ fn entry(r: &Hop, url: &str, times: &HopTimes) -> Entry {
         transfer_size: None,
         priority: None,
         error: None,
+        initiator: sent["initiator"]["type"]
+            .as_str()
+            .map(|t| serde_json::json!({ "type": t })),
+        resource_type: sent["type"].as_str().map(str::to_ascii_lowercase),
     }
 }
 

@@ -166,6 +166,8 @@ fn entries(obs: &Observation) -> Vec<Entry> {
             transfer_size: r.encoded_data_length,
             priority: None,
             error: r.failed.clone(),
+            initiator: None,
+            resource_type: None,
         })
         .collect()
 }

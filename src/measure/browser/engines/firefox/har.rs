@@ -108,6 +108,8 @@ fn entry(e: &DevtoolsEvent) -> Option<Entry> {
         transfer_size: resp.and_then(|r| r["bytesReceived"].as_f64()),
         priority: None,
         error: failed.then(|| params["errorText"].as_str().unwrap_or("failed").to_string()),
+        initiator: None,
+        resource_type: None,
     })
 }
 
