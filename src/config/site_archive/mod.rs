@@ -110,8 +110,15 @@ impl Entry {
     /// and `/favicon.ico` always (Chromium fetches it by itself, named by the page or not;
     /// archives recorded before the mark have it unmarked).
     pub fn is_the_pages(&self) -> bool {
-        !self.browser_initiated && crate::config::workload::url_path(&self.url) != "/favicon.ico"
+        !self.browser_initiated && url_path_of(&self.url) != "/favicon.ico"
     }
+}
+
+/// `https://host/a/b?q` → `/a/b`.
+fn url_path_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split(['?', '#']).next().unwrap_or(path)
 }
 
 /// Where a body's wire bytes are.
@@ -396,6 +403,8 @@ pub(crate) mod tests {
             !e.is_the_pages(),
             "Chromium fetches /favicon.ico on its own"
         );
+        e.url = "https://docs.test/favicon.ico?v=2".into();
+        assert!(!e.is_the_pages());
         e.url = "https://docs.test/logo.png".into();
         assert!(e.is_the_pages());
         e.browser_initiated = true;
