@@ -167,6 +167,8 @@ pub struct WaterfallRow {
     pub start: f64,
     /// Connection set-up inside the queueing time, when this request opened a connection.
     pub connect: Option<(f64, f64)>,
+    /// The name lookup before it, when this request looked its host up (`--dns resolver`).
+    pub lookup: Option<(f64, f64)>,
     pub request_start: f64,
     pub response_start: f64,
     pub response_end: f64,
@@ -527,6 +529,30 @@ fn median_runs<'a>(
         .collect()
 }
 
+/// One resource as a waterfall row: its phases on the page's clock.
+fn waterfall_row(r: &ResourceMetrics) -> WaterfallRow {
+    WaterfallRow {
+        path: r.path.clone(),
+        start: r.start_ms,
+        connect: r
+            .connect_ms
+            .map(|c| ((r.request_start_ms - c).max(r.start_ms), r.request_start_ms)),
+        lookup: r.dns_ms.map(|d| {
+            let connect_start = r
+                .connect_ms
+                .map_or(r.request_start_ms, |c| r.request_start_ms - c);
+            ((connect_start - d).max(r.start_ms), connect_start)
+        }),
+        request_start: r.request_start_ms,
+        response_start: r.response_start_ms,
+        response_end: r.response_end_ms,
+        priority: r.initial_priority.clone(),
+        priority_changes: r.priority_changes.iter().map(|c| c.t_ms).collect(),
+        chunks: r.chunks.iter().map(|c| c.t_ms).collect(),
+        server_sent: r.server_sent_ms,
+    }
+}
+
 /// The waterfall of one cell: one panel per series, its median run.
 pub fn waterfall(
     data: &ReportData,
@@ -540,23 +566,7 @@ pub fn waterfall(
         .into_iter()
         .filter(|(_, _, _, res)| !res.is_empty())
         .map(|(v, id, median, res)| {
-            let mut rows: Vec<WaterfallRow> = res
-                .iter()
-                .map(|r| WaterfallRow {
-                    path: r.path.clone(),
-                    start: r.start_ms,
-                    connect: r
-                        .connect_ms
-                        .map(|c| ((r.request_start_ms - c).max(r.start_ms), r.request_start_ms)),
-                    request_start: r.request_start_ms,
-                    response_start: r.response_start_ms,
-                    response_end: r.response_end_ms,
-                    priority: r.initial_priority.clone(),
-                    priority_changes: r.priority_changes.iter().map(|c| c.t_ms).collect(),
-                    chunks: r.chunks.iter().map(|c| c.t_ms).collect(),
-                    server_sent: r.server_sent_ms,
-                })
-                .collect();
+            let mut rows: Vec<WaterfallRow> = res.iter().map(waterfall_row).collect();
             rows.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.path.cmp(&b.path)));
             WaterfallPanel {
                 series: v,
@@ -586,7 +596,7 @@ pub fn waterfall(
         caption: format!(
             "Waterfall (the DevTools view) of the run closest to each series' median, {} on \
 {profile}: per resource, queueing in the browser (grey; connection set-up in orange), waiting \
-for the first byte (TTFB, green) and download (blue); the red line is {}.{}{}",
+for the first byte (TTFB, green) and download (blue); the red line is {}.{}{}{}",
             workload_title(workload),
             headline_label(&data.summary.metric, workload).trim_end_matches(" (ms)"),
             if panels
@@ -606,6 +616,15 @@ reached the browser (`Network.dataReceived`)."
                 " The thin purple bar under a request is when the server sent its body, read \
 off the wire (its first to its last byte leaving the server): the server's order beside the \
 browser's priorities."
+            } else {
+                ""
+            },
+            if panels
+                .iter()
+                .any(|p| p.rows.iter().any(|r| r.lookup.is_some()))
+            {
+                " In teal before a connection's set-up: the lookup of its host's name \
+(`--dns resolver`)."
             } else {
                 ""
             }
@@ -778,4 +797,35 @@ pub fn needed_runs(data: &ReportData) -> Vec<String> {
         }
     }
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(connect_ms: Option<f64>, dns_ms: Option<f64>) -> ResourceMetrics {
+        let mut r: ResourceMetrics = serde_json::from_value(serde_json::json!({
+            "path": "/b.png", "initiator": "img", "protocol": "h2", "start_ms": 100.0,
+            "request_start_ms": 300.0, "response_start_ms": 340.0, "response_end_ms": 350.0,
+            "queueing_ms": 200.0, "ttfb_ms": 40.0, "download_ms": 10.0, "transfer_size": 1.0,
+            "encoded_body_size": 1.0, "status": 200, "connection_id": null,
+            "connection_reused": null
+        }))
+        .unwrap();
+        r.connect_ms = connect_ms;
+        r.dns_ms = dns_ms;
+        r
+    }
+
+    #[test]
+    fn a_lookup_is_drawn_before_its_connection_and_never_before_the_request() {
+        let row = waterfall_row(&resource(Some(80.0), Some(60.0)));
+        assert_eq!(row.connect, Some((220.0, 300.0)));
+        assert_eq!(row.lookup, Some((160.0, 220.0)));
+        let on_open = waterfall_row(&resource(None, Some(60.0)));
+        assert_eq!(on_open.lookup, Some((240.0, 300.0)));
+        let clipped = waterfall_row(&resource(Some(80.0), Some(500.0)));
+        assert_eq!(clipped.lookup, Some((100.0, 220.0)));
+        assert_eq!(waterfall_row(&resource(Some(80.0), None)).lookup, None);
+    }
 }

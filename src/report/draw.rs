@@ -95,6 +95,7 @@ const GRID_LIGHT: RGBColor = RGBColor(238, 238, 238);
 const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
 const QUEUE: RGBColor = RGBColor(190, 190, 190);
 const CONNECT: RGBColor = RGBColor(240, 150, 40);
+const LOOKUP: RGBColor = RGBColor(0, 150, 150);
 const TTFB: RGBColor = RGBColor(60, 170, 90);
 const DOWNLOAD: RGBColor = RGBColor(40, 110, 200);
 const LOAD_LINE: RGBColor = RGBColor(210, 30, 30);
@@ -826,7 +827,8 @@ fn row_band(n: usize, i: usize) -> (f64, f64) {
     (y0, y1)
 }
 
-/// Each request's phases (queueing, connection set-up inside it, TTFB, download) as bars on
+/// Each request's phases (queueing, name lookup and connection set-up inside it, TTFB,
+/// download) as bars on
 /// its row, and its priority as a small box just before its start.
 fn phase_bars(panel: &WaterfallPanel, xmax: f64, n: usize) -> Vec<Rectangle<(f64, f64)>> {
     let mut rects = Vec::new();
@@ -837,6 +839,9 @@ fn phase_bars(panel: &WaterfallPanel, xmax: f64, n: usize) -> Vec<Rectangle<(f64
         rects.push(seg(r.start, r.request_start, QUEUE));
         if let Some((a, b)) = r.connect {
             rects.push(seg(a, b, CONNECT));
+        }
+        if let Some((a, b)) = r.lookup {
+            rects.push(seg(a, b, LOOKUP));
         }
         rects.push(seg(r.request_start, r.response_start, TTFB));
         rects.push(seg(r.response_start, r.response_end, DOWNLOAD));

@@ -129,7 +129,8 @@ fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
             crate::config::site_archive::har_import::origin(&e.url).as_deref() == Some(&s.origin)
         })
         .collect();
-    let pages = mine.iter().filter(|e| e.is_the_pages()).count();
+    // The recording browser's own requests (a favicon) are no part of the page's.
+    let pages: Vec<&&Entry> = mine.iter().filter(|e| e.is_the_pages()).collect();
     let mut protocols: Vec<&str> = mine.iter().filter_map(|e| e.protocol.as_deref()).collect();
     protocols.sort_unstable();
     let recorded_protocol = protocols
@@ -142,8 +143,8 @@ fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
         port: s.port,
         address: s.address,
         recorded_protocol,
-        responses: pages,
-        bytes: mine.iter().map(|e| body_size(e)).sum(),
+        responses: pages.len(),
+        bytes: pages.iter().map(|e| body_size(e)).sum(),
         recorded_rtt: distances::recorded_rtt(&mine),
         recorded_connections: recorded_connections(&mine),
     }
