@@ -50,7 +50,8 @@ impl FromStr for DnsMode {
 }
 
 /// Whether `host` can be asked of a resolver: dot-separated labels of 1–63 letters, digits and
-/// hyphens (not at a label's ends), 253 characters in all. An error says what is wrong.
+/// hyphens (not at a label's ends; underscores too, as browsers take them), 253 characters in
+/// all. An error says what is wrong.
 pub fn check_dns_name(host: &str) -> Result<()> {
     let name = host.strip_suffix('.').unwrap_or(host);
     if name.is_empty() || name.len() > 253 {
@@ -62,7 +63,7 @@ pub fn check_dns_name(host: &str) -> Result<()> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if label.is_empty() || label.len() > 63 || !ok_chars {
             bail!(
-                "{host:?} is not a DNS name: label {label:?} must be 1 to 63 letters, digits or hyphens"
+                "{host:?} is not a DNS name: label {label:?} must be 1 to 63 letters, digits, hyphens or underscores"
             );
         }
         if label.starts_with('-') || label.ends_with('-') {
