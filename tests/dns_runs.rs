@@ -154,6 +154,7 @@ fn an_https_record_alone_takes_a_first_visit_onto_h3_in_both_engines() {
                 .find(|l| l.said.qtype == "HTTPS" && l.said.name == "pagebench.test")
                 .unwrap_or_else(|| panic!("{engine} {}: {:?}", r.id, r.lookups));
             assert_eq!(https.said.answers, vec!["1 . alpn=h3,h2".to_string()]);
+            assert_eq!(https.said.alpn, vec!["h3", "h2"]);
         }
     }
 }

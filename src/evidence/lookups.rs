@@ -64,12 +64,7 @@ pub fn h3_hint(variant: Variant, lookups: &[LookupRecord]) -> Option<H3Hint> {
 
 /// An HTTPS answer whose `alpn` names h3.
 fn announces_h3(l: &LookupRecord) -> bool {
-    l.said.qtype == "HTTPS"
-        && l.said.answers.iter().any(|a| {
-            a.split_whitespace()
-                .filter_map(|p| p.strip_prefix("alpn="))
-                .any(|ids| ids.split(',').any(|id| id == "h3"))
-        })
+    l.said.qtype == "HTTPS" && l.said.alpn.iter().any(|id| id == "h3")
 }
 
 #[cfg(test)]
@@ -77,12 +72,20 @@ mod tests {
     use super::*;
 
     fn lookup(qtype: &str, answers: &[&str]) -> Lookup {
+        let alpn = answers
+            .iter()
+            .flat_map(|a| a.split_whitespace())
+            .filter_map(|p| p.strip_prefix("alpn="))
+            .flat_map(|ids| ids.split(','))
+            .map(str::to_string)
+            .collect();
         Lookup {
             said: Said {
                 name: "pagebench.test".into(),
                 qtype: qtype.into(),
                 rcode: "NOERROR".into(),
                 answers: answers.iter().map(|a| a.to_string()).collect(),
+                alpn,
             },
             transport: "udp".into(),
             asked_unix_ms: 1_000_010.0,

@@ -70,6 +70,9 @@ pub struct Said {
     pub rcode: String,
     /// Each answer record's data in presentation form (`10.1.2.2`, `1 . alpn=h3`).
     pub answers: Vec<String>,
+    /// The ALPN ids its HTTPS answers announced, in order (none: no HTTPS answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alpn: Vec<String>,
 }
 
 impl Zone {
@@ -169,13 +172,20 @@ impl Zone {
         };
         let records = records_for(entry, q.name(), q.query_type(), port);
         let shown: Vec<String> = records.iter().map(|r| presentation(&r.data)).collect();
+        let alpn = records
+            .iter()
+            .flat_map(|r| announced_alpn(&r.data))
+            .collect();
         reply.answers.extend(records);
-        let s = said(
-            &asked,
-            &q.query_type().to_string(),
-            ResponseCode::NoError,
-            &shown,
-        );
+        let s = Said {
+            alpn,
+            ..said(
+                &asked,
+                &q.query_type().to_string(),
+                ResponseCode::NoError,
+                &shown,
+            )
+        };
         (s, entry.hold)
     }
 }
@@ -245,6 +255,20 @@ fn presentation(data: &RData) -> String {
     out
 }
 
+/// The ALPN ids an HTTPS record announces (none for any other record).
+fn announced_alpn(data: &RData) -> Vec<String> {
+    let RData::HTTPS(HTTPS(svcb)) = data else {
+        return Vec::new();
+    };
+    svcb.svc_params
+        .iter()
+        .flat_map(|(_, v)| match v {
+            SvcParamValue::Alpn(Alpn(ids)) => ids.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
 /// `_8443._https.www.site.test` → (8443, `www.site.test`).
 fn https_port_prefix(name: &str) -> Option<(u16, &str)> {
     let rest = name.strip_prefix('_')?;
@@ -263,6 +287,7 @@ fn said(name: &str, qtype: &str, code: ResponseCode, answers: &[String]) -> Said
         qtype: qtype.to_string(),
         rcode: rcode_name(code),
         answers: answers.to_vec(),
+        alpn: Vec::new(),
     }
 }
 

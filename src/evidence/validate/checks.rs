@@ -606,33 +606,28 @@ fn headline(ev: &Evidence, out: &mut Findings) {
 /// An `h3-discovered` repeat view counts only when the browser used HTTP/3 for everything:
 /// any protocol mismatch found above, from any viewpoint, says it did not.
 fn discovered_h3(ev: &Evidence, out: &mut Findings) {
-    if ev.run.h3_mode != Some(H3Mode::Discovered) {
-        return;
-    }
-    let mismatches = protocol_mismatches(out);
-    if !mismatches.is_empty() {
-        out.add(
-            ReasonKind::NotDiscovered,
-            format!(
-                "the browser did not use the HTTP/3 its first view learnt on every request ({})",
-                mismatches.join(", ")
-            ),
-        );
+    if ev.run.h3_mode == Some(H3Mode::Discovered) {
+        h3_on_every_request(out, ReasonKind::NotDiscovered, "its first view learnt");
     }
 }
 
 /// An `h3-dns` first view counts only when the browser used HTTP/3 for everything, with
 /// nothing but the HTTPS record to tell it: any protocol mismatch says it did not.
 fn dns_h3(ev: &Evidence, out: &mut Findings) {
-    if ev.run.h3_mode != Some(H3Mode::Dns) {
-        return;
+    if ev.run.h3_mode == Some(H3Mode::Dns) {
+        h3_on_every_request(out, ReasonKind::NotAnnounced, "its HTTPS record announced");
     }
+}
+
+/// A variant that only hints at HTTP/3 (`how` the browser knew) fails as `kind` on any
+/// protocol mismatch found above.
+fn h3_on_every_request(out: &mut Findings, kind: ReasonKind, how: &str) {
     let mismatches = protocol_mismatches(out);
     if !mismatches.is_empty() {
         out.add(
-            ReasonKind::NotAnnounced,
+            kind,
             format!(
-                "the browser did not use the HTTP/3 its HTTPS record announced on every request ({})",
+                "the browser did not use the HTTP/3 {how} on every request ({})",
                 mismatches.join(", ")
             ),
         );

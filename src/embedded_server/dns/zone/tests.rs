@@ -85,6 +85,7 @@ fn an_https_record_on_443_names_the_alpn_and_no_target() {
         )]
     );
     assert_eq!(reply.said.answers, vec!["1 . alpn=h3,h2".to_string()]);
+    assert_eq!(reply.said.alpn, vec!["h3", "h2"]);
     let (m, _) = ask(&zone(false), "pagebench.test.", RecordType::HTTPS, true);
     assert!(m.answers.is_empty(), "announcing off: no HTTPS record");
 }
