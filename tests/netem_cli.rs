@@ -105,6 +105,67 @@ fn shell_returns_the_client_exit_code_and_rejects_bad_input() {
     check.finish(&[]);
 }
 
+/// `--dns-name`: the client command's lookups cross the link to pagebench's resolver (a round
+/// trip, and the name's hold), which answers each name with its server address and nothing
+/// else; a bad `--dns-name` is refused before anything starts.
+#[test]
+fn shell_resolves_its_names_through_the_link() {
+    let _s = serial();
+    let check = NetnsCheck::start();
+    let script = "import os, socket, time\n\
+        def look(h):\n    t = time.monotonic()\n    try:\n        a = socket.gethostbyname(h)\n    except OSError:\n        a = '-'\n    print(h, a, round((time.monotonic() - t) * 1e3, 1))\n\
+        [look(h) for h in ('a.test', 'b.test', 'c.test')]\n\
+        print('ips', os.environ['PAGEBENCH_SERVER_IPS'], '/', os.environ['PAGEBENCH_RESOLVER'])\n";
+    let out = pagebench()
+        .args(["shell", "--profile", "wired", "--server-addresses", "2"])
+        .args(["--dns-name", "a.test=1@50", "--dns-name", "B.test=2"])
+        .args(["--", "python3", "-c", script])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let line = |h: &str| -> Vec<String> {
+        let l = stdout.lines().find(|l| l.starts_with(h)).unwrap();
+        l.split_whitespace().map(String::from).collect()
+    };
+    let ips = line("ips");
+    assert_eq!(
+        ips.len(),
+        5,
+        "two server addresses, then the resolver's: {stdout}"
+    );
+    let ms = |v: &[String]| v[2].parse::<f64>().unwrap();
+    let (a, b, c) = (line("a.test"), line("b.test"), line("c.test"));
+    assert_eq!((&a[1], &b[1], &c[1]), (&ips[1], &ips[2], &"-".to_string()));
+    // One round trip of at least 40 − 2 × 5 ms (the jitter), plus a's 50 ms hold.
+    assert!(
+        ms(&a) >= 80.0 && ms(&b) >= 30.0 && ms(&a) - ms(&b) >= 40.0,
+        "{stdout}"
+    );
+    assert!(
+        ms(&c) >= 30.0,
+        "NXDOMAIN also comes through the link: {stdout}"
+    );
+    for (flag, says) in [
+        ("a.test=3", "give 1 to 2"),
+        ("a.test", "HOST=N[@MS]"),
+        ("a.test=1@x", "not a hold"),
+        ("a b=1", "not a DNS name"),
+    ] {
+        let out = pagebench()
+            .args(["shell", "--profile", "wired", "--server-addresses", "2"])
+            .args(["--dns-name", flag, "--", "true"])
+            .output()
+            .unwrap();
+        let (_, stderr) = text(&out);
+        assert!(
+            !out.status.success() && stderr.contains("--dns-name") && stderr.contains(says),
+            "{flag}: {stderr}"
+        );
+    }
+    check.finish(&[]);
+}
+
 #[test]
 fn missing_privileges_or_tun_give_one_clear_error() {
     let _s = serial();

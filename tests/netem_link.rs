@@ -32,8 +32,8 @@ fn udp_round_trips_on_wired_have_a_40ms_median() {
         rtts.len()
     );
     // RTT = 40 ms + two uniform ±5 ms draws: median 40 ms; 400 samples put the sample median
-    // within ±0.3 ms (1 σ), the emulator and the stack add ~0.1–0.2 ms.
-    assert!((med - 40.0).abs() < 1.0, "median RTT {med:.3} ms");
+    // within ±0.3 ms (1 σ), the emulator and the stack add ~0.1–0.2 ms on a quiet machine.
+    assert_median_near_40(med, "UDP");
     let min = rtts.iter().cloned().fold(f64::MAX, f64::min);
     assert!(min >= 30.0 - 0.01, "an RTT below 40 − 2×5 ms: {min:.3}");
     let stats = link.take_stats().unwrap();
@@ -58,9 +58,23 @@ fn tcp_round_trips_on_wired_have_a_40ms_median() {
         "TCP wired: median RTT {med:.3} ms over {} round trips",
         rtts.len()
     );
-    assert!((med - 40.0).abs() < 1.0, "median TCP RTT {med:.3} ms");
+    assert_median_near_40(med, "TCP");
     drop(link);
     check.finish(&[]);
+}
+
+/// What a busy machine may add to a round trip's median, one way only: the emulator never
+/// releases a packet early, but its threads, the echoing thread and the prober wake late when
+/// other tests hold both cores (a clean-clone CI run read a UDP median of 41.04 ms).
+const BUSY_MACHINE_MS: f64 = 1.5;
+
+/// A median round trip on `wired` is 40 ms: at most 1 ms below (the sample median's spread),
+/// and at most 1 ms plus [`BUSY_MACHINE_MS`] above.
+fn assert_median_near_40(med: f64, what: &str) {
+    assert!(
+        (-1.0..=1.0 + BUSY_MACHINE_MS).contains(&(med - 40.0)),
+        "median {what} RTT {med:.3} ms"
+    );
 }
 
 /// Sends `n` datagrams from `tx` to `rx` (paced so the TUN queue never overflows) and returns

@@ -660,6 +660,9 @@ fn origins_on_one_address_share_an_http2_connection() {
 
 /// The round trips of the three origins in [`recorded_distances_put_each_origin_back`].
 const DISTANCES_MS: [f64; 3] = [10.0, 40.0, 120.0];
+/// How much longer than the resolver's round trip (the link's own 2 ms) the far recordings'
+/// lookups of the three origins' names take.
+const LOOKUP_HOLDS_MS: [f64; 3] = [30.0, 60.0, 15.0];
 /// Its recordings, and its replays.
 const RECORDINGS: usize = 7;
 
@@ -692,7 +695,9 @@ fn estimate(archive: &std::path::Path, host: &str) -> Option<f64> {
 /// with `h3` HTTP/3 too, every origin then forced onto QUIC from its first request); after
 /// each, the same site from three more addresses at the link's own [`NEAR_RTT_MS`]
 /// (`near/archive1`…), so the recording's own time is read side by side with the distances it
-/// is in; returns the profiles directory (`far-origins`, and `near` without extra delays).
+/// is in; the far recordings look each name up through `shell --dns-name`'s resolver, each
+/// answer held [`LOOKUP_HOLDS_MS`]; returns the profiles directory (`far-origins`, and `near`
+/// without extra delays).
 fn record_far_origins(dir: &std::path::Path, recordings: usize, h3: bool) -> std::path::PathBuf {
     site_support::write_files(&dir.join("site"));
     std::fs::create_dir_all(dir.join("near")).unwrap();
@@ -745,26 +750,32 @@ fn record_far_origins(dir: &std::path::Path, recordings: usize, h3: bool) -> std
     };
     // One browser per recording. A recording whose load never ends (seen in 2 of about 100
     // through this link, cause not found: the link's self-check was clean) is made again, at
-    // most twice.
-    let record = |out: String, first: usize| {
+    // most twice. The far recordings look each name up through the shell's resolver (its
+    // answers held back by LOOKUP_HOLDS_MS), the near ones find them mapped (`--resolve`).
+    let record = |out: String, resolve: String| {
         format!(
             "ok=0; for t in 1 2 3; do {} record {PAGE_URL} --out {out} --wait idle --timeout 20s \
-             --ignore-cert-spki {spki}{quic} --resolve {}=${first} --resolve {}=${} \
-             --resolve {}=${} && ok=1 && break; rm -rf {out}; done; [ $ok = 1 ] || exit 1",
+             --ignore-cert-spki {spki}{quic}{resolve} && ok=1 && break; rm -rf {out}; done; \
+             [ $ok = 1 ] || exit 1",
             env!("CARGO_BIN_EXE_pagebench"),
-            hosts[0],
-            hosts[1],
-            first + 1,
-            hosts[2],
-            first + 2,
         )
     };
+    let near: String = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!(" --resolve {h}=${}", i + 4))
+        .collect();
     let d = dir.display();
     let script = format!(
         "set -- $PAGEBENCH_SERVER_IPS; for i in $(seq {recordings}); do {}; {}; done",
-        record(format!("{d}/archive$i"), 1),
-        record(format!("{d}/near/archive$i"), 4),
+        record(format!("{d}/archive$i"), String::new()),
+        record(format!("{d}/near/archive$i"), near),
     );
+    let names = hosts
+        .iter()
+        .zip(LOOKUP_HOLDS_MS)
+        .enumerate()
+        .map(|(i, (h, hold))| format!("--dns-name={h}={}@{hold}", i + 1));
     site_support::run_ok(
         Command::new(env!("CARGO_BIN_EXE_pagebench"))
             .args([
@@ -774,6 +785,7 @@ fn record_far_origins(dir: &std::path::Path, recordings: usize, h3: bool) -> std
                 "--server-addresses",
                 "6",
             ])
+            .args(names)
             .arg("--profiles-dir")
             .arg(&profiles)
             .args([
@@ -852,6 +864,88 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
 
 /// The round trip of the near addresses [`record_far_origins`] records from.
 const NEAR_RTT_MS: f64 = 2.0;
+
+/// Each name's lookup: the far recordings timed it at the resolver's round trip (the link's
+/// own) and its hold (the median of seven, from 1 ms below to 10 % or 3 ms above: the
+/// browser's own time is in it, ~2 ms here; the API's, asked while the page loads, not
+/// below); on replay with `--dns resolver`, each origin's
+/// lookup (the median over `runs`, as the browser timed it) is within 10 % of what the replayed
+/// `archive` recorded or above it by the browser's own time again (read from the recordings)
+/// and 2 ms (the API's, asked while the page loads, not below it); each run's record says
+/// what the resolver was set to take.
+fn assert_lookups_replayed(dir: &std::path::Path, archive: &std::path::Path, runs: &[&RunRecord]) {
+    let hosts = [site_support::WWW, site_support::STATIC, site_support::API];
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut own = Vec::new();
+    for (host, hold) in hosts.iter().zip(LOOKUP_HOLDS_MS) {
+        let want = NEAR_RTT_MS + hold;
+        let read: Vec<f64> = (1..=RECORDINGS)
+            .filter_map(|i| recorded_lookup(&dir.join(format!("archive{i}")), host))
+            .collect();
+        eprintln!("{host}: lookups recorded {read:.1?} (resolver {want} ms)");
+        assert_eq!(read.len(), RECORDINGS, "{host}: {read:?}");
+        let m = median(read);
+        // The API's name is asked from a script while 56 images arrive: the browser's busy
+        // network thread reads the answer late (16–32 ms for a 17 ms resolver in one run).
+        if *host == site_support::API {
+            assert!(
+                m >= want - 2.0,
+                "{host}: median {m}, the resolver took {want} ms"
+            );
+            continue;
+        }
+        assert!(
+            m >= want - 1.0 && m <= want + (want * 0.1).max(3.0),
+            "{host}: median {m}, the resolver took {want} ms"
+        );
+        own.push(m - want);
+    }
+    let own = median(own);
+    for host in hosts {
+        let recorded = recorded_lookup(archive, host).unwrap();
+        let origin = format!("https://{host}");
+        let replayed: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| r.replay_fidelity.as_ref())
+            .filter_map(|f| f.origins.iter().find(|o| o.origin == origin)?.lookup_ms)
+            .collect();
+        eprintln!("{host}: recorded {recorded:.1} ms, replayed {replayed:.1?}, own {own:.1}");
+        assert_eq!(replayed.len(), runs.len(), "{host}: {replayed:?}");
+        let m = median(replayed);
+        // The API's answer read late again (22–39 ms replayed of a 21 ms recording in one
+        // run): only a shorter lookup would be the replay's fault.
+        let busy = host == site_support::API;
+        assert!(
+            (m - recorded).abs() <= recorded * 0.1
+                || (0.0..=own + 2.0).contains(&(m - recorded))
+                || (busy && m >= recorded - 1.0),
+            "{host}: replayed median {m}, recorded {recorded}, own {own}"
+        );
+        for r in runs {
+            let d = r.site_distances.as_ref().unwrap();
+            let d = d.iter().find(|d| d.origin == origin).unwrap();
+            assert_eq!(d.recorded_lookup_ms, Some(recorded), "{d:?}");
+            assert!(
+                (d.replay_lookup_ms.unwrap() - recorded).abs() < 1e-6,
+                "{d:?}"
+            );
+        }
+    }
+}
+
+/// `host`'s lookup as the recording at `archive` timed it.
+fn recorded_lookup(archive: &std::path::Path, host: &str) -> Option<f64> {
+    let a = site_archive::read(archive).unwrap();
+    let mine: Vec<&site_archive::Entry> = a
+        .entries
+        .iter()
+        .filter(|e| e.url.split('/').nth(2) == Some(host))
+        .collect();
+    site_archive::distances::recorded_lookup(&mine)
+}
 
 /// The recording's own time: over the `recordings` near recordings in `dir`, the median of
 /// what `read` reads of the first origin's round trip, less the link's.
@@ -944,10 +1038,12 @@ fn assert_faithful(r: &RunRecord, archive: &std::path::Path, hosts: &[&str]) {
 /// Three origins at 10, 40 and 120 ms: recorded through a link whose server addresses have
 /// those round trips (`pagebench shell --server-addresses 6` and a profile's
 /// `origin_delay_ms`), `--distances recorded` reads each origin's round trip back from the
-/// recordings within 10 % (the median of seven recordings' estimates, less the recording's own
-/// time read between them on addresses at the link's own 2 ms), and the replay of the
-/// median recording on a near profile at those distances (and its recorded think times) loads
-/// the page within 10 % of the recorded load time (medians of 7 recordings and 7 replays).
+/// recordings within 10 % (the lower quartile of seven recordings' estimates, none below,
+/// less the recording's own time read between them on addresses at the link's own 2 ms), and
+/// the replay of the median recording on a near profile at those distances, with its recorded
+/// think times and each name's recorded lookup (`--dns resolver`), looks each name up in its
+/// recorded time and loads the page within 10 % of the recorded load time (medians of 7
+/// recordings and 7 replays).
 #[test]
 fn recorded_distances_put_each_origin_back() {
     let tmp = tempfile::tempdir().unwrap();
@@ -976,6 +1072,7 @@ fn recorded_distances_put_each_origin_back() {
             "recorded",
             "--think-time",
             "recorded",
+            // No --dns: a recording that timed its lookups replays them (`resolver`).
             "--profiles",
             "near",
             "--profiles-dir",
@@ -991,24 +1088,30 @@ fn recorded_distances_put_each_origin_back() {
         "{:?}",
         runs.iter().map(|r| &r.reasons).collect::<Vec<_>>()
     );
-    // Each recording's estimate of each origin's round trip: their median within 10 %, less
-    // the recording's own time (as read on the near addresses between them).
+    // Each recording's estimate of each origin's round trip, less the recording's own time
+    // (as read on the near addresses between them): none more than 10 % below (the link never
+    // delivers early, so a short reading is the reader's fault), and the lower quartile within
+    // 10 % (a busy moment only ever lengthens a reading: one clean-clone CI run read the 120 ms
+    // origin as [120.7, 121.3, 122.9, 134.7, 140.8, 161.1, 161.9] beside other browser tests).
     let own = own_time(dir, RECORDINGS, estimate);
     for (host, want) in hosts.iter().zip(DISTANCES_MS) {
         let mut read: Vec<f64> = (1..=RECORDINGS)
             .filter_map(|i| estimate(&dir.join(format!("archive{i}")), host))
             .collect();
         read.sort_by(f64::total_cmp);
-        let got = read[read.len() / 2] - own;
         eprintln!("{host}: {want} ms, read {read:.1?}");
+        let (quickest, lower_quartile) = (read[0] - own, read[read.len() / 4] - own);
         assert!(
-            read.len() == RECORDINGS && (got - want).abs() <= want * 0.1,
+            read.len() == RECORDINGS
+                && quickest >= want * 0.9
+                && (lower_quartile - want).abs() <= want * 0.1,
             "{host}: read {read:?} ms less {own:.2}, was {want}"
         );
     }
     for r in &valid {
         assert_faithful(r, &archive, &hosts);
     }
+    assert_lookups_replayed(dir, &archive, &valid);
     let mut loads: Vec<f64> = valid
         .iter()
         .map(|r| r.metrics.load_event_end_ms.unwrap())

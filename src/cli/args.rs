@@ -470,8 +470,10 @@ pub struct CommonArgs {
     /// How the browser finds its hosts: `none` (a hosts file, no lookup: the study's way)
     /// or `resolver` (every name asked of pagebench's own resolver behind the link, at the
     /// profile's `resolver_rtt_ms`; `h3-dns` needs it: its HTTPS records announce h3).
-    #[arg(long, default_value = "none", value_name = "MODE")]
-    pub dns: crate::config::name_lookup::DnsMode,
+    /// Default: `none`, but `resolver` for a site replayed at `--distances recorded` whose
+    /// recording timed its lookups (each then takes its recorded time).
+    #[arg(long, value_name = "MODE")]
+    pub dns: Option<crate::config::name_lookup::DnsMode>,
     /// Site replay: fix Date, Math.random and performance.now's origin in the page so it asks
     /// for the same URLs on every load.
     #[arg(long)]
@@ -519,6 +521,11 @@ impl CommonArgs {
             max_misses: self.max_misses,
             distances: self.distances,
         }
+    }
+
+    /// `--dns` as given, or its default for `workloads` ([`crate::config::name_lookup::effective`]).
+    pub fn dns_for(&self, workloads: &str) -> Result<crate::config::name_lookup::DnsMode> {
+        crate::config::name_lookup::effective(self.dns, workloads, self.distances)
     }
 
     pub fn pages_root(&self) -> Result<PathBuf> {
@@ -600,6 +607,13 @@ pub struct ShellArgs {
     /// `origin_delay_ms` entry: origins at different distances.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub server_addresses: u16,
+    /// Answer HOST with server address N (1: the namespace's own, in `PAGEBENCH_SERVER_IPS`'s
+    /// order) from pagebench's resolver, behind the link on an address of its own (at the
+    /// profile's `resolver_rtt_ms`); `@MS` holds its every answer that much longer. The client
+    /// command then resolves every name through it (its own /etc/resolv.conf, and an
+    /// /etc/hosts of localhost only); other names are NXDOMAIN. Repeatable.
+    #[arg(long = "dns-name", value_name = "HOST=N[@MS]", value_parser = crate::cli::shell_cmd::parse_dns_name)]
+    pub dns_names: Vec<crate::cli::shell_cmd::DnsName>,
     /// Seed of the link's loss and jitter draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -162,7 +162,7 @@ pub fn bench_matrix(
         visual: None,
         capture: Default::default(),
         sites: Default::default(),
-        dns: common.dns,
+        dns: common.dns.unwrap_or_default(),
         adaptive: None,
         shard: None,
         calibration_runs: 0,

@@ -54,6 +54,7 @@ pub fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
 }
 
 pub fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCode> {
+    let dns = a.common.dns_for(&a.workloads)?;
     let mut req = crate::matrix::request::MatrixRequest {
         profiles: a.profiles,
         profiles_dir: a.common.profile_source(),
@@ -107,7 +108,7 @@ pub fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<Exi
         visual: a.common.visual,
         capture: a.common.capture(),
         sites: a.common.site_options(),
-        dns: a.common.dns,
+        dns,
     };
     if let Some(dir) = &req.resume {
         let stored = crate::results::store::read_meta(dir)?;

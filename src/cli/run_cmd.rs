@@ -80,7 +80,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         visual: a.common.visual,
         capture: a.common.capture(),
         sites: a.common.site_options(),
-        dns: a.common.dns,
+        dns: a.common.dns_for(&a.workload)?,
     };
     if req.runs == 0 {
         anyhow::bail!("--runs must be at least 1");

@@ -4,7 +4,9 @@
 //!
 //! Both commands see `PAGEBENCH_CLIENT_IP`, `PAGEBENCH_SERVER_IP`, `PAGEBENCH_CLIENT_NS` and
 //! `PAGEBENCH_SERVER_NS`, and `PAGEBENCH_SERVER_IPS` (every server address, space-separated,
-//! the namespace's own first: the profile's `origin_delay_ms` is in this order). The client command stays in pagebench's process group (so it can be
+//! the namespace's own first: the profile's `origin_delay_ms` is in this order); with
+//! `--dns-name`, `PAGEBENCH_RESOLVER` too (pagebench's resolver, on an address after them,
+//! which the client command's every lookup asks). The client command stays in pagebench's process group (so it can be
 //! interactive and receives Ctrl-C from the terminal); the server command writes to stderr (so
 //! stdout is the client's alone), gets its own process group,
 //! is killed with its children when the client is done, and dies with pagebench
@@ -48,6 +50,84 @@ pub struct ShellOptions {
     pub tap: bool,
     /// More environment for both commands (e.g. `SSLKEYLOGFILE`).
     pub env: Vec<(String, String)>,
+    /// Names pagebench's resolver answers (`--dns-name`); empty: no resolver.
+    pub dns_names: Vec<DnsName>,
+}
+
+/// One `--dns-name HOST=N[@MS]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DnsName {
+    pub host: String,
+    /// The server address it is answered with (0: the namespace's own).
+    pub address: usize,
+    /// How much longer than the resolver's round trip its lookup takes, ms.
+    pub hold_ms: f64,
+}
+
+/// `--dns-name HOST=N[@MS]`.
+pub fn parse_dns_name(s: &str) -> Result<DnsName> {
+    let usage = "give HOST=N[@MS], e.g. www.site.test=1 or static.site.test=2@30 (N: the server address, 1 the namespace's own; MS: a hold in ms)";
+    let Some((host, rest)) = s.trim().split_once('=') else {
+        bail!("--dns-name {s:?}: {usage}");
+    };
+    if let Err(e) = crate::config::name_lookup::check_dns_name(host) {
+        bail!("--dns-name {s:?}: {e}");
+    }
+    let (n, hold) = rest.split_once('@').unwrap_or((rest, "0"));
+    let address = match n.parse::<usize>() {
+        Ok(n) if n >= 1 => n - 1,
+        _ => bail!("--dns-name {s:?}: {n:?} is not a server address number; {usage}"),
+    };
+    let hold_ms = match hold.parse::<f64>() {
+        Ok(h) if h.is_finite() && (0.0..=60_000.0).contains(&h) => h,
+        _ => bail!("--dns-name {s:?}: {hold:?} is not a hold of 0 to 60000 ms; {usage}"),
+    };
+    Ok(DnsName {
+        host: host.to_ascii_lowercase(),
+        address,
+        hold_ms,
+    })
+}
+
+/// The shell's resolver: the server in the server namespace and the client command's view of
+/// names (its private /etc/resolv.conf and /etc/hosts).
+struct ShellResolver {
+    server: crate::embedded_server::dns::DnsServer,
+    names: crate::measure::browser::resolver::PrivateNames,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the resolver on server address `index` (the last), answering `names` with the
+/// addresses before it.
+fn start_resolver(link: &Link, names: &[DnsName], index: usize) -> Result<ShellResolver> {
+    use crate::embedded_server::dns::{DnsServer, Zone, ZoneName};
+    let ips = link.server_ips();
+    let mut zone = Vec::new();
+    for n in names {
+        let Some(ip) = ips.get(n.address).filter(|_| n.address < index) else {
+            bail!(
+                "--dns-name {}={}: there are {index} server addresses (--server-addresses); give 1 to {index}",
+                n.host,
+                n.address + 1
+            );
+        };
+        zone.push(ZoneName {
+            host: n.host.clone(),
+            v4: Some(*ip),
+            v6: None,
+            https: Vec::new(),
+            hold: Duration::from_secs_f64(n.hold_ms / 1e3),
+        });
+    }
+    let ip = std::net::IpAddr::V4(ips[index]);
+    let server = DnsServer::start(link.server(), ip, Zone::new(zone).context("--dns-name")?)?;
+    let dir = crate::support::tempdir::create("shell-names")?;
+    let names = crate::measure::browser::resolver::PrivateNames::write(dir.path(), &[], Some(ip))?;
+    Ok(ShellResolver {
+        server,
+        names,
+        _dir: dir,
+    })
 }
 
 /// What happened.
@@ -75,17 +155,40 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
         bail!("no command given: put the command to run in the client namespace after `--`");
     };
     signals::install();
-    let link = Link::new(&opts.profile, opts.link.clone())?;
+    // The resolver's address comes after every server address.
+    let resolver_index =
+        (!opts.dns_names.is_empty()).then_some(opts.link.extra_server_addresses + 1);
+    let profile = resolver_index.map_or(opts.profile.clone(), |i| {
+        crate::measure::testbed::dns_side::link_profile(&opts.profile, i)
+    });
+    let link = Link::new(
+        &profile,
+        LinkOptions {
+            extra_server_addresses: opts.link.extra_server_addresses
+                + usize::from(resolver_index.is_some()),
+            ..opts.link.clone()
+        },
+    )?;
+    let resolver = resolver_index
+        .map(|i| start_resolver(&link, &opts.dns_names, i))
+        .transpose()?;
+    let servers = &link.server_ips()[..=opts.link.extra_server_addresses];
     let mut env: Vec<(String, String)> = [
         ("PAGEBENCH_CLIENT_IP", link.client_ip().to_string()),
         ("PAGEBENCH_SERVER_IP", link.server_ip().to_string()),
-        ("PAGEBENCH_SERVER_IPS", server_ips_env(link.server_ips())),
+        ("PAGEBENCH_SERVER_IPS", server_ips_env(servers)),
         ("PAGEBENCH_CLIENT_NS", link.client().name().to_string()),
         ("PAGEBENCH_SERVER_NS", link.server().name().to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
+    if let Some(r) = &resolver {
+        env.push((
+            "PAGEBENCH_RESOLVER".into(),
+            r.server.addr().ip().to_string(),
+        ));
+    }
     env.extend(opts.env.iter().cloned());
     let tap = if opts.tap {
         Some(link.start_tap()?)
@@ -122,14 +225,18 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
     }
     let mut client = link.client().command(program);
     client.args(&opts.command[1..]).envs(env.iter().cloned());
+    if let Some(r) = &resolver {
+        r.names.mount_on_exec(&mut client);
+    }
     let status = run_client(client, program);
     if let Some(s) = server.take() {
         s.stop();
     }
+    drop(resolver);
     let status = status?;
     let trace = tap.map(|t| link.finish_tap(t)).transpose()?;
     let stats = link.take_stats()?;
-    let check = link.self_check(&stats, &opts.profile);
+    let check = link.self_check(&stats, &profile);
     eprint!("{}", check.render());
     if let Some(path) = &opts.stats_json {
         let json = serde_json::json!({ "stats": stats, "self_check": check });
@@ -288,6 +395,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         server_cmd: a.server_cmd,
         wait_tcp: a.wait_tcp,
         command: a.command,
+        dns_names: a.dns_names,
         link: crate::link::LinkOptions {
             seed: a.seed,
             realtime: !a.no_realtime,

@@ -6,6 +6,9 @@ use std::str::FromStr;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::config::site_archive::distances::Distances;
+use crate::config::workload::WorkloadKind;
+
 /// How names are resolved in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -30,6 +33,38 @@ impl DnsMode {
     pub fn is_none(&self) -> bool {
         *self == DnsMode::None
     }
+}
+
+/// `--dns` as given, or its default: `resolver` for a replay at the recorded distances
+/// (`distances`) of a site among `workloads` whose recording timed a lookup (its names then
+/// cost what they cost when recorded: replays of `tests/site_record.rs`'s three-origin site
+/// loaded in 0.99–1.03 of the recording with them, 0.79–0.81 without), else `none`.
+pub fn effective(given: Option<DnsMode>, workloads: &str, distances: Distances) -> Result<DnsMode> {
+    if let Some(mode) = given {
+        return Ok(mode);
+    }
+    if distances != Distances::Recorded {
+        return Ok(DnsMode::None);
+    }
+    for w in crate::config::workload::parse_list(workloads)? {
+        let WorkloadKind::Site { dir } = &w.kind else {
+            continue;
+        };
+        let archive = crate::config::site_archive::read(dir)?;
+        let timed = archive.entries.iter().any(|e| {
+            e.timings
+                .dns_ms
+                .is_some_and(|d| d >= crate::evidence::metrics::LOOKUP_FLOOR_MS)
+        });
+        if timed {
+            tracing::info!(
+                "--dns resolver: {}'s recording timed its lookups and --distances recorded puts them back (--dns none leaves them out)",
+                w.name
+            );
+            return Ok(DnsMode::Resolver);
+        }
+    }
+    Ok(DnsMode::None)
 }
 
 impl fmt::Display for DnsMode {
@@ -95,6 +130,40 @@ pub fn check_site_names<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-request site archive in `dir` whose page's lookup was timed `dns` (None: not).
+    fn site(dir: &std::path::Path, dns: Option<f64>) -> String {
+        let mut e = crate::config::site_archive::tests::entry("https://www.a.test/", 200);
+        e.timings.dns_ms = dns;
+        let mut b = crate::config::site_archive::Builder::default();
+        b.push(e, Some(b"<html>".to_vec()));
+        let source = crate::config::site_archive::Source {
+            kind: "import".into(),
+            from: "test.har".into(),
+            creator: "test".into(),
+            started: None,
+            browser_confinement: None,
+            load_ms: None,
+        };
+        b.write(dir, source, "https://www.a.test/".into()).unwrap();
+        format!("page10,site:{}", dir.display())
+    }
+
+    #[test]
+    fn a_replay_at_recorded_distances_of_timed_lookups_asks_the_resolver_unless_told() {
+        let (timed, untimed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let timed = site(timed.path(), Some(31.5));
+        let untimed = site(untimed.path(), Some(0.2));
+        let e = |given, w: &str, d| effective(given, w, d).unwrap();
+        assert_eq!(e(None, &timed, Distances::Recorded), DnsMode::Resolver);
+        assert_eq!(e(None, &timed, Distances::Profile), DnsMode::None);
+        assert_eq!(e(None, &untimed, Distances::Recorded), DnsMode::None);
+        assert_eq!(e(None, "page10", Distances::Recorded), DnsMode::None);
+        let none = Some(DnsMode::None);
+        assert_eq!(e(none, &timed, Distances::Recorded), DnsMode::None);
+        let resolver = Some(DnsMode::Resolver);
+        assert_eq!(e(resolver, "page10", Distances::Profile), DnsMode::Resolver);
+    }
 
     #[test]
     fn both_modes_parse_and_anything_else_says_which_exist() {

@@ -67,6 +67,10 @@ pub struct OriginReplay {
     pub bytes: u64,
     /// Connections the browser used to it (None: its engine does not tell connections).
     pub connections: Option<usize>,
+    /// Its host's lookup as the browser timed it, ms (None: no resolver asked, or no request
+    /// of it timed one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup_ms: Option<f64>,
 }
 
 impl ReplayFidelity {
@@ -103,6 +107,9 @@ pub struct ReplayEvidence<'a> {
     pub network: Option<&'a [NetworkRequest]>,
     /// The run's critical path, each step's URL or path, the navigation first.
     pub critical_path: Option<Vec<&'a str>>,
+    /// Each request that looked its host up, by URL, and the lookup's time (Resource and
+    /// Navigation Timing's; empty when no resolver was asked).
+    pub lookups: &'a [(String, f64)],
 }
 
 /// The fidelity of a replay of `site`.
@@ -131,7 +138,12 @@ pub fn of(site: &SitePlan, e: &ReplayEvidence) -> ReplayFidelity {
         extra_urls: extra_urls.into_iter().map(str::to_string).collect(),
         recorded_bytes: site.origins.iter().map(|o| o.bytes).sum(),
         recorded_path_steps: site.recorded_critical_path.len(),
-        origins: origins(site, &page, e.network.map(|n| page_requests(n, &own))),
+        origins: origins(
+            site,
+            &page,
+            e.network.map(|n| page_requests(n, &own)),
+            e.lookups,
+        ),
         path_shared: critical_path
             .as_deref()
             .and_then(|p| shared_steps(&site.recorded_critical_path, p)),
@@ -176,11 +188,12 @@ fn page_requests<'a>(
     network.iter().filter(|r| !own(Some(&r.url))).collect()
 }
 
-/// Each recorded origin's requests, bytes and connections in the replay.
+/// Each recorded origin's requests, bytes, connections and lookup in the replay.
 fn origins(
     site: &SitePlan,
     page: &[&ServerView],
     network: Option<Vec<&NetworkRequest>>,
+    lookups: &[(String, f64)],
 ) -> Vec<OriginReplay> {
     let origin_of = |url: Option<&str>| url.and_then(origin);
     site.origins
@@ -202,6 +215,11 @@ fn origins(
                 requests: mine().count(),
                 bytes: mine().map(|v| v.bytes_sent).sum(),
                 connections,
+                lookup_ms: lookups
+                    .iter()
+                    .filter(|(url, _)| origin(url).as_deref() == Some(&o.origin))
+                    .map(|(_, ms)| *ms)
+                    .max_by(f64::total_cmp),
             }
         })
         .collect()
@@ -257,6 +275,7 @@ mod tests {
             browser_initiated: own,
             network: None,
             critical_path: None,
+            lookups: &[],
         }
     }
 
@@ -352,13 +371,20 @@ mod tests {
             request("https://cdn.a.test/big.js", 9),
             request("https://cdn.a.test/big.js", 11),
         ];
+        let lookups = [
+            ("https://www.a.test/".to_string(), 41.5),
+            ("https://cdn.a.test/big.js".to_string(), 12.0),
+        ];
         let f = of(
             &plan,
             &ReplayEvidence {
                 network: Some(&network),
+                lookups: &lookups,
                 ..evidence(&views, &[])
             },
         );
+        let looked_up: Vec<Option<f64>> = f.origins.iter().map(|o| o.lookup_ms).collect();
+        assert_eq!(looked_up, [Some(41.5), Some(12.0)]);
         let summary: Vec<(&str, usize, u64, Option<usize>)> = f
             .origins
             .iter()

@@ -750,6 +750,18 @@ fn resource_metrics(obs: &Observation, requests: &[NetworkRequest]) -> Vec<Resou
         .collect()
 }
 
+/// Each entry of the load (the navigation, then every resource) that timed a lookup: its URL
+/// and the lookup's time.
+pub fn timed_lookups(obs: &Observation) -> Vec<(String, f64)> {
+    obs.navigation
+        .iter()
+        .chain(&obs.resources)
+        .map(EntryTiming::parse)
+        .filter_map(|t| Some((t.dns_ms()?, t.name)))
+        .map(|(ms, url)| (url, ms))
+        .collect()
+}
+
 /// Clears the lookup times of a run that asked no resolver (names from a hosts file, whose
 /// answer a busy machine can take over [`LOOKUP_FLOOR_MS`] to give).
 pub fn forget_lookups(m: &mut RunMetrics, resources: &mut [ResourceMetrics]) {

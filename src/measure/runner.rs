@@ -372,7 +372,7 @@ fn derive_evidence(
         metrics::add_server_sends(&mut resources, w);
     }
     let (replay_fidelity, site_distances) =
-        replayed_site(spec, server, &verdict, obs, round_trips.as_ref());
+        replayed_site(spec, server, &verdict, obs, round_trips.as_ref(), looked_up);
     Derived {
         disruption,
         captured,
@@ -402,9 +402,15 @@ fn replayed_site(
     verdict: &Verdict,
     obs: &metrics::Observation,
     round_trips: Option<&crate::evidence::round_trips::RoundTrips>,
+    looked_up: bool,
 ) -> (Option<ReplayFidelity>, Option<Vec<AppliedDistance>>) {
     let Some(site) = spec.manifest.site.as_ref() else {
         return (None, None);
+    };
+    let lookups = if looked_up {
+        metrics::timed_lookups(obs)
+    } else {
+        Vec::new()
     };
     let tells_connections =
         crate::measure::browser::engine(spec.browser).is_ok_and(|e| e.tells.connections);
@@ -417,10 +423,11 @@ fn replayed_site(
                 network: tells_connections.then_some(obs.network.requests.as_slice()),
                 critical_path: round_trips
                     .map(|r| r.steps.iter().map(|s| s.path.as_str()).collect()),
+                lookups: &lookups,
             },
         )
     });
-    (fidelity, site.applied_distances(&spec.profile))
+    (fidelity, site.applied_distances(&spec.profile, looked_up))
 }
 
 /// The wire's streams with the navigation's start on their clock.

@@ -363,7 +363,12 @@ impl Testbed {
         let resolver = match &self.resolver {
             Some(r) => {
                 let (_, opts) = launch_options(&self.link, server.port(), &self.cert, req, None)?;
-                r.prepare(&opts)?;
+                let holds = req
+                    .manifest
+                    .site
+                    .as_ref()
+                    .map_or(Vec::new(), |site| site.lookup_holds(&self.link.profile()));
+                r.prepare(&opts, &holds)?;
                 Some(r.ip())
             }
             None => None,

@@ -9,6 +9,7 @@ use crate::config::site_archive::origins::AddressMode;
 use crate::config::site_archive::replay::ThinkTime;
 use crate::config::workload::site_plan::SitePlan;
 use crate::config::workload::url_path;
+use crate::evidence::fidelity::ReplayFidelity;
 use crate::evidence::metric_registry::{
     self, REPLAY_BYTES, REPLAY_CONNECTIONS, REPLAY_EXTRA, REPLAY_FIDELITY, REPLAY_MISSING,
     REPLAY_PATH, REPLAY_REPLAYED,
@@ -304,15 +305,27 @@ pub fn origin_tables(data: &ReportData) -> Vec<Table> {
             rows: Vec::new(),
             notes: vec![],
         };
-        for s in data.summary.series.iter().filter(|s| s.key.workload == w) {
-            let Some(f) = s
-                .median_run
-                .as_ref()
-                .and_then(|id| data.median_replays.get(id))
-            else {
-                continue;
-            };
-            t.rows.extend(origin_rows(s, plan, f));
+        let medians: Vec<(&SeriesStats, &ReplayFidelity)> = data
+            .summary
+            .series
+            .iter()
+            .filter(|s| s.key.workload == w)
+            .filter_map(|s| Some((s, data.median_replays.get(s.median_run.as_ref()?)?)))
+            .collect();
+        // Lookups only where a replay asked a resolver.
+        let lookups = medians
+            .iter()
+            .any(|(_, f)| f.origins.iter().any(|o| o.lookup_ms.is_some()));
+        if lookups {
+            t.header.insert(4, "lookup (ms)".into());
+            t.intro.push(
+                "Lookup: the browser's time to resolve the origin's host through the \
+                 resolver (`--dns resolver`), replayed (recorded)."
+                    .into(),
+            );
+        }
+        for (s, f) in medians {
+            t.rows.extend(origin_rows(s, plan, f, lookups));
         }
         if !t.rows.is_empty() {
             out.push(t);
@@ -325,7 +338,8 @@ pub fn origin_tables(data: &ReportData) -> Vec<Table> {
 fn origin_rows(
     s: &SeriesStats,
     plan: &SitePlan,
-    f: &crate::evidence::fidelity::ReplayFidelity,
+    f: &ReplayFidelity,
+    lookups: bool,
 ) -> Vec<Vec<Cell>> {
     let series = format!("{} · {} · {}", s.key.profile, s.key.variant, s.key.browser);
     let path = f
@@ -338,7 +352,13 @@ fn origin_rows(
         .map(|(i, o)| {
             let recorded = plan.origins.iter().find(|r| r.origin == o.origin);
             let rec = |v: Option<String>| v.unwrap_or_else(|| "?".into());
-            vec![
+            let ms = |v: Option<f64>| v.map(|v| format!("{v:.0}"));
+            let lookup = Cell::text(format!(
+                "{} ({})",
+                ms(o.lookup_ms).unwrap_or_else(|| "-".into()),
+                ms(recorded.and_then(|r| r.recorded_lookup_ms)).unwrap_or_else(|| "-".into())
+            ));
+            let mut row = vec![
                 Cell::label(if i == 0 {
                     series.clone()
                 } else {
@@ -363,7 +383,11 @@ fn origin_rows(
                         .map(|c| c.to_string()))
                 )),
                 Cell::text(if i == 0 { path.clone() } else { String::new() }),
-            ]
+            ];
+            if lookups {
+                row.insert(4, lookup);
+            }
+            row
         })
         .collect()
 }
@@ -395,6 +419,7 @@ mod tests {
             responses,
             bytes,
             recorded_rtt: None,
+            recorded_lookup_ms: None,
             recorded_connections: Some(1),
         };
         d.meta.sites.insert(
@@ -504,6 +529,7 @@ mod tests {
             requests,
             bytes,
             connections,
+            lookup_ms: None,
         };
         d.median_replays.insert(
             median,
@@ -548,6 +574,18 @@ mod tests {
             ]
         );
         assert_eq!(text(1)[2..5], ["1 (1)", "5.0 KB (5.0 KB)", "2 (1)"]);
+        // A replay that asked a resolver: each origin's lookup, replayed (recorded).
+        assert!(!origins[0].header.iter().any(|h| h.starts_with("lookup")));
+        let median = d.summary.series[0].median_run.clone().unwrap();
+        let f = d.median_replays.get_mut(&median).unwrap();
+        f.origins[0].lookup_ms = Some(31.6);
+        d.meta.sites.get_mut("site-doc").unwrap().origins[0].recorded_lookup_ms = Some(30.2);
+        let origins = origin_tables(&d);
+        assert_eq!(origins[0].header[4], "lookup (ms)");
+        let row: Vec<&str> = origins[0].rows[0].iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(row[4], "32 (30)");
+        let row: Vec<&str> = origins[0].rows[1].iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(row[4], "- (-)");
     }
 
     fn tables_with_id<'a>(t: &'a [Table], id: &str) -> &'a Table {

@@ -70,6 +70,12 @@ pub struct AppliedDistance {
     pub recorded: Option<RecordedRtt>,
     /// The round trip the link gave it: the profile's plus twice its address's extra delay.
     pub replay_rtt_ms: f64,
+    /// Its host's recorded lookup, ms, and what the replay's resolver was set to take for it
+    /// (its round trip and the hold; None: no resolver asked, or nothing recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_lookup_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_lookup_ms: Option<f64>,
 }
 
 /// One origin's recorded round trip.
@@ -146,6 +152,35 @@ pub fn recorded_rtt(entries: &[&Entry]) -> Option<RecordedRtt> {
         basis,
         samples: samples.len(),
     })
+}
+
+/// The name lookup of the origin whose recorded requests are `entries`, ms: the longest of
+/// their recorded lookups (the first request to a host looks it up, later ones find it
+/// cached: 0), if any took time.
+pub fn recorded_lookup(entries: &[&Entry]) -> Option<f64> {
+    entries
+        .iter()
+        .filter_map(|e| e.timings.dns_ms)
+        .filter(|d| *d > 0.0)
+        .max_by(f64::total_cmp)
+}
+
+/// How long the resolver holds each name's answer so a lookup takes its recorded time on a
+/// replay whose resolver sits at `resolver_rtt_ms`: the recorded lookup less that round
+/// trip (none when the resolver alone takes as long), per host (`origins`: host and recorded
+/// lookup; a host on several ports gets its longest).
+pub fn lookup_holds(origins: &[(&str, Option<f64>)], resolver_rtt_ms: f64) -> Vec<(String, f64)> {
+    let mut holds: Vec<(String, f64)> = Vec::new();
+    for (host, lookup) in origins {
+        let Some(lookup) = lookup else { continue };
+        let hold = (lookup - resolver_rtt_ms).max(0.0);
+        let host = host.to_ascii_lowercase();
+        match holds.iter_mut().find(|(h, _)| *h == host) {
+            Some((_, h)) => *h = h.max(hold),
+            None => holds.push((host, hold)),
+        }
+    }
+    holds
 }
 
 /// The extra one-way delay of each of `addresses` server addresses (the profile's
@@ -267,5 +302,34 @@ mod tests {
         // An address whose origins tell no round trip keeps the profile's.
         let d = address_delays(2, &[(0, None), (1, Some(30.0))], 10.0);
         assert_eq!(d, [0.0, 10.0]);
+    }
+
+    #[test]
+    fn a_lookup_is_the_longest_recorded_and_the_resolver_holds_what_its_distance_lacks() {
+        let mut first = timed("h2", Some(82.0), Some(41.0), 50.0);
+        first.timings.dns_ms = Some(31.5);
+        let mut cached = timed("h2", None, None, 45.0);
+        cached.timings.dns_ms = Some(0.0);
+        let unknown = timed("h2", None, None, 45.0);
+        assert_eq!(recorded_lookup(&[&cached, &first, &unknown]), Some(31.5));
+        assert_eq!(recorded_lookup(&[&cached, &unknown]), None);
+        // 31.5 ms recorded, a resolver at 10 ms: held 21.5 ms; one recorded at 4 ms stays at
+        // the resolver's; a host on two ports gets its longest; none recorded, no hold.
+        let holds = lookup_holds(
+            &[
+                ("WWW.a.test", Some(31.5)),
+                ("cdn.a.test", Some(4.0)),
+                ("www.a.test", Some(12.0)),
+                ("api.a.test", None),
+            ],
+            10.0,
+        );
+        assert_eq!(
+            holds,
+            [
+                ("www.a.test".to_string(), 21.5),
+                ("cdn.a.test".to_string(), 0.0)
+            ]
+        );
     }
 }

@@ -156,6 +156,9 @@ struct HarTimings {
     connect: f64,
     #[serde(default = "unknown")]
     ssl: f64,
+    /// -1 or absent: no lookup (HAR 1.2).
+    #[serde(default = "unknown")]
+    dns: f64,
 }
 
 /// What an import did, for the one summary it prints.
@@ -452,6 +455,7 @@ fn import_entry(
             receive_ms: timings.map_or(0.0, |t| t.receive.max(0.0)),
             connect_ms: timings.map(|t| t.connect).filter(|c| *c > 0.0),
             ssl_ms: timings.map(|t| t.ssl).filter(|s| *s >= 0.0),
+            dns_ms: timings.map(|t| t.dns).filter(|d| *d >= 0.0),
             end_ms: (h.time >= 0.0).then_some(start_ms + h.time),
         },
         missing,
@@ -629,6 +633,7 @@ mod tests {
         first["startedDateTime"] = json!("2026-12-01T10:00:00.000Z");
         first["timings"]["connect"] = json!(82.5);
         first["timings"]["ssl"] = json!(41.0);
+        first["timings"]["dns"] = json!(23.5);
         json!({"log": {"version": "1.2", "creator": {"name": "WebInspector", "version": "537.36"},
             "pages": [{"startedDateTime": "2026-12-01T10:00:00.000Z", "id": "page_1", "title": "https://www.a.test/",
                        "pageTimings": {"onContentLoad": 300.5, "onLoad": 412.25}}],
@@ -695,6 +700,8 @@ mod tests {
         assert_eq!(css.timings.connect_ms, None);
         let page = &a.entries[0].timings;
         assert_eq!((page.connect_ms, page.ssl_ms), (Some(82.5), Some(41.0)));
+        // The page's lookup kept; -1 (no lookup) is none.
+        assert_eq!((page.dns_ms, css.timings.dns_ms), (Some(23.5), None));
         assert_eq!(a.source.load_ms, Some(412.25));
         // Base64 bodies are bytes; a redirect has no body.
         let png = super::super::body(out.path(), &a.entries[2]).unwrap();

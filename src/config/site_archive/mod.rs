@@ -149,6 +149,10 @@ pub struct Timings {
     /// Its TLS part (HAR `ssl`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssl_ms: Option<f64>,
+    /// When this request looked its host up: the lookup's time (HAR `dns`; a cache hit's
+    /// 0 is kept, unknown is None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_ms: Option<f64>,
     /// When its last byte arrived, since the page's first request (HAR `startedDateTime` +
     /// `time`; archives from before it: None, `wait_ms` + `receive_ms` stand in).
     #[serde(default, skip_serializing_if = "Option::is_none")]

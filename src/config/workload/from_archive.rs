@@ -146,6 +146,7 @@ fn site_origin(archive: &SiteArchive, s: &origins::OriginSlot) -> SiteOrigin {
         responses: pages.len(),
         bytes: pages.iter().map(|e| body_size(e)).sum(),
         recorded_rtt: distances::recorded_rtt(&mine),
+        recorded_lookup_ms: distances::recorded_lookup(&mine),
         recorded_connections: recorded_connections(&mine),
     }
 }
@@ -303,6 +304,7 @@ mod tests {
         a.entries[2].timings.connect_ms = Some(160.0);
         a.entries[2].timings.ssl_ms = Some(80.0);
         a.entries[2].timings.wait_ms = 85.0;
+        a.entries[2].timings.dns_ms = Some(45.0);
         let recorded = SiteOptions {
             distances: Distances::Recorded,
             ..SiteOptions::default()
@@ -327,9 +329,22 @@ mod tests {
             site.nearer_than(&far),
             ["https://www.a.test", "https://fonts.a.test"]
         );
-        let applied = site.applied_distances(&p).unwrap();
+        let applied = site.applied_distances(&p, false).unwrap();
         let rtts: Vec<f64> = applied.iter().map(|d| d.replay_rtt_ms).collect();
         assert_eq!(rtts, [12.0, 80.0, 12.0]);
+        // cdn's 45 ms lookup: a resolver at the profile's 2 ms holds its answer 43 ms; a run
+        // that asked no resolver says nothing of lookups.
+        assert_eq!(site.lookup_holds(&p), [("cdn.a.test".to_string(), 43.0)]);
+        let looked_up = site.applied_distances(&p, true).unwrap();
+        let lookups: Vec<_> = looked_up
+            .iter()
+            .map(|d| (d.recorded_lookup_ms, d.replay_lookup_ms))
+            .collect();
+        assert_eq!(
+            lookups,
+            [(None, None), (Some(45.0), Some(45.0)), (None, None)]
+        );
+        assert!(applied.iter().all(|d| d.replay_lookup_ms.is_none()));
         // A profile that delays addresses itself, or one address for all: refused.
         let own = Profile {
             origin_delay_ms: vec![0.0, 10.0],
@@ -348,7 +363,7 @@ mod tests {
         let m = manifest(&w, Path::new("/tmp/a"), &a, SiteOptions::default()).unwrap();
         let site = m.site.unwrap();
         assert_eq!(site.profile_for(&near).unwrap(), near);
-        assert_eq!(site.applied_distances(&near), None);
+        assert_eq!(site.applied_distances(&near, false), None);
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct SiteOrigin {
     /// Its round trip as the recording's timings tell it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_rtt: Option<RecordedRtt>,
+    /// Its host's name lookup as the recording timed it, ms (None: the recording looked
+    /// nothing up, or does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_lookup_ms: Option<f64>,
     /// The connections the recording browser opened to it, if the recording names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_connections: Option<usize>,
@@ -95,6 +99,7 @@ impl SiteOrigin {
             responses,
             bytes,
             recorded_rtt: None,
+            recorded_lookup_ms: None,
             recorded_connections: Some(1),
         }
     }
@@ -214,12 +219,22 @@ impl SitePlan {
     }
 
     /// Each origin's recorded and replayed round trip on `profile` (as [`SitePlan::profile_for`]
-    /// made it), when the replay runs at the recorded distances.
-    pub fn applied_distances(&self, profile: &Profile) -> Option<Vec<AppliedDistance>> {
+    /// made it), and with `looked_up` (a resolver was asked) its host's lookup, when the replay
+    /// runs at the recorded distances.
+    pub fn applied_distances(
+        &self,
+        profile: &Profile,
+        looked_up: bool,
+    ) -> Option<Vec<AppliedDistance>> {
         if self.options.distances == Distances::Profile {
             return None;
         }
         let extra = |a: usize| profile.origin_delay_ms.get(a).copied().unwrap_or(0.0);
+        let holds = self.lookup_holds(profile);
+        let lookup = |o: &SiteOrigin| {
+            let hold = holds.iter().find(|(h, _)| h.eq_ignore_ascii_case(&o.host));
+            Some(profile.resolver_rtt() + hold?.1).filter(|_| looked_up)
+        };
         Some(
             self.origins
                 .iter()
@@ -227,9 +242,26 @@ impl SitePlan {
                     origin: o.origin.clone(),
                     recorded: o.recorded_rtt,
                     replay_rtt_ms: profile.rtt_ms + 2.0 * extra(o.address),
+                    recorded_lookup_ms: o.recorded_lookup_ms,
+                    replay_lookup_ms: lookup(o),
                 })
                 .collect(),
         )
+    }
+
+    /// With `--distances recorded`, how long a resolver at `profile`'s round trip holds each
+    /// host's answer so its lookup takes the recorded time (ms; empty: at the profile's
+    /// distances, or nothing recorded).
+    pub fn lookup_holds(&self, profile: &Profile) -> Vec<(String, f64)> {
+        if self.options.distances == Distances::Profile {
+            return Vec::new();
+        }
+        let origins: Vec<(&str, Option<f64>)> = self
+            .origins
+            .iter()
+            .map(|o| (o.host.as_str(), o.recorded_lookup_ms))
+            .collect();
+        distances::lookup_holds(&origins, profile.resolver_rtt())
     }
 
     /// Whether every origin has a recorded protocol (the `as-recorded` arm needs them).

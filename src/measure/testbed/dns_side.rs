@@ -44,10 +44,10 @@ impl TestbedResolver {
     }
 
     /// Forgets the lookups so far (a browser launched ahead asks for its own names) and
-    /// answers for `opts`'s run from now on.
-    pub fn prepare(&self, opts: &LaunchOptions) -> Result<()> {
+    /// answers for `opts`'s run from now on, each host in `holds` after that many ms.
+    pub fn prepare(&self, opts: &LaunchOptions, holds: &[(String, f64)]) -> Result<()> {
         self.server.take_lookups();
-        self.server.set_zone(zone_for(opts)?);
+        self.server.set_zone(zone_for(opts, holds)?);
         Ok(())
     }
 
@@ -68,9 +68,10 @@ pub fn link_profile(profile: &Profile, address_index: usize) -> Profile {
     p
 }
 
-/// The zone of one run: each host the browser may contact at its address; with `h3-dns`, an
-/// HTTPS record for each TLS origin (its port, [`ANNOUNCED_ALPN`]).
-pub fn zone_for(opts: &LaunchOptions) -> Result<Zone> {
+/// The zone of one run: each host the browser may contact at its address, answered after its
+/// hold in `holds` (ms; a replay's recorded lookup costs); with `h3-dns`, an HTTPS record for
+/// each TLS origin (its port, [`ANNOUNCED_ALPN`]).
+pub fn zone_for(opts: &LaunchOptions, holds: &[(String, f64)]) -> Result<Zone> {
     let announce = opts.protocol == Protocol::H3 && opts.h3_mode == H3Mode::Dns;
     let services = if announce {
         opts.quic_origins()
@@ -97,8 +98,11 @@ pub fn zone_for(opts: &LaunchOptions) -> Result<Zone> {
                 IpAddr::V6(v6) => Some(v6),
                 IpAddr::V4(_) => None,
             },
+            hold: holds
+                .iter()
+                .find(|(h, _)| h.eq_ignore_ascii_case(&host))
+                .map_or(Duration::ZERO, |(_, ms)| Duration::from_secs_f64(ms / 1e3)),
             host,
-            hold: Duration::ZERO,
         })
         .collect();
     Zone::new(names)
@@ -125,7 +129,7 @@ mod tests {
 
     #[test]
     fn h3_dns_announces_every_tls_origin_on_its_port_and_nothing_else() {
-        let zone = zone_for(&site_opts(Protocol::H3, H3Mode::Dns)).unwrap();
+        let zone = zone_for(&site_opts(Protocol::H3, H3Mode::Dns), &[]).unwrap();
         let names: Vec<&ZoneName> = zone.names().collect();
         assert_eq!(names.len(), 3);
         let by = |h: &str| names.iter().find(|n| n.host == h).unwrap();
@@ -140,13 +144,22 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_s_recorded_lookup_costs_hold_each_name_s_answer() {
+        let holds = [("WWW.site.test".to_string(), 28.5)];
+        let zone = zone_for(&site_opts(Protocol::H2, H3Mode::Forced), &holds).unwrap();
+        let hold = |h: &str| zone.names().find(|n| n.host == h).unwrap().hold;
+        assert_eq!(hold("www.site.test"), Duration::from_micros(28_500));
+        assert_eq!(hold("static.site.test"), Duration::ZERO);
+    }
+
+    #[test]
     fn other_variants_get_addresses_only() {
         for (p, m) in [
             (Protocol::H2, H3Mode::Forced),
             (Protocol::H3, H3Mode::Forced),
             (Protocol::H3, H3Mode::Discovered),
         ] {
-            let zone = zone_for(&site_opts(p, m)).unwrap();
+            let zone = zone_for(&site_opts(p, m), &[]).unwrap();
             assert!(zone.names().all(|n| n.https.is_empty()), "{p:?} {m:?}");
         }
     }
@@ -166,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_generated_page_is_its_one_host() {
-        let zone = zone_for(&LaunchOptions::fixture(Protocol::H2)).unwrap();
+        let zone = zone_for(&LaunchOptions::fixture(Protocol::H2), &[]).unwrap();
         let names: Vec<&ZoneName> = zone.names().collect();
         assert_eq!(names.len(), 1);
         assert_eq!(names[0].host, "pagebench.test");
