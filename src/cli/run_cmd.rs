@@ -94,6 +94,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
                 as_recorded: variant.as_recorded,
                 repeat_view: req.views.contains(&crate::config::identity::View::Repeat),
                 discovered_h3: variant == crate::config::protocol::Variant::H3_DISCOVERED,
+                dns_h3: variant == crate::config::protocol::Variant::H3_DNS,
             },
         )?;
     }

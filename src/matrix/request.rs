@@ -148,6 +148,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 as_recorded: variants.iter().any(|v| v.as_recorded),
                 repeat_view: req.views.contains(&View::Repeat),
                 discovered_h3: variants.contains(&Variant::H3_DISCOVERED),
+                dns_h3: variants.contains(&Variant::H3_DNS),
             },
         )?;
     }

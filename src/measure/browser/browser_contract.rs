@@ -89,6 +89,9 @@ pub struct Engine {
     pub har: fn(&Observation) -> Vec<crate::evidence::har_document::Entry>,
     /// What it can tell of a run, as every record and `meta.json` keep it.
     pub tells: EngineTells,
+    /// The oldest major version seen to open its first connection over h3 from an HTTPS
+    /// record's `alpn` (`h3-dns`; docs/dns.md); None: it does not act on HTTPS records.
+    pub https_records_since: Option<u32>,
 }
 
 /// What a run or matrix asks of its browsers beyond a load.
@@ -103,4 +106,6 @@ pub struct Asked<'a> {
     pub repeat_view: bool,
     /// `h3-discovered`: the h3 a returning visitor learnt from the first view's Alt-Svc.
     pub discovered_h3: bool,
+    /// `h3-dns`: the h3 a first visit learnt from an HTTPS record.
+    pub dns_h3: bool,
 }

@@ -45,6 +45,8 @@ pub static ENGINE: Engine = Engine {
         primed_h3: None,
         har_lacks: None,
     },
+    // Chromium 156 reads HTTPS records over plain DNS and opens QUIC first (docs/dns.md).
+    https_records_since: Some(156),
 };
 
 fn make() -> Box<dyn Browser + Send> {

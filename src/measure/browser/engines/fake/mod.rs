@@ -49,6 +49,7 @@ pub static ENGINE: Engine = Engine {
         primed_h3: None,
         har_lacks: Some(Cow::Borrowed("the fake's HAR files have no bodies")),
     },
+    https_records_since: None,
 };
 
 fn make() -> Box<dyn Browser + Send> {

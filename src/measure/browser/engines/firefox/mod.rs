@@ -588,6 +588,8 @@ takes as an Alt-Svc it learnt",
 Chromium's have them",
         )),
     },
+    // Firefox 153 ESR asks natively and takes the record as an Alt-Svc (docs/dns.md).
+    https_records_since: Some(153),
 };
 
 fn make() -> Box<dyn Browser + Send> {
