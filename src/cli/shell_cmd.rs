@@ -97,21 +97,23 @@ struct ShellResolver {
     _dir: tempfile::TempDir,
 }
 
-/// Starts the resolver on server address `index` (the last), answering `names` with the
-/// addresses before it.
-fn start_resolver(link: &Link, names: &[DnsName], index: usize) -> Result<ShellResolver> {
-    use crate::embedded_server::dns::{DnsServer, Zone, ZoneName};
-    let ips = link.server_ips();
+/// The zone `names` make with the server addresses `ips`, checked before anything starts.
+fn shell_zone(
+    names: &[DnsName],
+    ips: &[std::net::Ipv4Addr],
+) -> Result<crate::embedded_server::dns::Zone> {
     let mut zone = Vec::new();
     for n in names {
-        let Some(ip) = ips.get(n.address).filter(|_| n.address < index) else {
+        let Some(ip) = ips.get(n.address) else {
             bail!(
-                "--dns-name {}={}: there are {index} server addresses (--server-addresses); give 1 to {index}",
+                "--dns-name {}={}: there are {} server addresses (--server-addresses); give 1 to {}",
                 n.host,
-                n.address + 1
+                n.address + 1,
+                ips.len(),
+                ips.len()
             );
         };
-        zone.push(ZoneName {
+        zone.push(crate::embedded_server::dns::ZoneName {
             host: n.host.clone(),
             v4: Some(*ip),
             v6: None,
@@ -119,8 +121,16 @@ fn start_resolver(link: &Link, names: &[DnsName], index: usize) -> Result<ShellR
             hold: Duration::from_secs_f64(n.hold_ms / 1e3),
         });
     }
+    crate::embedded_server::dns::Zone::new(zone).context("--dns-name")
+}
+
+/// Starts the resolver on server address `index` (the last), answering `names` with the
+/// addresses before it.
+fn start_resolver(link: &Link, names: &[DnsName], index: usize) -> Result<ShellResolver> {
+    let ips = link.server_ips();
+    let zone = shell_zone(names, &ips[..index])?;
     let ip = std::net::IpAddr::V4(ips[index]);
-    let server = DnsServer::start(link.server(), ip, Zone::new(zone).context("--dns-name")?)?;
+    let server = crate::embedded_server::dns::DnsServer::start(link.server(), ip, zone)?;
     let dir = crate::support::tempdir::create("shell-names")?;
     let names = crate::measure::browser::resolver::PrivateNames::write(dir.path(), &[], Some(ip))?;
     Ok(ShellResolver {
@@ -155,23 +165,7 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
         bail!("no command given: put the command to run in the client namespace after `--`");
     };
     signals::install();
-    // The resolver's address comes after every server address.
-    let resolver_index =
-        (!opts.dns_names.is_empty()).then_some(opts.link.extra_server_addresses + 1);
-    let profile = resolver_index.map_or(opts.profile.clone(), |i| {
-        crate::measure::testbed::dns_side::link_profile(&opts.profile, i)
-    });
-    let link = Link::new(
-        &profile,
-        LinkOptions {
-            extra_server_addresses: opts.link.extra_server_addresses
-                + usize::from(resolver_index.is_some()),
-            ..opts.link.clone()
-        },
-    )?;
-    let resolver = resolver_index
-        .map(|i| start_resolver(&link, &opts.dns_names, i))
-        .transpose()?;
+    let (link, profile, resolver) = link_and_resolver(opts)?;
     let servers = &link.server_ips()[..=opts.link.extra_server_addresses];
     let mut env: Vec<(String, String)> = [
         ("PAGEBENCH_CLIENT_IP", link.client_ip().to_string()),
@@ -252,6 +246,33 @@ pub fn run(opts: &ShellOptions) -> Result<ShellOutcome> {
         check,
         trace,
     })
+}
+
+/// The link (the profile it applies) and, with `--dns-name`, the resolver on an address after
+/// the server addresses; bad names are refused before the link is built.
+fn link_and_resolver(opts: &ShellOptions) -> Result<(Link, Profile, Option<ShellResolver>)> {
+    let addresses = opts.link.extra_server_addresses + 1;
+    if !opts.dns_names.is_empty() {
+        shell_zone(
+            &opts.dns_names,
+            &vec![std::net::Ipv4Addr::UNSPECIFIED; addresses],
+        )?;
+    }
+    let resolver_index = (!opts.dns_names.is_empty()).then_some(addresses);
+    let profile = resolver_index.map_or(opts.profile.clone(), |i| {
+        crate::measure::testbed::dns_side::link_profile(&opts.profile, i)
+    });
+    let link = Link::new(
+        &profile,
+        LinkOptions {
+            extra_server_addresses: addresses - 1 + usize::from(resolver_index.is_some()),
+            ..opts.link.clone()
+        },
+    )?;
+    let resolver = resolver_index
+        .map(|i| start_resolver(&link, &opts.dns_names, i))
+        .transpose()?;
+    Ok((link, profile, resolver))
 }
 
 fn exit_code(status: ExitStatus) -> i32 {
