@@ -32,11 +32,6 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The navigation's requestStart (ms from navigation start).
 fn request_start(rec: &RunRecord) -> f64 {
     rec.observation.navigation.as_ref().unwrap()["requestStart"]
@@ -102,8 +97,11 @@ fn a_first_visit_asks_the_resolver_one_round_trip_before_its_first_request() {
             assert!(r.metrics.nav_dns_ms.unwrap() > 140.0, "{:?}", r.metrics);
             assert_eq!(r.round_trips.as_ref().unwrap().lookups, 1.0);
         }
-        let later = median(after.iter().map(request_start).collect())
-            - median(before.iter().map(request_start).collect());
+        // The quickest of each side: a busy moment only delays a request (a clean-clone CI run
+        // read Firefox's medians only 127 ms apart, each of its lookups over 140 ms).
+        let quickest =
+            |rs: &[RunRecord]| rs.iter().map(request_start).fold(f64::INFINITY, f64::min);
+        let later = quickest(&after) - quickest(&before);
         // One round trip to the resolver at least (the rest: the browser's and the machine's
         // few ms either way).
         assert!(later >= 0.9 * 150.0, "{engine}: only {later:.1} ms later");

@@ -466,6 +466,7 @@ fn round_trips_of(
         server_ms: &BTreeMap::new(),
         sends: None,
         resolver_rtt_ms: None,
+        ends_at: None,
     })
 }
 
@@ -700,6 +701,8 @@ fn generate(
                         visual: None,
                         frame_images: vec![],
                         round_trips: round_trips.clone(),
+                        paint_round_trips: None,
+                        render_paths: None,
                         hol: Some(synthetic_hol(
                             spec.variant.starts_with("h3"),
                             bytes,

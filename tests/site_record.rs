@@ -1042,8 +1042,8 @@ fn assert_faithful(r: &RunRecord, archive: &std::path::Path, hosts: &[&str]) {
 /// less the recording's own time read between them on addresses at the link's own 2 ms), and
 /// the replay of the median recording on a near profile at those distances, with its recorded
 /// think times and each name's recorded lookup (`--dns resolver`), looks each name up in its
-/// recorded time and loads the page within 10 % of the recorded load time (medians of 7
-/// recordings and 7 replays).
+/// recorded time and loads the page within 10 % of the recorded load time (lower quartiles of
+/// 7 recordings and 7 replays: a busy moment only lengthens a load).
 #[test]
 fn recorded_distances_put_each_origin_back() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1135,14 +1135,17 @@ fn recorded_distances_put_each_origin_back() {
     // `send` (before, late-stamped request ends put the 40 ms origin at 37 ms and its think
     // times 3 ms too long: 1.11 and 1.12 in 2 of 13 runs); 0.93–1.035 over 10 runs in an
     // earlier month, once the median recording was the one replayed and think times stood on
-    // each origin's round trip (before: 0.97–1.12).
-    // Or the recorded load among the middle half of its replays: both fall in two modes ~85 ms
-    // apart on a busy machine (recorded [389, 398, 418, 419 | 498, 507, 613], replayed [388,
-    // 393 | 459, 474, 474, 487, 502] in one clean-clone CI run beside other browser tests:
-    // 1.13), and seven loads' median then lands in either.
-    let (q1, q3) = (loads[loads.len() / 4], loads[loads.len() * 3 / 4]);
+    // each origin's round trip (before: 0.97–1.12); 0.99–1.03 with the recorded lookups.
+    // Asserted on the lower quartiles (the second quickest of seven, each side): a busy moment
+    // only ever lengthens a load, and the recordings and the replays meet other moments. In
+    // clean-clone CI runs beside other browser tests the medians read 1.13 (both bimodal:
+    // recorded [389, 398, 418, 419 | 498, 507, 613], replayed [388, 393 | 459, 474, 474, 487,
+    // 502]) and 0.90 (recorded [531, 546, 599, 613, 616, 622, 640], replayed [493, 510, 532,
+    // 549, 564, 580, 592]); their lower quartiles 0.99 and 0.93.
+    let quickest = |v: &[f64]| v[v.len() / 4];
+    let recorded_q1 = quickest(&recorded);
     assert!(
-        (median - recorded_load).abs() <= recorded_load * 0.1 || (q1..=q3).contains(&recorded_load),
-        "replayed {median} ms (of {loads:?}), recorded {recorded_load} ms"
+        (quickest(&loads) - recorded_q1).abs() <= recorded_q1 * 0.1,
+        "replayed {median} ms (of {loads:?}), recorded {recorded_load} ms (of {recorded:?})"
     );
 }

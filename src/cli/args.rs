@@ -612,8 +612,8 @@ pub struct ShellArgs {
     /// profile's `resolver_rtt_ms`); `@MS` holds its every answer that much longer. The client
     /// command then resolves every name through it (its own /etc/resolv.conf, and an
     /// /etc/hosts of localhost only); other names are NXDOMAIN. Repeatable.
-    #[arg(long = "dns-name", value_name = "HOST=N[@MS]", value_parser = crate::cli::shell_cmd::parse_dns_name)]
-    pub dns_names: Vec<crate::cli::shell_cmd::DnsName>,
+    #[arg(long = "dns-name", value_name = "HOST=N[@MS]", value_parser = crate::config::name_lookup::parse_dns_name)]
+    pub dns_names: Vec<crate::config::name_lookup::DnsName>,
     /// Seed of the link's loss and jitter draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -23,6 +23,7 @@ use anyhow::{bail, Context, Result};
 
 use super::args::ShellArgs;
 use crate::config::locations;
+use crate::config::name_lookup::DnsName;
 use crate::config::profile::{self, Profile};
 use crate::link::link_stats::{LinkStats, SelfCheck};
 use crate::link::{Link, LinkOptions};
@@ -52,41 +53,6 @@ pub struct ShellOptions {
     pub env: Vec<(String, String)>,
     /// Names pagebench's resolver answers (`--dns-name`); empty: no resolver.
     pub dns_names: Vec<DnsName>,
-}
-
-/// One `--dns-name HOST=N[@MS]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DnsName {
-    pub host: String,
-    /// The server address it is answered with (0: the namespace's own).
-    pub address: usize,
-    /// How much longer than the resolver's round trip its lookup takes, ms.
-    pub hold_ms: f64,
-}
-
-/// `--dns-name HOST=N[@MS]`.
-pub fn parse_dns_name(s: &str) -> Result<DnsName> {
-    let usage = "give HOST=N[@MS], e.g. www.site.test=1 or static.site.test=2@30 (N: the server address, 1 the namespace's own; MS: a hold in ms)";
-    let Some((host, rest)) = s.trim().split_once('=') else {
-        bail!("--dns-name {s:?}: {usage}");
-    };
-    if let Err(e) = crate::config::name_lookup::check_dns_name(host) {
-        bail!("--dns-name {s:?}: {e}");
-    }
-    let (n, hold) = rest.split_once('@').unwrap_or((rest, "0"));
-    let address = match n.parse::<usize>() {
-        Ok(n) if n >= 1 => n - 1,
-        _ => bail!("--dns-name {s:?}: {n:?} is not a server address number; {usage}"),
-    };
-    let hold_ms = match hold.parse::<f64>() {
-        Ok(h) if h.is_finite() && (0.0..=60_000.0).contains(&h) => h,
-        _ => bail!("--dns-name {s:?}: {hold:?} is not a hold of 0 to 60000 ms; {usage}"),
-    };
-    Ok(DnsName {
-        host: host.to_ascii_lowercase(),
-        address,
-        hold_ms,
-    })
 }
 
 /// The shell's resolver: the server in the server namespace and the client command's view of

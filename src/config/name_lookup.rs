@@ -35,6 +35,10 @@ impl DnsMode {
     }
 }
 
+/// A lookup shorter than this was answered on the machine (hosts file, rules, cache), not
+/// asked of a resolver across a link.
+pub const LOOKUP_FLOOR_MS: f64 = 1.0;
+
 /// `--dns` as given, or its default: `resolver` for a replay at the recorded distances
 /// (`distances`) of a site among `workloads` whose recording timed a lookup (its names then
 /// cost what they cost when recorded: replays of `tests/site_record.rs`'s three-origin site
@@ -51,11 +55,10 @@ pub fn effective(given: Option<DnsMode>, workloads: &str, distances: Distances) 
             continue;
         };
         let archive = crate::config::site_archive::read(dir)?;
-        let timed = archive.entries.iter().any(|e| {
-            e.timings
-                .dns_ms
-                .is_some_and(|d| d >= crate::evidence::metrics::LOOKUP_FLOOR_MS)
-        });
+        let timed = archive
+            .entries
+            .iter()
+            .any(|e| e.timings.dns_ms.is_some_and(|d| d >= LOOKUP_FLOOR_MS));
         if timed {
             tracing::info!(
                 "--dns resolver: {}'s recording timed its lookups and --distances recorded puts them back (--dns none leaves them out)",
@@ -125,6 +128,41 @@ pub fn check_site_names<'a>(
         }
     }
     Ok(())
+}
+
+/// One `--dns-name HOST=N[@MS]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DnsName {
+    pub host: String,
+    /// The server address it is answered with (0: the namespace's own).
+    pub address: usize,
+    /// How much longer than the resolver's round trip its lookup takes, ms.
+    pub hold_ms: f64,
+}
+
+/// `--dns-name HOST=N[@MS]`.
+pub fn parse_dns_name(s: &str) -> Result<DnsName> {
+    let usage = "give HOST=N[@MS], e.g. www.site.test=1 or static.site.test=2@30 (N: the server address, 1 the namespace's own; MS: a hold in ms)";
+    let Some((host, rest)) = s.trim().split_once('=') else {
+        bail!("--dns-name {s:?}: {usage}");
+    };
+    if let Err(e) = check_dns_name(host) {
+        bail!("--dns-name {s:?}: {e}");
+    }
+    let (n, hold) = rest.split_once('@').unwrap_or((rest, "0"));
+    let address = match n.parse::<usize>() {
+        Ok(n) if n >= 1 => n - 1,
+        _ => bail!("--dns-name {s:?}: {n:?} is not a server address number; {usage}"),
+    };
+    let hold_ms = match hold.parse::<f64>() {
+        Ok(h) if h.is_finite() && (0.0..=60_000.0).contains(&h) => h,
+        _ => bail!("--dns-name {s:?}: {hold:?} is not a hold of 0 to 60000 ms; {usage}"),
+    };
+    Ok(DnsName {
+        host: host.to_ascii_lowercase(),
+        address,
+        hold_ms,
+    })
 }
 
 #[cfg(test)]

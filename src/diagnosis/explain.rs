@@ -61,61 +61,170 @@ pub struct Explanation {
     pub sentence: String,
 }
 
-/// A term: its name, the metric that measures it, and whether that metric counts round trips
-/// (then its milliseconds are round trips × the series' RTT).
-const TERMS: [(&str, &Metric, bool); 9] = [
-    (
-        "connection set-up",
-        &metric_registry::CRITICAL_SETUP_RTTS,
-        true,
-    ),
-    (
-        "requests on the critical path",
-        &metric_registry::CRITICAL_REQUESTS,
-        true,
-    ),
-    (
-        "round trips of flights",
-        &metric_registry::CRITICAL_FLIGHT_RTTS,
-        true,
-    ),
-    ("server time", &metric_registry::CRITICAL_SERVER_MS, false),
-    (
-        "waiting behind other responses",
-        &metric_registry::CRITICAL_BEHIND_MS,
-        false,
-    ),
-    (
-        "time at the link's rate",
-        &metric_registry::CRITICAL_WIRE_MS,
-        false,
-    ),
-    (
-        "queueing in the network",
-        &metric_registry::CRITICAL_QUEUE_MS,
-        false,
-    ),
-    (
-        "waiting in the browser",
-        &metric_registry::CRITICAL_BROWSER_MS,
-        false,
-    ),
-    (
-        "time no term measures",
-        &metric_registry::CRITICAL_REMAINDER_MS,
-        false,
-    ),
-];
+/// A headline's accounting: the metric of the round trip it counts in, and its terms — each a
+/// name, the metric that measures it, and whether that metric counts round trips (then its
+/// milliseconds are round trips × the series' RTT).
+pub struct Accounting {
+    rtt: &'static Metric,
+    terms: [(&'static str, &'static Metric, bool); 9],
+}
+
+/// The load's (the study's headline) and each paint's along its render path.
+pub const LOAD: Accounting = Accounting {
+    rtt: &metric_registry::CRITICAL_RTT_MS,
+    terms: [
+        (
+            "connection set-up",
+            &metric_registry::CRITICAL_SETUP_RTTS,
+            true,
+        ),
+        (
+            "requests on the critical path",
+            &metric_registry::CRITICAL_REQUESTS,
+            true,
+        ),
+        (
+            "round trips of flights",
+            &metric_registry::CRITICAL_FLIGHT_RTTS,
+            true,
+        ),
+        ("server time", &metric_registry::CRITICAL_SERVER_MS, false),
+        (
+            "waiting behind other responses",
+            &metric_registry::CRITICAL_BEHIND_MS,
+            false,
+        ),
+        (
+            "time at the link's rate",
+            &metric_registry::CRITICAL_WIRE_MS,
+            false,
+        ),
+        (
+            "queueing in the network",
+            &metric_registry::CRITICAL_QUEUE_MS,
+            false,
+        ),
+        (
+            "waiting in the browser",
+            &metric_registry::CRITICAL_BROWSER_MS,
+            false,
+        ),
+        (
+            "time no term measures",
+            &metric_registry::CRITICAL_REMAINDER_MS,
+            false,
+        ),
+    ],
+};
+pub const FCP: Accounting = Accounting {
+    rtt: &metric_registry::FCP_RTT_MS,
+    terms: [
+        ("connection set-up", &metric_registry::FCP_SETUP_RTTS, true),
+        (
+            "requests on the render path",
+            &metric_registry::FCP_REQUESTS,
+            true,
+        ),
+        (
+            "round trips of flights",
+            &metric_registry::FCP_FLIGHT_RTTS,
+            true,
+        ),
+        ("server time", &metric_registry::FCP_SERVER_MS, false),
+        (
+            "waiting behind other responses",
+            &metric_registry::FCP_BEHIND_MS,
+            false,
+        ),
+        (
+            "time at the link's rate",
+            &metric_registry::FCP_WIRE_MS,
+            false,
+        ),
+        (
+            "queueing in the network",
+            &metric_registry::FCP_QUEUE_MS,
+            false,
+        ),
+        (
+            "waiting in the browser",
+            &metric_registry::FCP_BROWSER_MS,
+            false,
+        ),
+        (
+            "time no term measures",
+            &metric_registry::FCP_REMAINDER_MS,
+            false,
+        ),
+    ],
+};
+pub const LCP: Accounting = Accounting {
+    rtt: &metric_registry::LCP_RTT_MS,
+    terms: [
+        ("connection set-up", &metric_registry::LCP_SETUP_RTTS, true),
+        (
+            "requests on the render path",
+            &metric_registry::LCP_REQUESTS,
+            true,
+        ),
+        (
+            "round trips of flights",
+            &metric_registry::LCP_FLIGHT_RTTS,
+            true,
+        ),
+        ("server time", &metric_registry::LCP_SERVER_MS, false),
+        (
+            "waiting behind other responses",
+            &metric_registry::LCP_BEHIND_MS,
+            false,
+        ),
+        (
+            "time at the link's rate",
+            &metric_registry::LCP_WIRE_MS,
+            false,
+        ),
+        (
+            "queueing in the network",
+            &metric_registry::LCP_QUEUE_MS,
+            false,
+        ),
+        (
+            "waiting in the browser",
+            &metric_registry::LCP_BROWSER_MS,
+            false,
+        ),
+        (
+            "time no term measures",
+            &metric_registry::LCP_REMAINDER_MS,
+            false,
+        ),
+    ],
+};
+
+/// The accounting of the headline metric named `headline` (a summary's `metric`), if it has
+/// one: the load's for the completion and loadEventEnd, each paint's for FCP and LCP.
+pub fn accounting_for(headline: &str) -> Option<&'static Accounting> {
+    match headline {
+        h if h == metric_registry::COMPLETION_MS.name
+            || h == metric_registry::LOAD_EVENT_END_MS.name =>
+        {
+            Some(&LOAD)
+        }
+        h if h == metric_registry::FCP_MS.name => Some(&FCP),
+        h if h == metric_registry::LCP_MS.name => Some(&LCP),
+        _ => None,
+    }
+}
 
 fn median(s: &SeriesStats, m: &Metric) -> Option<f64> {
     s.breakdown.get(m.name)?.median?.ms()
 }
 
 /// Each term on both sides; None when a side has no accounting.
-fn terms(a: &SeriesStats, b: &SeriesStats) -> Option<Vec<Term>> {
-    let rtt_a = median(a, &metric_registry::CRITICAL_RTT_MS)?;
-    let rtt_b = median(b, &metric_registry::CRITICAL_RTT_MS)?;
-    TERMS
+fn terms(acc: &Accounting, a: &SeriesStats, b: &SeriesStats) -> Option<Vec<Term>> {
+    let rtt_a = median(a, acc.rtt)?;
+    let rtt_b = median(b, acc.rtt)?;
+    acc.terms
         .iter()
         .map(|(name, m, in_rtts)| {
             let (va, vb) = (median(a, m)?, median(b, m)?);
@@ -174,8 +283,8 @@ fn phrase(t: &Term) -> String {
     }
 }
 
-/// Why side `a` (named `a_name`) took another time than side `b`; None when either side has no
-/// headline median or no accounting.
+/// Why side `a` (named `a_name`) took another time than side `b`, by the load's accounting;
+/// None when either side has no headline median or no accounting.
 pub fn explain(
     label: &str,
     a: &SeriesStats,
@@ -183,8 +292,19 @@ pub fn explain(
     a_name: &str,
     b_name: &str,
 ) -> Option<Explanation> {
+    explain_on(&LOAD, label, (a, a_name), (b, b_name))
+}
+
+/// Why side `a` took another time than side `b` by the accounting `acc` (the series' headline
+/// is its headline); None when either side has no headline median or no accounting.
+pub fn explain_on(
+    acc: &Accounting,
+    label: &str,
+    (a, a_name): (&SeriesStats, &str),
+    (b, b_name): (&SeriesStats, &str),
+) -> Option<Explanation> {
     let (ha, hb) = (a.completion.median?.ms()?, b.completion.median?.ms()?);
-    let terms = terms(a, b)?;
+    let terms = terms(acc, a, b)?;
     let delta = ha - hb;
     let (with, against) = (named(&terms, delta, true), named(&terms, delta, false));
     let remain_ms = delta
@@ -241,9 +361,12 @@ fn side<'s>(
     })
 }
 
-/// Every significant comparison of `summary` (faster or slower), explained term by term; in
-/// the summary's order.
+/// Every significant comparison of `summary` (faster or slower), explained term by term of
+/// its headline's accounting; in the summary's order (none for a headline without one).
 pub fn differences(summary: &Summary) -> Vec<Explanation> {
+    let Some(acc) = accounting_for(&summary.metric) else {
+        return Vec::new();
+    };
     summary
         .comparisons
         .iter()
@@ -253,15 +376,42 @@ pub fn differences(summary: &Summary) -> Vec<Explanation> {
             let b = side(summary, c, &c.setup_b(), c.b)?;
             let label = c.label();
             let (a_name, b_name) = label.split_once(" vs ")?;
-            explain(
-                &format!("{}/{}", c.profile, c.workload),
-                a,
-                b,
-                a_name,
-                b_name,
-            )
+            explain_on(acc, &cell_label(summary, c), (a, a_name), (b, b_name))
         })
         .collect()
+}
+
+/// `profile/workload`, and each part of the setup (server arm, browser, view) that the
+/// summary's series differ in and both sides share, so two setups of one cell never read
+/// alike (`cable/site · embedded:priorities=rfc9218`).
+fn cell_label(summary: &Summary, c: &CellComparison) -> String {
+    let varies = |part: fn(&SeriesStats) -> String| {
+        let mut seen = summary.series.iter().map(part);
+        seen.next()
+            .is_some_and(|first| seen.any(|other| other != first))
+    };
+    let mut label = format!("{}/{}", c.profile, c.workload);
+    let shared = [
+        (
+            varies(|s| s.key.server.to_string()),
+            (c.server_a == c.server_b).then(|| c.server_a.to_string()),
+        ),
+        (
+            varies(|s| s.key.browser.to_string()),
+            (c.browser_a == c.browser_b).then(|| c.browser_a.to_string()),
+        ),
+        (
+            varies(|s| s.key.view.to_string()),
+            (c.view_a == c.view_b).then(|| c.view_a.to_string()),
+        ),
+    ];
+    for (varies, part) in shared {
+        if let (true, Some(part)) = (varies, part) {
+            label.push_str(" · ");
+            label.push_str(&part);
+        }
+    }
+    label
 }
 
 #[cfg(test)]
@@ -290,7 +440,8 @@ mod tests {
     /// A series with its headline and accounting medians: set-up, requests and flights in
     /// round trips of 40 ms, then server, behind, wire, queue, browser and remainder in ms.
     fn series(variant: Variant, headline: f64, terms: [f64; 9]) -> SeriesStats {
-        let mut breakdown: std::collections::BTreeMap<String, SeriesSummary> = TERMS
+        let mut breakdown: std::collections::BTreeMap<String, SeriesSummary> = LOAD
+            .terms
             .iter()
             .zip(terms)
             .map(|((_, m, _), v)| (m.name.to_string(), summary(v)))
@@ -366,6 +517,133 @@ mod tests {
 126 ms less waiting behind other responses, 1.0 RTT less in connection set-up (40 ms), 1.0 fewer \
 requests on the critical path (40 ms); 7 ms remain"
         );
+    }
+
+    /// `h3 vs h2` on wired/page10 with server `server`, significant.
+    fn h3_vs_h2(server: &str) -> CellComparison {
+        use crate::config::identity::{ServerId, View};
+        use crate::support::stats::{Comparison, RatioBound};
+        CellComparison {
+            profile: "wired".into(),
+            workload: "page10".into(),
+            server_a: ServerId::new(server),
+            server_b: ServerId::new(server),
+            browser_a: Default::default(),
+            browser_b: Default::default(),
+            view_a: View::First,
+            view_b: View::First,
+            a: Variant::H3,
+            b: Variant::H2,
+            comparison: Comparison {
+                n_valid_a: 10,
+                n_valid_b: 10,
+                n_dnf_a: 0,
+                n_dnf_b: 0,
+                ratio: Some(0.8),
+                ratio_bound: RatioBound::Exact,
+                ratio_ci_low: Some(0.75),
+                ratio_ci_high: Some(0.85),
+                ratio_ci_censored: false,
+                u: None,
+                p: Some(0.001),
+                test_method: None,
+                p_holm: Some(0.01),
+                alpha: 0.05,
+                verdict: Verdict::Faster,
+            },
+            attrition: None,
+        }
+    }
+
+    fn summary_of(series: Vec<SeriesStats>, comparisons: Vec<CellComparison>) -> Summary {
+        Summary {
+            format: crate::results::summary::SUMMARY_FORMAT,
+            metric: "load_event_end_ms".into(),
+            alpha: 0.05,
+            bootstrap_resamples: 100,
+            holm_family: comparisons.len(),
+            attrition_families: Default::default(),
+            series,
+            comparisons,
+            links: vec![],
+            viewpoints: Default::default(),
+            invalid_by_reason: Default::default(),
+            retries: 0,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn two_server_arms_of_one_cell_are_never_labelled_alike() {
+        let arm = |server: &str, v, headline| {
+            let mut s = series(v, headline, [1.0; 9]);
+            s.key.server = crate::config::identity::ServerId::new(server);
+            s
+        };
+        let (plain, rfc) = ("embedded", "embedded:priorities=rfc9218");
+        let two = summary_of(
+            vec![
+                arm(plain, Variant::H3, 300.0),
+                arm(plain, Variant::H2, 400.0),
+                arm(rfc, Variant::H3, 350.0),
+                arm(rfc, Variant::H2, 500.0),
+            ],
+            vec![h3_vs_h2(plain), h3_vs_h2(rfc)],
+        );
+        let labels: Vec<String> = differences(&two).into_iter().map(|e| e.label).collect();
+        assert_eq!(
+            labels,
+            [
+                "wired/page10 · embedded",
+                "wired/page10 · embedded:priorities=rfc9218"
+            ]
+        );
+        // One setup: the cell alone.
+        let one = summary_of(
+            vec![
+                arm(plain, Variant::H3, 300.0),
+                arm(plain, Variant::H2, 400.0),
+            ],
+            vec![h3_vs_h2(plain)],
+        );
+        assert_eq!(differences(&one)[0].label, "wired/page10");
+    }
+
+    #[test]
+    fn a_paint_headline_is_explained_on_its_own_accounting_and_speed_index_on_none() {
+        // FCP's terms only: the stylesheet waited 1.6 s behind other responses over h3.
+        let paint = |v, headline, behind| {
+            let mut s = series(v, headline, [0.0; 9]);
+            s.breakdown.clear();
+            for ((_, m, _), value) in FCP
+                .terms
+                .iter()
+                .zip([2.0, 2.0, 0.0, 5.0, behind, 0.0, 0.0, 20.0, 0.0])
+            {
+                s.breakdown.insert(m.name.to_string(), summary(value));
+            }
+            s.breakdown
+                .insert(metric_registry::FCP_RTT_MS.name.into(), summary(40.0));
+            s
+        };
+        let mut fcp = summary_of(
+            vec![
+                paint(Variant::H3, 2180.0, 1600.0),
+                paint(Variant::H2, 502.0, 0.0),
+            ],
+            vec![h3_vs_h2("embedded")],
+        );
+        fcp.comparisons[0].comparison.verdict = Verdict::Slower;
+        fcp.metric = metric_registry::FCP_MS.name.into();
+        let e = &differences(&fcp)[0];
+        assert_eq!(e.named, ["waiting behind other responses"]);
+        assert!(e.sentence.starts_with("h3 is 1678 ms slower than h2 (2180 vs 502 ms): 1600 ms more waiting behind other responses"), "{}", e.sentence);
+        // The load's terms are not there: the load's accounting explains nothing of it.
+        fcp.metric = metric_registry::COMPLETION_MS.name.into();
+        assert!(differences(&fcp).is_empty());
+        fcp.metric = metric_registry::SPEED_INDEX_MS.name.into();
+        assert!(differences(&fcp).is_empty());
+        assert!(accounting_for(metric_registry::SPEED_INDEX_MS.name).is_none());
     }
 
     #[test]

@@ -10,152 +10,11 @@
 
 use crate::evidence::run_record::RunRecord;
 
-/// What a metric counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    Ms,
-    Us,
-    /// Round trips of the profile.
-    Rtts,
-    Count,
-    Bytes,
-    MbitPerS,
-    Percent,
-    /// The 1-minute load average.
-    Load,
-    /// A unitless score (Cumulative Layout Shift).
-    Score,
-}
+pub(crate) use crate::evidence::metric::metric;
+pub use crate::evidence::metric::{Better, CsvFormat, Metric, Precision, Scope, Source, Unit};
 
-/// Which way is better (for verdict wording and charts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Lower,
-    Higher,
-    /// A description, not a goal (e.g. on-wire concurrency, bytes moved).
-    Neither,
-}
-
-/// Where a metric comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// What the browser saw (Resource/Navigation Timing, CDP).
-    Browser,
-    /// The link emulator's counters.
-    Link,
-    /// The server's transport stats (TCP_INFO, QUIC).
-    Transport,
-    /// The machine and the browser's launch/settle/teardown.
-    Machine,
-}
-
-/// How a value is written to `runs.csv` (a missing value is an empty field).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CsvFormat {
-    /// An integer.
-    Int,
-    /// Fixed decimals.
-    Fixed(usize),
-}
-
-/// How the report prints a median of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Milliseconds, counts: a few significant digits.
-    Plain,
-    /// Two decimals (handshake round trips).
-    Fine,
-}
-
-/// Which workloads a summarised metric describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Pages (the report's breakdown table).
-    Pages,
-    /// Pages, what the user saw (the report's paint table).
-    Paint,
-    /// Downloads and uploads (the transfer tables).
-    Transfers,
-    /// Every workload: head-of-line blocking measured from the link's packets.
-    HeadOfLine,
-    /// Every workload: the connections' TLS handshakes read from the link's packets (what a
-    /// repeat view saves).
-    Handshakes,
-    /// Every workload: what each side cost in CPU during the load and how long it waited for
-    /// one, and what else the machine ran (the report's "Machine during the run").
-    Contention,
-    /// Trace profiles: what the capacity trace offered each load (the report's trace table).
-    Trace,
-    /// h2 and h3: the server's response order read off the wire (`packets::order`;
-    /// the report's "The servers' response order").
-    ResponseOrder,
-    /// Replayed sites: how close each replay came to its recording (`evidence::fidelity`; the
-    /// report's "How faithful each replay was").
-    Replay,
-    /// Every workload: the headline in round trips along its critical path
-    /// (`evidence::round_trips`; the report's "Where the time went" and the diagnosis of each
-    /// difference).
-    RoundTrips,
-}
-
-/// One per-run metric.
-#[derive(Debug)]
-pub struct Metric {
-    /// The `runs.csv` column and the key in the summary's breakdown.
-    pub name: &'static str,
-    /// The report's column header.
-    pub label: &'static str,
-    pub unit: Unit,
-    pub better: Better,
-    pub source: Source,
-    /// May be the statistics' headline (the time a comparison decides on).
-    pub headline: bool,
-    /// Summarised per series beside the headline (`Some`: for which workloads).
-    pub breakdown: Option<Scope>,
-    pub csv: CsvFormat,
-    pub precision: Precision,
-    /// Derivation from the record; `None` when the run has no such figure.
-    pub derive: fn(&RunRecord) -> Option<f64>,
-}
-
-impl Metric {
-    /// The `runs.csv` field of `rec`.
-    pub fn csv_field(&self, rec: &RunRecord) -> String {
-        match ((self.derive)(rec), self.csv) {
-            (None, _) => String::new(),
-            (Some(v), CsvFormat::Int) => format!("{}", v.round() as i64),
-            (Some(v), CsvFormat::Fixed(d)) => format!("{v:.d$}"),
-        }
-    }
-}
-
-impl PartialEq for Metric {
-    fn eq(&self, other: &Metric) -> bool {
-        self.name == other.name
-    }
-}
-
-/// Builds a metric with the common defaults (lower is better, from the browser, not
-/// summarised, three decimals).
-const fn metric(
-    name: &'static str,
-    label: &'static str,
-    unit: Unit,
-    derive: fn(&RunRecord) -> Option<f64>,
-) -> Metric {
-    Metric {
-        name,
-        label,
-        unit,
-        better: Better::Lower,
-        source: Source::Browser,
-        headline: false,
-        breakdown: None,
-        csv: CsvFormat::Fixed(3),
-        precision: Precision::Plain,
-        derive,
-    }
-}
+mod round_trip_terms;
+pub use round_trip_terms::*;
 
 fn count(v: usize) -> Option<f64> {
     Some(v as f64)
@@ -580,93 +439,6 @@ pub static EARLY_REQUESTS: Metric = handshakes("early_requests", "requests in 0-
     r.handshakes.as_ref().map(|h| h.early_requests() as f64)
 });
 
-/// A term of the headline's round-trip accounting (`evidence::round_trips`): summarised per
-/// series.
-const fn round_trips(
-    name: &'static str,
-    label: &'static str,
-    unit: Unit,
-    derive: fn(&RunRecord) -> Option<f64>,
-) -> Metric {
-    Metric {
-        breakdown: Some(Scope::RoundTrips),
-        better: Better::Neither,
-        precision: match unit {
-            Unit::Rtts => Precision::Fine,
-            _ => Precision::Plain,
-        },
-        ..metric(name, label, unit, derive)
-    }
-}
-
-fn rt(r: &RunRecord, f: fn(&crate::evidence::round_trips::RoundTrips) -> f64) -> Option<f64> {
-    r.round_trips.as_ref().map(f)
-}
-
-/// `k`: the round trips on the critical path (set-up, requests, flights).
-pub static CRITICAL_RTTS: Metric = Metric {
-    better: Better::Lower,
-    ..round_trips("critical_rtts", "round trips (k)", Unit::Rtts, |r| {
-        rt(r, |t| t.critical_rtts)
-    })
-};
-/// The round trip the accounting counts in (the link's offered RTT).
-pub static CRITICAL_RTT_MS: Metric = round_trips("critical_rtt_ms", "RTT (ms)", Unit::Ms, |r| {
-    rt(r, |t| t.rtt_ms)
-});
-pub static CRITICAL_SETUP_RTTS: Metric =
-    round_trips("critical_setup_rtts", "set-up RTTs", Unit::Rtts, |r| {
-        rt(r, |t| t.setup_rtts)
-    });
-/// Name lookups on the path (`--dns resolver`), each a round trip to the resolver.
-pub static CRITICAL_LOOKUPS: Metric = Metric {
-    csv: CsvFormat::Int,
-    ..round_trips("critical_lookups", "lookups", Unit::Count, |r| {
-        rt(r, |t| t.lookups).filter(|n| *n > 0.0)
-    })
-};
-pub static CRITICAL_REQUESTS: Metric = Metric {
-    csv: CsvFormat::Int,
-    ..round_trips(
-        "critical_requests",
-        "requests on the path",
-        Unit::Count,
-        |r| rt(r, |t| t.request_rtts),
-    )
-};
-pub static CRITICAL_FLIGHT_RTTS: Metric =
-    round_trips("critical_flight_rtts", "flight RTTs", Unit::Rtts, |r| {
-        rt(r, |t| t.flight_rtts)
-    });
-pub static CRITICAL_SERVER_MS: Metric =
-    round_trips("critical_server_ms", "server (ms)", Unit::Ms, |r| {
-        rt(r, |t| t.server_ms)
-    });
-pub static CRITICAL_BEHIND_MS: Metric = round_trips(
-    "critical_behind_ms",
-    "behind other responses (ms)",
-    Unit::Ms,
-    |r| rt(r, |t| t.behind_ms),
-);
-pub static CRITICAL_WIRE_MS: Metric =
-    round_trips("critical_wire_ms", "at the rate (ms)", Unit::Ms, |r| {
-        rt(r, |t| t.wire_ms)
-    });
-pub static CRITICAL_QUEUE_MS: Metric =
-    round_trips("critical_queue_ms", "queueing (ms)", Unit::Ms, |r| {
-        rt(r, |t| t.queue_ms)
-    });
-pub static CRITICAL_BROWSER_MS: Metric = round_trips(
-    "critical_browser_ms",
-    "in the browser (ms)",
-    Unit::Ms,
-    |r| rt(r, |t| t.browser_ms),
-);
-pub static CRITICAL_REMAINDER_MS: Metric =
-    round_trips("critical_remainder_ms", "unexplained (ms)", Unit::Ms, |r| {
-        rt(r, |t| t.remainder_ms)
-    });
-
 pub static HOL_BLOCKED_BYTES: Metric = Metric {
     csv: CsvFormat::Int,
     ..hol("hol_blocked_bytes", "HOL-blocked bytes", Unit::Bytes, |r| {
@@ -975,6 +747,26 @@ pub static ALL: &[&Metric] = &[
     &CRITICAL_QUEUE_MS,
     &CRITICAL_BROWSER_MS,
     &CRITICAL_REMAINDER_MS,
+    &FCP_RTT_MS,
+    &FCP_SETUP_RTTS,
+    &FCP_REQUESTS,
+    &FCP_FLIGHT_RTTS,
+    &FCP_SERVER_MS,
+    &FCP_BEHIND_MS,
+    &FCP_WIRE_MS,
+    &FCP_QUEUE_MS,
+    &FCP_BROWSER_MS,
+    &FCP_REMAINDER_MS,
+    &LCP_RTT_MS,
+    &LCP_SETUP_RTTS,
+    &LCP_REQUESTS,
+    &LCP_FLIGHT_RTTS,
+    &LCP_SERVER_MS,
+    &LCP_BEHIND_MS,
+    &LCP_WIRE_MS,
+    &LCP_QUEUE_MS,
+    &LCP_BROWSER_MS,
+    &LCP_REMAINDER_MS,
     &HOL_BLOCKED_BYTES,
     &HOL_BLOCKED_MS,
     &HOL_WALL_MS,
@@ -1035,147 +827,4 @@ pub fn breakdown_for(scope: Scope) -> impl Iterator<Item = &'static Metric> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_and_headlines_are_times() {
-        let mut names: Vec<&str> = ALL.iter().map(|m| m.name).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), ALL.len(), "a metric name is listed twice");
-        for m in ALL.iter().filter(|m| m.headline) {
-            assert_eq!((m.unit, m.better), (Unit::Ms, Better::Lower), "{}", m.name);
-        }
-        assert!(by_name("completion_ms").is_some_and(|m| *m == COMPLETION_MS));
-        assert!(by_name("nope").is_none());
-    }
-
-    #[test]
-    fn fields_are_written_in_their_format_and_missing_ones_empty() {
-        let mut rec = crate::evidence::run_record::RunRecord::fixture("r1");
-        rec.metrics.completion_ms = Some(412.34567);
-        rec.metrics.onwire_peak = Some(7);
-        rec.link = None;
-        assert_eq!(COMPLETION_MS.csv_field(&rec), "412.346");
-        assert_eq!(ONWIRE_PEAK.csv_field(&rec), "7");
-        assert_eq!(GOODPUT_MBIT.csv_field(&rec), "");
-        assert_eq!(
-            BYTES_DOWN.csv_field(&rec),
-            "",
-            "no link figures without a link"
-        );
-        rec.machine.load1 = 1.234;
-        assert_eq!(LOAD1.csv_field(&rec), "1.23");
-    }
-
-    #[test]
-    fn breakdown_metrics_have_a_scope_and_come_in_column_order() {
-        let pages: Vec<&str> = breakdown_for(Scope::Pages).map(|m| m.name).collect();
-        assert_eq!(
-            pages,
-            [
-                "queueing_median_ms",
-                "queueing_p95_ms",
-                "ttfb_median_ms",
-                "connect_ms",
-                "dns_ms",
-                "handshake_rtts",
-                "onwire_mid",
-                "onwire_peak"
-            ]
-        );
-        let paint: Vec<&str> = breakdown_for(Scope::Paint).map(|m| m.name).collect();
-        assert_eq!(
-            paint,
-            [
-                "fcp_ms",
-                "lcp_ms",
-                "hero_ms",
-                "speed_index_ms",
-                "visual_complete_ms",
-                "first_visual_change_ms",
-                "cls"
-            ]
-        );
-        let transfers: Vec<&str> = breakdown_for(Scope::Transfers).map(|m| m.name).collect();
-        assert_eq!(transfers, ["goodput_mbit"]);
-        let hol: Vec<&str> = breakdown_for(Scope::HeadOfLine).map(|m| m.name).collect();
-        assert_eq!(
-            hol,
-            [
-                "hol_blocked_bytes",
-                "hol_blocked_ms",
-                "hol_wall_ms",
-                "hol_unblocked_bytes"
-            ]
-        );
-        let round_trips: Vec<&str> = breakdown_for(Scope::RoundTrips).map(|m| m.name).collect();
-        assert_eq!(
-            round_trips,
-            [
-                "critical_rtts",
-                "critical_rtt_ms",
-                "critical_setup_rtts",
-                "critical_lookups",
-                "critical_requests",
-                "critical_flight_rtts",
-                "critical_server_ms",
-                "critical_behind_ms",
-                "critical_wire_ms",
-                "critical_queue_ms",
-                "critical_browser_ms",
-                "critical_remainder_ms"
-            ]
-        );
-        let order: Vec<&str> = breakdown_for(Scope::ResponseOrder)
-            .map(|m| m.name)
-            .collect();
-        assert_eq!(
-            order,
-            [
-                "order_inverted_pct",
-                "order_contested_bytes",
-                "urgent_done_ms"
-            ]
-        );
-        let handshakes: Vec<&str> = breakdown_for(Scope::Handshakes).map(|m| m.name).collect();
-        assert_eq!(
-            handshakes,
-            [
-                "first_byte_rtts",
-                "resumed_connections",
-                "zero_rtt_connections",
-                "early_requests"
-            ]
-        );
-        let contention: Vec<&str> = breakdown_for(Scope::Contention).map(|m| m.name).collect();
-        assert_eq!(
-            contention,
-            [
-                "browser_cpu_ms",
-                "browser_runq_ms",
-                "server_cpu_ms",
-                "server_runq_ms",
-                "emulator_cpu_ms",
-                "emulator_runq_ms",
-                "others_cpu_ms",
-                "siblings_cpu_ms"
-            ]
-        );
-        let replay: Vec<&str> = breakdown_for(Scope::Replay).map(|m| m.name).collect();
-        assert_eq!(
-            replay,
-            [
-                "replay_replayed",
-                "replay_missing",
-                "replay_extra",
-                "replay_connections",
-                "replay_bytes",
-                "replay_path",
-                "replay_fidelity"
-            ]
-        );
-        assert_eq!(breakdown().count(), 56);
-    }
-}
+mod tests;

@@ -260,9 +260,7 @@ pub struct ResponseBody {
     pub base64: bool,
 }
 
-/// A lookup shorter than this was answered on the machine (hosts file, rules, cache), not
-/// asked of a resolver across a link.
-pub const LOOKUP_FLOOR_MS: f64 = 1.0;
+pub use crate::config::name_lookup::LOOKUP_FLOOR_MS;
 
 /// The timing fields this module reads from a Navigation/Resource Timing entry (ms from
 /// navigation start; absent fields read 0, as the browser reports them).

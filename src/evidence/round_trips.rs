@@ -52,6 +52,10 @@ pub struct Inputs<'a> {
     /// The round trip to the resolver, ms (the profile's `resolver_rtt_ms`, else its RTT);
     /// None: no resolver was asked, no lookup is counted.
     pub resolver_rtt_ms: Option<f64>,
+    /// The request the path ends at, by URL path (a paint's render path says which; the
+    /// navigation's full URL for the page alone); None: the response that ended last before
+    /// the headline.
+    pub ends_at: Option<&'a str>,
 }
 
 /// One step of the critical path.
@@ -128,6 +132,16 @@ pub struct RoundTrips {
     pub remainder_ms: f64,
 }
 
+/// Each paint's accounting along its render path (`evidence::render_path`): the same terms,
+/// the paint as the headline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaintRoundTrips {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fcp: Option<RoundTrips>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lcp: Option<RoundTrips>,
+}
+
 /// A term that is not there (no lookup) is left out of the record.
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
@@ -174,10 +188,17 @@ impl<'a> Node<'a> {
     }
 }
 
-/// The critical path: indices into `nodes` (0 is the navigation), navigation first.
-fn critical_path(nodes: &[Node], headline_ms: f64) -> Vec<usize> {
+/// The critical path: indices into `nodes` (0 is the navigation), navigation first; ending at
+/// the node whose path is `ends_at` when given (the navigation alone if none is).
+fn critical_path(nodes: &[Node], headline_ms: f64, ends_at: Option<&str>) -> Vec<usize> {
     let spans: Vec<(f64, f64)> = nodes.iter().map(|n| (n.start_ms, n.end_ms)).collect();
-    crate::support::critical_path::chain(&spans, headline_ms)
+    match ends_at {
+        Some(path) => {
+            let last = nodes.iter().rposition(|n| n.path == path).unwrap_or(0);
+            crate::support::critical_path::chain_to(&spans, last)
+        }
+        None => crate::support::critical_path::chain(&spans, headline_ms),
+    }
 }
 
 /// The server's time for a step, and whether its log said it.
@@ -280,7 +301,7 @@ pub fn account(inputs: &Inputs) -> Option<RoundTrips> {
         sends.window(at(n.response_start_ms), at(n.end_ms), rtt_ns)
     };
     let mut steps: Vec<Step> = Vec::new();
-    for i in critical_path(&nodes, inputs.headline_ms) {
+    for i in critical_path(&nodes, inputs.headline_ms, inputs.ends_at) {
         let before = steps.last().map_or(0.0, |s| s.end_ms);
         steps.push(step(&nodes[i], before, inputs, window_of(&nodes[i])));
     }
@@ -394,6 +415,7 @@ mod tests {
             server_ms: logged,
             sends: None,
             resolver_rtt_ms: Some(40.0),
+            ends_at: None,
         }
     }
 
@@ -462,6 +484,34 @@ mod tests {
             + rt.browser_ms
             + rt.remainder_ms;
         assert!((sum - rt.headline_ms).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_paint_s_path_ends_where_its_render_path_says() {
+        // The page, then a.js → b.js → c.js; the paint at 215 ms waited for b.js (its render
+        // path's last request), though c.js ended later than b.js and before the paint.
+        let n = nav((1.0, 81.0), 81.0, (121.0, 122.0));
+        let r = vec![
+            res("/a.js", 124.0, 124.0, (164.0, 165.0)),
+            res("/b.js", 167.0, 167.0, (207.0, 208.0)),
+            res("/c.js", 170.0, 170.0, (210.0, 211.0)),
+        ];
+        let none = BTreeMap::new();
+        let mut i = inputs(&n, &r, 215.0, &none);
+        i.ends_at = Some("/b.js");
+        let rt = account(&i).unwrap();
+        let paths: Vec<&str> = rt.steps.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(paths[1..], ["/a.js", "/b.js"]);
+        // From b.js's end to the paint: the browser's (rendering).
+        assert!(
+            (rt.browser_ms - (1.0 + 2.0 + 2.0 + 7.0)).abs() < 1e-6,
+            "{rt:?}"
+        );
+        // Ending at the navigation: the page alone.
+        i.ends_at = Some("https://pagebench.test/page/index.html");
+        assert_eq!(account(&i).unwrap().steps.len(), 1);
+        i.ends_at = None;
+        assert_eq!(account(&i).unwrap().steps.last().unwrap().path, "/c.js");
     }
 
     #[test]

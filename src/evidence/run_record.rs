@@ -193,6 +193,14 @@ pub struct RunRecord {
     /// before the accounting, or a run without a navigation: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_trips: Option<crate::evidence::round_trips::RoundTrips>,
+    /// Each paint's headline in round trips along its render path (records from before, or
+    /// without paint entries: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paint_round_trips: Option<crate::evidence::round_trips::PaintRoundTrips>,
+    /// What first and largest contentful paint waited for: each request on their render paths
+    /// with its priorities and what the server sent ahead of it (records from before: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render_paths: Option<crate::evidence::render_path::RenderPaths>,
     /// Every connection's TLS handshake, from the link's packets: resumed, 0-RTT offered and
     /// accepted, requests sent in 0-RTT (records from before the analysis: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -315,6 +323,8 @@ impl RunRecord {
             lane: None,
             link_draws: None,
             round_trips: None,
+            paint_round_trips: None,
+            render_paths: None,
             handshakes: None,
             disruption: None,
             captures: vec![],

@@ -555,7 +555,17 @@ fn round_trips(
     let differences = diagnosis.map_or(&[][..], |d| d.differences.as_slice());
     doc.heading(3, "Where the difference comes from", "differences");
     doc.para(crate::diagnosis::slow_transfers::DIFFERENCES_INTRO);
-    if differences.is_empty() {
+    let metric = &data.summary.metric;
+    if crate::diagnosis::explain::accounting_for(metric).is_none() {
+        doc.para(format!(
+            "{metric} has no round-trip accounting (load, loadEventEnd, FCP and LCP have: `pagebench report --metric fcp`), so its differences are not explained term by term."
+        ));
+    } else if differences.is_empty() && significant(data) > 0 {
+        doc.para(format!(
+            "{} significant comparisons, but their runs have no {metric} accounting: runs recorded before pagebench kept render paths, or by an engine that marks no request render-blocking (Firefox).",
+            significant(data)
+        ));
+    } else if differences.is_empty() {
         doc.para("No comparison is significant: there is no difference to explain.");
     } else {
         doc.blocks.push(Block::List(
@@ -565,6 +575,16 @@ fn round_trips(
                 .collect(),
         ));
     }
+}
+
+/// The comparisons of the report's summary that found a difference.
+fn significant(data: &ReportData) -> usize {
+    use crate::support::stats::Verdict;
+    data.summary
+        .comparisons
+        .iter()
+        .filter(|c| matches!(c.comparison.verdict, Verdict::Faster | Verdict::Slower))
+        .count()
 }
 
 /// What only some matrices measure: paint, head-of-line blocking, a trace's capacity, a
@@ -583,6 +603,13 @@ fn measured_sections(
         tables_section(doc, tables, ("What the user saw", "paint"), None, paint);
         figures_where(doc, charts, is_visual);
     }
+    tables_section(
+        doc,
+        tables,
+        ("What the paints waited for", "render-paths"),
+        Some(super::render_paths::INTRO),
+        super::render_paths::tables(data),
+    );
     let hol = per_workload_and_setup(data, |w, s| wire_tables::head_of_line(data, w, s));
     let hol_heading = ("Head-of-line blocking", "hol");
     tables_section(

@@ -15,6 +15,7 @@ pub mod glyph;
 pub mod left_out;
 pub mod machine_load;
 pub mod machines;
+pub mod render_paths;
 pub mod report_data;
 pub mod server_knobs;
 pub mod sharding;
@@ -255,6 +256,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
     warnings.extend(matrix_warnings(dir, &meta, rows));
     let mut data = ReportData::new(meta, summary);
     data.median_replays = median_replays(dir, &data);
+    data.median_render_paths = median_render_paths(dir, &data);
     let (records, frames) = median_runs(dir, &data, &mut warnings);
     let mut charts = chart_data::all(&data, &records);
     charts.extend(filmstrip::charts(&data, &frames)?);
@@ -272,6 +274,11 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
         .unwrap_or_else(|| dir.display().to_string());
     let title = format!("pagebench report — {name}");
     let diagnosis = match crate::diagnosis::slow_transfers::analyze(dir) {
+        // Another headline's differences are its own summary's, on its own accounting.
+        Ok(mut d) if !headline.is_load() => {
+            d.differences = crate::diagnosis::explain::differences(&data.summary);
+            Some(d)
+        }
         Ok(d) => Some(d),
         Err(e) => {
             warnings.push(format!("the diagnostics could not be computed: {e:#}"));
@@ -391,6 +398,20 @@ fn median_replays(
         .filter(|s| data.meta.sites.contains_key(&s.key.workload))
         .filter_map(|s| s.median_run.as_ref())
         .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.replay_fidelity?)))
+        .collect()
+}
+
+/// The render paths of every series' median run (a record without them, or unreadable, is
+/// left out: the section then has no row for it).
+fn median_render_paths(
+    dir: &Path,
+    data: &ReportData,
+) -> BTreeMap<String, crate::evidence::render_path::RenderPaths> {
+    data.summary
+        .series
+        .iter()
+        .filter_map(|s| s.median_run.as_ref())
+        .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.render_paths?)))
         .collect()
 }
 

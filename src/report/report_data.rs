@@ -35,6 +35,9 @@ pub struct ReportData {
     /// The replay fidelity of the replayed sites' median runs, by run id, read from their
     /// records (empty until the IO shell reads them; a record that cannot be read is absent).
     pub median_replays: BTreeMap<String, crate::evidence::fidelity::ReplayFidelity>,
+    /// The render paths of every series' median run, by run id (empty until the IO shell
+    /// reads them; a record without them is absent).
+    pub median_render_paths: BTreeMap<String, crate::evidence::render_path::RenderPaths>,
 }
 
 fn push_new<T: PartialEq + Clone>(v: &mut Vec<T>, s: &T) {
@@ -110,6 +113,7 @@ impl ReportData {
             setups,
             variants,
             median_replays: BTreeMap::new(),
+            median_render_paths: BTreeMap::new(),
         }
     }
 

@@ -1,0 +1,104 @@
+use super::*;
+use crate::evidence::render_path::{Group, RenderPaths};
+use crate::report::sharding::tests::{data, row};
+
+fn stylesheet(ahead: Option<Ahead>, updates: &[&str]) -> PathRequest {
+    PathRequest {
+        path: "/style.css".into(),
+        start_ms: 30.0,
+        response_start_ms: 2050.0,
+        end_ms: 2100.0,
+        browser_priority: Some("Highest".into()),
+        browser_priority_changes: vec![],
+        wire_priority: Some("u=2".into()),
+        wire_updates: updates.iter().map(|u| u.to_string()).collect(),
+        server_sent_ms: Some((1902.0, 2000.0)),
+        ahead,
+    }
+}
+
+fn raised_images() -> Ahead {
+    Ahead {
+        more_urgent: Group {
+            responses: 40,
+            bytes: 1_200_000,
+            raised: 40,
+        },
+        not_more_urgent: Group::default(),
+    }
+}
+
+#[test]
+fn the_sentence_names_the_request_its_urgency_and_why_others_went_first() {
+    let r = stylesheet(Some(raised_images()), &[]);
+    let path = RenderPath {
+        paint_ms: 2180.0,
+        requests: vec![r.clone()],
+    };
+    assert_eq!(
+        sentence("FCP", &path, &r),
+        "FCP (2180 ms) waited for /style.css (u=2), which ended at 2100 ms: the server sent 40 \
+responses (1.20 MB) ahead of it on its connection: 40 more urgent by the browser's signal (40 \
+raised by PRIORITY_UPDATE)"
+    );
+    let own_order = Ahead {
+        more_urgent: Group::default(),
+        not_more_urgent: Group {
+            responses: 3,
+            bytes: 90_000,
+            raised: 0,
+        },
+    };
+    let r = stylesheet(Some(own_order), &[]);
+    assert!(sentence("FCP", &path, &r)
+        .ends_with("3 responses (90 KB) ahead of it on its connection: 3 as or less urgent, by the server's own order"));
+    let r = stylesheet(Some(Ahead::default()), &[]);
+    assert!(sentence("FCP", &path, &r)
+        .ends_with("the server sent nothing ahead of it on its connection"));
+    let r = stylesheet(None, &[]);
+    assert!(sentence("FCP", &path, &r).contains("the wire was not read"));
+}
+
+#[test]
+fn each_series_median_run_gets_a_row_per_paint_and_its_sentence() {
+    let rows: Vec<_> = (1..=3)
+        .flat_map(|r| {
+            [
+                row("wired", "page50", "h1", r, 300.0 + r as f64),
+                row("wired", "page50", "h2", r, 250.0 + r as f64),
+            ]
+        })
+        .collect();
+    let mut d = data(&rows, &["page50"]);
+    assert!(tables(&d).is_empty(), "no render paths read: no table");
+    let median = d.summary.series[1].median_run.clone().unwrap();
+    let r = stylesheet(Some(raised_images()), &["u=1"]);
+    d.median_render_paths.insert(
+        median,
+        RenderPaths {
+            fcp: Some(RenderPath {
+                paint_ms: 2180.0,
+                requests: vec![r],
+            }),
+            lcp: None,
+        },
+    );
+    let t = tables(&d);
+    assert_eq!(t.len(), 1);
+    let cells: Vec<&str> = t[0].rows[0].iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(
+        cells,
+        [
+            "wired · h2",
+            "FCP",
+            "2180",
+            "/style.css",
+            "u=2 → u=1",
+            "Highest",
+            "1902",
+            "40 (1.20 MB)",
+            "none"
+        ]
+    );
+    assert!(t[0].notes[0].starts_with("`wired · h2`: FCP (2180 ms) waited for /style.css (u=1)"));
+}
