@@ -59,6 +59,11 @@ pub struct Explanation {
     /// The difference less what the named terms account for.
     pub remain_ms: f64,
     pub sentence: String,
+    /// Each side's median run (what the report reads its render paths from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a_run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_run: Option<String>,
 }
 
 /// A headline's accounting: the metric of the round trip it counts in, and its terms — each a
@@ -343,6 +348,8 @@ pub fn explain_on(
         terms,
         remain_ms,
         sentence,
+        a_run: a.median_run.clone(),
+        b_run: b.median_run.clone(),
     })
 }
 

@@ -159,6 +159,11 @@ pub struct PaintEntries {
     pub layout_shifts: Vec<LayoutShift>,
     /// Element Timing entries (elements with an `elementtiming` attribute).
     pub elements: Vec<ElementPaint>,
+    /// The head's stylesheets and synchronous scripts (absolute URLs): what blocks the first
+    /// render by the early-hints rule, for an engine that marks nothing render-blocking
+    /// (records from before: empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub head_blocking: Vec<String>,
 }
 
 impl PaintEntries {

@@ -1,12 +1,13 @@
 //! What a paint waited for (pure): the render path of first contentful paint — the requests
-//! the browser marked render-blocking (Chromium's Resource Timing `renderBlockingStatus`) —
-//! and of largest contentful paint — the LCP element's own request. Each request on a path
-//! with the priority the browser gave it (its own and on the wire: the `priority` header and
-//! every PRIORITY_UPDATE), when the server sent it, and what the server sent ahead of it on the
-//! same connection — other responses' bytes sent after it could read the request and before
-//! the response's last byte — by urgency as last signalled: ahead because the browser's
-//! signal said so (more urgent) or because the server chose to (as or less urgent). Engines that mark nothing render-blocking
-//! (Firefox) get no FCP path: nothing is guessed.
+//! the browser marked render-blocking (Chromium's Resource Timing `renderBlockingStatus`; for
+//! an engine that marks none, Firefox, the head's stylesheets and synchronous scripts: the
+//! early-hints rule) — and of largest contentful paint — the LCP element's own request. Each
+//! request on a path with the priority the browser gave it (its own and on the wire: the
+//! `priority` header and every PRIORITY_UPDATE), when the server sent it, and what the server
+//! sent ahead of it on the same connection — other responses' bytes sent after it could read
+//! the request and before the response's last byte — by urgency as last signalled: ahead
+//! because the browser's signal said so (more urgent) or because the server chose to (as or
+//! less urgent).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -114,7 +115,15 @@ pub fn of(
     };
     let request = |r: &ResourceMetrics| path_request(r, wire);
     let fcp = paint.first_contentful_paint.and_then(|fcp| {
-        let blocking = render_blocking_paths(&obs.resources);
+        let blocking = if marks_render_blocking(&obs.resources) {
+            render_blocking_paths(&obs.resources)
+        } else {
+            paint
+                .head_blocking
+                .iter()
+                .map(|u| crate::config::workload::url_path(u))
+                .collect()
+        };
         let mut on: Vec<&ResourceMetrics> = resources
             .iter()
             .filter(|r| blocking.contains(&r.path) && r.response_end_ms <= fcp)

@@ -545,8 +545,13 @@ impl AccountingBase {
         };
         let fcp_end = match paths.and_then(|p| last(&p.fcp)) {
             Some(path) => Some(path),
-            None => crate::evidence::render_path::marks_render_blocking(&obs.resources)
-                .then(|| self.navigation.name.clone()),
+            // Nothing blocked the paint, as far as the engine (or the page's head) tells.
+            None => (crate::evidence::render_path::marks_render_blocking(&obs.resources)
+                || obs
+                    .paint
+                    .as_ref()
+                    .is_some_and(|p| !p.head_blocking.is_empty()))
+            .then(|| self.navigation.name.clone()),
         };
         let lcp_end = paths.and_then(|p| last(&p.lcp)).or(fcp_end.clone());
         let fcp = m

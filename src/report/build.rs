@@ -571,7 +571,18 @@ fn round_trips(
         doc.blocks.push(Block::List(
             differences
                 .iter()
-                .map(|e| format!("`{}` {}.", e.label, e.sentence))
+                .map(|e| {
+                    let waited = super::render_paths::contrast(
+                        data,
+                        metric,
+                        (&e.a, e.a_run.as_ref()),
+                        (&e.b, e.b_run.as_ref()),
+                    );
+                    match waited {
+                        Some(w) => format!("`{}` {}. {w}.", e.label, e.sentence),
+                        None => format!("`{}` {}.", e.label, e.sentence),
+                    }
+                })
                 .collect(),
         ));
     }

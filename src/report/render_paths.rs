@@ -155,6 +155,39 @@ pub fn sentence(metric: &str, path: &RenderPath, r: &PathRequest) -> String {
     s
 }
 
+/// What each side's paint waited for, for a difference on that paint (`metric`: `fcp_ms` or
+/// `lcp_ms`): "h3: /style.css (u=2) ended at 2100 ms; the server sent 40 responses … ahead of
+/// it …; h2: …" — None for another metric or when neither side's median run has the path.
+pub fn contrast(
+    data: &ReportData,
+    metric: &str,
+    (a_name, a_run): (&str, Option<&String>),
+    (b_name, b_run): (&str, Option<&String>),
+) -> Option<String> {
+    let pick = |run: Option<&String>| {
+        let paths = data.median_render_paths.get(run?)?;
+        let path = match metric {
+            m if m == crate::evidence::metric_registry::FCP_MS.name => paths.fcp.as_ref(),
+            m if m == crate::evidence::metric_registry::LCP_MS.name => paths.lcp.as_ref(),
+            _ => None,
+        }?;
+        Some((path, path.last()?))
+    };
+    let side = |name: &str, run: Option<&String>| {
+        pick(run).map(|(path, r)| {
+            let words = sentence("it", path, r);
+            // "it (… ms) waited for …": the side's name instead, and no paint time again.
+            let rest = words
+                .split_once(" waited for ")
+                .map_or(words.as_str(), |w| w.1);
+            format!("{name} waited for {rest}")
+        })
+    };
+    let (a, b) = (side(a_name, a_run), side(b_name, b_run));
+    (a.is_some() || b.is_some())
+        .then(|| [a, b].into_iter().flatten().collect::<Vec<_>>().join("; "))
+}
+
 fn ahead_words(a: &Ahead) -> String {
     let (m, n) = (&a.more_urgent, &a.not_more_urgent);
     let total = m.responses + n.responses;

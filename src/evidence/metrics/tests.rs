@@ -188,6 +188,7 @@ fn paint_metrics_come_from_the_last_lcp_and_the_hero() {
             load_time: 118.0,
             url: String::new(),
         }],
+        head_blocking: vec![],
     });
     let kind = WorkloadKind::Page {
         files: 10,

@@ -140,7 +140,7 @@ fn first_paint_waited_for_its_blocking_stylesheet_behind_images_the_browser_rais
 }
 
 #[test]
-fn without_the_wire_or_the_engine_s_marks_nothing_is_guessed() {
+fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
     let (mut obs, resources, _) = page();
     let paths = of(&obs, &resources, None);
     let css = &paths.fcp.unwrap().requests[0];
@@ -149,11 +149,15 @@ fn without_the_wire_or_the_engine_s_marks_nothing_is_guessed() {
         (None, None)
     );
     assert_eq!(css.urgency(), DEFAULT_URGENCY);
-    // Firefox marks nothing render-blocking: no FCP path.
+    // Firefox marks nothing render-blocking: without the head's blocking list, no FCP path;
+    // with it (the early-hints rule, read from the page), the head's stylesheet.
     for r in &mut obs.resources {
         r.as_object_mut().unwrap().remove("renderBlockingStatus");
     }
     assert_eq!(of(&obs, &resources, None).fcp, None);
+    obs.paint.as_mut().unwrap().head_blocking = vec!["https://a.test/style.css".into()];
+    let fcp = of(&obs, &resources, None).fcp.unwrap();
+    assert_eq!(fcp.requests[0].path, "/style.css");
     obs.paint = None;
     assert_eq!(of(&obs, &resources, None), RenderPaths::default());
 }

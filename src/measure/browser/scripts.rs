@@ -95,7 +95,12 @@ pub const PAINT_ENTRIES: &str = r#"new Promise(function (resolve) {
       }),
       elements: take('element').map(function (e) {
         return { identifier: e.identifier, renderTime: e.renderTime, loadTime: e.loadTime, url: e.url || '' };
-      })
+      }),
+      // What blocks a first render by the early-hints rule: the head's stylesheets and its
+      // synchronous scripts, as absolute URLs.
+      headBlocking: Array.prototype.map.call(document.querySelectorAll(
+        'head link[rel~="stylesheet"][href], head script[src]:not([async]):not([defer]):not([type="module"])'),
+        function (el) { return el.href || el.src; })
     }));
   }
   // Paint entries arrive with the frame's presentation, after the load on a fast link: wait

@@ -102,3 +102,43 @@ fn each_series_median_run_gets_a_row_per_paint_and_its_sentence() {
     );
     assert!(t[0].notes[0].starts_with("`wired · h2`: FCP (2180 ms) waited for /style.css (u=1)"));
 }
+
+#[test]
+fn a_paint_s_difference_says_what_each_side_waited_for() {
+    let rows: Vec<_> = (1..=3)
+        .map(|r| row("wired", "page50", "h2", r, 250.0 + r as f64))
+        .collect();
+    let mut d = data(&rows, &["page50"]);
+    let path = |r: PathRequest| RenderPaths {
+        fcp: Some(RenderPath {
+            paint_ms: 2180.0,
+            requests: vec![r],
+        }),
+        lcp: None,
+    };
+    d.median_render_paths.insert(
+        "h3-run".into(),
+        path(stylesheet(Some(raised_images()), &["u=2"])),
+    );
+    d.median_render_paths.insert(
+        "h2-run".into(),
+        path(stylesheet(Some(Ahead::default()), &[])),
+    );
+    let (h3, h2) = ("h3-run".to_string(), "h2-run".to_string());
+    let fcp = crate::evidence::metric_registry::FCP_MS.name;
+    let said = contrast(&d, fcp, ("h3", Some(&h3)), ("h2", Some(&h2))).unwrap();
+    assert_eq!(
+        said,
+        "h3 waited for /style.css (u=2), which ended at 2100 ms: the server sent 40 responses \
+(1.20 MB) ahead of it on its connection: 40 more urgent by the browser's signal (40 raised by \
+PRIORITY_UPDATE); h2 waited for /style.css (u=2), which ended at 2100 ms: the server sent \
+nothing ahead of it on its connection"
+    );
+    // Another metric, or no median run with a path: nothing to say.
+    let load = crate::evidence::metric_registry::COMPLETION_MS.name;
+    assert_eq!(
+        contrast(&d, load, ("h3", Some(&h3)), ("h2", Some(&h2))),
+        None
+    );
+    assert_eq!(contrast(&d, fcp, ("h3", None), ("h2", None)), None);
+}
