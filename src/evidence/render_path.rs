@@ -1,7 +1,7 @@
 //! What a paint waited for (pure): the render path of first contentful paint — the requests
-//! the browser marked render-blocking (Chromium's Resource Timing `renderBlockingStatus`; for
-//! an engine that marks none, Firefox, the head's stylesheets and synchronous scripts: the
-//! early-hints rule) — and of largest contentful paint — the LCP element's own request. Each
+//! the browser marked render-blocking (Chromium's Resource Timing `renderBlockingStatus`), the
+//! head's stylesheets and synchronous scripts (the early-hints rule: what Firefox, which marks
+//! nothing, has) and every stylesheet (one in the body blocks what follows it) — and of largest contentful paint — the LCP element's own request. Each
 //! request on a path with the priority the browser gave it (its own and on the wire: the
 //! `priority` header and every PRIORITY_UPDATE), when the server sent it, and what the server
 //! sent ahead of it on the same connection — other responses' bytes sent after it could read
@@ -115,15 +115,13 @@ pub fn of(
     };
     let request = |r: &ResourceMetrics| path_request(r, wire);
     let fcp = paint.first_contentful_paint.and_then(|fcp| {
-        let blocking = if marks_render_blocking(&obs.resources) {
-            render_blocking_paths(&obs.resources)
-        } else {
+        let mut blocking = render_blocking_paths(&obs.resources);
+        blocking.extend(
             paint
                 .head_blocking
                 .iter()
-                .map(|u| crate::config::workload::url_path(u))
-                .collect()
-        };
+                .map(|u| crate::config::workload::url_path(u)),
+        );
         let mut on: Vec<&ResourceMetrics> = resources
             .iter()
             .filter(|r| blocking.contains(&r.path) && r.response_end_ms <= fcp)
@@ -153,10 +151,17 @@ pub fn marks_render_blocking(raw: &[Value]) -> bool {
     raw.iter().any(|v| v.get("renderBlockingStatus").is_some())
 }
 
-/// The URL paths of the resources the engine marked render-blocking.
+/// The URL paths of the resources the engine marked render-blocking, and of every
+/// stylesheet: one in the body blocks what follows it (Chromium marks it `non-blocking`, yet a
+/// page hidden until its late stylesheet applies paints nothing before it).
 fn render_blocking_paths(raw: &[Value]) -> Vec<String> {
     raw.iter()
-        .filter(|v| v["renderBlockingStatus"].as_str() == Some("blocking"))
+        .filter(|v| {
+            v["renderBlockingStatus"].as_str() == Some("blocking")
+                || v["contentType"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("text/css"))
+        })
         .map(|v| EntryTiming::parse(v).path())
         .collect()
 }

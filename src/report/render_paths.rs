@@ -1,6 +1,6 @@
 //! What the paints waited for (pure): per workload, each series' median run's render paths
 //! (`evidence::render_path`) — the request first contentful paint waited for longest among
-//! the render-blocking ones, and the LCP element's — with its urgency as the browser sent it,
+//! those that can block it, and the LCP element's — with its urgency as the browser sent it,
 //! and what the server sent ahead of it on its connection, by the browser's signal or by the
 //! server's own order; each in a sentence.
 
@@ -10,7 +10,7 @@ use crate::evidence::render_path::{Ahead, PathRequest, RenderPath};
 use crate::results::summary::SeriesStats;
 
 /// What the section says before its tables.
-pub const INTRO: &str = "Each series' median run: the request each paint waited for — for first contentful paint the render-blocking request (as the browser marked it) that ended last before it, for largest contentful paint the LCP element's — with its urgency on the wire (the request's `priority`, then each PRIORITY_UPDATE) and what the server sent on the same connection after it could read that request and before its last byte: more urgent by the browser's last signal (the browser's order), or as or less urgent (the server's own order). Engines that mark no request render-blocking (Firefox) have no first-paint path.";
+pub const INTRO: &str = "Each series' median run: the request each paint waited for — for first contentful paint the last to end before it of the requests that can block a first render (those the browser marked render-blocking, the head's stylesheets and synchronous scripts, and every stylesheet: one in the body blocks what follows it), for largest contentful paint the LCP element's — with its urgency on the wire (the request's `priority`, then each PRIORITY_UPDATE) and what the server sent on the same connection after it could read that request and before its last byte: more urgent by the browser's last signal (the browser's order), or as or less urgent (the server's own order).";
 
 /// One table per workload with render paths; none without.
 pub fn tables(data: &ReportData) -> Vec<Table> {

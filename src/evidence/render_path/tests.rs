@@ -141,7 +141,7 @@ fn first_paint_waited_for_its_blocking_stylesheet_behind_images_the_browser_rais
 
 #[test]
 fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
-    let (mut obs, resources, _) = page();
+    let (mut obs, mut resources, _) = page();
     let paths = of(&obs, &resources, None);
     let css = &paths.fcp.unwrap().requests[0];
     assert_eq!(
@@ -158,6 +158,17 @@ fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
     obs.paint.as_mut().unwrap().head_blocking = vec!["https://a.test/style.css".into()];
     let fcp = of(&obs, &resources, None).fcp.unwrap();
     assert_eq!(fcp.requests[0].path, "/style.css");
+    // A stylesheet in the body, marked non-blocking, still blocks what follows it.
+    obs.paint.as_mut().unwrap().head_blocking.clear();
+    obs.resources.push(serde_json::json!({
+        "name": "https://a.test/body.css", "renderBlockingStatus": "non-blocking",
+        "contentType": "text/css"
+    }));
+    resources.push(resource("/body.css", 20.0, 490.0));
+    assert_eq!(
+        of(&obs, &resources, None).fcp.unwrap().last().unwrap().path,
+        "/body.css"
+    );
     obs.paint = None;
     assert_eq!(of(&obs, &resources, None), RenderPaths::default());
 }
