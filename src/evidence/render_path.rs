@@ -1,13 +1,13 @@
 //! What a paint waited for (pure): the render path of first contentful paint — the requests
 //! the browser marked render-blocking (Chromium's Resource Timing `renderBlockingStatus`), the
 //! head's stylesheets and synchronous scripts (the early-hints rule: what Firefox, which marks
-//! nothing, has) and every stylesheet (one in the body blocks what follows it) — and of largest contentful paint — the LCP element's own request. Each
-//! request on a path with the priority the browser gave it (its own and on the wire: the
-//! `priority` header and every PRIORITY_UPDATE), when the server sent it, and what the server
-//! sent ahead of it on the same connection — other responses' bytes sent after it could read
-//! the request and before the response's last byte — by urgency as last signalled: ahead
-//! because the browser's signal said so (more urgent) or because the server chose to (as or
-//! less urgent).
+//! nothing, has) and every stylesheet (one in the body blocks what follows it) — and of
+//! largest contentful paint — the LCP element's own request. Each request on a path with the
+//! priority the browser gave it (its own and on the wire: the `priority` header and every
+//! PRIORITY_UPDATE), when the server sent it, and what the server sent ahead of it on the same
+//! connection — other responses' bytes sent after it could read the request and before the
+//! response's last byte — by urgency as last signalled: ahead because the browser's signal
+//! said so (more urgent) or because the server chose to (as or less urgent).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,7 +90,7 @@ impl RenderPath {
 }
 
 impl PathRequest {
-    /// Its urgency when the server sent it: the last PRIORITY_UPDATE's, else its header's.
+    /// Its urgency as last signalled: the last PRIORITY_UPDATE's, else its header's.
     pub fn urgency(&self) -> u8 {
         self.wire_updates
             .last()
