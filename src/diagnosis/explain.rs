@@ -74,6 +74,24 @@ pub struct Accounting {
     terms: [(&'static str, &'static Metric, bool); 9],
 }
 
+impl Accounting {
+    /// The round trip it counts in, then each term's metric, "time no term measures" last.
+    pub fn metrics(&self) -> Vec<&'static Metric> {
+        std::iter::once(self.rtt)
+            .chain(self.terms.iter().map(|(_, m, _)| *m))
+            .collect()
+    }
+
+    pub fn rtt(&self) -> &'static Metric {
+        self.rtt
+    }
+
+    /// What none of its terms measures.
+    pub fn remainder(&self) -> &'static Metric {
+        self.terms[self.terms.len() - 1].1
+    }
+}
+
 /// The load's (the study's headline) and each paint's along its render path.
 pub const LOAD: Accounting = Accounting {
     rtt: &metric_registry::CRITICAL_RTT_MS,

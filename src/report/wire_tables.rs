@@ -231,7 +231,19 @@ pub const ROUND_TRIPS_INTRO: &str = "Where each series' headline went, along its
 /// terms (medians) and what it leaves unexplained.
 pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<Table> {
     let vs = data.variants_in(workload, setup);
-    let metrics: Vec<&Metric> = metric_registry::breakdown_for(Scope::RoundTrips).collect();
+    // The load's terms (with k and the lookups), or a paint's along its render path when the
+    // report decides on FCP or LCP.
+    let (metrics, rtt, remainder): (Vec<&Metric>, &Metric, &Metric) =
+        match crate::diagnosis::explain::accounting_for(&data.summary.metric) {
+            Some(acc) if acc.rtt() != &metric_registry::CRITICAL_RTT_MS => {
+                (acc.metrics(), acc.rtt(), acc.remainder())
+            }
+            _ => (
+                metric_registry::breakdown_for(Scope::RoundTrips).collect(),
+                &metric_registry::CRITICAL_RTTS,
+                &metric_registry::CRITICAL_REMAINDER_MS,
+            ),
+        };
     let median = |s: &crate::results::summary::SeriesStats, m: &Metric| {
         s.breakdown
             .get(m.name)
@@ -244,13 +256,13 @@ pub fn round_trips(data: &ReportData, workload: &str, setup: &Setup) -> Option<T
         for v in &vs {
             if let Some(s) = data.series(&p, workload, setup, *v) {
                 let share = match (
-                    median(s, &metric_registry::CRITICAL_REMAINDER_MS),
+                    median(s, remainder),
                     s.completion.median.and_then(|c| c.ms()),
                 ) {
                     (Some(r), Some(h)) if h > 0.0 => Some(100.0 * r / h),
                     _ => None,
                 };
-                shares.push((median(s, &metric_registry::CRITICAL_RTTS).is_some(), share));
+                shares.push((median(s, rtt).is_some(), share));
             }
         }
     }
