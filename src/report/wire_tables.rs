@@ -407,3 +407,54 @@ pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> 
         notes: vec![],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sharding::tests::{data, row};
+    use crate::support::stats::{Censored, SeriesSummary};
+
+    fn median(ms: f64) -> SeriesSummary {
+        SeriesSummary {
+            n_valid: 3,
+            n_invalid: 0,
+            n_dnf: 0,
+            median: Some(Censored::Ms(ms)),
+            q1: None,
+            q3: None,
+            iqr: None,
+            min: None,
+            max: None,
+            ci_low: None,
+            ci_high: None,
+        }
+    }
+
+    #[test]
+    fn a_paint_report_s_round_trip_table_shows_that_paint_s_terms() {
+        let rows: Vec<_> = (1..=3)
+            .map(|r| row("wired", "page50", "h2", r, 500.0))
+            .collect();
+        let mut d = data(&rows, &["page50"]);
+        let acc = crate::diagnosis::explain::accounting_for(metric_registry::FCP_MS.name).unwrap();
+        for m in acc.metrics() {
+            d.summary.series[0].breakdown.insert(
+                m.name.to_string(),
+                median(if m == acc.rtt() { 40.0 } else { 25.0 }),
+            );
+        }
+        let setup = d.setups[0].clone();
+        // A load report: no load accounting in these series, no table.
+        assert!(round_trips(&d, "page50", &setup).is_none());
+        d.summary.metric = metric_registry::FCP_MS.name.into();
+        let t = round_trips(&d, "page50", &setup).unwrap();
+        assert!(
+            t.header.iter().any(|h| h == "FCP: RTT (ms)"),
+            "{:?}",
+            t.header
+        );
+        assert!(!t.header.iter().any(|h| h.starts_with("round trips (k)")));
+        // 25 ms unexplained of a 500 ms headline.
+        assert_eq!(t.rows[0].last().unwrap().text, "5 %");
+    }
+}
