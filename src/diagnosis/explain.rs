@@ -444,22 +444,10 @@ mod tests {
     use super::*;
     use crate::config::protocol::Variant;
     use crate::results::rows::SeriesKey;
-    use crate::support::stats::{Censored, SeriesSummary};
+    use crate::support::stats::SeriesSummary;
 
     fn summary(median: f64) -> SeriesSummary {
-        SeriesSummary {
-            n_valid: 10,
-            n_invalid: 0,
-            n_dnf: 0,
-            median: Some(Censored::Ms(median)),
-            q1: None,
-            q3: None,
-            iqr: None,
-            min: None,
-            max: None,
-            ci_low: None,
-            ci_high: None,
-        }
+        SeriesSummary::median_only(10, median)
     }
 
     /// A series with its headline and accounting medians: set-up, requests and flights in
@@ -546,38 +534,10 @@ requests on the critical path (40 ms); 7 ms remain"
 
     /// `h3 vs h2` on wired/page10 with server `server`, significant.
     fn h3_vs_h2(server: &str) -> CellComparison {
-        use crate::config::identity::{ServerId, View};
-        use crate::support::stats::{Comparison, RatioBound};
-        CellComparison {
-            profile: "wired".into(),
-            workload: "page10".into(),
-            server_a: ServerId::new(server),
-            server_b: ServerId::new(server),
-            browser_a: Default::default(),
-            browser_b: Default::default(),
-            view_a: View::First,
-            view_b: View::First,
-            a: Variant::H3,
-            b: Variant::H2,
-            comparison: Comparison {
-                n_valid_a: 10,
-                n_valid_b: 10,
-                n_dnf_a: 0,
-                n_dnf_b: 0,
-                ratio: Some(0.8),
-                ratio_bound: RatioBound::Exact,
-                ratio_ci_low: Some(0.75),
-                ratio_ci_high: Some(0.85),
-                ratio_ci_censored: false,
-                u: None,
-                p: Some(0.001),
-                test_method: None,
-                p_holm: Some(0.01),
-                alpha: 0.05,
-                verdict: Verdict::Faster,
-            },
-            attrition: None,
-        }
+        let mut c = CellComparison::fixture("wired", "page10", 0.8, Verdict::Faster);
+        c.server_a = crate::config::identity::ServerId::new(server);
+        c.server_b = c.server_a.clone();
+        c
     }
 
     fn summary_of(series: Vec<SeriesStats>, comparisons: Vec<CellComparison>) -> Summary {

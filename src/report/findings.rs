@@ -243,42 +243,11 @@ the counted runs leave out\".",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::identity::{BrowserId, ServerId, View};
-    use crate::config::protocol::Variant;
-    use crate::support::stats::{Comparison, RatioBound, UndeterminedReason};
+    use crate::support::stats::UndeterminedReason;
 
     /// `h3 vs h2` on `profile/page50` at `ratio` [±5 %] with `verdict`.
     fn h3_vs_h2(profile: &str, ratio: f64, verdict: Verdict) -> CellComparison {
-        CellComparison {
-            profile: profile.into(),
-            workload: "page50".into(),
-            server_a: ServerId::new("embedded"),
-            server_b: ServerId::new("embedded"),
-            browser_a: BrowserId::default(),
-            browser_b: BrowserId::default(),
-            view_a: View::First,
-            view_b: View::First,
-            a: Variant::H3,
-            b: Variant::H2,
-            comparison: Comparison {
-                n_valid_a: 10,
-                n_valid_b: 10,
-                n_dnf_a: 0,
-                n_dnf_b: 0,
-                ratio: Some(ratio),
-                ratio_bound: RatioBound::Exact,
-                ratio_ci_low: Some(ratio * 0.95),
-                ratio_ci_high: Some(ratio * 1.05),
-                ratio_ci_censored: false,
-                u: None,
-                p: None,
-                test_method: None,
-                p_holm: Some(0.01),
-                alpha: 0.05,
-                verdict,
-            },
-            attrition: None,
-        }
+        CellComparison::fixture(profile, "page50", ratio, verdict)
     }
 
     #[test]

@@ -412,22 +412,10 @@ pub fn views(data: &ReportData, workload: &str, first: &Setup) -> Option<Table> 
 mod tests {
     use super::*;
     use crate::report::sharding::tests::{data, row};
-    use crate::support::stats::{Censored, SeriesSummary};
+    use crate::support::stats::SeriesSummary;
 
     fn median(ms: f64) -> SeriesSummary {
-        SeriesSummary {
-            n_valid: 3,
-            n_invalid: 0,
-            n_dnf: 0,
-            median: Some(Censored::Ms(ms)),
-            q1: None,
-            q3: None,
-            iqr: None,
-            min: None,
-            max: None,
-            ci_low: None,
-            ci_high: None,
-        }
+        SeriesSummary::median_only(3, ms)
     }
 
     #[test]

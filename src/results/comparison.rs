@@ -79,6 +79,49 @@ impl CellComparison {
     }
 }
 
+#[cfg(test)]
+impl CellComparison {
+    /// `h3 vs h2` of the embedded server in Chromium's first views on `profile/workload`, at
+    /// `ratio` [±5 %] with `verdict`: the base of tests that read comparisons.
+    pub(crate) fn fixture(
+        profile: &str,
+        workload: &str,
+        ratio: f64,
+        verdict: Verdict,
+    ) -> CellComparison {
+        CellComparison {
+            profile: profile.into(),
+            workload: workload.into(),
+            server_a: ServerId::new("embedded"),
+            server_b: ServerId::new("embedded"),
+            browser_a: BrowserId::default(),
+            browser_b: BrowserId::default(),
+            view_a: View::First,
+            view_b: View::First,
+            a: Variant::H3,
+            b: Variant::H2,
+            comparison: Comparison {
+                n_valid_a: 10,
+                n_valid_b: 10,
+                n_dnf_a: 0,
+                n_dnf_b: 0,
+                ratio: Some(ratio),
+                ratio_bound: RatioBound::Exact,
+                ratio_ci_low: Some(ratio * 0.95),
+                ratio_ci_high: Some(ratio * 1.05),
+                ratio_ci_censored: false,
+                u: None,
+                p: None,
+                test_method: None,
+                p_holm: Some(0.01),
+                alpha: 0.05,
+                verdict,
+            },
+            attrition: None,
+        }
+    }
+}
+
 /// A comparison's attrition: what its counted runs leave out, tested.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attrition {

@@ -65,6 +65,27 @@ pub struct SeriesSummary {
     pub ci_high: Option<Censored>,
 }
 
+#[cfg(test)]
+impl SeriesSummary {
+    /// `n` valid observations with this median and nothing else: the base of tests that read
+    /// medians only.
+    pub(crate) fn median_only(n: usize, ms: f64) -> SeriesSummary {
+        SeriesSummary {
+            n_valid: n,
+            n_invalid: 0,
+            n_dnf: 0,
+            median: Some(Censored::Ms(ms)),
+            q1: None,
+            q3: None,
+            iqr: None,
+            min: None,
+            max: None,
+            ci_low: None,
+            ci_high: None,
+        }
+    }
+}
+
 impl SeriesSummary {
     /// True when the median is a DNF: at least half of the series' observations did not finish
     /// (an even count's median averages the middle two, so 5 DNFs of 10 already make it one).
