@@ -681,13 +681,24 @@ fn recorded_connections(archive: &std::path::Path, host: &str) -> usize {
 /// The round trip of `host` the recording at `archive` tells (as `--distances recorded` reads
 /// it).
 fn estimate(archive: &std::path::Path, host: &str) -> Option<f64> {
+    of_host(archive, host, |mine| {
+        Some(site_archive::distances::recorded_rtt(mine)?.rtt_ms)
+    })
+}
+
+/// `read` of the entries of `host` in the archive at `archive`.
+fn of_host<T>(
+    archive: &std::path::Path,
+    host: &str,
+    read: impl Fn(&[&site_archive::Entry]) -> T,
+) -> T {
     let a = site_archive::read(archive).unwrap();
     let mine: Vec<&site_archive::Entry> = a
         .entries
         .iter()
         .filter(|e| e.url.split('/').nth(2) == Some(host))
         .collect();
-    Some(site_archive::distances::recorded_rtt(&mine)?.rtt_ms)
+    read(&mine)
 }
 
 /// Writes the fixture site into `dir` and records it `recordings` times (`archive1`…) through
@@ -938,13 +949,7 @@ fn assert_lookups_replayed(dir: &std::path::Path, archive: &std::path::Path, run
 
 /// `host`'s lookup as the recording at `archive` timed it.
 fn recorded_lookup(archive: &std::path::Path, host: &str) -> Option<f64> {
-    let a = site_archive::read(archive).unwrap();
-    let mine: Vec<&site_archive::Entry> = a
-        .entries
-        .iter()
-        .filter(|e| e.url.split('/').nth(2) == Some(host))
-        .collect();
-    site_archive::distances::recorded_lookup(&mine)
+    of_host(archive, host, site_archive::distances::recorded_lookup)
 }
 
 /// The recording's own time: over the `recordings` near recordings in `dir`, the median of

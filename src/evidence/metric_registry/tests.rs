@@ -31,112 +31,105 @@ fn fields_are_written_in_their_format_and_missing_ones_empty() {
     assert_eq!(LOAD1.csv_field(&rec), "1.23");
 }
 
+fn names(scope: Scope) -> Vec<&'static str> {
+    breakdown_for(scope).map(|m| m.name).collect()
+}
+
 #[test]
-fn breakdown_metrics_have_a_scope_and_come_in_column_order() {
-    let pages: Vec<&str> = breakdown_for(Scope::Pages).map(|m| m.name).collect();
-    assert_eq!(
-        pages,
-        [
-            "queueing_median_ms",
-            "queueing_p95_ms",
-            "ttfb_median_ms",
-            "connect_ms",
-            "dns_ms",
-            "handshake_rtts",
-            "onwire_mid",
-            "onwire_peak"
-        ]
-    );
-    let paint: Vec<&str> = breakdown_for(Scope::Paint).map(|m| m.name).collect();
-    assert_eq!(
-        paint,
-        [
-            "fcp_ms",
-            "lcp_ms",
-            "hero_ms",
-            "speed_index_ms",
-            "visual_complete_ms",
-            "first_visual_change_ms",
-            "cls"
-        ]
-    );
-    let transfers: Vec<&str> = breakdown_for(Scope::Transfers).map(|m| m.name).collect();
-    assert_eq!(transfers, ["goodput_mbit"]);
-    let hol: Vec<&str> = breakdown_for(Scope::HeadOfLine).map(|m| m.name).collect();
-    assert_eq!(
-        hol,
-        [
-            "hol_blocked_bytes",
-            "hol_blocked_ms",
-            "hol_wall_ms",
-            "hol_unblocked_bytes"
-        ]
-    );
-    let round_trips: Vec<&str> = breakdown_for(Scope::RoundTrips).map(|m| m.name).collect();
-    assert_eq!(
-        round_trips,
-        [
-            "critical_rtts",
-            "critical_rtt_ms",
-            "critical_setup_rtts",
-            "critical_lookups",
-            "critical_requests",
-            "critical_flight_rtts",
-            "critical_server_ms",
-            "critical_behind_ms",
-            "critical_wire_ms",
-            "critical_queue_ms",
-            "critical_browser_ms",
-            "critical_remainder_ms"
-        ]
-    );
-    let order: Vec<&str> = breakdown_for(Scope::ResponseOrder)
-        .map(|m| m.name)
+fn the_page_s_breakdown_metrics_come_in_column_order() {
+    let pages = [
+        "queueing_median_ms",
+        "queueing_p95_ms",
+        "ttfb_median_ms",
+        "connect_ms",
+        "dns_ms",
+        "handshake_rtts",
+        "onwire_mid",
+        "onwire_peak",
+    ];
+    assert_eq!(names(Scope::Pages), pages);
+    let paint = [
+        "fcp_ms",
+        "lcp_ms",
+        "hero_ms",
+        "speed_index_ms",
+        "visual_complete_ms",
+        "first_visual_change_ms",
+        "cls",
+    ];
+    assert_eq!(names(Scope::Paint), paint);
+    assert_eq!(names(Scope::Transfers), ["goodput_mbit"]);
+    let round_trips = [
+        "critical_rtts",
+        "critical_rtt_ms",
+        "critical_setup_rtts",
+        "critical_lookups",
+        "critical_requests",
+        "critical_flight_rtts",
+        "critical_server_ms",
+        "critical_behind_ms",
+        "critical_wire_ms",
+        "critical_queue_ms",
+        "critical_browser_ms",
+        "critical_remainder_ms",
+    ];
+    assert_eq!(names(Scope::RoundTrips), round_trips);
+    // Each paint's terms: the load's (but k and the lookups), prefixed, FCP's then LCP's.
+    let terms = &round_trips[1..];
+    let paint_terms: Vec<String> = ["fcp", "lcp"]
+        .iter()
+        .flat_map(|p| {
+            terms
+                .iter()
+                .filter(|t| **t != "critical_lookups")
+                .map(move |t| t.replace("critical", p))
+        })
         .collect();
-    assert_eq!(
-        order,
-        [
-            "order_inverted_pct",
-            "order_contested_bytes",
-            "urgent_done_ms"
-        ]
-    );
-    let handshakes: Vec<&str> = breakdown_for(Scope::Handshakes).map(|m| m.name).collect();
-    assert_eq!(
-        handshakes,
-        [
-            "first_byte_rtts",
-            "resumed_connections",
-            "zero_rtt_connections",
-            "early_requests"
-        ]
-    );
-    let contention: Vec<&str> = breakdown_for(Scope::Contention).map(|m| m.name).collect();
-    assert_eq!(
-        contention,
-        [
-            "browser_cpu_ms",
-            "browser_runq_ms",
-            "server_cpu_ms",
-            "server_runq_ms",
-            "emulator_cpu_ms",
-            "emulator_runq_ms",
-            "others_cpu_ms",
-            "siblings_cpu_ms"
-        ]
-    );
-    let replay: Vec<&str> = breakdown_for(Scope::Replay).map(|m| m.name).collect();
-    assert_eq!(
-        replay,
-        [
-            "replay_replayed",
-            "replay_missing",
-            "replay_extra",
-            "replay_connections",
-            "replay_bytes",
-            "replay_path",
-            "replay_fidelity"
-        ]
-    );
+    assert_eq!(names(Scope::PaintRoundTrips), paint_terms);
+}
+
+#[test]
+fn the_wire_s_and_the_machine_s_breakdown_metrics_come_in_column_order() {
+    let hol = [
+        "hol_blocked_bytes",
+        "hol_blocked_ms",
+        "hol_wall_ms",
+        "hol_unblocked_bytes",
+    ];
+    assert_eq!(names(Scope::HeadOfLine), hol);
+    let order = [
+        "order_inverted_pct",
+        "order_contested_bytes",
+        "urgent_done_ms",
+    ];
+    assert_eq!(names(Scope::ResponseOrder), order);
+    let handshakes = [
+        "first_byte_rtts",
+        "resumed_connections",
+        "zero_rtt_connections",
+        "early_requests",
+    ];
+    assert_eq!(names(Scope::Handshakes), handshakes);
+    let contention = [
+        "browser_cpu_ms",
+        "browser_runq_ms",
+        "server_cpu_ms",
+        "server_runq_ms",
+        "emulator_cpu_ms",
+        "emulator_runq_ms",
+        "others_cpu_ms",
+        "siblings_cpu_ms",
+    ];
+    assert_eq!(names(Scope::Contention), contention);
+    let replay = [
+        "replay_replayed",
+        "replay_missing",
+        "replay_extra",
+        "replay_connections",
+        "replay_bytes",
+        "replay_path",
+        "replay_fidelity",
+    ];
+    assert_eq!(names(Scope::Replay), replay);
     assert_eq!(breakdown().count(), 76);
 }

@@ -53,7 +53,10 @@ fn update(value: &str) -> PriorityUpdate {
 /// The page over h3: a late stylesheet (u=2) and images the browser raised to u=1
 /// after layout, sent first by an obedient server; one image left at u=3 went first too.
 fn page() -> (Observation, Vec<ResourceMetrics>, WireEvidence) {
-    let raw = |path: &str, status: &str| serde_json::json!({"name": format!("https://a.test{path}"), "renderBlockingStatus": status});
+    let raw = |path: &str, status: &str| {
+        let name = format!("https://a.test{path}");
+        serde_json::json!({ "name": name, "renderBlockingStatus": status })
+    };
     let obs = Observation {
         resources: vec![
             raw("/style.css", "blocking"),
@@ -80,6 +83,12 @@ fn page() -> (Observation, Vec<ResourceMetrics>, WireEvidence) {
         resource("/img/1.jpg", 20.0, 300.0),
         resource("/img/2.jpg", 20.0, 450.0),
     ];
+    (obs, resources, wire())
+}
+
+/// The page's one connection: the stylesheet (u=2) sent after the images, the first raised
+/// to u=1 by a PRIORITY_UPDATE, the second at u=3.
+fn wire() -> WireEvidence {
     let mut img1 = stream(4, "/img/1.jpg", "u=3", vec![(20.0, 200.0, 90_000)]);
     img1.updates = vec![update("u=1")];
     let conn = WireConnection {
@@ -94,15 +103,14 @@ fn page() -> (Observation, Vec<ResourceMetrics>, WireEvidence) {
             stream(12, "/late.js", "u=2", vec![(400.0, 800.0, 1_000)]),
         ],
     };
-    let wire = WireEvidence {
+    WireEvidence {
         order: OrderSummary::default(),
         streams: WireStreams {
             connections: vec![conn],
             ..WireStreams::default()
         },
         navigation_ms: Some(0.0),
-    };
-    (obs, resources, wire)
+    }
 }
 
 #[test]
