@@ -291,6 +291,10 @@ pub struct EntryTiming {
     pub response_status: u16,
     pub dom_content_loaded_event_end: f64,
     pub load_event_end: f64,
+    /// `blocking` or `non-blocking` (Chromium); None where the engine does not tell (Firefox).
+    pub render_blocking_status: Option<String>,
+    /// The response's MIME type (empty where the engine does not tell).
+    pub content_type: String,
 }
 
 impl EntryTiming {

@@ -148,7 +148,8 @@ pub fn of(
 /// Whether the engine marks which requests block rendering (Chromium's Resource Timing has
 /// `renderBlockingStatus`; Firefox's has not).
 pub fn marks_render_blocking(raw: &[Value]) -> bool {
-    raw.iter().any(|v| v.get("renderBlockingStatus").is_some())
+    raw.iter()
+        .any(|v| EntryTiming::parse(v).render_blocking_status.is_some())
 }
 
 /// The URL paths of the resources the engine marked render-blocking, and of every
@@ -156,13 +157,12 @@ pub fn marks_render_blocking(raw: &[Value]) -> bool {
 /// page hidden until its late stylesheet applies paints nothing before it).
 fn render_blocking_paths(raw: &[Value]) -> Vec<String> {
     raw.iter()
-        .filter(|v| {
-            v["renderBlockingStatus"].as_str() == Some("blocking")
-                || v["contentType"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with("text/css"))
+        .map(EntryTiming::parse)
+        .filter(|t| {
+            t.render_blocking_status.as_deref() == Some("blocking")
+                || t.content_type.starts_with("text/css")
         })
-        .map(|v| EntryTiming::parse(v).path())
+        .map(|t| t.path())
         .collect()
 }
 
