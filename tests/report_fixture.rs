@@ -462,6 +462,7 @@ fn round_trips_of(
         headline_ms: m.completion_ms?,
         rtt_ms: prof.rtt_ms,
         queue_ms: 0.0,
+        down_queue_ms: 0.0,
         down_mbit: prof.down_mbit,
         server_ms: &BTreeMap::new(),
         sends: None,

@@ -1,8 +1,10 @@
 //! The round-trip accounting (`evidence::round_trips`) on loads whose answer is known, through the
 //! real link and Chromium: a one-file page (set-up 2 RTT over TCP + TLS, 1 over QUIC; a
 //! request, one RTT), a 400 KB file (slow start's flights), a chain of three dependent requests
-//! (a round trip each) and a page whose server waits 100 ms (the server's term). Medians over
-//! a few runs, each with a stated tolerance; and every load's terms add up to its headline.
+//! (a round trip each), a page whose server waits 100 ms (the server's term) and 500 KB of
+//! images on a rate-limited link whose queue stands (the link's busy time, at its rate). Medians
+//! over a few runs, each with a stated tolerance; and every load's terms add up to its
+//! headline.
 
 mod runs_support;
 
@@ -281,6 +283,87 @@ fn a_server_that_waits_100_ms_is_the_server_term() {
             (server - 100.0).abs() < 10.0,
             "{protocol}: the page's server time {server:.1} ms"
         );
+        assert_accounted(&recs);
+    }
+}
+
+/// A stylesheet of `n` bytes that no compressor shrinks much: a comment of letters from a
+/// linear congruential generator (the browser reads a stylesheet whole, unlike an image it
+/// cannot decode).
+fn incompressible_css(n: usize, seed: u32) -> String {
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-";
+    let mut x = seed;
+    let body: String = (0..n.saturating_sub(4))
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            LETTERS[(x >> 26) as usize] as char
+        })
+        .collect();
+    format!("/*{body}*/")
+}
+
+#[test]
+fn on_a_rate_limited_link_the_bytes_time_at_its_rate_is_a_term_and_little_is_left() {
+    // 20 stylesheets of 25 KB found by the parser at once, on `cable` (5 Mbit/s down, a 96 KB
+    // queue that stands while they arrive): the load is mostly the bytes at the link's rate.
+    let tmp = tempfile::tempdir().unwrap();
+    let sheets: String = (0..20)
+        .map(|i| format!("<link rel=\"stylesheet\" href=\"/css/{i}.css\">"))
+        .collect();
+    let page = format!(
+        "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\">{sheets}</head><body>sheets</body></html>"
+    );
+    let mut files = vec![SiteFile::new("/", "text/html; charset=utf-8", page)];
+    files.extend((0..20).map(|i| {
+        SiteFile::new(
+            &format!("/css/{i}.css"),
+            "text/css",
+            incompressible_css(25_000, i),
+        )
+    }));
+    let workload = runs_support::site_archive(
+        &tmp.path().join("sheets"),
+        "sheets.test",
+        "h2",
+        "tests/round_trip_runs.rs",
+        &files,
+    );
+    let args = [
+        "--profiles",
+        "cable",
+        "--workloads",
+        &workload,
+        "--protocols",
+        "h2,h3",
+        "--runs",
+        "3",
+    ];
+    let dir = runs_support::matrix(tmp.path(), "sheets", &args);
+    for protocol in ["h2", "h3"] {
+        let recs = records(&dir, protocol);
+        // The bytes' own time at 5 Mbit/s (what the browser received, headers included).
+        let at_rate: Vec<f64> = recs
+            .iter()
+            .map(|r| r.resources.iter().map(|x| x.transfer_size).sum::<f64>() * 8.0 / 5e3)
+            .collect();
+        let (wire, bytes) = (
+            median(recs.iter().map(|r| accounting(r).wire_ms).collect()),
+            median(at_rate),
+        );
+        eprintln!(
+            "{protocol}: at the rate {wire:.0} ms; the stylesheets' bytes take {bytes:.0} ms"
+        );
+        // The path's windows see the link busy with nearly every byte (the page's own and
+        // the first images' set-up round trips are not), never more than the link can carry.
+        assert!(
+            wire >= 0.8 * bytes && wire <= 1.1 * bytes,
+            "{protocol}: at the rate {wire:.0} ms, the bytes take {bytes:.0} ms"
+        );
+        for r in &recs {
+            let t = accounting(r);
+            // The standing queue is that busy time, not counted again per round trip.
+            assert!(t.queue_ms < 0.05 * t.headline_ms, "{}: {t:?}", r.id);
+        }
         assert_accounted(&recs);
     }
 }

@@ -185,6 +185,7 @@ fn check_calibration(out: &Path, runs: &[&RunRecord], source: VisualSource) -> (
             .map(|p| p.1)
             .collect();
         assert_eq!(steps[0], 0.0, "{}: {steps:?}", r.id);
+        check_speed_index_accounting(r);
         for q in [25.0, 50.0, 75.0, 100.0] {
             assert!(
                 steps.iter().any(|s| (s - q).abs() < 3.0),
@@ -213,6 +214,55 @@ fn check_calibration(out: &Path, runs: &[&RunRecord], source: VisualSource) -> (
         source.name()
     );
     (si, analytic)
+}
+
+/// Speed Index taken apart: its changes add up to the whole screen, each followed the page (its
+/// only response: the blocks are the page's timers), and the weighted terms add up to the
+/// run's Speed Index, mostly time in the browser (the timers), little left unexplained.
+fn check_speed_index_accounting(r: &RunRecord) {
+    let paints = r.paint_round_trips.as_ref().expect("paint accountings");
+    let si = paints
+        .speed_index
+        .as_ref()
+        .expect("a Speed Index accounting");
+    assert_eq!(Some(si.headline_ms), r.metrics.speed_index_ms, "{}", r.id);
+    let gained: f64 = paints.visual_changes.iter().map(|c| c.gain_pct).sum();
+    assert!(
+        (gained - 100.0).abs() < 1e-6,
+        "{}: {:?}",
+        r.id,
+        paints.visual_changes
+    );
+    assert!(
+        paints.visual_changes.iter().all(|c| c.after == PAGE_URL),
+        "{}: {:?}",
+        r.id,
+        paints.visual_changes
+    );
+    let terms = si.critical_rtts * si.rtt_ms
+        + si.server_ms
+        + si.behind_ms
+        + si.wire_ms
+        + si.queue_ms
+        + si.browser_ms;
+    assert!(
+        (terms + si.remainder_ms - si.headline_ms).abs() < 1e-6,
+        "{}: {si:?}",
+        r.id
+    );
+    assert!(si.browser_ms > 0.5 * si.headline_ms, "{}: {si:?}", r.id);
+    assert!(
+        si.remainder_ms.abs() < 0.1 * si.headline_ms,
+        "{}: {si:?}",
+        r.id
+    );
+    let vc = paints.visually_complete.as_ref().expect("a VC accounting");
+    assert_eq!(
+        Some(vc.headline_ms),
+        r.metrics.visual_complete_ms,
+        "{}",
+        r.id
+    );
 }
 
 #[test]
@@ -273,6 +323,11 @@ fn speed_index_of_the_calibration_page_is_the_analytic_one_and_the_report_shows_
     assert!(printed.contains("by-speed-index"), "{printed}");
     let by_si = std::fs::read_to_string(out.join("by-speed-index/report.md")).unwrap();
     assert!(by_si.contains("Speed Index (ms)"));
+    // What the screen's changes followed, per series: the page.
+    assert!(
+        by_si.contains("the screen changed most at") && by_si.contains(PAGE_URL),
+        "{by_si}"
+    );
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("by-speed-index/summary.json")).unwrap(),
     )

@@ -855,4 +855,37 @@ fn completion(
 }
 
 #[cfg(test)]
+impl ResourceMetrics {
+    /// A resource for tests: `path` fetched from `start_ms`, its request out at `request_ms`,
+    /// its response from `response.0` to `response.1`; 10 KB over h2, no connection data.
+    pub fn fixture(path: &str, start_ms: f64, request_ms: f64, response: (f64, f64)) -> Self {
+        ResourceMetrics {
+            dns_ms: None,
+            path: path.into(),
+            initiator: "script".into(),
+            protocol: "h2".into(),
+            start_ms,
+            request_start_ms: request_ms,
+            response_start_ms: response.0,
+            response_end_ms: response.1,
+            queueing_ms: request_ms - start_ms,
+            connect_ms: None,
+            ttfb_ms: response.0 - request_ms,
+            download_ms: response.1 - response.0,
+            transfer_size: 10_000.0,
+            encoded_body_size: 9_700.0,
+            status: 200,
+            connection_id: None,
+            connection_reused: None,
+            initial_priority: None,
+            priority: None,
+            priority_changes: vec![],
+            chunks: vec![],
+            server_sent_ms: None,
+            wire_priority: None,
+        }
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod tests;

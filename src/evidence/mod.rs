@@ -10,6 +10,7 @@ pub mod lookups;
 pub mod metric;
 pub mod metric_registry;
 pub mod metrics;
+pub mod paint_round_trips;
 pub mod render_path;
 pub mod round_trips;
 pub mod run_record;

@@ -15,6 +15,14 @@
 //! flight after the first (counted from the packets that reached the browser in that window,
 //! [`crate::packets::flights`]) and the bytes' time at the link's rate.
 //!
+//! **The link's busy time.** On a link with a rate, its packets say when it was moving bytes
+//! ([`crate::packets::link_busy`]). A step that waited while the link moved other responses'
+//! bytes — for its set-up, its first byte, its transfer — waited for the link's rate, and that
+//! time is counted once, as time at the rate: after each wait's own round trips (the lookup's,
+//! the handshake's, the request's) and the server's logged time, before server time estimated
+//! from the round trip, waiting behind other responses and flights. The downstream queue is
+//! then that same busy time: only the upstream queue is counted per round trip.
+//!
 //! **A name lookup** (`--dns resolver`: domainLookupStart → domainLookupEnd of a step) is one
 //! round trip to the resolver, at its own round trip (`resolver_rtt_ms`), not waiting in the
 //! browser: `lookups × resolver RTT` is a term of its own.
@@ -31,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::metrics::{EntryTiming, ResourceMetrics};
 use crate::packets::flights::{Sends, Window};
+use crate::packets::link_busy::BusyPeriods;
 
 /// What the accounting is made of, for one run.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +52,9 @@ pub struct Inputs<'a> {
     pub rtt_ms: f64,
     /// The link's median queueing delay, both directions summed, ms (0 without a queue).
     pub queue_ms: f64,
+    /// …of which the downstream's, ms: where the link's busy time is read from its packets,
+    /// that queue is the bottleneck's busy time already counted at the rate, not again.
+    pub down_queue_ms: f64,
     /// The bottleneck's downstream rate, Mbit/s (None: the link sets none).
     pub down_mbit: Option<f64>,
     /// The server's own time to answer each request, by path (from its log).
@@ -69,6 +81,10 @@ pub struct Step {
     pub wait_ms: f64,
     /// Connection set-up (0 on an open connection).
     pub setup_ms: f64,
+    /// …of it, the link busy moving other bytes beyond the handshake's own round trips (not
+    /// set-up round trips: time at the rate).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_busy_ms: f64,
     /// The name lookup before it (0: none, or a hosts file's answer).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lookup_ms: f64,
@@ -93,6 +109,11 @@ pub struct Step {
     pub flight_rtts: f64,
     /// The response's bytes' time at the link's rate.
     pub wire_ms: f64,
+    /// The link's busy time with other bytes while this step waited for its lookup, set-up,
+    /// first byte and transfer (beyond their own round trips and the server's logged time;
+    /// 0 where the link's busy time is not read: no rate, or no packets).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub others_wire_ms: f64,
 }
 
 /// A run's headline in round trips.
@@ -123,23 +144,18 @@ pub struct RoundTrips {
     /// Responses' first bytes waiting behind other responses.
     #[serde(default)]
     pub behind_ms: f64,
+    /// Time at the link's rate: the path's own bytes, and the link busy with other bytes while
+    /// the path waited (`others_wire_ms` of it).
     pub wire_ms: f64,
-    /// The link's queueing on each of the `k` round trips.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub others_wire_ms: f64,
+    /// The link's queueing on each of the `k` round trips (upstream only where the link's busy
+    /// time is read: the downstream queue is that busy time).
     pub queue_ms: f64,
     /// Waiting in the browser, and from the last response to the headline.
     pub browser_ms: f64,
     /// `headline − (k × RTT + server + behind + wire + queue + browser)`.
     pub remainder_ms: f64,
-}
-
-/// Each paint's accounting along its render path (`evidence::render_path`): the same terms,
-/// the paint as the headline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaintRoundTrips {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fcp: Option<RoundTrips>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lcp: Option<RoundTrips>,
 }
 
 /// A term that is not there (no lookup) is left out of the record.
@@ -158,6 +174,17 @@ struct Node<'a> {
     setup_ms: f64,
     lookup_ms: f64,
     bytes: f64,
+    /// Round trips of its connection's handshake (QUIC: 1; TCP and TLS: 2).
+    handshake_rtts: f64,
+}
+
+/// Round trips a handshake takes over `protocol` (an ALPN or `nextHopProtocol`).
+fn handshake_rtts(protocol: &str) -> f64 {
+    if protocol.starts_with("h3") {
+        1.0
+    } else {
+        2.0
+    }
 }
 
 impl<'a> Node<'a> {
@@ -171,6 +198,7 @@ impl<'a> Node<'a> {
             setup_ms: n.connect_ms().unwrap_or(0.0),
             lookup_ms: n.dns_ms().unwrap_or(0.0),
             bytes: n.transfer_size.max(n.encoded_body_size),
+            handshake_rtts: handshake_rtts(&n.next_hop_protocol),
         }
     }
 
@@ -184,6 +212,7 @@ impl<'a> Node<'a> {
             setup_ms: r.connect_ms.unwrap_or(0.0),
             lookup_ms: r.dns_ms.unwrap_or(0.0),
             bytes: r.transfer_size.max(r.encoded_body_size),
+            handshake_rtts: handshake_rtts(&r.protocol),
         }
     }
 }
@@ -237,38 +266,92 @@ fn trace_offset_ns(n: &EntryTiming, sends: &Sends) -> Option<i64> {
     Some(first - (at_ms * 1e6) as i64)
 }
 
-fn step(node: &Node, before_ms: f64, inputs: &Inputs, window: Option<Window>) -> Step {
+/// How long the link was busy (ms) in each network part of a step: its lookup, set-up,
+/// wait for the first byte and transfer.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepBusy {
+    lookup: f64,
+    setup: f64,
+    ttfb: f64,
+    transfer: f64,
+}
+
+impl StepBusy {
+    /// `node`'s parts on `busy`, the browser's clock put on the trace's by `offset_ns`.
+    fn of(node: &Node, busy: &BusyPeriods, offset_ns: i64) -> StepBusy {
+        let at = |ms: f64| (offset_ns + (ms * 1e6) as i64).max(0) as u64;
+        let ms = |from: f64, to: f64| busy.within(at(from), at(to)) as f64 / 1e6;
+        let setup_start = node.request_start_ms - node.setup_ms;
+        StepBusy {
+            lookup: ms(setup_start - node.lookup_ms, setup_start),
+            setup: ms(setup_start, node.request_start_ms),
+            ttfb: ms(node.request_start_ms, node.response_start_ms),
+            transfer: ms(node.response_start_ms, node.end_ms),
+        }
+    }
+}
+
+/// A step's terms. Where the link's busy time is read (`busy`), each network part's own
+/// round trips come first (the lookup's, the handshake's, the request's; and the server's
+/// logged time), then the link's busy time up to what they leave — on a link whose rate holds
+/// the page back, a wait that overlaps the link moving other bytes is time at the rate, and
+/// counted once — then what is left for the part's other terms.
+fn step(
+    node: &Node,
+    before_ms: f64,
+    inputs: &Inputs,
+    window: Option<Window>,
+    busy: Option<StepBusy>,
+) -> Step {
+    let rtt = inputs.rtt_ms;
+    let b = busy.unwrap_or_default();
     let ttfb_ms = (node.response_start_ms - node.request_start_ms).max(0.0);
-    let (server_ms, server_logged) = server_time(node, ttfb_ms, inputs.rtt_ms, inputs.server_ms);
+    let (server_ms, server_logged) = server_time(node, ttfb_ms, rtt, inputs.server_ms);
+    let resolver_rtt = inputs.resolver_rtt_ms.unwrap_or(0.0);
+    let lookup_busy = b.lookup.min((node.lookup_ms - resolver_rtt).max(0.0));
+    let setup_busy = b
+        .setup
+        .min((node.setup_ms - node.handshake_rtts * rtt).max(0.0));
+    let logged = if server_logged { server_ms } else { 0.0 };
+    let ttfb_busy = b.ttfb.min((ttfb_ms - rtt - logged).max(0.0));
+    let server_ms = if server_logged {
+        server_ms
+    } else {
+        (server_ms - ttfb_busy).max(0.0)
+    };
+    let first_byte_behind = if server_logged {
+        (ttfb_ms - rtt - server_ms - ttfb_busy).max(0.0)
+    } else {
+        0.0
+    };
     let wait_ms = (node.request_start_ms - before_ms - node.setup_ms - node.lookup_ms).max(0.0);
     let transfer_ms = (node.end_ms - node.response_start_ms).max(0.0);
     let wire_ms = inputs
         .down_mbit
         .filter(|r| *r > 0.0)
         .map_or(0.0, |r| node.bytes * 8.0 / (r * 1000.0));
+    // Other bytes the link moved while this response's arrived (its own already counted).
+    let transfer_busy = (b.transfer - wire_ms).clamp(0.0, (transfer_ms - wire_ms).max(0.0));
     let flights = window.map(|w| w.flights);
-    // Round trips the bytes' time at the rate already counts are not counted twice: a
-    // transfer the link's rate held back spans a round per round trip too.
+    // Round trips the time at the rate already counts are not counted twice: a transfer the
+    // link's rate held back spans a round per round trip too.
+    let at_rate = wire_ms + transfer_busy;
     let flight_rtts = flights.map_or(0.0, |f| {
-        (f.saturating_sub(1) as f64 - wire_ms / inputs.rtt_ms).max(0.0)
+        (f.saturating_sub(1) as f64 - at_rate / rtt).max(0.0)
     });
-    let first_byte_behind = if server_logged {
-        (ttfb_ms - inputs.rtt_ms - server_ms).max(0.0)
-    } else {
-        0.0
-    };
     // What the round trips and the rate leave of the transfer went to other responses' bytes,
     // as far as the connection carried others' then.
     let others_share = window.map_or(0.0, |w| {
         (1.0 - node.bytes / (w.bytes as f64).max(1.0)).clamp(0.0, 1.0)
     });
-    let transfer_left = (transfer_ms - flight_rtts * inputs.rtt_ms - wire_ms).max(0.0);
+    let transfer_left = (transfer_ms - flight_rtts * rtt - at_rate).max(0.0);
     Step {
         path: node.path.to_string(),
         start_ms: node.start_ms,
         end_ms: node.end_ms,
         wait_ms,
         setup_ms: node.setup_ms,
+        setup_busy_ms: setup_busy,
         lookup_ms: node.lookup_ms,
         ttfb_ms,
         server_ms,
@@ -278,6 +361,7 @@ fn step(node: &Node, before_ms: f64, inputs: &Inputs, window: Option<Window>) ->
         flights,
         flight_rtts,
         wire_ms,
+        others_wire_ms: lookup_busy + setup_busy + ttfb_busy + transfer_busy,
     }
 }
 
@@ -300,20 +384,32 @@ pub fn account(inputs: &Inputs) -> Option<RoundTrips> {
         let at = |ms: f64| (offset + (ms * 1e6) as i64).max(0) as u64;
         sends.window(at(n.response_start_ms), at(n.end_ms), rtt_ns)
     };
+    // When the link moved bytes at its rate: read where it has a rate and packets.
+    let busy = inputs
+        .sends
+        .zip(inputs.down_mbit)
+        .map(|(s, mbit)| BusyPeriods::at_rate(&s.down_arrivals, mbit))
+        .filter(|b| !b.is_empty())
+        .zip(offset);
     let mut steps: Vec<Step> = Vec::new();
     for i in critical_path(&nodes, inputs.headline_ms, inputs.ends_at) {
         let before = steps.last().map_or(0.0, |s| s.end_ms);
-        steps.push(step(&nodes[i], before, inputs, window_of(&nodes[i])));
+        let node = &nodes[i];
+        let step_busy = busy
+            .as_ref()
+            .map(|(b, offset)| StepBusy::of(node, b, *offset));
+        steps.push(step(node, before, inputs, window_of(node), step_busy));
     }
-    Some(totals(inputs, steps))
+    Some(totals(inputs, steps, busy.is_some()))
 }
 
-/// The terms of a path's steps, and what they leave of the headline.
-fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
+/// The terms of a path's steps, and what they leave of the headline (`busy_read`: the link's
+/// busy time was read from its packets).
+fn totals(inputs: &Inputs, steps: Vec<Step>, busy_read: bool) -> RoundTrips {
     let rtt = inputs.rtt_ms;
     // A fold from +0: an empty f64 sum is −0, which the record would print as such.
     let sum = |f: fn(&Step) -> f64| steps.iter().map(f).fold(0.0, |a, b| a + b);
-    let setup_rtts = sum(|s| s.setup_ms) / rtt;
+    let setup_rtts = sum(|s| s.setup_ms - s.setup_busy_ms) / rtt;
     let request_rtts = steps.len() as f64;
     let flight_rtts = sum(|s| s.flight_rtts);
     let critical_rtts = setup_rtts + request_rtts + flight_rtts;
@@ -321,12 +417,18 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
     let lookup_ms = sum(|s| s.lookup_ms);
     let last_end = steps.last().map_or(0.0, |s| s.end_ms);
     let browser_ms = sum(|s| s.wait_ms) + (inputs.headline_ms - last_end).max(0.0);
-    let (server_ms, behind_ms, wire_ms) = (
+    let (server_ms, behind_ms, others_wire_ms) = (
         sum(|s| s.server_ms),
         sum(|s| s.behind_ms),
-        sum(|s| s.wire_ms),
+        sum(|s| s.others_wire_ms),
     );
-    let queue_ms = (critical_rtts + lookups) * inputs.queue_ms;
+    let wire_ms = sum(|s| s.wire_ms) + others_wire_ms;
+    let queue_per_rtt = if busy_read {
+        (inputs.queue_ms - inputs.down_queue_ms).max(0.0)
+    } else {
+        inputs.queue_ms
+    };
+    let queue_ms = (critical_rtts + lookups) * queue_per_rtt;
     let accounted = critical_rtts * rtt
         + lookups * inputs.resolver_rtt_ms.unwrap_or(0.0)
         + server_ms
@@ -348,6 +450,7 @@ fn totals(inputs: &Inputs, steps: Vec<Step>) -> RoundTrips {
         server_ms,
         behind_ms,
         wire_ms,
+        others_wire_ms,
         queue_ms,
         browser_ms,
         remainder_ms: inputs.headline_ms - accounted,
@@ -372,31 +475,7 @@ mod tests {
     }
 
     fn res(path: &str, start: f64, request: f64, response: (f64, f64)) -> ResourceMetrics {
-        ResourceMetrics {
-            dns_ms: None,
-            path: path.into(),
-            initiator: "script".into(),
-            protocol: "h2".into(),
-            start_ms: start,
-            request_start_ms: request,
-            response_start_ms: response.0,
-            response_end_ms: response.1,
-            queueing_ms: request - start,
-            connect_ms: None,
-            ttfb_ms: response.0 - request,
-            download_ms: response.1 - response.0,
-            transfer_size: 10_000.0,
-            encoded_body_size: 9_700.0,
-            status: 200,
-            connection_id: None,
-            connection_reused: None,
-            initial_priority: None,
-            priority: None,
-            priority_changes: vec![],
-            chunks: vec![],
-            server_sent_ms: None,
-            wire_priority: None,
-        }
+        ResourceMetrics::fixture(path, start, request, response)
     }
 
     fn inputs<'a>(
@@ -411,6 +490,7 @@ mod tests {
             headline_ms: headline,
             rtt_ms: 40.0,
             queue_ms: 0.0,
+            down_queue_ms: 0.0,
             down_mbit: None,
             server_ms: logged,
             sends: None,
@@ -528,6 +608,65 @@ mod tests {
         // The half millisecond the server did not count: the first byte came that much later.
         assert!((rt.behind_ms - 0.5).abs() < 1e-6, "{rt:?}");
         assert!((rt.remainder_ms - 1.0).abs() < 1e-6, "{rt:?}");
+    }
+
+    #[test]
+    fn on_a_busy_link_the_time_at_its_rate_is_counted_once_before_server_and_queue() {
+        // 8 Mbit/s (1000 bytes a ms), 40 ms: the page, then a stylesheet requested at 125 ms
+        // while other responses keep the link busy from 129 ms on; its first byte comes at
+        // 425 ms (one round trip and 260 ms of the link moving other bytes), its 10 KB by 525.
+        let n = nav((0.0, 80.0), 80.0, (120.0, 121.0));
+        let r = vec![res("/late.css", 125.0, 125.0, (425.0, 525.0))];
+        let none = BTreeMap::new();
+        let sends = Sends {
+            first_client_ns: Some(0),
+            down_arrivals: (130..=525).map(|ms| (ms * 1_000_000, 1000)).collect(),
+            ..Sends::default()
+        };
+        let mut i = inputs(&n, &r, 530.0, &none);
+        i.down_mbit = Some(8.0);
+        // The link's whole median queue is downstream: the page's own bytes standing in it.
+        (i.queue_ms, i.down_queue_ms) = (98.0, 98.0);
+        let blind = account(&i).unwrap();
+        i.sends = Some(&sends);
+        let rt = account(&i).unwrap();
+        let css = &rt.steps[1];
+        assert!(
+            (css.others_wire_ms - (260.0 + 90.0)).abs() < 1e-6,
+            "{css:?}"
+        );
+        assert_eq!((css.server_ms, css.behind_ms), (0.0, 0.0), "{css:?}");
+        assert!((rt.wire_ms - (1.0 + 10.0 + 350.0)).abs() < 1e-6, "{rt:?}");
+        assert_eq!(rt.queue_ms, 0.0, "the downstream queue is the busy time");
+        assert!((rt.critical_rtts - 4.0).abs() < 1e-9, "{rt:?}");
+        assert!(rt.remainder_ms.abs() < 1e-6, "{rt:?}");
+        // Without the link's packets, the same wait is server time and a queue on every
+        // round trip: terms that overshoot the headline.
+        assert!((blind.server_ms - 260.0).abs() < 1e-6, "{blind:?}");
+        assert!(blind.remainder_ms < -300.0, "{blind:?}");
+    }
+
+    #[test]
+    fn busy_time_never_hides_a_handshake_s_or_a_request_s_own_round_trips() {
+        // A link busy from the start: the set-up (2 RTT of TCP and TLS, 30 ms more queued)
+        // keeps its two round trips, the page's request its one; the rest is at the rate.
+        let n = nav((0.0, 110.0), 110.0, (170.0, 171.0));
+        let none = BTreeMap::new();
+        let sends = Sends {
+            first_client_ns: Some(0),
+            down_arrivals: (1..=171).map(|ms| (ms * 1_000_000, 1000)).collect(),
+            ..Sends::default()
+        };
+        let mut i = inputs(&n, &[], 171.0, &none);
+        i.down_mbit = Some(8.0);
+        i.sends = Some(&sends);
+        let rt = account(&i).unwrap();
+        assert!((rt.setup_rtts - 2.0).abs() < 1e-9, "{rt:?}");
+        assert!((rt.critical_rtts - 3.0).abs() < 1e-9, "{rt:?}");
+        // 30 ms beyond the handshake, 20 ms beyond the request, 1 ms transfer (its own byte
+        // count: 1000 bytes at 8 Mbit/s).
+        assert!((rt.wire_ms - 51.0).abs() < 1e-6, "{rt:?}");
+        assert!(rt.remainder_ms.abs() < 1e-6, "{rt:?}");
     }
 
     #[test]

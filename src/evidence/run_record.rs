@@ -196,7 +196,7 @@ pub struct RunRecord {
     /// Each paint's headline in round trips along its render path (records from before, or
     /// without paint entries: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paint_round_trips: Option<crate::evidence::round_trips::PaintRoundTrips>,
+    pub paint_round_trips: Option<crate::evidence::paint_round_trips::PaintRoundTrips>,
     /// What first and largest contentful paint waited for: each request on their render paths
     /// with its priorities and what the server sent ahead of it (records from before: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,9 +16,11 @@ use crate::config::site_archive::distances::AppliedDistance;
 use crate::config::workload::Manifest;
 use crate::evidence::fidelity::ReplayFidelity;
 use crate::evidence::metrics;
+use crate::evidence::render_path;
 use crate::evidence::run_record::{LinkEvidence, LinkSummary, RunRecord};
 use crate::evidence::validate::{self, ReasonKind, Verdict};
 use crate::link::{self, LinkStats, SelfCheck};
+use crate::measure::accounting::AccountingBase;
 use crate::measure::fault::FaultInjection;
 use crate::measure::testbed::{LoadRequest, RunParts, Testbed};
 use crate::packets::{CaptureOutcome, CaptureParts};
@@ -303,7 +305,7 @@ struct Derived {
     trace: Option<TraceWindow>,
     snmp: Option<snmp::NamespaceDeltas>,
     round_trips: Option<crate::evidence::round_trips::RoundTrips>,
-    paint_round_trips: Option<crate::evidence::round_trips::PaintRoundTrips>,
+    paint_round_trips: Option<crate::evidence::paint_round_trips::PaintRoundTrips>,
     render_paths: Option<crate::evidence::render_path::RenderPaths>,
     wire: Option<crate::packets::WireEvidence>,
     replay_fidelity: Option<ReplayFidelity>,
@@ -360,7 +362,7 @@ fn derive_evidence(
         server: snmp::delta(snmp_s0, snmp_s1),
     });
     let base = AccountingBase::of(
-        spec,
+        &spec.profile,
         obs,
         server,
         &stats,
@@ -375,15 +377,18 @@ fn derive_evidence(
     if let Some(w) = &wire {
         metrics::add_server_sends(&mut resources, w);
     }
-    let render_paths = Some(crate::evidence::render_path::of(
-        obs,
-        &resources,
-        wire.as_ref(),
-    ))
-    .filter(|p| *p != Default::default());
-    let paint_round_trips = base
-        .as_ref()
-        .and_then(|b| b.paints(obs, &metrics, &resources, sends, render_paths.as_ref()));
+    let render_paths =
+        Some(render_path::of(obs, &resources, wire.as_ref())).filter(|p| *p != Default::default());
+    let shown = visual.as_ref().and_then(|v| v.metrics.as_ref());
+    let paint_round_trips = base.as_ref().and_then(|b| {
+        b.paints(
+            obs,
+            &metrics,
+            &resources,
+            sends,
+            (render_paths.as_ref(), shown),
+        )
+    });
     let (replay_fidelity, site_distances) =
         replayed_site(spec, server, &verdict, obs, round_trips.as_ref(), looked_up);
     Derived {
@@ -459,112 +464,6 @@ fn wire_on_navigation(
         )
     });
     Some(wire)
-}
-
-/// What every accounting of a run shares: the navigation, the link's round trip, queue and
-/// rate, the server's own times and the resolver's round trip (None without a navigation).
-struct AccountingBase {
-    navigation: metrics::EntryTiming,
-    server_ms: std::collections::BTreeMap<String, f64>,
-    rtt_ms: f64,
-    queue_ms: f64,
-    down_mbit: Option<f64>,
-    resolver_rtt_ms: Option<f64>,
-}
-
-impl AccountingBase {
-    fn of(
-        spec: &RunSpec,
-        obs: &metrics::Observation,
-        server: &ServerEvidence,
-        stats: &Option<LinkStats>,
-        (link, trace): (Option<&LinkSummary>, Option<&TraceWindow>),
-        resolver_rtt_ms: Option<f64>,
-    ) -> Option<AccountingBase> {
-        let queue_ms = stats.as_ref().map_or(0.0, |s| {
-            [&s.down.queue_delay, &s.up.queue_delay]
-                .iter()
-                .filter_map(|q| q.as_ref().map(|q| q.median_us / 1000.0))
-                .fold(0.0, |a, b| a + b)
-        });
-        Some(AccountingBase {
-            navigation: metrics::EntryTiming::parse(obs.navigation.as_ref()?),
-            server_ms: server
-                .views
-                .iter()
-                .flatten()
-                .filter_map(|v| v.server_ms.map(|ms| (v.path.clone(), ms)))
-                .collect(),
-            rtt_ms: link
-                .and_then(|l| l.offered_rtt_ms)
-                .unwrap_or(spec.profile.rtt_ms),
-            queue_ms,
-            down_mbit: trace
-                .and_then(|t| t.down.as_ref().map(|d| d.mbit))
-                .or(spec.profile.down_mbit),
-            resolver_rtt_ms,
-        })
-    }
-
-    /// The accounting of `headline_ms`, its path ending at `ends_at` (None: the response that
-    /// ended last before it).
-    fn account(
-        &self,
-        resources: &[metrics::ResourceMetrics],
-        sends: Option<&crate::packets::flights::Sends>,
-        headline_ms: f64,
-        ends_at: Option<&str>,
-    ) -> Option<crate::evidence::round_trips::RoundTrips> {
-        crate::evidence::round_trips::account(&crate::evidence::round_trips::Inputs {
-            navigation: &self.navigation,
-            resources,
-            headline_ms,
-            rtt_ms: self.rtt_ms,
-            queue_ms: self.queue_ms,
-            down_mbit: self.down_mbit,
-            server_ms: &self.server_ms,
-            sends,
-            resolver_rtt_ms: self.resolver_rtt_ms,
-            ends_at,
-        })
-    }
-
-    /// Each paint's accounting along its render path: FCP's ends at its last render-blocking
-    /// request (the page alone when the engine marked none blocking; none for an engine that
-    /// marks nothing), LCP's at the LCP element's request, else where FCP's ends.
-    fn paints(
-        &self,
-        obs: &metrics::Observation,
-        m: &metrics::RunMetrics,
-        resources: &[metrics::ResourceMetrics],
-        sends: Option<&crate::packets::flights::Sends>,
-        paths: Option<&crate::evidence::render_path::RenderPaths>,
-    ) -> Option<crate::evidence::round_trips::PaintRoundTrips> {
-        let last = |p: &Option<crate::evidence::render_path::RenderPath>| {
-            p.as_ref().and_then(|p| p.last()).map(|r| r.path.clone())
-        };
-        let fcp_end = match paths.and_then(|p| last(&p.fcp)) {
-            Some(path) => Some(path),
-            // Nothing blocked the paint, as far as the engine (or the page's head) tells.
-            None => (crate::evidence::render_path::marks_render_blocking(&obs.resources)
-                || obs
-                    .paint
-                    .as_ref()
-                    .is_some_and(|p| !p.head_blocking.is_empty()))
-            .then(|| self.navigation.name.clone()),
-        };
-        let lcp_end = paths.and_then(|p| last(&p.lcp)).or(fcp_end.clone());
-        let fcp = m
-            .fcp_ms
-            .zip(fcp_end)
-            .and_then(|(at, end)| self.account(resources, sends, at, Some(&end)));
-        let lcp = m
-            .lcp_ms
-            .zip(lcp_end)
-            .and_then(|(at, end)| self.account(resources, sends, at, Some(&end)));
-        (fcp.is_some() || lcp.is_some())
-            .then_some(crate::evidence::round_trips::PaintRoundTrips { fcp, lcp })
-    }
 }
 
 /// What the profile's disruptions (events, competing flows) did to the load, seen by the link,

@@ -81,6 +81,10 @@ pub struct Sends {
     pub flows: Vec<FlowSends>,
     /// The first packet from the client, ns on the trace's clock (None: the client sent none).
     pub first_client_ns: Option<u64>,
+    /// Every packet the link delivered to the client (any connection's, acknowledgements too):
+    /// when it arrived, ns on the trace's clock, and its IP bytes (what keeps the bottleneck
+    /// busy: [`super::link_busy`]).
+    pub down_arrivals: Vec<(u64, u32)>,
 }
 
 /// A connection: the server's address, the client's, QUIC or TCP.
@@ -92,8 +96,12 @@ pub fn server_sends(trace: &PacketTrace) -> Sends {
     let mut flows: BTreeMap<FlowKey, Packets> = BTreeMap::new();
     let mut acks: BTreeMap<FlowKey, Vec<Ack>> = BTreeMap::new();
     let mut first_client_ns = None;
+    let mut down_arrivals = Vec::new();
     for i in trace.sent_order() {
         let p = &trace.packets[i];
+        if let (Direction::Down, Some(at)) = (p.dir, p.left_ns) {
+            down_arrivals.push((at, p.data.len() as u32));
+        }
         let Some(parsed) = packet::parse(&p.data) else {
             continue;
         };
@@ -139,6 +147,7 @@ pub fn server_sends(trace: &PacketTrace) -> Sends {
             })
             .collect(),
         first_client_ns,
+        down_arrivals,
     }
 }
 
@@ -368,6 +377,7 @@ mod tests {
         let s = Sends {
             flows: vec![flow],
             first_client_ns: Some(0),
+            down_arrivals: Vec::new(),
         };
         let w = s.window(120 * MS, 121 * MS, 40 * MS).unwrap();
         assert_eq!(

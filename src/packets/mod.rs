@@ -6,6 +6,7 @@
 //! - [`quic`]: QUIC packets decrypted with the TLS key log (pure);
 //! - [`hol`]: head-of-line blocking per TCP connection and per QUIC stream (pure);
 //! - [`flights`]: the server's data packets of each connection and their flights (pure);
+//!   [`link_busy`]: when the link's bottleneck was moving bytes at its rate (pure);
 //! - [`streams`]: every request stream on the wire — requests, priorities, response bytes as
 //!   sent — from HTTP/2 ([`tls_records`], [`h2_frames`], [`hpack`]) and HTTP/3 ([`h3_frames`],
 //!   [`qpack`]; both on [`huffman`] and [`wire_bytes`]); [`order`]: whether the server's send
@@ -18,6 +19,7 @@ pub mod handshake;
 pub mod hol;
 pub mod hpack;
 pub mod huffman;
+pub mod link_busy;
 pub mod order;
 pub mod packet;
 pub mod pcapng;

@@ -558,11 +558,18 @@ fn round_trips(
     let metric = &data.summary.metric;
     if crate::diagnosis::explain::accounting_for(metric).is_none() {
         doc.para(format!(
-            "{metric} has no round-trip accounting (load, loadEventEnd, FCP and LCP have: `pagebench report --metric fcp`), so its differences are not explained term by term."
+            "{metric} has no round-trip accounting (load, loadEventEnd, FCP, LCP, Speed Index and visual completeness have: `pagebench report --metric fcp`), so its differences are not explained term by term."
         ));
     } else if differences.is_empty() && significant(data) > 0 {
+        let why = if metric == crate::evidence::metric_registry::SPEED_INDEX_MS.name
+            || metric == crate::evidence::metric_registry::VISUAL_COMPLETE_MS.name
+        {
+            "runs recorded before pagebench took the visual changes apart"
+        } else {
+            "runs recorded before pagebench kept render paths, or by an engine that marks no request render-blocking (Firefox)"
+        };
         doc.para(format!(
-            "{} significant comparisons, but their runs have no {metric} accounting: runs recorded before pagebench kept render paths, or by an engine that marks no request render-blocking (Firefox).",
+            "{} significant comparisons, but their runs have no {metric} accounting: {why}.",
             significant(data)
         ));
     } else if differences.is_empty() {

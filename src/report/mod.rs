@@ -257,6 +257,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
     let mut data = ReportData::new(meta, summary);
     data.median_replays = median_replays(dir, &data);
     data.median_render_paths = median_render_paths(dir, &data);
+    data.median_visual_changes = median_visual_changes(dir, &data);
     let (records, frames) = median_runs(dir, &data, &mut warnings);
     let mut charts = chart_data::all(&data, &records);
     charts.extend(filmstrip::charts(&data, &frames)?);
@@ -412,6 +413,23 @@ fn median_render_paths(
         .iter()
         .filter_map(|s| s.median_run.as_ref())
         .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.render_paths?)))
+        .collect()
+}
+
+/// The visual changes of every series' median run (a record without them, or unreadable, is
+/// left out).
+fn median_visual_changes(
+    dir: &Path,
+    data: &ReportData,
+) -> BTreeMap<String, Vec<crate::evidence::paint_round_trips::VisualChange>> {
+    data.summary
+        .series
+        .iter()
+        .filter_map(|s| s.median_run.as_ref())
+        .filter_map(|id| {
+            let changes = read_record(dir, id).ok()?.paint_round_trips?.visual_changes;
+            (!changes.is_empty()).then(|| (id.clone(), changes))
+        })
         .collect()
 }
 

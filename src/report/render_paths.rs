@@ -2,15 +2,17 @@
 //! (`evidence::render_path`) — the request first contentful paint waited for longest among
 //! those that can block it, and the LCP element's — with its urgency as the browser sent it,
 //! and what the server sent ahead of it on its connection, by the browser's signal or by the
-//! server's own order; each in a sentence.
+//! server's own order; each in a sentence; and the screen's largest changes (what Speed Index
+//! is made of) with the response each followed.
 
 use super::doc::{Cell, Table};
 use super::report_data::ReportData;
+use crate::evidence::paint_round_trips::VisualChange;
 use crate::evidence::render_path::{Ahead, PathRequest, RenderPath};
 use crate::results::summary::SeriesStats;
 
 /// What the section says before its tables.
-pub const INTRO: &str = "Each series' median run: the request each paint waited for — for first contentful paint the last to end before it of the requests that can block a first render (those the browser marked render-blocking, the head's stylesheets and synchronous scripts, and every stylesheet: one in the body blocks what follows it), for largest contentful paint the LCP element's — with its urgency on the wire (the request's `priority`, then each PRIORITY_UPDATE) and what the server sent on the same connection after it could read that request and before its last byte: more urgent by the browser's last signal (the browser's order), or as or less urgent (the server's own order).";
+pub const INTRO: &str = "Each series' median run: the request each paint waited for — for first contentful paint the last to end before it of the requests that can block a first render (those the browser marked render-blocking, the head's stylesheets and synchronous scripts, and every stylesheet: one in the body blocks what follows it), for largest contentful paint the LCP element's — with its urgency on the wire (the request's `priority`, then each PRIORITY_UPDATE) and what the server sent on the same connection after it could read that request and before its last byte: more urgent by the browser's last signal (the browser's order), or as or less urgent (the server's own order). With `--visual`, each median run's largest screen changes too (Speed Index is their times weighted by how much of the screen each completed), each with the response that ended last before it.";
 
 /// One table per workload with render paths; none without.
 pub fn tables(data: &ReportData) -> Vec<Table> {
@@ -43,7 +45,13 @@ fn table(data: &ReportData, w: &str) -> Option<Table> {
             ));
         }
     }
-    (!rows.is_empty()).then(|| Table {
+    for s in data.summary.series.iter().filter(|s| s.key.workload == w) {
+        if let Some(changes) = median_changes(data, s.median_run.as_ref()) {
+            let name = series_name(data, s);
+            notes.push(format!("`{name}`: the screen {}.", changes_words(changes)));
+        }
+    }
+    (!rows.is_empty() || !notes.is_empty()).then(|| Table {
         id: format!("render-paths-{w}"),
         title: format!("{w}: what the paints waited for"),
         intro: vec![],
@@ -155,9 +163,42 @@ pub fn sentence(metric: &str, path: &RenderPath, r: &PathRequest) -> String {
     s
 }
 
+fn median_changes<'a>(data: &'a ReportData, run: Option<&String>) -> Option<&'a [VisualChange]> {
+    data.median_visual_changes.get(run?).map(Vec::as_slice)
+}
+
+/// How many of the largest changes a sentence names.
+const CHANGES_NAMED: usize = 3;
+
+/// "changed most at 1180 ms after /style.css (62 %), at 2110 ms after /img/3.png (20 %) and
+/// 6 more times": the largest changes, in time order, and what each followed.
+pub fn changes_words(changes: &[VisualChange]) -> String {
+    let mut largest: Vec<&VisualChange> = changes.iter().collect();
+    largest.sort_by(|a, b| b.gain_pct.abs().total_cmp(&a.gain_pct.abs()));
+    largest.truncate(CHANGES_NAMED);
+    largest.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+    let named: Vec<String> = largest
+        .iter()
+        .map(|c| {
+            format!(
+                "at {:.0} ms after {} ({:+.0} %)",
+                c.at_ms, c.after, c.gain_pct
+            )
+        })
+        .collect();
+    let more = changes.len() - largest.len();
+    let tail = match more {
+        0 => String::new(),
+        1 => " and 1 more time".to_string(),
+        n => format!(" and {n} more times"),
+    };
+    format!("changed most {}{tail}", named.join(", "))
+}
+
 /// What each side's paint waited for, for a difference on that paint (`metric`: `fcp_ms` or
 /// `lcp_ms`): "h3: /style.css (u=2) ended at 2100 ms; the server sent 40 responses … ahead of
-/// it …; h2: …" — None for another metric or when neither side's median run has the path.
+/// it …; h2: …"; for Speed Index and visual completeness, what each side's screen changes
+/// followed — None for another metric or when neither side's median run has the path.
 pub fn contrast(
     data: &ReportData,
     metric: &str,
@@ -173,6 +214,16 @@ pub fn contrast(
         }?;
         Some((path, path.last()?))
     };
+    if metric == crate::evidence::metric_registry::SPEED_INDEX_MS.name
+        || metric == crate::evidence::metric_registry::VISUAL_COMPLETE_MS.name
+    {
+        let side = |name: &str, run| {
+            median_changes(data, run).map(|c| format!("{name}'s screen {}", changes_words(c)))
+        };
+        let (a, b) = (side(a_name, a_run), side(b_name, b_run));
+        return (a.is_some() || b.is_some())
+            .then(|| [a, b].into_iter().flatten().collect::<Vec<_>>().join("; "));
+    }
     let side = |name: &str, run: Option<&String>| {
         pick(run).map(|(path, r)| {
             let words = sentence("it", path, r);

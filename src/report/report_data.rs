@@ -38,6 +38,10 @@ pub struct ReportData {
     /// The render paths of every series' median run, by run id (empty until the IO shell
     /// reads them; a record without them is absent).
     pub median_render_paths: BTreeMap<String, crate::evidence::render_path::RenderPaths>,
+    /// The visual changes Speed Index is made of in every series' median run, by run id
+    /// (empty until the IO shell reads them; a record without them is absent).
+    pub median_visual_changes:
+        BTreeMap<String, Vec<crate::evidence::paint_round_trips::VisualChange>>,
 }
 
 fn push_new<T: PartialEq + Clone>(v: &mut Vec<T>, s: &T) {
@@ -114,6 +118,7 @@ impl ReportData {
             variants,
             median_replays: BTreeMap::new(),
             median_render_paths: BTreeMap::new(),
+            median_visual_changes: BTreeMap::new(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The terms of the round-trip accounting (`evidence::round_trips`) as metrics: the load's
 //! (`critical_*`, scope `RoundTrips`) and each paint's along its render path (`fcp_*`,
-//! `lcp_*`, scope `PaintRoundTrips`).
+//! `lcp_*`, scope `PaintRoundTrips`), Speed Index's and visual completeness's over the visual
+//! changes (`si_*`, `vc_*`, the same scope).
 
 use crate::evidence::metric::{metric, Better, CsvFormat, Metric, Precision, Scope, Unit};
 use crate::evidence::run_record::RunRecord;
@@ -92,8 +93,8 @@ pub static CRITICAL_REMAINDER_MS: Metric =
         rt(r, |t| t.remainder_ms)
     });
 
-/// A term of a paint's accounting along its render path (`paint_round_trips`): `$paint` is
-/// `fcp` or `lcp`, `$field` the [`crate::evidence::round_trips::RoundTrips`] field.
+/// A term of a paint's accounting (`paint_round_trips`): `$paint` is `fcp`, `lcp`,
+/// `speed_index` or `visually_complete`, `$field` the [`crate::evidence::round_trips::RoundTrips`] field.
 macro_rules! paint_term {
     ($static:ident, $name:literal, $label:literal, $unit:expr, $paint:ident, $field:ident) => {
         pub static $static: Metric = Metric {
@@ -267,5 +268,165 @@ paint_term!(
     "LCP: unexplained (ms)",
     Unit::Ms,
     lcp,
+    remainder_ms
+);
+paint_term!(
+    SI_RTT_MS,
+    "si_rtt_ms",
+    "Speed Index: RTT (ms)",
+    Unit::Ms,
+    speed_index,
+    rtt_ms
+);
+paint_term!(
+    SI_SETUP_RTTS,
+    "si_setup_rtts",
+    "Speed Index: set-up RTTs",
+    Unit::Rtts,
+    speed_index,
+    setup_rtts
+);
+paint_term!(
+    SI_REQUESTS,
+    "si_requests",
+    "Speed Index: requests on the path",
+    Unit::Count,
+    speed_index,
+    request_rtts
+);
+paint_term!(
+    SI_FLIGHT_RTTS,
+    "si_flight_rtts",
+    "Speed Index: flight RTTs",
+    Unit::Rtts,
+    speed_index,
+    flight_rtts
+);
+paint_term!(
+    SI_SERVER_MS,
+    "si_server_ms",
+    "Speed Index: server (ms)",
+    Unit::Ms,
+    speed_index,
+    server_ms
+);
+paint_term!(
+    SI_BEHIND_MS,
+    "si_behind_ms",
+    "Speed Index: behind other responses (ms)",
+    Unit::Ms,
+    speed_index,
+    behind_ms
+);
+paint_term!(
+    SI_WIRE_MS,
+    "si_wire_ms",
+    "Speed Index: at the rate (ms)",
+    Unit::Ms,
+    speed_index,
+    wire_ms
+);
+paint_term!(
+    SI_QUEUE_MS,
+    "si_queue_ms",
+    "Speed Index: queueing (ms)",
+    Unit::Ms,
+    speed_index,
+    queue_ms
+);
+paint_term!(
+    SI_BROWSER_MS,
+    "si_browser_ms",
+    "Speed Index: in the browser (ms)",
+    Unit::Ms,
+    speed_index,
+    browser_ms
+);
+paint_term!(
+    SI_REMAINDER_MS,
+    "si_remainder_ms",
+    "Speed Index: unexplained (ms)",
+    Unit::Ms,
+    speed_index,
+    remainder_ms
+);
+paint_term!(
+    VC_RTT_MS,
+    "vc_rtt_ms",
+    "Visually Complete: RTT (ms)",
+    Unit::Ms,
+    visually_complete,
+    rtt_ms
+);
+paint_term!(
+    VC_SETUP_RTTS,
+    "vc_setup_rtts",
+    "Visually Complete: set-up RTTs",
+    Unit::Rtts,
+    visually_complete,
+    setup_rtts
+);
+paint_term!(
+    VC_REQUESTS,
+    "vc_requests",
+    "Visually Complete: requests on the path",
+    Unit::Count,
+    visually_complete,
+    request_rtts
+);
+paint_term!(
+    VC_FLIGHT_RTTS,
+    "vc_flight_rtts",
+    "Visually Complete: flight RTTs",
+    Unit::Rtts,
+    visually_complete,
+    flight_rtts
+);
+paint_term!(
+    VC_SERVER_MS,
+    "vc_server_ms",
+    "Visually Complete: server (ms)",
+    Unit::Ms,
+    visually_complete,
+    server_ms
+);
+paint_term!(
+    VC_BEHIND_MS,
+    "vc_behind_ms",
+    "Visually Complete: behind other responses (ms)",
+    Unit::Ms,
+    visually_complete,
+    behind_ms
+);
+paint_term!(
+    VC_WIRE_MS,
+    "vc_wire_ms",
+    "Visually Complete: at the rate (ms)",
+    Unit::Ms,
+    visually_complete,
+    wire_ms
+);
+paint_term!(
+    VC_QUEUE_MS,
+    "vc_queue_ms",
+    "Visually Complete: queueing (ms)",
+    Unit::Ms,
+    visually_complete,
+    queue_ms
+);
+paint_term!(
+    VC_BROWSER_MS,
+    "vc_browser_ms",
+    "Visually Complete: in the browser (ms)",
+    Unit::Ms,
+    visually_complete,
+    browser_ms
+);
+paint_term!(
+    VC_REMAINDER_MS,
+    "vc_remainder_ms",
+    "Visually Complete: unexplained (ms)",
+    Unit::Ms,
+    visually_complete,
     remainder_ms
 );

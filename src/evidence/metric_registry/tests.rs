@@ -74,9 +74,10 @@ fn the_page_s_breakdown_metrics_come_in_column_order() {
         "critical_remainder_ms",
     ];
     assert_eq!(names(Scope::RoundTrips), round_trips);
-    // Each paint's terms: the load's (but k and the lookups), prefixed, FCP's then LCP's.
+    // Each paint's terms: the load's (but k and the lookups), prefixed, FCP's then LCP's,
+    // then Speed Index's and visual completeness's.
     let terms = &round_trips[1..];
-    let paint_terms: Vec<String> = ["fcp", "lcp"]
+    let paint_terms: Vec<String> = ["fcp", "lcp", "si", "vc"]
         .iter()
         .flat_map(|p| {
             terms
@@ -131,5 +132,5 @@ fn the_wire_s_and_the_machine_s_breakdown_metrics_come_in_column_order() {
         "replay_fidelity",
     ];
     assert_eq!(names(Scope::Replay), replay);
-    assert_eq!(breakdown().count(), 76);
+    assert_eq!(breakdown().count(), 96);
 }

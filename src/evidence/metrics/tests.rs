@@ -28,29 +28,10 @@ pub(crate) fn fixture(name: &str) -> Observation {
 
 fn res(start: f64, req: f64, end: f64) -> ResourceMetrics {
     ResourceMetrics {
-        dns_ms: None,
-        path: "/x".into(),
         initiator: "img".into(),
-        protocol: "h2".into(),
-        start_ms: start,
-        request_start_ms: req,
-        response_start_ms: req,
-        response_end_ms: end,
-        queueing_ms: req - start,
-        connect_ms: None,
-        ttfb_ms: 0.0,
-        download_ms: end - req,
         transfer_size: 0.0,
         encoded_body_size: 0.0,
-        status: 200,
-        connection_id: None,
-        connection_reused: None,
-        initial_priority: None,
-        priority: None,
-        priority_changes: vec![],
-        chunks: vec![],
-        server_sent_ms: None,
-        wire_priority: None,
+        ..ResourceMetrics::fixture("/x", start, req, (req, end))
     }
 }
 

@@ -142,3 +142,53 @@ nothing ahead of it on its connection"
     );
     assert_eq!(contrast(&d, fcp, ("h3", None), ("h2", None)), None);
 }
+
+fn change(at_ms: f64, gain_pct: f64, after: &str) -> VisualChange {
+    VisualChange {
+        at_ms,
+        gain_pct,
+        after: after.into(),
+    }
+}
+
+#[test]
+fn speed_index_s_difference_says_what_each_side_s_screen_changes_followed() {
+    let rows: Vec<_> = (1..=3)
+        .map(|r| row("wired", "page50", "h2", r, 250.0 + r as f64))
+        .collect();
+    let mut d = data(&rows, &["page50"]);
+    // The three largest changes, in time order; a fourth, smaller, counted.
+    let h3 = vec![
+        change(900.0, 2.0, "/page50/"),
+        change(1180.0, 62.0, "/style.css"),
+        change(1500.0, -5.0, "/app.js"),
+        change(2110.0, 41.0, "/img/3.png"),
+    ];
+    assert_eq!(
+        changes_words(&h3),
+        "changed most at 1180 ms after /style.css (+62 %), at 1500 ms after /app.js (-5 %), \
+at 2110 ms after /img/3.png (+41 %) and 1 more time"
+    );
+    d.median_visual_changes.insert("h3-run".into(), h3);
+    d.median_visual_changes
+        .insert("h2-run".into(), vec![change(400.0, 100.0, "/style.css")]);
+    let (h3, h2) = ("h3-run".to_string(), "h2-run".to_string());
+    let si = crate::evidence::metric_registry::SPEED_INDEX_MS.name;
+    let said = contrast(&d, si, ("h3", Some(&h3)), ("h2", Some(&h2))).unwrap();
+    assert!(
+        said.ends_with("; h2's screen changed most at 400 ms after /style.css (+100 %)"),
+        "{said}"
+    );
+    assert!(
+        said.starts_with("h3's screen changed most at 1180 ms"),
+        "{said}"
+    );
+    assert_eq!(contrast(&d, si, ("h3", None), ("h2", None)), None);
+    // The section's notes say it per series with changes.
+    d.summary.series[0].median_run = Some("h2-run".into());
+    let t = tables(&d);
+    assert!(t[0]
+        .notes
+        .iter()
+        .any(|n| n.contains("the screen changed most at 400 ms")));
+}
