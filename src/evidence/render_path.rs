@@ -19,13 +19,19 @@ use crate::packets::WireEvidence;
 /// RFC 9218's urgency when a request says none.
 pub const DEFAULT_URGENCY: u8 = 3;
 
-/// Both paints' paths (None: the run has no such paint, or nothing tells its path).
+/// Both paints' paths (None: the run has no such paint, or nothing tells its path), and the
+/// screen's: what its visual changes followed (`--visual`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RenderPaths {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fcp: Option<RenderPath>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lcp: Option<RenderPath>,
+    /// Visual completeness (`paint_ms`) and, in the order they ended, the responses the
+    /// screen's changes followed: for each change the response that ended last at or before
+    /// it (the page itself when none had: not listed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visual: Option<RenderPath>,
 }
 
 /// One paint and the requests it waited for, in the order they ended.
@@ -104,14 +110,20 @@ pub fn urgency(field: &str) -> u8 {
     crate::config::priority::Priority::parse(field).urgency
 }
 
-/// Both paths of one run.
+/// The paths of one run; `changes_at`: when the screencast saw the screen change (ms, in
+/// order; empty without `--visual`).
 pub fn of(
     obs: &Observation,
     resources: &[ResourceMetrics],
     wire: Option<&WireEvidence>,
+    changes_at: &[f64],
 ) -> RenderPaths {
+    let visual = visual_path(resources, wire, changes_at);
     let Some(paint) = obs.paint.as_ref() else {
-        return RenderPaths::default();
+        return RenderPaths {
+            visual,
+            ..RenderPaths::default()
+        };
     };
     let request = |r: &ResourceMetrics| path_request(r, wire);
     let fcp = paint.first_contentful_paint.and_then(|fcp| {
@@ -142,7 +154,35 @@ pub fn of(
             requests: vec![request(r)],
         })
     });
-    RenderPaths { fcp, lcp }
+    RenderPaths { fcp, lcp, visual }
+}
+
+/// What the screen's changes followed: for each change the response that ended last at or
+/// before it, each once, in the order they ended; ending at the last change.
+fn visual_path(
+    resources: &[ResourceMetrics],
+    wire: Option<&WireEvidence>,
+    changes_at: &[f64],
+) -> Option<RenderPath> {
+    let mut followed: Vec<&ResourceMetrics> = Vec::new();
+    for &at in changes_at {
+        let before = resources
+            .iter()
+            .filter(|r| r.response_end_ms <= at)
+            .max_by(|a, b| a.response_end_ms.total_cmp(&b.response_end_ms));
+        if let Some(r) = before.filter(|r| !followed.iter().any(|f| std::ptr::eq(*f, *r))) {
+            followed.push(r);
+        }
+    }
+    followed.sort_by(|a, b| a.response_end_ms.total_cmp(&b.response_end_ms));
+    Some(RenderPath {
+        paint_ms: *changes_at.last()?,
+        requests: followed
+            .into_iter()
+            .map(|r| path_request(r, wire))
+            .collect(),
+    })
+    .filter(|p| !p.requests.is_empty())
 }
 
 /// Whether the engine marks which requests block rendering (Chromium's Resource Timing has

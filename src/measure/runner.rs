@@ -377,9 +377,10 @@ fn derive_evidence(
     if let Some(w) = &wire {
         metrics::add_server_sends(&mut resources, w);
     }
-    let render_paths =
-        Some(render_path::of(obs, &resources, wire.as_ref())).filter(|p| *p != Default::default());
     let shown = visual.as_ref().and_then(|v| v.metrics.as_ref());
+    let changes_at: Vec<f64> = shown.map_or(Vec::new(), |v| changes_at(&v.progress));
+    let render_paths = Some(render_path::of(obs, &resources, wire.as_ref(), &changes_at))
+        .filter(|p| *p != Default::default());
     let paint_round_trips = base.as_ref().and_then(|b| {
         b.paints(
             obs,
@@ -412,6 +413,11 @@ fn derive_evidence(
         replay_fidelity,
         site_distances,
     }
+}
+
+/// When the screen changed: each step of the visual progress after the baseline.
+fn changes_at(progress: &[(f64, f64)]) -> Vec<f64> {
+    progress.iter().skip(1).map(|(t, _)| *t).collect()
 }
 
 /// A replayed site's run: how close it came to the recording (where the server keeps a log:

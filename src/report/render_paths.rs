@@ -33,7 +33,12 @@ fn table(data: &ReportData, w: &str) -> Option<Table> {
         else {
             continue;
         };
-        for (metric, path) in [("FCP", &paths.fcp), ("LCP", &paths.lcp)] {
+        let paths = [
+            ("FCP", &paths.fcp),
+            ("LCP", &paths.lcp),
+            ("visually complete", &paths.visual),
+        ];
+        for (metric, path) in paths {
             let Some((path, last)) = path.as_ref().and_then(|p| Some((p, p.last()?))) else {
                 continue;
             };

@@ -116,7 +116,7 @@ fn wire() -> WireEvidence {
 #[test]
 fn first_paint_waited_for_its_blocking_stylesheet_behind_images_the_browser_raised() {
     let (obs, resources, wire) = page();
-    let paths = of(&obs, &resources, Some(&wire));
+    let paths = of(&obs, &resources, Some(&wire), &[]);
     let fcp = paths.fcp.unwrap();
     assert_eq!(fcp.paint_ms, 500.0);
     let on: Vec<&str> = fcp.requests.iter().map(|r| r.path.as_str()).collect();
@@ -150,7 +150,7 @@ fn first_paint_waited_for_its_blocking_stylesheet_behind_images_the_browser_rais
 #[test]
 fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
     let (mut obs, mut resources, _) = page();
-    let paths = of(&obs, &resources, None);
+    let paths = of(&obs, &resources, None, &[]);
     let css = &paths.fcp.unwrap().requests[0];
     assert_eq!(
         (css.ahead.as_ref(), css.wire_priority.as_ref()),
@@ -162,9 +162,9 @@ fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
     for r in &mut obs.resources {
         r.as_object_mut().unwrap().remove("renderBlockingStatus");
     }
-    assert_eq!(of(&obs, &resources, None).fcp, None);
+    assert_eq!(of(&obs, &resources, None, &[]).fcp, None);
     obs.paint.as_mut().unwrap().head_blocking = vec!["https://a.test/style.css".into()];
-    let fcp = of(&obs, &resources, None).fcp.unwrap();
+    let fcp = of(&obs, &resources, None, &[]).fcp.unwrap();
     assert_eq!(fcp.requests[0].path, "/style.css");
     // A stylesheet in the body, marked non-blocking, still blocks what follows it.
     obs.paint.as_mut().unwrap().head_blocking.clear();
@@ -174,11 +174,16 @@ fn without_the_wire_or_any_list_of_blocking_requests_nothing_is_guessed() {
     }));
     resources.push(resource("/body.css", 20.0, 490.0));
     assert_eq!(
-        of(&obs, &resources, None).fcp.unwrap().last().unwrap().path,
+        of(&obs, &resources, None, &[])
+            .fcp
+            .unwrap()
+            .last()
+            .unwrap()
+            .path,
         "/body.css"
     );
     obs.paint = None;
-    assert_eq!(of(&obs, &resources, None), RenderPaths::default());
+    assert_eq!(of(&obs, &resources, None, &[]), RenderPaths::default());
 }
 
 #[test]
@@ -187,4 +192,31 @@ fn urgency_reads_rfc9218_fields() {
     assert_eq!(urgency("i, u=5"), 5);
     assert_eq!(urgency("i"), DEFAULT_URGENCY);
     assert_eq!(urgency("u=9"), DEFAULT_URGENCY);
+}
+
+#[test]
+fn the_screen_s_changes_followed_the_responses_that_ended_last_before_each() {
+    let (obs, resources, wire) = page();
+    // Changes at 100 ms (before any response: the page itself, not listed), 320 (after
+    // img/1), 460 and 470 (both after img/2: once) and 950 (after late.js).
+    let visual = of(
+        &obs,
+        &resources,
+        Some(&wire),
+        &[100.0, 320.0, 460.0, 470.0, 950.0],
+    )
+    .visual
+    .unwrap();
+    assert_eq!(visual.paint_ms, 950.0, "visually complete: the last change");
+    let followed: Vec<&str> = visual.requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(followed, ["/img/1.jpg", "/img/2.jpg", "/late.js"]);
+    // Each with its urgency on the wire and what went ahead of it.
+    assert_eq!(visual.last().unwrap().urgency(), 2);
+    assert!(visual.last().unwrap().ahead.is_some());
+    // Without a screencast, or with changes before any response, no visual path.
+    assert_eq!(of(&obs, &resources, None, &[]).visual, None);
+    assert_eq!(of(&obs, &resources, None, &[10.0]).visual, None);
+    // A run without paint entries still has the screen's.
+    let bare = Observation::default();
+    assert!(of(&bare, &resources, None, &[500.0]).visual.is_some());
 }

@@ -80,7 +80,7 @@ fn each_series_median_run_gets_a_row_per_paint_and_its_sentence() {
                 paint_ms: 2180.0,
                 requests: vec![r],
             }),
-            lcp: None,
+            ..RenderPaths::default()
         },
     );
     let t = tables(&d);
@@ -115,6 +115,7 @@ fn a_paint_s_difference_says_what_each_side_waited_for() {
             requests: vec![r],
         }),
         lcp: None,
+        visual: None,
     };
     d.median_render_paths.insert(
         "h3-run".into(),
