@@ -255,7 +255,39 @@ fn small_matrix_is_interleaved_seeded_and_summarised() {
         .series
         .iter()
         .all(|x| x.breakdown.contains_key("browser_cpu_ms")));
+    assert_cpu_by_process_kind(&out);
     assert!(namespaces_of(std::process::id()).is_empty());
+}
+
+/// Every run's browser CPU is told by kind of process (Chromium's browser process, its network
+/// service, a renderer), the kinds adding up to the browser's whole, each with its busiest
+/// thread no busier than the kind.
+fn assert_cpu_by_process_kind(out: &Path) {
+    for e in std::fs::read_dir(out.join("runs")).unwrap() {
+        let r: pagebench::evidence::run_record::RunRecord =
+            serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+        let c = r
+            .contention
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no contention", r.id));
+        let kinds: Vec<&str> = c
+            .browser_processes
+            .iter()
+            .map(|p| p.kind.as_str())
+            .collect();
+        for kind in ["browser", "network service", "renderer"] {
+            assert!(kinds.contains(&kind), "{}: {kinds:?}", r.id);
+        }
+        let sum: f64 = c.browser_processes.iter().map(|p| p.usage.cpu_ms).sum();
+        assert!((sum - c.browser.cpu_ms).abs() < 1e-6, "{}: {c:?}", r.id);
+        for p in &c.browser_processes {
+            assert!(
+                p.usage.busiest_thread_ms <= p.usage.cpu_ms + 1e-9,
+                "{}: {p:?}",
+                r.id
+            );
+        }
+    }
 }
 
 /// Starts the matrix in the background, its stderr into `log`.

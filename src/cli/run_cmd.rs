@@ -111,13 +111,23 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes `text` to standard output; a reader that went away (`| head -1`) ends the printing,
+/// not the series: its runs still end cleanly (no panic, namespaces and processes removed).
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 /// One run of the series as it ends: described (or as JSON), with its captures and its HAR
 /// written where `a` asks (`runs`: the series' length, for the HAR's name).
 fn report_run(a: &RunArgs, runs: u32, rec: &crate::evidence::run_record::RunRecord) -> Result<()> {
     if a.json {
-        println!("{}", serde_json::to_string(rec)?);
+        emit(&format!("{}\n", serde_json::to_string(rec)?))?;
     } else {
-        print!("{}", crate::measure::runner::describe(rec));
+        emit(&crate::measure::runner::describe(rec))?;
     }
     if !rec.capture_files.is_empty() {
         let dir = a.capture_dir.join(&rec.id);

@@ -842,6 +842,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../profiles/datacenter.toml"),
     ),
     (
+        "fast-100.toml",
+        include_str!("../../profiles/fast-100.toml"),
+    ),
+    (
+        "fast-1000.toml",
+        include_str!("../../profiles/fast-1000.toml"),
+    ),
+    (
         "intercontinental.toml",
         include_str!("../../profiles/intercontinental.toml"),
     ),

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::identity::{BrowserId, ServerId};
 use crate::config::protocol::{Protocol, Variant};
+use crate::evidence::cpu_pace::Pace;
 use crate::evidence::run_record::RunRecord;
 use crate::evidence::validate::Outcome;
 use crate::results::store::{read_meta, read_record, Meta};
@@ -34,6 +35,11 @@ pub enum FindingKind {
     LossLimited,
     /// TCP left slow start without a loss (HyStart's delay signal) and never caught up.
     SlowStartExit,
+    /// A thread of the browser ran the whole transfer: the browser's CPU set the pace.
+    BrowserCpuLimited,
+    /// A thread of pagebench's own (the embedded server, the link emulator) ran the whole
+    /// transfer: the series measures pagebench, not the protocol.
+    HarnessLimited,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +240,7 @@ pub fn analyze(dir: &Path) -> Result<Diagnosis> {
         }
         out.findings.extend(udp_findings(&ev));
         out.findings.extend(loss_finding(&ev));
+        out.findings.extend(cpu_finding(&ev));
         out.transfers.push(ev.row);
     }
     // The statistics are there once a matrix ended (a directory without them: no comparison).
@@ -562,6 +569,56 @@ fn loss_finding(ev: &SeriesEvidence) -> Option<Finding> {
     )))
 }
 
+/// Whose CPU set the pace of most of the series' runs (`evidence::cpu_pace`).
+fn cpu_finding(ev: &SeriesEvidence) -> Option<Finding> {
+    let paces: Vec<Option<Pace>> = ev
+        .recs
+        .iter()
+        .map(|r| crate::evidence::cpu_pace::of(r.contention.as_ref()?))
+        .collect();
+    pace_finding(&ev.row.series, &paces)
+}
+
+/// A finding when one side's thread set the pace of more than half of a series' runs (`paces`,
+/// one per run, None: nothing did): the browser's (a finding about the browser) or pagebench's
+/// own (the series then measures pagebench).
+fn pace_finding(series: &str, paces: &[Option<Pace>]) -> Option<Finding> {
+    let paced: Vec<&Pace> = paces.iter().flatten().collect();
+    let count = |p: &Pace| paced.iter().filter(|q| q.pacer == p.pacer).count();
+    let most = paced.iter().max_by_key(|p| count(p))?;
+    let same: Vec<&&Pace> = paced.iter().filter(|q| q.pacer == most.pacer).collect();
+    if 2 * same.len() <= paces.len() {
+        return None;
+    }
+    let typical = Pace {
+        pacer: most.pacer.clone(),
+        share: median(same.iter().map(|p| p.share).collect())?,
+    };
+    let (kind, why) = if typical.by_harness() {
+        (
+            FindingKind::HarnessLimited,
+            "pagebench's own part set the pace, so these runs measure pagebench, not the protocol: run with --jobs 1 on a quiet machine, or a slower profile",
+        )
+    } else {
+        (
+            FindingKind::BrowserCpuLimited,
+            "the browser's CPU, not the link, set the pace",
+        )
+    };
+    Some(Finding {
+        kind,
+        series: series.to_string(),
+        runs: same.len(),
+        of: paces.len(),
+        sentence: format!(
+            "{series}: {} for the whole transfer (median of the {} of {} runs it paced): {why}.",
+            typical.describe(),
+            same.len(),
+            paces.len()
+        ),
+    })
+}
+
 /// What the differences section says before its items.
 pub const DIFFERENCES_INTRO: &str = "Each significant comparison's two sides, term by term of the headline's round-trip accounting (medians over the valid runs; see \"Where the time went, in round trips\"): the terms that make most of the difference, and what remains of it.";
 
@@ -629,6 +686,45 @@ pub fn run(dir: &Path) -> Result<Diagnosis> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whose_cpu_paced_most_runs_is_a_finding_and_the_harness_is_said_to_be_measured() {
+        use crate::evidence::cpu_pace::Pacer;
+        let net = |share| {
+            Some(Pace {
+                pacer: Pacer::Browser {
+                    process: "network service".into(),
+                },
+                share,
+            })
+        };
+        let server = Some(Pace {
+            pacer: Pacer::Server,
+            share: 0.99,
+        });
+        let s = "fast-1000/download100mb/embedded/h3";
+        let f = pace_finding(s, &[net(0.97), net(0.95), None, net(0.99), server.clone()]).unwrap();
+        assert_eq!(
+            (f.kind, f.runs, f.of),
+            (FindingKind::BrowserCpuLimited, 3, 5)
+        );
+        assert_eq!(
+            f.sentence,
+            "fast-1000/download100mb/embedded/h3: the browser's network service used 97 % of a \
+core for the whole transfer (median of the 3 of 5 runs it paced): the browser's CPU, not the \
+link, set the pace."
+        );
+        let f = pace_finding(s, &[server.clone(), server.clone(), None]).unwrap();
+        assert_eq!(f.kind, FindingKind::HarnessLimited);
+        assert!(
+            f.sentence.contains("measure pagebench, not the protocol"),
+            "{}",
+            f.sentence
+        );
+        // Half of the runs is not most of them; nothing paced, nothing said.
+        assert!(pace_finding(s, &[net(0.97), None]).is_none());
+        assert!(pace_finding(s, &[None, None]).is_none());
+    }
 
     #[test]
     fn powers_of_two() {

@@ -154,6 +154,10 @@ pub struct Usage {
     pub runq_ms: f64,
     /// Threads seen.
     pub threads: u32,
+    /// The CPU time of the busiest one of them: a thread that ran nearly the whole window was
+    /// what set the pace (one thread runs on one core at a time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub busiest_thread_ms: f64,
 }
 
 impl Usage {
@@ -163,9 +167,11 @@ impl Usage {
         let mut u = Usage::default();
         for (key, end) in &b.0 {
             let start = a.0.get(key).copied().unwrap_or_default();
-            u.cpu_ms += end.cpu_ns.saturating_sub(start.cpu_ns) as f64 / 1e6;
+            let cpu_ms = end.cpu_ns.saturating_sub(start.cpu_ns) as f64 / 1e6;
+            u.cpu_ms += cpu_ms;
             u.runq_ms += end.wait_ns.saturating_sub(start.wait_ns) as f64 / 1e6;
             u.threads += 1;
+            u.busiest_thread_ms = u.busiest_thread_ms.max(cpu_ms);
         }
         u
     }
@@ -189,6 +195,8 @@ pub struct Snapshot {
     /// The same from the accounting groups, where every process of this run's and of pagebench's
     /// is in one ([`GroupUsage::read`]).
     groups: Option<GroupUsage>,
+    /// The kind of each of the browser's processes (`support::process_kind`), by pid.
+    browser_kinds: BTreeMap<i32, String>,
 }
 
 /// CPU time (ns) from the accounting groups (`support::cgroup`): of everything pagebench
@@ -232,10 +240,20 @@ impl GroupUsage {
 
 impl Snapshot {
     pub fn take(sides: &Sides) -> Snapshot {
+        let browser = Reading::take(&sides.browser);
+        let browser_kinds = browser
+            .0
+            .keys()
+            .map(|(pid, _)| *pid)
+            .collect::<std::collections::BTreeSet<i32>>()
+            .into_iter()
+            .filter_map(|pid| Some((pid, crate::support::process_kind::of_pid(pid)?)))
+            .collect();
         Snapshot {
             at: Instant::now(),
             cpu: procfs::cpu_ticks().unwrap_or_default(),
-            browser: Reading::take(&sides.browser),
+            browser,
+            browser_kinds,
             server: Reading::take(&sides.server),
             emulator: Reading::take(&sides.emulator),
             own_groups: Reading::take(&sides.own_groups()),
@@ -270,6 +288,51 @@ pub struct Contention {
     pub siblings_cpu_ms: f64,
     /// CPU time of everything else: other processes, kernel threads (never below 0).
     pub others_cpu_ms: f64,
+    /// The browser's CPU by kind of process (the network service, renderers, the GPU
+    /// process, …), busiest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub browser_processes: Vec<ProcessUsage>,
+}
+
+/// The CPU of a browser's processes of one kind in a window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessUsage {
+    pub kind: String,
+    pub processes: u32,
+    pub usage: Usage,
+}
+
+/// The browser's usage by kind of process (pure): each thread of `b` (with its growth since
+/// `a`) under its process's kind (`kinds`, by pid; `unknown` where not read), busiest first.
+pub fn by_process_kind(
+    a: &Reading,
+    b: &Reading,
+    kinds: &BTreeMap<i32, String>,
+) -> Vec<ProcessUsage> {
+    let mut groups: BTreeMap<String, (Reading, Reading, std::collections::BTreeSet<i32>)> =
+        BTreeMap::new();
+    for (key, end) in &b.0 {
+        let kind = kinds
+            .get(&key.0)
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
+        let g = groups.entry(kind).or_default();
+        g.1 .0.insert(*key, *end);
+        if let Some(start) = a.0.get(key) {
+            g.0 .0.insert(*key, *start);
+        }
+        g.2.insert(key.0);
+    }
+    let mut out: Vec<ProcessUsage> = groups
+        .into_iter()
+        .map(|(kind, (x, y, pids))| ProcessUsage {
+            kind,
+            processes: pids.len() as u32,
+            usage: Usage::between(&x, &y),
+        })
+        .collect();
+    out.sort_by(|x, y| y.usage.cpu_ms.total_cmp(&x.usage.cpu_ms));
+    out
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -305,6 +368,7 @@ impl Contention {
             steal_ms: ticks_ms(a.cpu.steal, b.cpu.steal),
             siblings_cpu_ms,
             others_cpu_ms: (machine_busy_ms - ours_cpu_ms - siblings_cpu_ms).max(0.0),
+            browser_processes: by_process_kind(&a.browser, &b.browser, &b.browser_kinds),
         }
     }
 
@@ -469,6 +533,55 @@ mod tests {
             sibling_ticks(10, &[11], &after) - sibling_ticks(10, &[11], &before),
             50
         );
+    }
+
+    #[test]
+    fn the_browser_s_cpu_is_told_by_kind_of_process_with_its_busiest_thread() {
+        let at = |entries: &[(i32, i32, u64)]| {
+            Reading(
+                entries
+                    .iter()
+                    .map(|&(pid, tid, ms)| {
+                        let s = SchedStat {
+                            cpu_ns: ms * 1_000_000,
+                            ..SchedStat::default()
+                        };
+                        ((pid, tid), s)
+                    })
+                    .collect(),
+            )
+        };
+        // The browser 10, its network service 11 (one thread ran 970 ms of the window), a
+        // renderer 12 born in the window, and 13, gone before its kind was read.
+        let a = at(&[(10, 10, 100), (11, 11, 0), (11, 15, 50)]);
+        let b = at(&[
+            (10, 10, 130),
+            (11, 11, 970),
+            (11, 15, 60),
+            (12, 12, 200),
+            (13, 13, 5),
+        ]);
+        let kinds: BTreeMap<i32, String> = [
+            (10, "browser".to_string()),
+            (11, "network service".to_string()),
+            (12, "renderer".to_string()),
+        ]
+        .into();
+        let by = by_process_kind(&a, &b, &kinds);
+        let row = |k: &str| by.iter().find(|p| p.kind == k).unwrap();
+        assert_eq!(by[0].kind, "network service", "busiest first");
+        assert_eq!(row("network service").usage.cpu_ms, 980.0);
+        assert_eq!(row("network service").usage.busiest_thread_ms, 970.0);
+        assert_eq!(
+            row("renderer").usage.cpu_ms,
+            200.0,
+            "born in the window: whole"
+        );
+        assert_eq!(
+            (row("unknown").processes, row("unknown").usage.cpu_ms),
+            (1, 5.0)
+        );
+        assert_eq!(Usage::between(&a, &b).busiest_thread_ms, 970.0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod critical_path;
 pub mod digest;
 pub mod font;
 pub mod machine_check;
+pub mod process_kind;
 pub mod procfs;
 pub mod public_suffix;
 pub mod signals;
