@@ -96,14 +96,7 @@ fn weighted(parts: &[(f64, RoundTrips)], like: RoundTrips, headline_ms: f64) -> 
         remainder_ms: 0.0,
         ..like
     };
-    let accounted = t.critical_rtts * t.rtt_ms
-        + t.lookups * t.resolver_rtt_ms
-        + t.server_ms
-        + t.behind_ms
-        + t.wire_ms
-        + t.queue_ms
-        + t.browser_ms;
-    t.remainder_ms = headline_ms - accounted;
+    t.remainder_ms = headline_ms - t.accounted_ms();
     t
 }
 

@@ -429,14 +429,7 @@ fn totals(inputs: &Inputs, steps: Vec<Step>, busy_read: bool) -> RoundTrips {
         inputs.queue_ms
     };
     let queue_ms = (critical_rtts + lookups) * queue_per_rtt;
-    let accounted = critical_rtts * rtt
-        + lookups * inputs.resolver_rtt_ms.unwrap_or(0.0)
-        + server_ms
-        + behind_ms
-        + wire_ms
-        + queue_ms
-        + browser_ms;
-    RoundTrips {
+    let mut t = RoundTrips {
         headline_ms: inputs.headline_ms,
         rtt_ms: rtt,
         steps,
@@ -453,7 +446,23 @@ fn totals(inputs: &Inputs, steps: Vec<Step>, busy_read: bool) -> RoundTrips {
         others_wire_ms,
         queue_ms,
         browser_ms,
-        remainder_ms: inputs.headline_ms - accounted,
+        remainder_ms: 0.0,
+    };
+    t.remainder_ms = t.headline_ms - t.accounted_ms();
+    t
+}
+
+impl RoundTrips {
+    /// What the terms account for: `k × RTT + lookups × resolver RTT + server + behind + at
+    /// the rate + queueing + in the browser` (the headline less the remainder).
+    pub fn accounted_ms(&self) -> f64 {
+        self.critical_rtts * self.rtt_ms
+            + self.lookups * self.resolver_rtt_ms
+            + self.server_ms
+            + self.behind_ms
+            + self.wire_ms
+            + self.queue_ms
+            + self.browser_ms
     }
 }
 

@@ -255,9 +255,7 @@ pub fn generate_as(dir: &Path, headline: HeadlineMetric) -> Result<ReportOutput>
     let mut warnings: Vec<String> = summary.warnings.clone();
     warnings.extend(matrix_warnings(dir, &meta, rows));
     let mut data = ReportData::new(meta, summary);
-    data.median_replays = median_replays(dir, &data);
-    data.median_render_paths = median_render_paths(dir, &data);
-    data.median_visual_changes = median_visual_changes(dir, &data);
+    read_median_evidence(dir, &mut data);
     let (records, frames) = median_runs(dir, &data, &mut warnings);
     let mut charts = chart_data::all(&data, &records);
     charts.extend(filmstrip::charts(&data, &frames)?);
@@ -387,50 +385,36 @@ cells an engine cannot fill read as missing, and the HTTP/3 mode leaves out how 
     warnings
 }
 
-/// The replay fidelity of each replayed site series' median run, from its record (a record
-/// that cannot be read is left out: its per-origin rows are then not shown).
-fn median_replays(
-    dir: &Path,
-    data: &ReportData,
-) -> BTreeMap<String, crate::evidence::fidelity::ReplayFidelity> {
-    data.summary
+/// What the report reads from each series' median run's record, each record read once: a
+/// replayed site's fidelity, the render paths and the visual changes (what a record lacks, or
+/// a record that cannot be read, is left out: its rows are then not shown).
+fn read_median_evidence(dir: &Path, data: &mut ReportData) {
+    let ids: Vec<(String, bool)> = data
+        .summary
         .series
         .iter()
-        .filter(|s| data.meta.sites.contains_key(&s.key.workload))
-        .filter_map(|s| s.median_run.as_ref())
-        .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.replay_fidelity?)))
-        .collect()
-}
-
-/// The render paths of every series' median run (a record without them, or unreadable, is
-/// left out: the section then has no row for it).
-fn median_render_paths(
-    dir: &Path,
-    data: &ReportData,
-) -> BTreeMap<String, crate::evidence::render_path::RenderPaths> {
-    data.summary
-        .series
-        .iter()
-        .filter_map(|s| s.median_run.as_ref())
-        .filter_map(|id| Some((id.clone(), read_record(dir, id).ok()?.render_paths?)))
-        .collect()
-}
-
-/// The visual changes of every series' median run (a record without them, or unreadable, is
-/// left out).
-fn median_visual_changes(
-    dir: &Path,
-    data: &ReportData,
-) -> BTreeMap<String, Vec<crate::evidence::paint_round_trips::VisualChange>> {
-    data.summary
-        .series
-        .iter()
-        .filter_map(|s| s.median_run.as_ref())
-        .filter_map(|id| {
-            let changes = read_record(dir, id).ok()?.paint_round_trips?.visual_changes;
-            (!changes.is_empty()).then(|| (id.clone(), changes))
+        .filter_map(|s| {
+            let site = data.meta.sites.contains_key(&s.key.workload);
+            Some((s.median_run.clone()?, site))
         })
-        .collect()
+        .collect();
+    for (id, site) in ids {
+        let Ok(record) = read_record(dir, &id) else {
+            continue;
+        };
+        if let Some(f) = record.replay_fidelity.filter(|_| site) {
+            data.median_replays.insert(id.clone(), f);
+        }
+        if let Some(p) = record.render_paths {
+            data.median_render_paths.insert(id.clone(), p);
+        }
+        if let Some(p) = record
+            .paint_round_trips
+            .filter(|p| !p.visual_changes.is_empty())
+        {
+            data.median_visual_changes.insert(id, p.visual_changes);
+        }
+    }
 }
 
 /// The median runs' per-resource metrics and screencast frames (for the waterfalls, on-wire

@@ -71,10 +71,20 @@ impl SeriesSummary {
     /// medians only.
     pub(crate) fn median_only(n: usize, ms: f64) -> SeriesSummary {
         SeriesSummary {
-            n_valid: n,
-            n_invalid: 0,
-            n_dnf: 0,
             median: Some(Censored::Ms(ms)),
+            ..SeriesSummary::counts_only(n, 0, 0)
+        }
+    }
+}
+
+impl SeriesSummary {
+    /// The counts of a series and no statistic yet.
+    fn counts_only(n_valid: usize, n_invalid: usize, n_dnf: usize) -> SeriesSummary {
+        SeriesSummary {
+            n_valid,
+            n_invalid,
+            n_dnf,
+            median: None,
             q1: None,
             q3: None,
             iqr: None,
@@ -84,9 +94,7 @@ impl SeriesSummary {
             ci_high: None,
         }
     }
-}
 
-impl SeriesSummary {
     /// True when the median is a DNF: at least half of the series' observations did not finish
     /// (an even count's median averages the middle two, so 5 DNFs of 10 already make it one).
     pub fn median_is_dnf(&self) -> bool {
@@ -102,19 +110,7 @@ pub fn summarize(
     bootstrap: &BootstrapConfig,
 ) -> Result<SeriesSummary, StatsError> {
     bootstrap.validate()?;
-    let mut summary = SeriesSummary {
-        n_valid: input.values.len(),
-        n_invalid: input.invalid,
-        n_dnf: input.dnf,
-        median: None,
-        q1: None,
-        q3: None,
-        iqr: None,
-        min: None,
-        max: None,
-        ci_low: None,
-        ci_high: None,
-    };
+    let mut summary = SeriesSummary::counts_only(input.values.len(), input.invalid, input.dnf);
     if input.observations() == 0 {
         return Ok(summary);
     }
