@@ -114,6 +114,8 @@ fn report_html_renders_offline_in_chromium() {
         as_recorded: vec![],
         tls_origins: vec![],
         resolver: None,
+        device: Default::default(),
+        cpu_benchmark: false,
     };
     let mut browser = ChromiumProcess::launch(cmd, &opts, None)
         .expect("Chromium starts in an empty network namespace");

@@ -90,6 +90,7 @@ fn two_shards_merge_into_the_whole_plan_and_foreign_or_overlapping_ones_are_refu
         servers: vec!["embedded".into()],
         browsers: vec![pagebench::config::identity::BrowserId::default()],
         views: vec![pagebench::config::identity::View::First],
+        devices: vec![Default::default()],
         variants: pagebench::config::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
         runs: 3,
         warmup: 0,

@@ -37,6 +37,8 @@ pub enum Command {
     Pages(PagesArgs),
     /// List the network profiles.
     Profiles(ProfilesArgs),
+    /// List the devices (the CPU the whole browser gets), with the slowdown each achieves here.
+    Devices(DevicesArgs),
     /// Run the study matrix: profiles × workloads × protocols, interleaved and resumable.
     Matrix(MatrixArgs),
     /// One or more page loads of one protocol, workload and profile.
@@ -204,6 +206,23 @@ pub struct ProfilesArgs {
     pub profiles: String,
     #[arg(long, value_name = "DIR", help = PROFILES_DIR_HELP)]
     pub profiles_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DevicesArgs {
+    /// Which devices (default: the built-in ones), comma-separated, as `--devices` takes them.
+    #[arg(long, value_name = "LIST")]
+    pub devices: Option<String>,
+    /// Also measure the quota period's effect: each capped device at each of these periods
+    /// (ms, e.g. 100,20,10,5).
+    #[arg(long, value_name = "MS")]
+    pub periods: Option<String>,
+    /// Pairs (free, capped) of the native benchmark per measurement.
+    #[arg(long, default_value_t = 5)]
+    pub pairs: usize,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const PROFILES_DIR_HELP: &str = "Directory of profiles that names and sets are looked up in \
@@ -445,6 +464,17 @@ pub struct CommonArgs {
     /// compared per protocol. Repeat views run in Chromium.
     #[arg(long, alias = "view", default_value = "first", value_name = "LIST")]
     pub views: String,
+    /// Devices, comma-separated: the CPU the whole browser gets (every process of it) —
+    /// desktop (this machine), phone-high (2×), phone-mid (4×), phone-low (6×) or cpu-<N>x,
+    /// each a cgroup cap of one core at 1/N of it; `pagebench devices` lists them with the
+    /// slowdown each achieves here. Several are interleaved in one plan, each its own series.
+    #[arg(long, alias = "device", default_value = "desktop", value_name = "LIST")]
+    pub devices: String,
+    /// Also run on Chromium's DevTools CPU throttling at rate N (a device `devtools-<N>x`):
+    /// what peers use — it slows the page's main thread alone, not the network service where
+    /// QUIC runs. Chromium only.
+    #[arg(long, value_name = "N")]
+    pub cpu_throttle_devtools: Option<f64>,
     /// A repeat view's HTTP cache between its two navigations: clear (the measured load fetches
     /// every file again) or keep.
     #[arg(long, value_enum, default_value = "clear")]
@@ -503,6 +533,10 @@ impl CommonArgs {
 
     pub fn views(&self) -> Result<Vec<crate::config::identity::View>> {
         crate::config::identity::parse_views(&self.views)
+    }
+
+    pub fn devices(&self) -> Result<Vec<crate::config::device::Device>> {
+        crate::config::device::parse_devices(&self.devices, self.cpu_throttle_devtools)
     }
 
     pub fn capture(&self) -> crate::packets::CaptureSet {

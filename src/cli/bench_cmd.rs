@@ -143,6 +143,7 @@ pub fn bench_matrix(
         servers: vec![crate::measure::testbed::ServerChoice::embedded()],
         browsers: vec![crate::config::identity::BrowserId::default()],
         views: vec![crate::config::identity::View::First],
+        devices: vec![crate::config::device::Device::desktop()],
         repeat_cache: Default::default(),
         knobs: ServerKnobs::default().with_default_tcp_congestion(),
         runs: 10,

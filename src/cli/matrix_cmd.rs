@@ -35,6 +35,7 @@ pub fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
             .any(|id| t(id)),
         browsers: t("browsers"),
         views: t("views"),
+        devices: t("devices") || t("cpu_throttle_devtools"),
         repeat_cache: t("repeat_cache"),
         knobs: t("server_config") || knob_ids.iter().any(|id| t(id)),
         runs: t("runs"),
@@ -53,8 +54,24 @@ pub fn typed_matrix_options(m: &ArgMatches) -> crate::matrix::resume::Typed {
     }
 }
 
+/// `--runs N`, or `--runs auto` with its bounds: the rounds the plan holds and the rule.
+fn runs_of(a: &MatrixArgs) -> Result<(u32, Option<crate::config::plan::Adaptive>)> {
+    Ok(match a.runs {
+        RunsArg::Fixed(n) => (n, None),
+        RunsArg::Auto => (
+            a.max_runs,
+            Some(crate::config::plan::Adaptive::new(
+                a.min_runs,
+                a.max_runs,
+                a.precision,
+            )?),
+        ),
+    })
+}
+
 pub fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<ExitCode> {
     let dns = a.common.dns_for(&a.workloads)?;
+    let (runs, adaptive) = runs_of(&a)?;
     let mut req = crate::matrix::request::MatrixRequest {
         profiles: a.profiles,
         profiles_dir: a.common.profile_source(),
@@ -67,20 +84,11 @@ pub fn matrix(a: MatrixArgs, typed: &crate::matrix::resume::Typed) -> Result<Exi
         servers: a.server.servers()?,
         browsers: a.common.browsers()?,
         views: a.common.views()?,
+        devices: a.common.devices()?,
         repeat_cache: a.common.repeat_cache,
         knobs: a.server.knobs()?,
-        runs: match a.runs {
-            RunsArg::Fixed(n) => n,
-            RunsArg::Auto => a.max_runs,
-        },
-        adaptive: match a.runs {
-            RunsArg::Fixed(_) => None,
-            RunsArg::Auto => Some(crate::config::plan::Adaptive::new(
-                a.min_runs,
-                a.max_runs,
-                a.precision,
-            )?),
-        },
+        runs,
+        adaptive,
         shard: a.shard,
         calibration_runs: a.calibration_runs,
         machine_check: a.machine_check,

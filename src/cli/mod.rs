@@ -6,6 +6,7 @@ pub mod args;
 pub mod bench_cmd;
 pub mod cleanup_cmd;
 pub mod compare_cmd;
+pub mod devices_cmd;
 pub mod diagnose_cmd;
 pub mod import_cmd;
 pub mod matrix_cmd;
@@ -25,6 +26,7 @@ use bench_cmd::bench;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use cleanup_cmd::cleanup;
 use compare_cmd::compare;
+use devices_cmd::devices;
 use diagnose_cmd::diagnose;
 use import_cmd::import;
 use matrix_cmd::{matrix, typed_matrix_options};
@@ -79,6 +81,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<ExitCode> {
     match cli.command {
         Command::Pages(a) => pages(a),
         Command::Profiles(a) => profiles(a),
+        Command::Devices(a) => devices(a),
         Command::Matrix(a) => {
             let typed = matches
                 .subcommand_matches("matrix")

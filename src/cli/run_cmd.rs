@@ -67,6 +67,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
         server: servers[0].clone(),
         browsers: a.common.browsers()?,
         views: a.common.views()?,
+        devices: a.common.devices()?,
         repeat_cache: a.common.repeat_cache,
         knobs: a.server.knobs()?,
         runs: a.runs,
@@ -95,6 +96,7 @@ pub fn run_cmd(a: RunArgs) -> Result<ExitCode> {
                 repeat_view: req.views.contains(&crate::config::identity::View::Repeat),
                 discovered_h3: variant == crate::config::protocol::Variant::H3_DISCOVERED,
                 dns_h3: variant == crate::config::protocol::Variant::H3_DNS,
+                devtools_throttle: req.devices.iter().any(|d| d.devtools_rate().is_some()),
             },
         )?;
     }

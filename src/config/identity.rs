@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::device::DeviceId;
+
 /// Whether a run counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -154,6 +156,9 @@ pub struct Setup {
     pub browser: BrowserId,
     #[serde(default)]
     pub view: View,
+    /// The CPU the browser got (desktop where a summary predates devices).
+    #[serde(default, skip_serializing_if = "DeviceId::is_desktop")]
+    pub device: DeviceId,
 }
 
 impl Setup {
@@ -162,7 +167,14 @@ impl Setup {
             server: server.into(),
             browser,
             view: View::First,
+            device: DeviceId::default(),
         }
+    }
+
+    /// The same setup on another device.
+    pub fn with_device(mut self, device: DeviceId) -> Setup {
+        self.device = device;
+        self
     }
 
     /// The same setup on another visit.
@@ -179,6 +191,9 @@ impl Setup {
         let mut s = self.server.file_name();
         if self.browser != BrowserId::default() {
             s.push_str(&format!("-{}", self.browser));
+        }
+        if !self.device.is_desktop() {
+            s.push_str(&format!("-{}", self.device));
         }
         if self.view != View::First {
             s.push_str(&format!("-{}", self.view));

@@ -3,6 +3,7 @@
 //! sites, and the plan (pure but for reading the input files).
 
 pub mod capacity;
+pub mod device;
 pub mod identity;
 pub mod locations;
 pub mod name_lookup;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::capacity::TraceStart;
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, Phase, ServerId, View};
 use crate::config::name_lookup::DnsMode;
 use crate::config::protocol::Variant;
@@ -30,6 +31,9 @@ pub struct PlanSpec {
     /// First and/or repeat views (plans written before there was a choice: first views).
     #[serde(default = "first_only")]
     pub views: Vec<View>,
+    /// The devices (plans written before there was a choice: desktop alone).
+    #[serde(default = "desktop_only")]
+    pub devices: Vec<DeviceId>,
     pub variants: Vec<Variant>,
     /// Measured rounds per cell (with `adaptive`: the most, `--max-runs`).
     pub runs: u32,
@@ -104,9 +108,9 @@ impl PlanSpec {
             .collect()
     }
 
-    /// Runs per round of a cell: servers × browsers × protocol variants.
+    /// Runs per round of a cell: servers × browsers × devices × protocol variants.
     pub fn runs_per_round(&self) -> usize {
-        self.servers.len() * self.browsers.len() * self.variants.len()
+        self.servers.len() * self.browsers.len() * self.devices.len() * self.variants.len()
     }
 }
 
@@ -124,6 +128,8 @@ pub struct PlannedRun {
     pub browser: BrowserId,
     #[serde(default)]
     pub view: View,
+    #[serde(default)]
+    pub device: DeviceId,
     pub variant: Variant,
     pub phase: Phase,
     /// 1-based within its phase.
@@ -167,6 +173,10 @@ fn chromium_only() -> Vec<BrowserId> {
 
 fn first_only() -> Vec<View> {
     vec![View::First]
+}
+
+fn desktop_only() -> Vec<DeviceId> {
+    vec![DeviceId::default()]
 }
 
 /// Whether `variant` can be measured on `view`: `h3-discovered` learns HTTP/3 from a first
@@ -227,15 +237,20 @@ fn round_trace_start(seed: u64, profile: &str, workload: &str, round_tag: &str) 
     TraceStart::from_hash(crate::support::stats::derive_seed(seed, &label))
 }
 
+/// One run of a round before its place is drawn: server, browser, device, view, protocol.
+type Combo = (ServerId, BrowserId, DeviceId, View, Variant);
+
 /// The whole plan, in run order.
 pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let mut out = Vec::new();
-    let mut combos: Vec<(ServerId, BrowserId, View, Variant)> = Vec::new();
+    let mut combos: Vec<Combo> = Vec::new();
     for s in &spec.servers {
         for b in &spec.browsers {
-            for view in &spec.views {
-                for v in spec.variants.iter().filter(|v| measurable(**v, *view)) {
-                    combos.push((s.clone(), *b, *view, *v));
+            for device in &spec.devices {
+                for view in &spec.views {
+                    for v in spec.variants.iter().filter(|v| measurable(**v, *view)) {
+                        combos.push((s.clone(), *b, device.clone(), *view, *v));
+                    }
                 }
             }
         }
@@ -243,6 +258,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
     let multi_server = spec.servers.len() > 1;
     let multi_browser = spec.browsers.len() > 1;
     let multi_view = spec.views.len() > 1;
+    let multi_device = spec.devices.len() > 1;
     for profile in &spec.profiles {
         for workload in &spec.workloads {
             let mut rng = ChaCha8Rng::from_seed(cell_seed(spec.seed, profile, workload));
@@ -257,7 +273,8 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                     Phase::Measure => format!("r{round:02}"),
                 };
                 let trace_start = round_trace_start(spec.seed, profile, workload, &tag);
-                for (pos, (server, browser, view, variant)) in order.into_iter().enumerate() {
+                for (pos, (server, browser, device, view, variant)) in order.into_iter().enumerate()
+                {
                     let server_part = if multi_server {
                         format!("-{}", server.file_name())
                     } else {
@@ -273,16 +290,22 @@ pub fn plan(spec: &PlanSpec) -> Vec<PlannedRun> {
                     } else {
                         String::new()
                     };
+                    let device_part = if multi_device {
+                        format!("-{device}")
+                    } else {
+                        String::new()
+                    };
                     out.push(PlannedRun {
                         index: out.len(),
                         id: format!(
-                            "{profile}-{workload}-{tag}{server_part}{browser_part}{view_part}-{variant}"
+                            "{profile}-{workload}-{tag}{server_part}{browser_part}{device_part}{view_part}-{variant}"
                         ),
                         profile: profile.clone(),
                         workload: workload.clone(),
                         server,
                         browser,
                         view,
+                        device,
                         variant,
                         phase,
                         round,
@@ -308,6 +331,7 @@ mod tests {
             servers: vec!["embedded".into()],
             browsers: vec![BrowserId::default()],
             views: vec![View::First],
+            devices: vec![DeviceId::default()],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 5,
             warmup: 1,

@@ -477,6 +477,7 @@ mod tests {
                 server: "embedded".into(),
                 browser: Default::default(),
                 view: Default::default(),
+                device: Default::default(),
                 variant,
             },
             completion: summary(headline),

@@ -688,6 +688,84 @@ pub static DISTURBED: Metric = Metric {
     })
 };
 
+/// A side's busiest thread's share of the run's window (%): a thread near 100 % ran on a core
+/// for the whole load and set its pace (`evidence::cpu_pace`).
+const fn busiest(
+    name: &'static str,
+    label: &'static str,
+    derive: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        better: Better::Neither,
+        breakdown: Some(Scope::Contention),
+        ..machine(name, label, Unit::Percent, 1, derive)
+    }
+}
+
+fn busiest_pct(
+    rec: &RunRecord,
+    side: fn(&crate::support::contention::Contention) -> Option<f64>,
+) -> Option<f64> {
+    let c = rec.contention.as_ref()?;
+    (c.window_ms > 0.0).then_some(())?;
+    side(c).map(|ms| 100.0 * ms / c.window_ms)
+}
+
+/// The browser's busiest thread (of any of its processes).
+pub static BROWSER_BUSIEST_PCT: Metric = busiest(
+    "browser_busiest_pct",
+    "browser's busiest thread (% of the load)",
+    |r| {
+        busiest_pct(r, |c| {
+            c.browser_processes
+                .iter()
+                .map(|p| p.usage.busiest_thread_ms)
+                .fold(c.browser.busiest_thread_ms, f64::max)
+                .into()
+        })
+    },
+);
+pub static SERVER_BUSIEST_PCT: Metric = busiest(
+    "server_busiest_pct",
+    "server's busiest thread (% of the load)",
+    |r| busiest_pct(r, |c| c.server.map(|u| u.busiest_thread_ms)),
+);
+pub static EMULATOR_BUSIEST_PCT: Metric = busiest(
+    "emulator_busiest_pct",
+    "emulator's thread (% of the load)",
+    |r| busiest_pct(r, |c| c.emulator.map(|u| u.busiest_thread_ms)),
+);
+/// The page's fixed JavaScript CPU benchmark after the load (devices compared): a device's
+/// slowdown in an engine is its series' median over desktop's.
+pub static CPU_BENCHMARK_MS: Metric = Metric {
+    better: Better::Neither,
+    breakdown: Some(Scope::Contention),
+    ..machine(
+        "cpu_benchmark_ms",
+        "page CPU benchmark (ms)",
+        Unit::Ms,
+        1,
+        |r| r.cpu_benchmarks.as_ref().and_then(|b| b.js_ms),
+    )
+};
+/// The native CPU benchmark on the run's device ÷ free, side by side before the run.
+pub static DEVICE_SLOWDOWN: Metric = Metric {
+    better: Better::Neither,
+    breakdown: Some(Scope::Contention),
+    ..machine(
+        "device_slowdown",
+        "device's native slowdown (×)",
+        Unit::Score,
+        2,
+        |r| {
+            r.cpu_benchmarks
+                .as_ref()
+                .and_then(|b| b.native)
+                .map(|n| n.achieved_slowdown)
+        },
+    )
+};
+
 /// Every metric, in `runs.csv` column order.
 pub static ALL: &[&Metric] = &[
     &COMPLETION_MS,
@@ -826,6 +904,11 @@ pub static ALL: &[&Metric] = &[
     &EMULATOR_RUNQ_MS,
     &OTHERS_CPU_MS,
     &SIBLINGS_CPU_MS,
+    &BROWSER_BUSIEST_PCT,
+    &SERVER_BUSIEST_PCT,
+    &EMULATOR_BUSIEST_PCT,
+    &CPU_BENCHMARK_MS,
+    &DEVICE_SLOWDOWN,
     &DISTURBED,
 ];
 

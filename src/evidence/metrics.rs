@@ -90,6 +90,10 @@ pub struct Observation {
     /// Each `Network.dataReceived`, compacted: when each chunk of each response arrived.
     #[serde(default)]
     pub chunks: Vec<DataChunk>,
+    /// The page's fixed CPU benchmark after the load, ms (devices compared; see
+    /// `measure::browser::scripts::CPU_BENCHMARK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_benchmark_ms: Option<f64>,
     /// Response bodies by the network view's request id, when the run kept them (`run --har`);
     /// never written into the run record.
     #[serde(skip)]

@@ -2,6 +2,7 @@
 //! browser's observation, the run's validation, its round-trip accounting, visual metrics, what
 //! disruptions did, a replay's fidelity, HAR, the run record and the metric registry.
 
+pub mod cpu_benchmarks;
 pub mod cpu_pace;
 pub mod disruption;
 pub mod engine_tells;

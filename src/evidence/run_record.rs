@@ -112,6 +112,12 @@ pub struct RunRecord {
     /// A first visit, or a repeat view (records from before there was a choice: first).
     #[serde(default)]
     pub view: View,
+    /// The CPU the whole browser got (records from before there was a choice: desktop).
+    #[serde(default)]
+    pub device: crate::config::device::DeviceId,
+    /// What the device achieved: the CPU benchmarks timed with the run (devices compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_benchmarks: Option<crate::evidence::cpu_benchmarks::CpuBenchmarks>,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -289,6 +295,8 @@ impl RunRecord {
             lookups: vec![],
             h3_hint: None,
             view: View::First,
+            device: Default::default(),
+            cpu_benchmarks: None,
             phase: Phase::Measure,
             round: 1,
             position: 1,

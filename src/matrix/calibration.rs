@@ -101,6 +101,7 @@ fn reference(
         server: crate::measure::testbed::ServerChoice::embedded(),
         browsers: vec![BrowserId::default()],
         views: vec![crate::config::identity::View::First],
+        devices: vec![crate::config::device::Device::desktop()],
         repeat_cache: Default::default(),
         knobs: ServerKnobs::default().with_default_tcp_congestion(),
         // One warm-up first, left out.

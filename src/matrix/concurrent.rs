@@ -331,6 +331,7 @@ mod tests {
             servers: vec!["embedded".into()],
             browsers: vec![BrowserId::default()],
             views: vec![View::First],
+            devices: vec![Default::default()],
             variants: parse_variants("h1,h2", H3Mode::Forced).unwrap(),
             runs: 4,
             warmup: 1,

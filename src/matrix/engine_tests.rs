@@ -140,6 +140,7 @@ fn a_third_engine_goes_through_a_matrix_cell_to_the_report_by_the_registry_alone
         servers: vec!["embedded".into()],
         browsers: crate::measure::browser::parse_browsers("fake").unwrap(),
         views: vec![View::First],
+        devices: vec![Default::default()],
         variants: crate::config::protocol::parse_variants("h2", H3Mode::Forced).unwrap(),
         runs: 5,
         warmup: 0,

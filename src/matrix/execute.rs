@@ -207,6 +207,9 @@ pub struct PlanContext<'a> {
     pub capture: &'a crate::packets::CaptureSet,
     /// What a repeat view does with the HTTP cache (`--repeat-cache`).
     pub repeat_cache: crate::config::identity::RepeatCache,
+    /// Devices are compared (`--devices` other than desktop alone): every run times the CPU
+    /// benchmarks, natively and in the browser, so each device's achieved slowdown is on record.
+    pub cpu_benchmark: bool,
     /// Whether to stop (checked between attempts, and when an attempt fails): a signal
     /// arrived, for the real loop ([`crate::support::signals::interrupted`]).
     pub stop: &'a (dyn Fn() -> bool + Sync),
@@ -245,6 +248,7 @@ impl<'a> PlanContext<'a> {
             visual: None,
             capture: &crate::packets::NO_CAPTURE,
             repeat_cache: Default::default(),
+            cpu_benchmark: false,
             stop: &|| false,
             adaptive: None,
             lane: None,
@@ -300,6 +304,11 @@ fn attempt_spec(ctx: &PlanContext, p: &PlannedRun, profile: &Profile, attempt: u
         server: p.server.clone(),
         browser: p.browser,
         view: p.view,
+        device: p
+            .device
+            .device()
+            .unwrap_or_else(|_| crate::config::device::Device::desktop()),
+        cpu_benchmark: ctx.cpu_benchmark,
         repeat_cache: ctx.repeat_cache,
         phase: p.phase,
         round: p.round,

@@ -544,6 +544,7 @@ mod tests {
             server: "embedded".into(),
             browser: Default::default(),
             view: Default::default(),
+            device: Default::default(),
             variant: crate::config::protocol::Variant::H2,
             phase: crate::config::identity::Phase::Warmup,
             round: 1,

@@ -597,6 +597,7 @@ mod tests {
             servers: vec!["embedded".into()],
             browsers: vec![BrowserId::default()],
             views: vec![crate::config::identity::View::First],
+            devices: vec![Default::default()],
             variants: parse_variants("h2,h3", H3Mode::Forced).unwrap(),
             runs: 3,
             warmup: 0,

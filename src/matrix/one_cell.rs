@@ -23,6 +23,8 @@ pub struct SeriesRequest {
     pub browsers: Vec<crate::config::identity::BrowserId>,
     /// First and/or repeat views, interleaved in each round (`--views`).
     pub views: Vec<crate::config::identity::View>,
+    /// The devices, interleaved in each round (`--devices`).
+    pub devices: Vec<crate::config::device::Device>,
     /// What a repeat view does with the HTTP cache (`--repeat-cache`).
     pub repeat_cache: crate::config::identity::RepeatCache,
     pub knobs: crate::embedded_server::ServerKnobs,
@@ -78,6 +80,7 @@ pub fn run_series(
         servers: vec![req.server.name()],
         browsers: req.browsers.clone(),
         views: req.views.clone(),
+        devices: req.devices.iter().map(|d| d.id()).collect(),
         variants: vec![req.variant],
         runs: req.runs,
         warmup: 0,
@@ -116,6 +119,7 @@ pub fn run_series(
         visual: req.visual,
         capture: &req.capture,
         repeat_cache: req.repeat_cache,
+        cpu_benchmark: crate::config::device::compared(&req.devices),
         stop: &signals::interrupted,
         adaptive: None,
         lane: None,

@@ -40,6 +40,8 @@ pub struct MatrixRequest {
     pub browsers: Vec<BrowserId>,
     /// First and/or repeat views, interleaved (`--views`).
     pub views: Vec<View>,
+    /// The devices, interleaved (`--devices`, `--cpu-throttle-devtools`).
+    pub devices: Vec<crate::config::device::Device>,
     /// What a repeat view does with the HTTP cache (`--repeat-cache`).
     pub repeat_cache: crate::config::identity::RepeatCache,
     pub knobs: ServerKnobs,
@@ -149,6 +151,7 @@ fn resolve(req: &MatrixRequest) -> Result<Resolved> {
                 repeat_view: req.views.contains(&View::Repeat),
                 discovered_h3: variants.contains(&Variant::H3_DISCOVERED),
                 dns_h3: variants.contains(&Variant::H3_DNS),
+                devtools_throttle: req.devices.iter().any(|d| d.devtools_rate().is_some()),
             },
         )?;
     }
@@ -301,6 +304,7 @@ fn plan_spec(req: &MatrixRequest, r: &Resolved) -> PlanSpec {
         servers: req.servers.iter().map(ServerChoice::name).collect(),
         browsers: req.browsers.clone(),
         views: req.views.clone(),
+        devices: req.devices.iter().map(|d| d.id()).collect(),
         variants: r.variants.clone(),
         // `--runs auto`: the plan holds the most rounds a cell may take.
         runs: req.adaptive.map_or(req.runs, |a| a.max_runs),
@@ -597,6 +601,7 @@ fn start_and_run(
         visual: req.visual,
         capture: &req.capture,
         repeat_cache: req.repeat_cache,
+        cpu_benchmark: crate::config::device::compared(&req.devices),
         stop: &signals::interrupted,
         adaptive: gate,
         lane: None,

@@ -107,6 +107,8 @@ pub struct Typed {
     pub servers: bool,
     pub browsers: bool,
     pub views: bool,
+    /// `--devices` or `--cpu-throttle-devtools`.
+    pub devices: bool,
     pub repeat_cache: bool,
     /// `--server-config` or any knob flag.
     pub knobs: bool,
@@ -277,6 +279,20 @@ fn plan_differences(
             v.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
         };
         diffs.push(differs("--views", list(&given.views), list(&plan.views)));
+    }
+    let given_devices: Vec<_> = given.devices.iter().map(|d| d.id()).collect();
+    if typed.devices && given_devices != plan.devices {
+        let list = |d: &[crate::config::device::DeviceId]| {
+            d.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        diffs.push(differs(
+            "--devices",
+            list(&given_devices),
+            list(&plan.devices),
+        ));
     }
     Ok(diffs)
 }
@@ -449,6 +465,11 @@ fn stored_request(
         servers: options.servers.parse()?,
         browsers: plan.browsers.clone(),
         views: plan.views.clone(),
+        devices: plan
+            .devices
+            .iter()
+            .map(|d| d.device())
+            .collect::<Result<_>>()?,
         repeat_cache: options.repeat_cache,
         knobs: options.knobs.clone(),
         runs: plan.runs,
@@ -509,6 +530,7 @@ mod tests {
             servers: vec![ServerChoice::embedded()],
             browsers: vec![crate::config::identity::BrowserId::default()],
             views: vec![crate::config::identity::View::First],
+            devices: vec![crate::config::device::Device::desktop()],
             repeat_cache: Default::default(),
             knobs: ServerKnobs::default().with_default_tcp_congestion(),
             runs: 10,
@@ -572,6 +594,7 @@ mod tests {
             servers: req.servers.iter().map(ServerChoice::name).collect(),
             browsers: req.browsers.clone(),
             views: req.views.clone(),
+            devices: req.devices.iter().map(|d| d.id()).collect(),
             variants,
             runs: req.runs,
             warmup: req.warmup,

@@ -93,6 +93,7 @@ fn matrix(faults: &[&str]) -> (summary::Summary, String) {
         servers: vec!["embedded".into()],
         browsers: vec![BrowserId::default()],
         views: vec![View::First],
+        devices: vec![Default::default()],
         variants: crate::config::protocol::parse_variants("h2,h3", H3Mode::Forced).unwrap(),
         runs: 30,
         warmup: 0,

@@ -165,6 +165,7 @@ mod tests {
             servers: vec!["embedded".into()],
             browsers: vec![BrowserId::default()],
             views: vec![crate::config::identity::View::First],
+            devices: vec![Default::default()],
             variants: parse_variants("h1,h2,h3", H3Mode::Forced).unwrap(),
             runs: 10,
             warmup: 1,

@@ -36,6 +36,9 @@ pub enum Fault {
     /// The link drops the N-th (1-based) server → client packet of at least [`DROP_MIN_LEN`]
     /// bytes from then on.
     DropDown(u32),
+    /// A thread counted as the server's spins on a core from then until the load ends: a
+    /// server pinned at a full core (the run is then limited by the harness).
+    BusyServer,
 }
 
 /// A chosen drop picks data packets: full-sized segments and QUIC packets, not ACKs.
@@ -186,7 +189,7 @@ impl FaultInjection {
 impl FromStr for FaultInjection {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {
-        let usage = "use TARGET=stall:DURATION@AFTER, TARGET=stall-every:DURATION/PERIOD@AFTER, TARGET=stop-emulator@AFTER, TARGET=kill-server@AFTER or TARGET=drop-down:N@AFTER, where TARGET is a run id or a pattern like *-h3 or *-h3%30 (e.g. wired-page10-r01-embedded-h2=stall:400ms@100ms)";
+        let usage = "use TARGET=stall:DURATION@AFTER, TARGET=stall-every:DURATION/PERIOD@AFTER, TARGET=stop-emulator@AFTER, TARGET=kill-server@AFTER, TARGET=busy-server@AFTER or TARGET=drop-down:N@AFTER, where TARGET is a run id or a pattern like *-h3 or *-h3%30 (e.g. wired-page10-r01-embedded-h2=stall:400ms@100ms)";
         let (target, rest) = s
             .split_once('=')
             .ok_or_else(|| anyhow!("--inject-fault {s:?}: no '='; {usage}"))?;
@@ -215,6 +218,7 @@ impl FromStr for FaultInjection {
             },
             None if what == "stop-emulator" => Fault::StopEmulator,
             None if what == "kill-server" => Fault::KillServer,
+            None if what == "busy-server" => Fault::BusyServer,
             _ => bail!("--inject-fault {s:?}: unknown fault {what:?}; {usage}"),
         };
         if target.trim().is_empty() {
@@ -240,10 +244,15 @@ pub struct Targets {
 pub struct Armed {
     cancel: Sender<()>,
     thread: Option<JoinHandle<Result<bool>>>,
+    /// `busy-server`: the thread that spins (counted as the server's).
+    busy_thread: Option<i32>,
 }
 
 impl Armed {
     pub fn arm(injection: &FaultInjection, targets: Targets) -> Armed {
+        if injection.fault == Fault::BusyServer {
+            return Armed::busy(injection.after);
+        }
         let (cancel, cancelled) = mpsc::channel::<()>();
         let (fault, after) = (injection.fault, injection.after);
         let thread = std::thread::spawn(move || -> Result<bool> {
@@ -274,13 +283,49 @@ impl Armed {
                     // SAFETY: signalling the process group pagebench started for this server.
                     unsafe { libc::kill(-pgid, libc::SIGKILL) };
                 }
+                Fault::BusyServer => unreachable!("armed by Armed::busy"),
             }
             Ok(true)
         });
         Armed {
             cancel,
             thread: Some(thread),
+            busy_thread: None,
         }
+    }
+
+    /// `busy-server`: a thread that spins from `after` until disarmed; its id is known at once.
+    fn busy(after: Duration) -> Armed {
+        let (cancel, cancelled) = mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = mpsc::sync_channel::<i32>(1);
+        let thread = std::thread::spawn(move || -> Result<bool> {
+            // SAFETY: gettid(2) has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            if !matches!(
+                cancelled.recv_timeout(after),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            ) {
+                return Ok(false);
+            }
+            tracing::warn!("injecting fault BusyServer");
+            let mut x = 1u64;
+            while matches!(cancelled.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+                for _ in 0..10_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) | 1);
+                }
+            }
+            Ok(true)
+        });
+        Armed {
+            cancel,
+            busy_thread: tid_rx.recv().ok(),
+            thread: Some(thread),
+        }
+    }
+
+    /// The thread a `busy-server` fault spins on (to be counted as the server's).
+    pub fn busy_thread(&self) -> Option<i32> {
+        self.busy_thread
     }
 
     /// Stops a fault that has not fired yet; returns whether it fired.
@@ -314,6 +359,8 @@ mod tests {
         );
         let f: FaultInjection = "x=kill-server@0ms".parse().unwrap();
         assert_eq!(f.fault, Fault::KillServer);
+        let f: FaultInjection = "x=busy-server@0ms".parse().unwrap();
+        assert_eq!(f.fault, Fault::BusyServer);
         let f: FaultInjection = "x=drop-down:3@20ms".parse().unwrap();
         assert_eq!(f.fault, Fault::DropDown(3));
         assert!("x=drop-down:0@20ms".parse::<FaultInjection>().is_err());

@@ -44,6 +44,10 @@ pub struct RunSpec {
     pub view: View,
     /// What a repeat view does with the HTTP cache between its navigations.
     pub repeat_cache: crate::config::identity::RepeatCache,
+    /// The CPU the whole browser gets.
+    pub device: crate::config::device::Device,
+    /// Time the CPU benchmarks (native and in the page) with the run: devices are compared.
+    pub cpu_benchmark: bool,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -89,6 +93,8 @@ impl RunSpec {
             browser: BrowserId::default(),
             view: View::First,
             repeat_cache: Default::default(),
+            device: crate::config::device::Device::desktop(),
+            cpu_benchmark: false,
             phase: Phase::Measure,
             round: 1,
             position: 1,
@@ -106,7 +112,9 @@ impl RunSpec {
     }
 }
 
+use crate::evidence::cpu_benchmarks::CpuBenchmarks;
 pub use crate::measure::testbed::page_url;
+use crate::support::native_benchmark::{self, NativeTiming};
 
 fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
     let drops = |d: &crate::link::DirectionStats| {
@@ -140,8 +148,22 @@ fn link_summary(stats: &LinkStats, check: &SelfCheck) -> LinkSummary {
 /// browser of `spec.browser`: the testbed's run protocol, then the record assembled from its
 /// parts.
 pub fn run_once(tb: &mut Testbed, spec: &RunSpec) -> Result<RunRecord> {
+    let native = spec.cpu_benchmark.then(|| native_pair(&spec.device));
     let parts = tb.run(&load_request(spec))?;
-    Ok(assemble(spec, parts))
+    let mut rec = assemble(spec, parts);
+    if spec.cpu_benchmark {
+        let js_ms = rec.observation.cpu_benchmark_ms;
+        rec.cpu_benchmarks = Some(CpuBenchmarks::of(&spec.device, native.flatten(), js_ms));
+    }
+    Ok(rec)
+}
+
+/// The native CPU benchmark free and on `device`, the quicker of two of each, interleaved
+/// (None, said, when it cannot run: the run's own launch then fails with the reason).
+fn native_pair(device: &crate::config::device::Device) -> Option<(NativeTiming, NativeTiming)> {
+    native_benchmark::quickest_pair(device.cap(), 2)
+        .map_err(|e| tracing::warn!("the native CPU benchmark on {}: {e:#}", device.name))
+        .ok()
 }
 
 /// The load a run spec asks the testbed for.
@@ -159,6 +181,8 @@ pub fn load_request(spec: &RunSpec) -> LoadRequest<'_> {
         capture: &spec.capture,
         packet_tap: spec.packet_tap,
         repeat: (spec.view == View::Repeat).then_some(spec.repeat_cache),
+        device: &spec.device,
+        cpu_benchmark: spec.cpu_benchmark,
         trace_start: spec.trace_start,
         draws: spec.draws,
     }
@@ -213,6 +237,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         &parts.counters_before,
         &parts.counters_after,
         !parts.lookups.is_empty(),
+        crate::evidence::cpu_pace::of(&parts.contention),
     );
     let server = parts.server;
     let lookups =
@@ -237,6 +262,8 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         h3_hint: crate::evidence::lookups::h3_hint(variant, &lookups),
         lookups,
         view: spec.view,
+        device: spec.device.id(),
+        cpu_benchmarks: None,
         phase: spec.phase,
         round: spec.round,
         position: spec.position,
@@ -326,10 +353,10 @@ fn derive_evidence(
     counters_before: &(snmp::Counters, snmp::Counters),
     counters_after: &(snmp::Counters, snmp::Counters),
     looked_up: bool,
+    pace: Option<crate::evidence::cpu_pace::Pace>,
 ) -> Derived {
     let kind = spec.manifest.workload.kind.clone();
-    let (snmp_c0, snmp_s0) = counters_before;
-    let (snmp_c1, snmp_s1) = counters_after;
+    let ((snmp_c0, snmp_s0), (snmp_c1, snmp_s1)) = (counters_before, counters_after);
     let disruption = disruption_of(&link_stats, &capture, server);
     let mut captured = finish_capture(spec, capture);
     let (mut metrics, mut resources) = metrics::derive(obs, &kind, spec.profile.rtt_ms);
@@ -352,6 +379,7 @@ fn derive_evidence(
             client: &client,
             link: &check,
             server_exit,
+            pace: pace.as_ref(),
         },
     );
     let viewpoints = if server.views.is_some() { 3 } else { 2 };
@@ -545,6 +573,7 @@ struct RunSide<'a> {
     client: &'a snmp::Delta,
     link: &'a SelfCheck,
     server_exit: Option<&'a str>,
+    pace: Option<&'a crate::evidence::cpu_pace::Pace>,
 }
 
 /// The run's verdict: every check of `validate::CHECKS` over its evidence.
@@ -575,6 +604,7 @@ fn judge(spec: &RunSpec, side: &RunSide) -> validate::Verdict {
         link_faults: &side.link.faults,
         server_exit: side.server_exit,
         capture_warnings: side.capture_warnings,
+        pace: side.pace,
     })
 }
 
@@ -904,6 +934,21 @@ fn describe_machine(rec: &RunRecord) -> String {
     ));
     if let Some(c) = &rec.contention {
         s.push_str(&format!("  contention: {}\n", c.describe()));
+        if let Some(p) = crate::evidence::cpu_pace::of(c) {
+            s.push_str(&format!("  pace: {} for the whole load\n", p.describe()));
+        }
+    }
+    if let Some(b) = &rec.cpu_benchmarks {
+        s.push_str(&format!(
+            "  device {} ({:.1}× target): native {} · page benchmark {} ms\n",
+            rec.device,
+            b.target_slowdown,
+            b.native.map_or("—".into(), |n| format!(
+                "{:.2}× (longest stall {:.1} ms)",
+                n.achieved_slowdown, n.longest_stall_ms
+            )),
+            f(b.js_ms)
+        ));
     }
     if let Some(t) = &rec.trace {
         let dir = |name: &str, o: Option<crate::config::capacity::Offered>| {

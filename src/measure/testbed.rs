@@ -429,6 +429,10 @@ pub struct LoadRequest<'a> {
     /// A repeat view (with what it does to the HTTP cache): a first navigation of the same
     /// page in the same browser during the launch; None: a first visit.
     pub repeat: Option<crate::config::identity::RepeatCache>,
+    /// The CPU the whole browser gets.
+    pub device: &'a crate::config::device::Device,
+    /// Time the JavaScript CPU benchmark in the page after the load.
+    pub cpu_benchmark: bool,
     /// Where a capacity trace starts at the mark.
     pub trace_start: TraceStart,
     /// The seed of every random draw of the link from the mark on (None: the link's stream
@@ -759,6 +763,8 @@ fn launch_options(
             .map(|s| s.tls_origins())
             .unwrap_or_default(),
         resolver,
+        device: req.device.clone(),
+        cpu_benchmark: req.cpu_benchmark,
     };
     Ok((url, opts))
 }
@@ -914,13 +920,24 @@ impl Window {
         let _ = link.take_stats();
         link.start_timeline(req.trace_start, req.draws);
         let namespaces = link.namespace_counters();
+        // Armed before the readings: a busy-server fault's thread counts as the server's.
+        let armed = req
+            .fault
+            .and_then(|f| link.arm_fault(f, server.process_group()));
+        let mut server_tasks = server.tasks();
+        if let Some(tid) = armed.as_ref().and_then(fault::Armed::busy_thread) {
+            server_tasks.push(Tasks::Threads {
+                pid: std::process::id() as i32,
+                tids: vec![tid],
+            });
+        }
         let sides = crate::support::contention::Sides {
             browser: browser
                 .process_group()
                 .map(Tasks::Group)
                 .into_iter()
                 .collect(),
-            server: server.tasks(),
+            server: server_tasks,
             emulator: link.emulator_tasks(),
         };
         let start = Readings {
@@ -933,9 +950,6 @@ impl Window {
         } else {
             None
         };
-        let armed = req
-            .fault
-            .and_then(|f| link.arm_fault(f, server.process_group()));
         Window {
             sides,
             start,
@@ -946,10 +960,16 @@ impl Window {
 
     /// Ends the window right after a load: the link's interval first, then the readings.
     fn end_with_load(mut self, link: &dyn LinkSide) -> Measured {
+        // A busy-server fault's thread spins until the readings are taken (it is read as the
+        // server's); any other fault is disarmed before the link's interval ends.
+        let busy = self.armed.take_if(|a| a.busy_thread().is_some());
         self.disarm();
         let link_stats = link.take_stats();
         let trace = self.tap.take().map(|t| link.finish_tap(t));
         let end = self.read(link);
+        if let Some(a) = busy {
+            a.disarm();
+        }
         Measured {
             link_stats,
             trace,

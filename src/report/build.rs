@@ -751,7 +751,19 @@ fn comparison_sections(doc: &mut Document, tables: &mut Vec<Table>, data: &Repor
     let engines = tables::engines(data);
     let engines_heading = ("Browser against browser", "engines");
     tables_section(doc, tables, engines_heading, Some(ENGINES_INTRO), engines);
+    let mut devices: Vec<Table> = super::device_tables::calibration(data)
+        .into_iter()
+        .collect();
+    devices.extend(super::device_tables::devices(data));
+    let devices_heading = ("Devices: the browser's CPU", "devices");
+    tables_section(doc, tables, devices_heading, Some(DEVICES_INTRO), devices);
 }
+
+const DEVICES_INTRO: &str = "A device is the CPU the whole browser gets — every process of it, \
+the network service where Chromium runs QUIC and the GPU process included: one core and a share of \
+it (a cgroup cap over a 10 ms period), the same for both engines; or Chromium's DevTools throttling, \
+which slows the page's main thread alone. The protocol tables above are per device; here each \
+device against desktop, and what each achieved.";
 
 fn diagnostics(doc: &mut Document, d: &crate::diagnosis::slow_transfers::Diagnosis) {
     doc.heading(2, "Diagnostics: why transfers were slow", "diagnostics");

@@ -204,6 +204,7 @@ pub struct OnwireLine {
 /// A metric against the file count, one panel per profile, one line per series.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sweep {
+    pub x_label: String,
     pub y_label: String,
     pub panels: Vec<SweepPanel>,
 }
@@ -750,6 +751,7 @@ a free slot (a stream or connection limit, or Chromium's throttling)."
         width: WIDTH,
         height: grid_height(panels.len()),
         data: ChartData::Sweep(Sweep {
+            x_label: "files on the page".into(),
             y_label: "queueing median (ms)".into(),
             panels,
         }),
@@ -781,7 +783,76 @@ pub fn all(data: &ReportData, records: &BTreeMap<String, Vec<ResourceMetrics>>) 
     for setup in &data.setups {
         out.extend(sweep(data, setup));
     }
+    for w in &data.workloads {
+        out.extend(goodput_by_rate(data, w));
+    }
     out
+}
+
+/// A transfer's median goodput against the link's rate, one panel per engine and device, one
+/// line per protocol: where a protocol stops following the rate, something else set the pace
+/// (the report's machine table says whose CPU). Needs two or more rated profiles.
+pub fn goodput_by_rate(data: &ReportData, workload: &str) -> Option<Chart> {
+    let metric = crate::evidence::metric_registry::GOODPUT_MBIT.name;
+    let rated: Vec<(u32, &str)> = data
+        .meta
+        .profiles
+        .iter()
+        .filter(|p| data.profiles.contains(&p.name))
+        .filter_map(|p| Some((p.down_mbit?.round() as u32, p.name.as_str())))
+        .collect();
+    if rated.len() < 2 {
+        return None;
+    }
+    let panels: Vec<SweepPanel> = data
+        .setups
+        .iter()
+        .filter_map(|setup| {
+            let lines: Vec<SweepLine> = data
+                .variants
+                .iter()
+                .filter_map(|v| {
+                    let points: Vec<SweepPoint> = rated
+                        .iter()
+                        .filter_map(|(rate, p)| {
+                            let b = data.series(p, workload, setup, *v)?.breakdown.get(metric)?;
+                            Some(SweepPoint {
+                                files: *rate,
+                                median: b.median?.ms()?,
+                                ci: finite_ci(b),
+                            })
+                        })
+                        .collect();
+                    (points.len() >= 2).then(|| SweepLine {
+                        series: v.name(),
+                        points,
+                    })
+                })
+                .collect();
+            let title = data
+                .setup_name(setup)
+                .unwrap_or_else(|| workload.to_string());
+            (!lines.is_empty()).then_some(SweepPanel { title, lines })
+        })
+        .collect();
+    if panels.is_empty() {
+        return None;
+    }
+    Some(Chart {
+        file: format!("charts/goodput-by-rate-{}.png", slug(workload)),
+        title: format!("{workload}: goodput against the link's rate"),
+        caption: "Median goodput per series at each profile's rate (whiskers: 95 % CI), one \
+panel per engine and device, one line per protocol. A line below the others at the fast rates \
+stopped following the link: see \"Machine during the run\" for whose CPU was busiest."
+            .into(),
+        width: WIDTH,
+        height: grid_height(panels.len()),
+        data: ChartData::Sweep(Sweep {
+            x_label: "link rate (Mbit/s)".into(),
+            y_label: "goodput (Mbit/s)".into(),
+            panels,
+        }),
+    })
 }
 
 /// The median runs whose records the charts need: (profile, workload, server, series, run id).

@@ -1091,7 +1091,7 @@ fn draw_sweep(area: &Area, s: &Sweep) -> Result<()> {
             .y_label_area_size(56)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(err)?;
-        draw_line_mesh(&mut chart, "files on the page", s.y_label.as_str(), 0)?;
+        draw_line_mesh(&mut chart, s.x_label.as_str(), s.y_label.as_str(), 0)?;
         for line in &panel.lines {
             let color = series_color(&line.series);
             let pts: Vec<(f64, f64)> = line

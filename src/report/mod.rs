@@ -7,6 +7,7 @@ pub mod adaptive_runs;
 pub mod base_vs_new;
 pub mod build;
 pub mod chart_data;
+pub mod device_tables;
 pub mod doc;
 pub mod draw;
 pub mod filmstrip;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, ServerId, Setup, View};
 use crate::config::protocol::Variant;
 use crate::config::workload::{Workload, WorkloadKind};
@@ -28,6 +29,8 @@ pub struct ReportData {
     pub browsers: Vec<BrowserId>,
     /// The visits measured, first before repeat.
     pub views: Vec<View>,
+    /// The devices, desktop first, then in the plan's order.
+    pub devices: Vec<DeviceId>,
     /// Every (server, browser) with series, browser-major: the unit the tables are made for.
     pub setups: Vec<Setup>,
     /// In presentation order (h1, h2, h3, h3-primed).
@@ -95,13 +98,27 @@ impl ReportData {
             .into_iter()
             .filter(|v| summary.series.iter().any(|s| s.key.view == *v))
             .collect();
+        let mut devices: Vec<DeviceId> = Vec::new();
+        for d in meta
+            .plan
+            .devices
+            .iter()
+            .chain(summary.series.iter().map(|s| &s.key.device))
+        {
+            if summary.series.iter().any(|x| &x.key.device == d) {
+                push_new(&mut devices, d);
+            }
+        }
+        devices.sort_by_key(|d| !d.is_desktop());
         let mut setups: Vec<Setup> = Vec::new();
         for v in &views {
-            for b in &browsers {
-                for s in &servers {
-                    let setup = Setup::new(s.clone(), *b).on(*v);
-                    if summary.series.iter().any(|x| x.key.is(&setup)) {
-                        setups.push(setup);
+            for d in &devices {
+                for b in &browsers {
+                    for s in &servers {
+                        let setup = Setup::new(s.clone(), *b).on(*v).with_device(d.clone());
+                        if summary.series.iter().any(|x| x.key.is(&setup)) {
+                            setups.push(setup);
+                        }
                     }
                 }
             }
@@ -114,6 +131,7 @@ impl ReportData {
             servers,
             browsers,
             views,
+            devices,
             setups,
             variants,
             median_replays: BTreeMap::new(),
@@ -134,11 +152,15 @@ impl ReportData {
     }
 
     /// What tells `setup` apart beside its server: its engine (unless the matrix has Chromium
-    /// alone) and its view (unless it has first visits alone).
+    /// alone), its device (unless it has desktop alone) and its view (unless it has first
+    /// visits alone).
     pub fn engine_and_view(&self, setup: &Setup) -> Vec<String> {
         let mut parts = Vec::new();
         if self.browsers.len() > 1 || setup.browser != BrowserId::default() {
             parts.push(setup.browser.label().to_string());
+        }
+        if self.devices.len() > 1 || !setup.device.is_desktop() {
+            parts.push(format!("on {}", setup.device));
         }
         if self.views.len() > 1 || setup.view != View::First {
             parts.push(format!("{} view", setup.view));
@@ -517,6 +539,8 @@ pub fn invert(c: &CellComparison) -> CellComparison {
         browser_b: c.browser_a,
         view_a: c.view_b,
         view_b: c.view_a,
+        device_a: c.device_b.clone(),
+        device_b: c.device_a.clone(),
         a: c.b,
         b: c.a,
         comparison: c.comparison.inverted(),

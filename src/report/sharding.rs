@@ -451,6 +451,7 @@ pub(crate) mod tests {
                 servers: vec![crate::config::identity::ServerId::new("embedded")],
                 browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
+                devices: vec![Default::default()],
                 variants: ["h1", "h2"].iter().map(|v| v.parse().unwrap()).collect(),
                 runs: 12,
                 warmup: 0,

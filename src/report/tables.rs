@@ -932,7 +932,7 @@ fn views_and_browsers(
 
 /// `other` against `base` for every profile, workload and protocol both have; `names` are
 /// what the header calls them.
-fn against(
+pub(super) fn against(
     data: &ReportData,
     (other, base): (&Setup, &Setup),
     id: String,

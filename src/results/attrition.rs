@@ -86,18 +86,16 @@ pub fn first_attempt_inputs(
 
 /// The series keys of a comparison's two sides.
 pub fn sides(c: &CellComparison) -> (SeriesKey, SeriesKey) {
-    let key = |server: &crate::config::identity::ServerId, browser, view, variant| SeriesKey {
+    let key = |setup: crate::config::identity::Setup, variant| SeriesKey {
         profile: c.profile.clone(),
         workload: c.workload.clone(),
-        server: server.clone(),
-        browser,
-        view,
+        server: setup.server,
+        browser: setup.browser,
+        view: setup.view,
+        device: setup.device,
         variant,
     };
-    (
-        key(&c.server_a, c.browser_a, c.view_a, c.a),
-        key(&c.server_b, c.browser_b, c.view_b, c.b),
-    )
+    (key(c.setup_a(), c.a), key(c.setup_b(), c.b))
 }
 
 /// Adds each comparison's attrition (its tests Holm-adjusted in their three families), marks

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::comparison::CellComparison;
 use super::rows::SeriesKey;
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, ServerId, Setup, View};
 use crate::config::protocol::Variant;
 use crate::support::stats::{
@@ -49,6 +50,8 @@ struct CellAxes {
     variants: Vec<Variant>,
     browsers: Vec<BrowserId>,
     views: Vec<View>,
+    /// Desktop first (the others are compared against it), then as first seen.
+    devices: Vec<DeviceId>,
 }
 
 impl CellAxes {
@@ -59,6 +62,7 @@ impl CellAxes {
             .cloned()
             .collect();
         let mut variants: Vec<Variant> = Vec::new();
+        let mut devices: Vec<DeviceId> = Vec::new();
         for k in in_cell {
             if !servers.contains(&k.server) {
                 servers.push(k.server.clone());
@@ -66,7 +70,11 @@ impl CellAxes {
             if !variants.contains(&k.variant) {
                 variants.push(k.variant);
             }
+            if !devices.contains(&k.device) {
+                devices.push(k.device.clone());
+            }
         }
+        devices.sort_by_key(|d| !d.is_desktop());
         // The engines' order puts the default engine, Chromium, first.
         let browsers: std::collections::BTreeSet<BrowserId> =
             in_cell.iter().map(|k| k.browser).collect();
@@ -78,44 +86,63 @@ impl CellAxes {
                 .into_iter()
                 .filter(|v| in_cell.iter().any(|k| k.view == *v))
                 .collect(),
+            devices,
         }
     }
 
     /// The sides a cell compares, in order, each (setup a, variant a, setup b, variant b):
     /// protocols within each setup, then setups that differ in one thing only, each against
-    /// the first (servers within each browser, then engines within each server), then a
-    /// returning visitor against a first visit, per protocol.
+    /// the first (servers within each browser, then engines within each server, then devices
+    /// against desktop), then a returning visitor against a first visit, per protocol.
     fn pairs(&self) -> Vec<(Setup, Variant, Setup, Variant)> {
         let CellAxes {
             servers,
             variants,
             browsers,
             views,
+            devices,
         } = self;
+        let at = |s: &ServerId, b: BrowserId, v: View, d: &DeviceId| {
+            Setup::new(s.clone(), b).on(v).with_device(d.clone())
+        };
         let mut pairs = Vec::new();
         for view in views {
             for browser in browsers {
                 for server in servers {
-                    let setup = Setup::new(server.clone(), *browser).on(*view);
-                    for (a, b) in protocol_pairs(variants) {
-                        pairs.push((setup.clone(), a, setup.clone(), b));
+                    for device in devices {
+                        let setup = at(server, *browser, *view, device);
+                        for (a, b) in protocol_pairs(variants) {
+                            pairs.push((setup.clone(), a, setup.clone(), b));
+                        }
                     }
                 }
             }
         }
-        // Setups that differ in one thing only, each against the first: servers within each
-        // browser, then engines within each server.
         let mut against_first: Vec<(Setup, Setup)> = Vec::new();
-        for view in views {
+        for (view, device) in views
+            .iter()
+            .flat_map(|v| devices.iter().map(move |d| (v, d)))
+        {
             for browser in browsers {
-                let at = |s: &ServerId| Setup::new(s.clone(), *browser).on(*view);
-                against_first.extend(servers[1..].iter().map(|s| (at(s), at(&servers[0]))));
+                let on = |s: &ServerId| at(s, *browser, *view, device);
+                against_first.extend(servers[1..].iter().map(|s| (on(s), on(&servers[0]))));
+            }
+        }
+        for (view, device) in views
+            .iter()
+            .flat_map(|v| devices.iter().map(move |d| (v, d)))
+        {
+            for server in servers {
+                let on = |b: &BrowserId| at(server, *b, *view, device);
+                against_first.extend(browsers[1..].iter().map(|b| (on(b), on(&browsers[0]))));
             }
         }
         for view in views {
-            for server in servers {
-                let at = |b: &BrowserId| Setup::new(server.clone(), *b).on(*view);
-                against_first.extend(browsers[1..].iter().map(|b| (at(b), at(&browsers[0]))));
+            for browser in browsers {
+                for server in servers {
+                    let on = |d: &DeviceId| at(server, *browser, *view, d);
+                    against_first.extend(devices[1..].iter().map(|d| (on(d), on(&devices[0]))));
+                }
             }
         }
         for (other, base) in &against_first {
@@ -126,10 +153,12 @@ impl CellAxes {
         // A returning visitor against a first visit, per protocol.
         for browser in browsers {
             for server in servers {
-                let first = Setup::new(server.clone(), *browser);
-                for view in views.iter().filter(|v| **v != View::First) {
-                    for v in variants {
-                        pairs.push((first.clone().on(*view), *v, first.clone(), *v));
+                for device in devices {
+                    let first = at(server, *browser, View::First, device);
+                    for view in views.iter().filter(|v| **v != View::First) {
+                        for v in variants {
+                            pairs.push((first.clone().on(*view), *v, first.clone(), *v));
+                        }
                     }
                 }
             }
@@ -162,6 +191,7 @@ pub fn cell_comparisons(
         server: setup.server.clone(),
         browser: setup.browser,
         view: setup.view,
+        device: setup.device.clone(),
         variant,
     };
     let mut comparisons = Vec::new();
@@ -188,6 +218,8 @@ pub fn cell_comparisons(
             browser_b: sb.browser,
             view_a: sa.view,
             view_b: sb.view,
+            device_a: sa.device.clone(),
+            device_b: sb.device.clone(),
             a,
             b,
             comparison: compare(ia, ib, &cfg).with_context(|| label.clone())?,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::attempts::Failure;
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, ServerId, Setup, View};
 use crate::config::protocol::Variant;
 use crate::support::stats::{Comparison, RateTest, RatioBound, Side, Verdict};
@@ -31,6 +32,12 @@ pub struct CellComparison {
     pub view_a: View,
     #[serde(default)]
     pub view_b: View,
+    /// Devices of the two sides (equal but for device-vs-desktop comparisons; absent in
+    /// summaries from before there was a choice: desktop).
+    #[serde(default, skip_serializing_if = "DeviceId::is_desktop")]
+    pub device_a: DeviceId,
+    #[serde(default, skip_serializing_if = "DeviceId::is_desktop")]
+    pub device_b: DeviceId,
     /// Series: ratio = median(a) / median(b).
     #[serde(with = "crate::config::protocol::variant_name")]
     pub a: Variant,
@@ -48,7 +55,12 @@ impl CellComparison {
     /// `h3 vs h2`, `caddy h3 vs embedded h3` across servers, `firefox h3 vs chromium h3`
     /// across engines.
     pub fn label(&self) -> String {
-        if self.view_a != self.view_b {
+        if self.device_a != self.device_b {
+            format!(
+                "{} {} vs {} {}",
+                self.device_a, self.a, self.device_b, self.b
+            )
+        } else if self.view_a != self.view_b {
             format!("{} {} vs {} {}", self.view_a, self.a, self.view_b, self.b)
         } else if self.browser_a != self.browser_b {
             format!(
@@ -66,11 +78,15 @@ impl CellComparison {
     }
 
     pub fn setup_a(&self) -> Setup {
-        Setup::new(self.server_a.clone(), self.browser_a).on(self.view_a)
+        Setup::new(self.server_a.clone(), self.browser_a)
+            .on(self.view_a)
+            .with_device(self.device_a.clone())
     }
 
     pub fn setup_b(&self) -> Setup {
-        Setup::new(self.server_b.clone(), self.browser_b).on(self.view_b)
+        Setup::new(self.server_b.clone(), self.browser_b)
+            .on(self.view_b)
+            .with_device(self.device_b.clone())
     }
 
     /// Whether this compares two protocols of `setup`.
@@ -98,6 +114,8 @@ impl CellComparison {
             browser_b: BrowserId::default(),
             view_a: View::First,
             view_b: View::First,
+            device_a: Default::default(),
+            device_b: Default::default(),
             a: Variant::H3,
             b: Variant::H2,
             comparison: Comparison {

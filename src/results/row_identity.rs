@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, Phase, ServerId, View};
 use crate::config::protocol::{H3Mode, Protocol, Variant};
 use crate::evidence::run_record::RunRecord;
@@ -19,6 +20,7 @@ pub const COLUMNS: &[&str] = &[
     "server",
     "browser",
     "view",
+    "device",
     "phase",
     "round",
     "position",
@@ -48,6 +50,9 @@ pub struct RowIdentity {
     pub browser: BrowserId,
     #[serde(default)]
     pub view: View,
+    /// Absent in results from before there was a choice: desktop.
+    #[serde(default)]
+    pub device: DeviceId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -94,6 +99,7 @@ impl RowIdentity {
             server: rec.server.clone(),
             browser: rec.browser,
             view: rec.view,
+            device: rec.device.clone(),
             phase: rec.phase,
             round: rec.round,
             position: rec.position,
@@ -152,6 +158,7 @@ mod tests {
             server: ServerId::new("embedded"),
             browser: BrowserId::new("firefox"),
             view: View::Repeat,
+            device: Default::default(),
             phase: Phase::Measure,
             round: 1,
             position: 2,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::row_identity::RowIdentity;
 use super::store::RUNS_CSV;
+use crate::config::device::DeviceId;
 use crate::config::identity::{BrowserId, Phase, ServerId, Setup, View};
 use crate::config::protocol::Variant;
 use crate::evidence::metric_registry::{self, Metric};
@@ -27,6 +28,7 @@ pub struct RunRow {
     pub server: ServerId,
     pub browser: BrowserId,
     pub view: View,
+    pub device: DeviceId,
     pub phase: Phase,
     pub round: u32,
     pub position: u32,
@@ -89,6 +91,7 @@ impl RunRow {
             server: server.into(),
             browser: BrowserId::default(),
             view: View::First,
+            device: DeviceId::default(),
             phase: Phase::Measure,
             round,
             position: 1,
@@ -156,6 +159,7 @@ pub fn read_runs(dir: &Path) -> Result<Vec<RunRow>> {
             server: id.server,
             browser: id.browser,
             view: id.view,
+            device: id.device,
             phase: id.phase,
             round: id.round,
             position: id.position,
@@ -201,6 +205,9 @@ pub struct SeriesKey {
     /// Absent in summaries from before there was a choice: first.
     #[serde(default)]
     pub view: View,
+    /// Absent in summaries from before there was a choice: desktop.
+    #[serde(default)]
+    pub device: DeviceId,
     #[serde(with = "crate::config::protocol::variant_name")]
     pub variant: Variant,
 }
@@ -213,6 +220,9 @@ impl SeriesKey {
         let mut who = self.server.to_string();
         if self.browser != BrowserId::default() {
             who.push_str(&format!("/{}", self.browser));
+        }
+        if !self.device.is_desktop() {
+            who.push_str(&format!("/{}", self.device));
         }
         if self.view != View::First {
             who.push_str(&format!("/{}", self.view));
@@ -228,17 +238,23 @@ impl SeriesKey {
             server: r.server.clone(),
             browser: r.browser,
             view: r.view,
+            device: r.device.clone(),
             variant: r.variant,
         }
     }
 
     /// Who served and who loaded this series, on which visit.
     pub fn setup(&self) -> Setup {
-        Setup::new(self.server.clone(), self.browser).on(self.view)
+        Setup::new(self.server.clone(), self.browser)
+            .on(self.view)
+            .with_device(self.device.clone())
     }
 
     /// Whether this series is `setup`'s.
     pub fn is(&self, setup: &Setup) -> bool {
-        self.server == setup.server && self.browser == setup.browser && self.view == setup.view
+        self.server == setup.server
+            && self.browser == setup.browser
+            && self.view == setup.view
+            && self.device == setup.device
     }
 }

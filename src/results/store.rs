@@ -689,6 +689,7 @@ mod tests {
                 servers: vec!["embedded".into()],
                 browsers: vec![crate::config::identity::BrowserId::default()],
                 views: vec![crate::config::identity::View::First],
+                devices: vec![Default::default()],
                 variants: vec![],
                 runs: 1,
                 warmup: 0,

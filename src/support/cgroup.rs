@@ -47,8 +47,13 @@ static UNAVAILABLE: Once = Once::new();
 /// processes are gone).
 pub struct CpuGroup {
     dir: PathBuf,
-    procs: CString,
+    /// The `cgroup.procs` files a process of this launch joins: this group's, then a device's
+    /// cap groups' on a cgroup v1 machine ([`CpuGroup::also_join`]).
+    procs: Vec<CString>,
     pgid: Option<i32>,
+    /// A device's cap groups on cgroup v1 hierarchies, removed with this one.
+    caps: Vec<PathBuf>,
+    cleanups: Vec<CleanupGuard>,
     _cleanup: CleanupGuard,
 }
 
@@ -86,13 +91,14 @@ impl CpuGroup {
             return Err(format!("cannot create {}: {e}", dir.display()));
         }
         s.live += 1;
-        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-            .map_err(|e| e.to_string())?;
+        let procs = procs_file(&dir).map_err(|e| e.to_string())?;
         let for_cleanup = dir.clone();
         Ok(CpuGroup {
             dir,
-            procs,
+            procs: vec![procs],
             pgid: None,
+            caps: Vec::new(),
+            cleanups: Vec::new(),
             _cleanup: signals::register_cleanup(move || remove_when_empty(&for_cleanup)),
         })
     }
@@ -100,23 +106,34 @@ impl CpuGroup {
     /// Makes `cmd`'s process start in this group (its children follow it).
     pub fn join_on_exec(&self, cmd: &mut Command) {
         let procs = self.procs.clone();
-        // SAFETY: open(2), write(2) and close(2) on a path made before the fork: all
-        // async-signal-safe, no allocation between fork and exec.
+        // SAFETY: `join_now` is async-signal-safe (open, write, close on paths made before
+        // the fork; no allocation).
         unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if written != 1 {
-                    return Err(err);
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || join_now(&procs));
         }
+    }
+
+    /// The group's directory (on the cgroup2 mount).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Processes of this launch also join the group `dir` (a device's cap on a cgroup v1
+    /// hierarchy, made by `cpu_cap`), which is removed with this group (or on a forced exit).
+    pub fn also_join(&mut self, dir: PathBuf) -> std::io::Result<()> {
+        self.procs.push(procs_file(&dir)?);
+        let for_cleanup = dir.clone();
+        self.cleanups.push(signals::register_cleanup(move || {
+            remove_when_empty(&for_cleanup)
+        }));
+        self.caps.push(dir);
+        Ok(())
+    }
+
+    /// The calling process joins every group of this launch now (in a forked child: only
+    /// async-signal-safe calls).
+    pub fn join_from_child(&self) -> std::io::Result<()> {
+        join_now(&self.procs)
     }
 
     /// Names the process group started in this group, for [`usage_of_process_group`].
@@ -124,6 +141,32 @@ impl CpuGroup {
         self.pgid = Some(pgid);
         lock(&BY_PROCESS_GROUP).insert(pgid, self.dir.clone());
     }
+}
+
+fn procs_file(dir: &Path) -> std::io::Result<CString> {
+    CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+}
+
+/// Writes "0" (the calling process) to each `cgroup.procs` file: async-signal-safe, so a
+/// forked child may call it before exec.
+fn join_now(procs: &[CString]) -> std::io::Result<()> {
+    for p in procs {
+        // SAFETY: open(2), write(2) and close(2) on a NUL-terminated path made earlier.
+        unsafe {
+            let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Spawns `cmd` with its process (group) in a new accounting group, when groups can be made.
@@ -137,7 +180,15 @@ pub fn spawn_counted_as(
     cmd: &mut Command,
     user: Option<UserIds>,
 ) -> std::io::Result<(Child, Option<CpuGroup>)> {
-    let mut group = CpuGroup::create();
+    spawn_in(cmd, user, CpuGroup::create())
+}
+
+/// Spawns `cmd` (dropping to `user` once it joined) with its process (group) in `group`.
+pub fn spawn_in(
+    cmd: &mut Command,
+    user: Option<UserIds>,
+    mut group: Option<CpuGroup>,
+) -> std::io::Result<(Child, Option<CpuGroup>)> {
     if let Some(g) = &group {
         g.join_on_exec(cmd);
     }
@@ -157,6 +208,11 @@ impl Drop for CpuGroup {
             lock(&BY_PROCESS_GROUP).remove(&pgid);
         }
         remove_when_empty(&self.dir);
+        // After this group's processes are gone, so are the caps'.
+        for cap in self.caps.drain(..) {
+            remove_when_empty(&cap);
+        }
+        self.cleanups.clear();
         let mut session = lock(&SESSION);
         if let Some(s) = session.as_mut() {
             s.live = s.live.saturating_sub(1);
@@ -220,7 +276,7 @@ fn open_session() -> Result<Session, String> {
 
 /// This process's own group's directory (pure): the cgroup2 mount whose root holds the
 /// process's path (`0::PATH` of `/proc/self/cgroup`), joined with what is below that root.
-fn own_group_dir(mountinfo: &str, proc_self_cgroup: &str) -> Option<PathBuf> {
+pub(crate) fn own_group_dir(mountinfo: &str, proc_self_cgroup: &str) -> Option<PathBuf> {
     let path = proc_self_cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))?
@@ -270,7 +326,7 @@ fn remove_orphaned_sessions(parent: &Path) {
 /// Removes a group once no process is in it (they leave as they exit). Processes still in it
 /// after a moment are ours (started in it, or by what was) and are ended; a group that still
 /// cannot be removed is left, and said.
-fn remove_when_empty(dir: &Path) {
+pub(crate) fn remove_when_empty(dir: &Path) {
     if removed_within(dir, Duration::from_millis(300)).is_ok() {
         return;
     }

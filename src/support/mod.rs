@@ -5,10 +5,12 @@
 pub mod atomic;
 pub mod cgroup;
 pub mod contention;
+pub mod cpu_cap;
 pub mod critical_path;
 pub mod digest;
 pub mod font;
 pub mod machine_check;
+pub mod native_benchmark;
 pub mod process_kind;
 pub mod procfs;
 pub mod public_suffix;

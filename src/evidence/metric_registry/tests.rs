@@ -120,6 +120,11 @@ fn the_wire_s_and_the_machine_s_breakdown_metrics_come_in_column_order() {
         "emulator_runq_ms",
         "others_cpu_ms",
         "siblings_cpu_ms",
+        "browser_busiest_pct",
+        "server_busiest_pct",
+        "emulator_busiest_pct",
+        "cpu_benchmark_ms",
+        "device_slowdown",
     ];
     assert_eq!(names(Scope::Contention), contention);
     let replay = [
@@ -132,5 +137,5 @@ fn the_wire_s_and_the_machine_s_breakdown_metrics_come_in_column_order() {
         "replay_fidelity",
     ];
     assert_eq!(names(Scope::Replay), replay);
-    assert_eq!(breakdown().count(), 96);
+    assert_eq!(breakdown().count(), 101);
 }

@@ -143,6 +143,13 @@ pub const CHECKS: &[Check] = &[
         doc: "the server under test did not stop during the run",
         run: server_alive,
     },
+    Check {
+        name: "harness_pace",
+        kinds: &[ReasonKind::HarnessLimited],
+        doc: "no part of pagebench (the link emulator, the embedded server) set the run's pace: \
+              one of its threads on a core for the whole load measures pagebench, not the protocol",
+        run: harness_pace,
+    },
 ];
 
 /// What the checks write.
@@ -667,6 +674,15 @@ fn primed_h3(ev: &Evidence, out: &mut Findings) {
 fn link_gate(ev: &Evidence, out: &mut Findings) {
     for f in ev.run.link_faults {
         out.add(ReasonKind::Link, f.to_string());
+    }
+}
+
+fn harness_pace(ev: &Evidence, out: &mut Findings) {
+    if let Some(pace) = ev.run.pace.filter(|p| p.by_harness()) {
+        out.add(
+            ReasonKind::HarnessLimited,
+            format!("{} for the whole load", pace.describe()),
+        );
     }
 }
 

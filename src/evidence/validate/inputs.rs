@@ -38,6 +38,8 @@ pub struct RunEvidence<'a> {
     pub server_exit: Option<&'a str>,
     /// What the capture could not do.
     pub capture_warnings: &'a [String],
+    /// Whose CPU set the run's pace, when one thread's did (`evidence::cpu_pace`).
+    pub pace: Option<&'a crate::evidence::cpu_pace::Pace>,
 }
 
 /// The protocol every response must have come over (as ALPN names, `http/1.1`, `h2`, `h3`).

@@ -114,6 +114,7 @@ pub(crate) mod tests {
         pub link_faults: &'a [crate::link::LinkFault],
         pub server_exit: Option<&'a str>,
         pub capture_warnings: &'a [String],
+        pub pace: Option<&'a crate::evidence::cpu_pace::Pace>,
     }
 
     /// [`judge`] with the run around the load as `around` says.
@@ -142,6 +143,7 @@ pub(crate) mod tests {
             link_faults: around.link_faults,
             server_exit: around.server_exit,
             capture_warnings: around.capture_warnings,
+            pace: around.pace,
         })
     }
 

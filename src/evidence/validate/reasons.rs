@@ -61,6 +61,9 @@ pub enum ReasonKind {
     Server,
     /// A replayed page asked for more URLs the site archive lacks than `--max-misses` allows.
     ReplayMiss,
+    /// A part of pagebench (the link emulator, the embedded server) set the run's pace: one of
+    /// its threads ran on a core for the whole load (`evidence::cpu_pace`).
+    HarnessLimited,
 }
 
 /// Whether an invalid run says something about the protocol or only about the measurement.
@@ -103,11 +106,12 @@ impl ReasonKind {
             ReasonKind::Link => "link",
             ReasonKind::Server => "server",
             ReasonKind::ReplayMiss => "replay_miss",
+            ReasonKind::HarnessLimited => "harness_limited",
         }
     }
 
     /// Every kind, for parsing and documentation.
-    pub const ALL: [ReasonKind; 19] = [
+    pub const ALL: [ReasonKind; 20] = [
         ReasonKind::Timeout,
         ReasonKind::BrowserCrash,
         ReasonKind::NavigationError,
@@ -127,11 +131,13 @@ impl ReasonKind {
         ReasonKind::Link,
         ReasonKind::Server,
         ReasonKind::ReplayMiss,
+        ReasonKind::HarnessLimited,
     ];
 
     pub fn class(self) -> ReasonClass {
         match self {
             ReasonKind::Link
+            | ReasonKind::HarnessLimited
             | ReasonKind::Server
             | ReasonKind::BrowserCrash
             | ReasonKind::ServerLogMismatch => ReasonClass::Measurement,

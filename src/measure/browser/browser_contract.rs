@@ -108,4 +108,6 @@ pub struct Asked<'a> {
     pub discovered_h3: bool,
     /// `h3-dns`: the h3 a first visit learnt from an HTTPS record.
     pub dns_h3: bool,
+    /// A `devtools-<N>x` device (`--cpu-throttle-devtools`): DevTools' CPU throttling.
+    pub devtools_throttle: bool,
 }

@@ -53,6 +53,12 @@ pub struct LaunchOptions {
     /// `--dns resolver`: the resolver every name is asked of (no host is mapped then: the
     /// hosts file names only localhost); None: names from [`LaunchOptions::host_map`] alone.
     pub resolver: Option<std::net::IpAddr>,
+    /// The CPU the whole browser gets (`--devices`): a cgroup cap on every process, or
+    /// Chromium's DevTools throttling of the page.
+    pub device: crate::config::device::Device,
+    /// Time the fixed JavaScript CPU benchmark in the page after the load (outside the measured
+    /// window): a device's achieved slowdown in the engine itself.
+    pub cpu_benchmark: bool,
 }
 
 impl LaunchOptions {
@@ -118,6 +124,8 @@ impl LaunchOptions {
             as_recorded: vec![],
             tls_origins: vec![],
             resolver: None,
+            device: crate::config::device::Device::desktop(),
+            cpu_benchmark: false,
         }
     }
 }

@@ -98,16 +98,18 @@ impl Settle {
 }
 
 /// Waits until the browser's processes used less than 15 % of a core over the last 80 ms (the
-/// start-up burst is over), at most `max`. The group's CPU time is sampled every 20 ms, so the
+/// start-up burst is over), at most `max` — for a device capped at `cpu_share` of a core, less
+/// than 15 % of the larger of that share and half a core (a capped browser's burst runs at its
+/// whole share; a quiet one keeps a few % of a core of background work). The group's CPU time is sampled every 20 ms, so the
 /// wait ends within 20 ms of the browser becoming idle for 80 ms (a whole 80 ms window of at
 /// most one scheduler tick: the kernel counts CPU time in 10 ms ticks). Chromium's burst is
 /// ~0.8 s of 1.5 cores that stops at once (measured at 50 ms steps on this machine class:
 /// 1.1–2.3 cores, then 0.00 in every later step), so a shorter quiet window ends the wait
 /// sooner without starting a load inside it.
-pub fn settle(pgid: i32, max: Duration) -> Settle {
+pub fn settle(pgid: i32, max: Duration, cpu_share: f64) -> Settle {
     const SAMPLE: Duration = Duration::from_millis(20);
     const QUIET_FOR: Duration = Duration::from_millis(80);
-    const QUIET_CORES: f64 = 0.15;
+    let quiet_cores = 0.15 * cpu_share.clamp(0.5, 1.0);
     let hz = procfs::clock_ticks_per_second();
     let start = Instant::now();
     // (when, group CPU ticks) of every sample so far.
@@ -127,7 +129,7 @@ pub fn settle(pgid: i32, max: Duration) -> Settle {
         };
         let ticks = samples.last().map_or(0, |s| s.1).saturating_sub(ticks_then);
         last_cpu = ticks as f64 / hz / now.duration_since(then).as_secs_f64();
-        if last_cpu < QUIET_CORES {
+        if last_cpu < quiet_cores {
             return Settle {
                 waited: start.elapsed(),
                 settled: true,

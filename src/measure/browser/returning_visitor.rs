@@ -40,7 +40,8 @@ pub fn first_view(browser: &mut impl ReturningVisitor, o: &LaunchOptions) -> Res
     let first = browser.prepare(repeat, o);
     browser.overhead().first_view_ms = t.elapsed().as_secs_f64() * 1e3;
     browser.keep(first?);
-    let settle = super::process_group::settle(browser.process_group(), o.settle_max);
+    let settle =
+        super::process_group::settle(browser.process_group(), o.settle_max, o.device.cpu_share());
     settle.count_into(browser.overhead());
     Ok(())
 }

@@ -10,6 +10,45 @@ use crate::evidence::metrics::{Observation, PaintEntries};
 /// more than 250 files.
 pub const KEEP_RESOURCE_ENTRIES: &str = "performance.setResourceTimingBufferSize(100000);";
 
+/// A fixed JavaScript CPU benchmark, run in the page after the load (outside the measured
+/// window): string building, a sort, property access and integer arithmetic on the page's main
+/// thread — the kind of work Lighthouse's benchmark index times. Three passes of the same work;
+/// the median pass's wall time (ms) is the result (the first pass also compiles the code, and
+/// the page may still be busy after its load), as JSON text (BiDi returns primitives only).
+/// About 70 ms a pass in Chromium on this machine's core (many 10 ms quota periods); on a
+/// device against desktop in the same engine, the slowdown the device achieved in the engine.
+pub const CPU_BENCHMARK: &str = "(() => {\n\
+  const pass = (seed) => {\n\
+    const t0 = performance.now();\n\
+    let acc = seed;\n\
+    for (let round = 0; round < 600; round++) {\n\
+      const words = [];\n\
+      for (let i = 0; i < 400; i++) words.push('w' + ((i * 7919 + round * 31 + seed) % 1009).toString(36));\n\
+      words.sort();\n\
+      const seen = {};\n\
+      for (const w of words) seen[w] = (seen[w] || 0) + w.length;\n\
+      for (const k in seen) acc = (acc + seen[k] * 31) | 0;\n\
+      let x = round;\n\
+      for (let i = 0; i < 4000; i++) x = (Math.imul(x, 1103515245) + 12345) | 0;\n\
+      acc ^= x;\n\
+    }\n\
+    return [performance.now() - t0, acc];\n\
+  };\n\
+  const passes = [pass(1), pass(2), pass(3)];\n\
+  const ms = passes.map((p) => p[0]).sort((a, b) => a - b);\n\
+  return JSON.stringify({ ms: ms[1], passes: ms, check: passes.reduce((a, p) => a ^ p[1], 0) });\n\
+})()";
+
+/// The benchmark's wall time from its result, JSON text (None when it did not run or returned
+/// no time).
+pub fn read_cpu_benchmark(v: &Value) -> Option<f64> {
+    let parsed: Value = serde_json::from_str(v.as_str()?).ok()?;
+    parsed
+        .get("ms")
+        .and_then(Value::as_f64)
+        .filter(|ms| *ms > 0.0)
+}
+
 /// How long a page may keep loading subresources after its load event before we stop waiting
 /// for the ones still missing (they are then reported missing by validation).
 const AFTER_LOAD_GRACE_MS: u32 = 1000;
@@ -149,6 +188,14 @@ pub fn read_paint_entries(r: anyhow::Result<Value>) -> Option<PaintEntries> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_benchmark_reads_its_median_pass() {
+        let v = serde_json::json!("{\"ms\":71.5,\"passes\":[70.1,71.5,90.2],\"check\":5}");
+        assert_eq!(read_cpu_benchmark(&v), Some(71.5));
+        assert_eq!(read_cpu_benchmark(&serde_json::json!("{\"ms\":0}")), None);
+        assert_eq!(read_cpu_benchmark(&Value::Null), None);
+    }
     use serde_json::json;
 
     #[test]

@@ -190,6 +190,8 @@ fn run(launch_fails: bool, fault: Option<&FaultInjection>) -> (Vec<String>, RunP
         capture: &CaptureSet::none(),
         packet_tap: true,
         repeat: None,
+        device: &crate::config::device::Device::desktop(),
+        cpu_benchmark: false,
         trace_start: TraceStart::default(),
         draws: None,
     };

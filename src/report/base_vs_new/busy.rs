@@ -122,6 +122,7 @@ mod tests {
             server: ServerId::new("embedded"),
             browser: BrowserId::default(),
             view: View::First,
+            device: Default::default(),
             variant,
         };
         acc.insert(

@@ -61,6 +61,7 @@ fn data_on(headline: &'static Metric, rows: &[RunRow], servers: &[&str]) -> Repo
                 .collect(),
             browsers: vec![crate::config::identity::BrowserId::default()],
             views: vec![crate::config::identity::View::First],
+            devices: vec![Default::default()],
             variants: ["h2", "h3"]
                 .iter()
                 .map(|v| v.parse::<Variant>().unwrap())

@@ -19,7 +19,8 @@ use crate::evidence::visual::VisualSource;
 use crate::measure::browser::resolver::PrivateNames;
 use crate::measure::browser::sandbox::{self, Confinement};
 use crate::measure::browser::{process_group, LaunchOptions, HOST};
-use crate::support::cgroup::{spawn_counted_as, CpuGroup};
+use crate::support::cgroup::CpuGroup;
+use crate::support::cpu_cap::spawn_capped_as;
 use crate::support::public_suffix;
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
@@ -113,6 +114,8 @@ struct Start<'a> {
     display: Option<&'a str>,
     /// `--dns resolver`'s resolver.
     resolver: Option<std::net::IpAddr>,
+    /// A device's CPU cap on every process of the browser.
+    cap: Option<crate::config::device::CpuShare>,
 }
 
 /// Chromium's flags for one run (the profile directory is added by [`ChromiumProcess::launch`]).
@@ -394,6 +397,7 @@ impl ChromiumProcess {
             writes: &writes,
             display,
             resolver: o.resolver,
+            cap: o.device.cap(),
         };
         Self::start(cmd, chromium_args(o), start)
     }
@@ -407,6 +411,7 @@ impl ChromiumProcess {
             writes: &[],
             display: None,
             resolver: None,
+            cap: None,
         };
         Self::start(cmd, natural_args(o), start)
     }
@@ -418,6 +423,7 @@ impl ChromiumProcess {
             writes,
             display,
             resolver,
+            cap,
         } = start;
         if !Path::new(CHROMIUM).exists() {
             bail!("{CHROMIUM} not found: install Debian's chromium package (./setup.sh does)");
@@ -477,8 +483,8 @@ impl ChromiumProcess {
             });
         }
         let started = Instant::now();
-        let (child, cpu_group) =
-            spawn_counted_as(&mut cmd, user).with_context(|| format!("cannot start {CHROMIUM}"))?;
+        let (child, cpu_group) = spawn_capped_as(&mut cmd, user, cap)
+            .with_context(|| format!("cannot start {CHROMIUM}"))?;
         drop(child_in);
         drop(child_out);
         let pgid = child.id() as i32;
@@ -505,7 +511,7 @@ impl ChromiumProcess {
         };
         browser.ask_version()?;
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
-        let settle = process_group::settle(pgid, settle_max);
+        let settle = process_group::settle(pgid, settle_max, cap.map_or(1.0, |c| c.cores()));
         settle.count_into(&mut browser.overhead);
         browser.confinement = Some(sandbox::observe(pgid));
         Ok(browser)

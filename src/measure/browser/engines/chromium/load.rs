@@ -58,7 +58,15 @@ pub struct LoadExtras<'a> {
     pub screencast: bool,
     /// The display whose screen is recorded during the load (`--visual`, video).
     pub display: Option<&'a VirtualDisplay>,
+    /// DevTools' CPU throttling of the page at this rate (a `devtools-<N>x` device).
+    pub cpu_throttle: Option<f64>,
+    /// Time the page's CPU benchmark after a completed load, once the browser is idle (the
+    /// share of a core it may use).
+    pub cpu_benchmark: Option<f64>,
 }
+
+/// The longest wait for the browser to be idle before the CPU benchmark.
+const IDLE_MAX: Duration = Duration::from_secs(3);
 
 /// Screencast frames: JPEG, small enough to be cheap, large enough for a filmstrip.
 const SCREENCAST: (u32, u32, u32) = (640, 360, 70);
@@ -92,7 +100,7 @@ pub fn load_until(
     extras: LoadExtras,
 ) -> Result<(Observation, LoadEnd)> {
     let short = Duration::from_secs(10);
-    let session = match attach(browser, short, extras.init_script) {
+    let session = match attach(browser, short, extras.init_script, extras.cpu_throttle) {
         Ok(s) => s,
         Err(e) => return Ok((Observation::default(), crashed_or(browser, e))),
     };
@@ -124,6 +132,8 @@ fn load_in_session(
         init_script: _,
         screencast: visual,
         display,
+        cpu_throttle: _,
+        cpu_benchmark,
     } = extras;
     let _ = browser.cdp.drain_events();
     let now = Instant::now();
@@ -162,7 +172,19 @@ fn load_in_session(
             video::finish_into(recording, &mut obs, false);
             (obs, end)
         }
-        None => finish(browser, &session, obs, keep_bodies, visual, recording),
+        None => {
+            let (mut obs, end) = finish(browser, &session, obs, keep_bodies, visual, recording);
+            if let Some(share) = cpu_benchmark.filter(|_| end == LoadEnd::Completed) {
+                // After the load's own work (as the launch waits for the start-up burst).
+                crate::measure::browser::process_group::settle(browser.pgid(), IDLE_MAX, share);
+                let t = Duration::from_secs(60);
+                obs.cpu_benchmark_ms =
+                    cdp::evaluate(&browser.cdp, &session, scripts::CPU_BENCHMARK, t)
+                        .ok()
+                        .and_then(|v| scripts::read_cpu_benchmark(&v));
+            }
+            (obs, end)
+        }
     })
 }
 
@@ -465,7 +487,12 @@ fn crashed_or(browser: &mut ChromiumProcess, e: anyhow::Error) -> LoadEnd {
 
 /// Attaches to the browser's first page (in the default context: the primed profile state only
 /// applies there) and enables the domains we need.
-fn attach(browser: &ChromiumProcess, t: Duration, init_script: Option<&str>) -> Result<String> {
+fn attach(
+    browser: &ChromiumProcess,
+    t: Duration,
+    init_script: Option<&str>,
+    cpu_throttle: Option<f64>,
+) -> Result<String> {
     let targets = browser.cdp.call(None, "Target.getTargets", json!({}), t)?;
     let target = targets["targetInfos"]
         .as_array()
@@ -507,6 +534,9 @@ fn attach(browser: &ChromiumProcess, t: Duration, init_script: Option<&str>) -> 
             "Page.addScriptToEvaluateOnNewDocument",
             json!({ "source": source }),
         )?;
+    }
+    if let Some(rate) = cpu_throttle {
+        call("Emulation.setCPUThrottlingRate", json!({ "rate": rate }))?;
     }
     Ok(session)
 }

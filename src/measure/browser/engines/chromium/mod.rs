@@ -85,6 +85,10 @@ pub struct Chromium {
     visual: Option<crate::evidence::visual::VisualSource>,
     /// The virtual display its window is on (`--visual`, video), from launch to close.
     display: Option<VirtualDisplay>,
+    /// The CPU the browser gets (the launch options say): DevTools throttling is set per load.
+    device: crate::config::device::Device,
+    /// Time the page's CPU benchmark after each load (the launch options say).
+    cpu_benchmark: bool,
     /// The version the last launch reported (kept after close).
     version: Option<String>,
     /// How the last launch's processes ran (kept after close).
@@ -121,6 +125,8 @@ impl Browser for Chromium {
         self.keep_bodies = opts.keep_bodies;
         self.init_script = opts.init_script.clone();
         self.visual = opts.visual;
+        self.device = opts.device.clone();
+        self.cpu_benchmark = opts.cpu_benchmark;
         Ok(())
     }
 
@@ -159,6 +165,8 @@ impl Browser for Chromium {
                 init_script: self.init_script.as_deref(),
                 screencast: self.visual == Some(VisualSource::Screencast),
                 display: self.display.as_ref(),
+                cpu_throttle: self.device.devtools_rate(),
+                cpu_benchmark: self.cpu_benchmark.then(|| self.device.cpu_share()),
             },
         )?;
         obs.first_view = first_view;

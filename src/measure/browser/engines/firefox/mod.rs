@@ -37,7 +37,8 @@ use crate::measure::browser::video::{self, VirtualDisplay};
 use crate::measure::browser::{
     process_group, scripts, Asked, Browser, ClientSide, Engine, LaunchOptions,
 };
-use crate::support::cgroup::{spawn_counted_as, CpuGroup};
+use crate::support::cgroup::CpuGroup;
+use crate::support::cpu_cap::spawn_capped_as;
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 use crate::support::unprivileged;
@@ -385,8 +386,8 @@ impl FirefoxProcess {
         let mut cmd = command(client, o, display, tmp.path(), stderr);
         names.mount_on_exec(&mut cmd);
         let started = Instant::now();
-        let (mut child, cpu_group) =
-            spawn_counted_as(&mut cmd, user).with_context(|| format!("cannot start {FIREFOX}"))?;
+        let (mut child, cpu_group) = spawn_capped_as(&mut cmd, user, o.device.cap())
+            .with_context(|| format!("cannot start {FIREFOX}"))?;
         let pgid = child.id() as i32;
         let tmp_for_cleanup = tmp.path().to_path_buf();
         let guard = signals::register_cleanup(move || {
@@ -446,7 +447,7 @@ impl FirefoxProcess {
         }
         // The settle wait starts after the warm-up: both are part of the launch, and what it
         // measures is the browser's own start-up burst.
-        let settle = process_group::settle(pgid, o.settle_max);
+        let settle = process_group::settle(pgid, o.settle_max, o.device.cpu_share());
         settle.count_into(&mut browser.overhead);
         browser.confinement = sandbox::observe(pgid);
         Ok(browser)
@@ -661,6 +662,9 @@ fn cannot(asked: &Asked) -> Option<&'static str> {
     if asked.discovered_h3 {
         return Some("h3-discovered (the h3 a returning visitor learnt from Alt-Svc) is measured in Chromium only");
     }
+    if asked.devtools_throttle {
+        return Some("--cpu-throttle-devtools (a devtools-<N>x device) is Chromium's DevTools CPU throttling: Firefox has no such switch; slow Firefox down with a cgroup device (phone-mid, cpu-<N>x) instead");
+    }
     None
 }
 
@@ -673,6 +677,10 @@ pub struct Firefox {
     version: Option<String>,
     /// How the last launch's processes ran (kept after close).
     confinement: Option<Confinement>,
+    /// Time the page's CPU benchmark after each load (the launch options say).
+    cpu_benchmark: bool,
+    /// The share of a core the browser may use (its device).
+    cpu_share: f64,
 }
 
 impl Browser for Firefox {
@@ -681,6 +689,11 @@ impl Browser for Firefox {
     }
 
     fn launch(&mut self, client: &dyn ClientSide, opts: &LaunchOptions) -> Result<()> {
+        anyhow::ensure!(
+            opts.device.devtools_rate().is_none(),
+            "device {}: DevTools CPU throttling is Chromium's; Firefox has none",
+            opts.device.name
+        );
         self.close();
         if opts.visual == Some(VisualSource::Screencast) {
             bail!("--visual=screencast is Chromium's; Firefox is recorded by --visual (video)");
@@ -706,6 +719,8 @@ impl Browser for Firefox {
         self.version = Some(format!("Firefox {}", process.version));
         self.confinement = Some(process.confinement.clone());
         self.running = Some(process);
+        self.cpu_benchmark = opts.cpu_benchmark;
+        self.cpu_share = opts.device.cpu_share();
         Ok(())
     }
 
@@ -737,6 +752,15 @@ impl Browser for Firefox {
         let transfer = !kind.is_page();
         let (mut obs, end) = load(browser, url, expected_resources, transfer, timeout, display)?;
         obs.first_view = first_view;
+        if self.cpu_benchmark && end == LoadEnd::Completed {
+            // After the load's own work (as the launch waits for the start-up burst).
+            process_group::settle(browser.pgid, Duration::from_secs(3), self.cpu_share);
+            let t = Duration::from_secs(60);
+            obs.cpu_benchmark_ms =
+                bidi::evaluate(&browser.bidi, &browser.context, scripts::CPU_BENCHMARK, t)
+                    .ok()
+                    .and_then(|v| scripts::read_cpu_benchmark(&v));
+        }
         Ok((obs, end))
     }
 

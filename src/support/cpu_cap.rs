@@ -1,0 +1,228 @@
+//! A device's CPU cap on a launch's accounting group ([`CpuGroup`]): one core (`cpuset`) and a
+//! quota per period (`cpu.max`, or `cpu.cfs_quota_us` / `cpu.cfs_period_us`) for every process
+//! of the launch. Where the cgroup2 group can have the `cpu` and `cpuset` controllers it gets
+//! the cap itself; on a machine whose cgroup2 mount lacks them (a hybrid hierarchy) the launch
+//! also joins groups of its own on the cgroup v1 `cpu` and `cpuset` hierarchies, removed with
+//! it. And a fixed native CPU benchmark, run in a forked child inside such a group: what a
+//! device's cap achieves, measured.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::support::cgroup::CpuGroup;
+
+/// The prefix of a cap group on a v1 hierarchy; this process's pid and a counter follow.
+const V1_PREFIX: &str = "pagebench-";
+static NEXT_CAP: AtomicU64 = AtomicU64::new(1);
+static ORPHANS_REMOVED: Once = Once::new();
+
+/// A quota of `quota_us` per `period_us` of CPU time for the whole group, on one core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuShare {
+    pub period_us: u64,
+    pub quota_us: u64,
+}
+
+impl CpuShare {
+    /// The share of one core it allows.
+    pub fn cores(&self) -> f64 {
+        self.quota_us as f64 / self.period_us as f64
+    }
+}
+
+/// Where a cap was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hierarchy {
+    Cgroup2,
+    CgroupV1,
+}
+
+/// Caps `group` (before any process joins it) at `share` on one core: the highest this
+/// process may run on. Returns where it was applied and the core.
+pub fn apply(group: &mut CpuGroup, share: CpuShare) -> Result<(Hierarchy, usize)> {
+    let cpu = highest_allowed_cpu()?;
+    if try_cgroup2(group.dir(), share, cpu) {
+        return Ok((Hierarchy::Cgroup2, cpu));
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let own = std::fs::read_to_string("/proc/self/cgroup")?;
+    let dirs = ["cpu", "cpuset"].map(|c| v1_own_dir(&mountinfo, &own, c));
+    let [Some(cpu_base), Some(cpuset_base)] = dirs else {
+        anyhow::bail!(
+            "cannot cap the browser's CPU: the cgroup2 group {} has no cpu and cpuset \
+             controllers and no cgroup v1 cpu and cpuset hierarchies are mounted; enable them \
+             (`echo +cpu +cpuset > …/cgroup.subtree_control` of its parent) or run on desktop",
+            group.dir().display()
+        );
+    };
+    ORPHANS_REMOVED.call_once(|| {
+        remove_orphans(&cpu_base);
+        remove_orphans(&cpuset_base);
+    });
+    let name = format!(
+        "{V1_PREFIX}{}-c{}",
+        std::process::id(),
+        NEXT_CAP.fetch_add(1, Ordering::SeqCst)
+    );
+    let quota = make_v1(&cpu_base.join(&name), |d| {
+        write(d, "cpu.cfs_period_us", &share.period_us.to_string())?;
+        write(d, "cpu.cfs_quota_us", &share.quota_us.to_string())
+    });
+    group.also_join(quota?)?;
+    let mems = std::fs::read_to_string(cpuset_base.join("cpuset.mems"))
+        .with_context(|| format!("reading {}", cpuset_base.join("cpuset.mems").display()))?;
+    let cores = make_v1(&cpuset_base.join(&name), |d| {
+        write(d, "cpuset.cpus", &cpu.to_string())?;
+        write(d, "cpuset.mems", mems.trim())
+    });
+    group.also_join(cores?)?;
+    Ok((Hierarchy::CgroupV1, cpu))
+}
+
+/// Spawns `cmd` as `cgroup::spawn_counted_as` does, its group capped at `cap` (None: as it
+/// is). A cap that cannot be applied is an error, never an uncapped run.
+pub fn spawn_capped_as(
+    cmd: &mut std::process::Command,
+    user: Option<crate::support::unprivileged::UserIds>,
+    cap: Option<CpuShare>,
+) -> Result<(std::process::Child, Option<CpuGroup>)> {
+    let Some(share) = cap else {
+        return Ok(crate::support::cgroup::spawn_counted_as(cmd, user)?);
+    };
+    let mut group = CpuGroup::create()
+        .context("a device's CPU cap needs a writable cgroup2 mount for the browser's group")?;
+    apply(&mut group, share)?;
+    Ok(crate::support::cgroup::spawn_in(cmd, user, Some(group))?)
+}
+
+/// The cap on the cgroup2 group itself, when its parent can give it the controllers.
+fn try_cgroup2(dir: &Path, share: CpuShare, cpu: usize) -> bool {
+    if let Some(parent) = dir.parent() {
+        let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+cpu +cpuset");
+    }
+    if !dir.join("cpu.max").exists() || !dir.join("cpuset.cpus").exists() {
+        return false;
+    }
+    let max = format!("{} {}", share.quota_us, share.period_us);
+    write(dir, "cpu.max", &max).is_ok() && write(dir, "cpuset.cpus", &cpu.to_string()).is_ok()
+}
+
+/// Makes a v1 group and sets it up; removed again when setting it up fails.
+fn make_v1(dir: &Path, set_up: impl Fn(&Path) -> Result<()>) -> Result<PathBuf> {
+    std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if let Err(e) = set_up(dir) {
+        let _ = std::fs::remove_dir(dir);
+        return Err(e);
+    }
+    Ok(dir.to_path_buf())
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
+    let path = dir.join(file);
+    std::fs::write(&path, value)
+        .with_context(|| format!("cannot write {value} to {}", path.display()))
+}
+
+/// This process's group on the v1 hierarchy of `controller` (pure): its mount point (a
+/// `cgroup` mount whose options name the controller) joined with the process's path there.
+fn v1_own_dir(mountinfo: &str, proc_self_cgroup: &str, controller: &str) -> Option<PathBuf> {
+    let path = proc_self_cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then_some(path.trim())
+    })?;
+    mountinfo.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        let mut fs = fs.split_whitespace();
+        if fs.next()? != "cgroup" {
+            return None;
+        }
+        let options = fs.nth(1)?;
+        if !options.split(',').any(|o| o == controller) {
+            return None;
+        }
+        let fields: Vec<&str> = mount.split_whitespace().collect();
+        let (root, point) = (*fields.get(3)?, *fields.get(4)?);
+        let below = path.strip_prefix(root.trim_end_matches('/'))?;
+        Some(Path::new(point).join(below.trim_start_matches('/')))
+    })
+}
+
+/// Removes the cap groups of pagebench processes that are gone.
+fn remove_orphans(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(V1_PREFIX))
+            .and_then(|n| n.split_once("-c"))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            crate::support::cgroup::remove_when_empty(&entry.path());
+        }
+    }
+}
+
+/// The highest CPU this process may run on (the browser's core: the others keep the server
+/// and the emulator's usual place).
+fn highest_allowed_cpu() -> Result<usize> {
+    // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for this process.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error()).context("sched_getaffinity");
+        }
+        set
+    };
+    (0..libc::CPU_SETSIZE as usize)
+        .rev()
+        // SAFETY: reading a bit of an initialised set, index within its size.
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .context("this process may run on no CPU")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_own_v1_group_is_found_by_controller() {
+        let mountinfo = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+             34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n\
+             36 31 0:33 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+             41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        let own = "3:cpuset:/\n1:cpu:/lxc/a\n0::/\n";
+        assert_eq!(
+            v1_own_dir(mountinfo, own, "cpu"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu/lxc/a"))
+        );
+        assert_eq!(
+            v1_own_dir(mountinfo, own, "cpuset"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpuset"))
+        );
+        let combined = "2:cpu,cpuacct:/x\n";
+        assert_eq!(
+            v1_own_dir(
+                "36 31 0:33 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
+                combined,
+                "cpu"
+            ),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/x"))
+        );
+        assert_eq!(v1_own_dir(mountinfo, "0::/\n", "cpu"), None);
+    }
+}
