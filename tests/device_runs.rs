@@ -166,7 +166,9 @@ fn a_run_whose_server_is_pinned_at_a_full_core_is_limited_by_the_harness() {
     assert_eq!(rows[0]["outcome"], "invalid");
     // The spinning thread may also starve the emulator (the link gate then says so too).
     assert!(
-        rows[0]["invalid_kinds"].split(' ').any(|k| k == "harness_limited"),
+        rows[0]["invalid_kinds"]
+            .split(' ')
+            .any(|k| k == "harness_limited"),
         "{}",
         rows[0]["invalid_kinds"]
     );

