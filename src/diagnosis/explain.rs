@@ -439,6 +439,10 @@ fn cell_label(summary: &Summary, c: &CellComparison) -> String {
             varies(|s| s.key.view.to_string()),
             (c.view_a == c.view_b).then(|| c.view_a.to_string()),
         ),
+        (
+            varies(|s| s.key.device.to_string()),
+            (c.device_a == c.device_b).then(|| c.device_a.to_string()),
+        ),
     ];
     for (varies, part) in shared {
         if let (true, Some(part)) = (varies, part) {

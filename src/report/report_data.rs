@@ -230,12 +230,8 @@ impl ReportData {
         self.summary.comparisons.iter().find(|c| {
             c.profile == profile
                 && c.workload == workload
-                && c.server_a == setup_a.server
-                && c.browser_a == setup_a.browser
-                && c.view_a == setup_a.view
-                && c.server_b == setup_b.server
-                && c.browser_b == setup_b.browser
-                && c.view_b == setup_b.view
+                && c.setup_a() == *setup_a
+                && c.setup_b() == *setup_b
                 && c.a == a
                 && c.b == b
         })

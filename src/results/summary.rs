@@ -561,6 +561,7 @@ fn summary_csv(s: &Summary) -> Result<Vec<u8>> {
         "server",
         "browser",
         "view",
+        "device",
         "variant",
         "n_valid",
         "n_invalid",
@@ -594,6 +595,7 @@ fn summary_csv(s: &Summary) -> Result<Vec<u8>> {
             st.key.server.to_string(),
             st.key.browser.name().to_string(),
             st.key.view.name().to_string(),
+            st.key.device.to_string(),
             st.key.variant.name(),
             c.n_valid.to_string(),
             c.n_invalid.to_string(),
@@ -639,10 +641,12 @@ fn comparisons_csv(s: &Summary) -> Result<Vec<u8>> {
         "server_a",
         "browser_a",
         "view_a",
+        "device_a",
         "a",
         "server_b",
         "browser_b",
         "view_b",
+        "device_b",
         "b",
         "n_valid_a",
         "n_dnf_a",
@@ -678,10 +682,12 @@ fn comparisons_csv(s: &Summary) -> Result<Vec<u8>> {
             c.server_a.to_string(),
             c.browser_a.name().to_string(),
             c.view_a.name().to_string(),
+            c.device_a.to_string(),
             c.a.name(),
             c.server_b.to_string(),
             c.browser_b.name().to_string(),
             c.view_b.name().to_string(),
+            c.device_b.to_string(),
             c.b.name(),
             x.n_valid_a.to_string(),
             x.n_dnf_a.to_string(),
@@ -852,6 +858,9 @@ fn terminal_table(
     };
     if several_views {
         engine.push_str(&format!(", {} view", setup.view));
+    }
+    if !setup.device.is_desktop() {
+        engine.push_str(&format!(", on {}", setup.device));
     }
     out.push_str(&format!(
         "\n{workload} on {}{engine}: median ms [95 % CI] (valid/invalid/DNF)\n",

@@ -6,11 +6,13 @@ use crate::support::stats::{Comparison, RateTest, Side, Verdict};
 
 /// How a side of `c` is named: its protocol, with what differs between the sides.
 pub fn side_name(c: &CellComparison, side: Side) -> String {
-    let (server, browser, view, variant) = match side {
-        Side::A => (&c.server_a, c.browser_a, c.view_a, c.a),
-        Side::B => (&c.server_b, c.browser_b, c.view_b, c.b),
+    let (server, browser, view, device, variant) = match side {
+        Side::A => (&c.server_a, c.browser_a, c.view_a, &c.device_a, c.a),
+        Side::B => (&c.server_b, c.browser_b, c.view_b, &c.device_b, c.b),
     };
-    if c.view_a != c.view_b {
+    if c.device_a != c.device_b {
+        format!("{device} {variant}")
+    } else if c.view_a != c.view_b {
         format!("{view} {variant}")
     } else if c.browser_a != c.browser_b {
         format!("{browser} {variant}")
