@@ -655,6 +655,12 @@ fn lane_policy(req: &MatrixRequest) -> super::lanes::Policy {
         tracing::info!("--runs auto walks one run at a time: --jobs is not used");
         return super::lanes::Policy::serial();
     }
+    if crate::config::device::compared(&req.devices) && policy.jobs > 1 {
+        // A device is a share of one core, and its benchmarks compare with a free core:
+        // another lane's browser on that core would be part of the device.
+        tracing::info!("devices are compared one run at a time: --jobs is not used");
+        return super::lanes::Policy::serial();
+    }
     policy
 }
 

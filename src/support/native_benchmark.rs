@@ -11,7 +11,11 @@ use crate::support::cpu_cap::CpuShare;
 /// Rounds of the work (a multiply-add chain): about 110 ms on this machine's core — many quota
 /// periods, so a cap's first full quota does not count — in an optimised build and in a debug
 /// one (whose loop is 7× slower: it does fewer rounds).
-const ROUNDS: u64 = if cfg!(debug_assertions) { 15_000 } else { 100_000 };
+const ROUNDS: u64 = if cfg!(debug_assertions) {
+    15_000
+} else {
+    100_000
+};
 const STEPS_PER_ROUND: u64 = 1_000;
 
 /// One timing of the benchmark.
