@@ -47,6 +47,15 @@ pub fn time(share: Option<CpuShare>) -> Result<NativeTiming> {
     // SAFETY: the child calls only async-signal-safe functions (open/write/close in
     // `join_from_child`, clock_gettime, write, _exit) and allocates nothing.
     let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let err = std::io::Error::last_os_error();
+        // SAFETY: our own pipe's two ends.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        return Err(err).context("fork for the CPU benchmark");
+    }
     if pid == 0 {
         let ok = group.as_ref().is_none_or(|g| g.join_from_child().is_ok());
         let out = if ok { work() } else { [-1.0, -1.0] };
@@ -65,7 +74,6 @@ pub fn time(share: Option<CpuShare>) -> Result<NativeTiming> {
         libc::close(fds[0]);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
-    anyhow::ensure!(pid > 0, "fork: {}", std::io::Error::last_os_error());
     anyhow::ensure!(
         read == 16 && out[0] >= 0.0,
         "the CPU benchmark's child could not join its group"
@@ -167,7 +175,6 @@ mod tests {
         let pairs: Vec<_> = (0..5)
             .map(|_| (time(None).unwrap(), time(Some(share)).unwrap()))
             .collect();
-        eprintln!("{pairs:?}");
         let s = achieved_slowdown(&pairs).unwrap();
         assert!(
             (s / 4.0 - 1.0).abs() < 0.15,
