@@ -287,13 +287,18 @@ pub(crate) fn own_group_dir(mountinfo: &str, proc_self_cgroup: &str) -> Option<P
             return None;
         }
         let fields: Vec<&str> = mount.split_whitespace().collect();
-        let (root, point) = (*fields.get(3)?, *fields.get(4)?);
-        let below = path.strip_prefix(root.trim_end_matches('/'))?;
-        if !below.is_empty() && !below.starts_with('/') {
-            return None; // `/a/bc` is not below `/a/b`
-        }
-        Some(Path::new(point).join(below.trim_start_matches('/')))
+        below_mount(fields.get(3)?, fields.get(4)?, path)
     })
+}
+
+/// Where a group at `path` is under a cgroup mount of `root` at `point` (pure; None when the
+/// path is not below the mount's root: `/a/bc` is not below `/a/b`).
+pub(crate) fn below_mount(root: &str, point: &str, path: &str) -> Option<PathBuf> {
+    let below = path.strip_prefix(root.trim_end_matches('/'))?;
+    if !below.is_empty() && !below.starts_with('/') {
+        return None;
+    }
+    Some(Path::new(point).join(below.trim_start_matches('/')))
 }
 
 /// Removes the groups of pagebench processes that are gone (killed before they could).

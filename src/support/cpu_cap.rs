@@ -150,9 +150,7 @@ fn v1_own_dir(mountinfo: &str, proc_self_cgroup: &str, controller: &str) -> Opti
             return None;
         }
         let fields: Vec<&str> = mount.split_whitespace().collect();
-        let (root, point) = (*fields.get(3)?, *fields.get(4)?);
-        let below = path.strip_prefix(root.trim_end_matches('/'))?;
-        Some(Path::new(point).join(below.trim_start_matches('/')))
+        crate::support::cgroup::below_mount(fields.get(3)?, fields.get(4)?, path)
     })
 }
 
