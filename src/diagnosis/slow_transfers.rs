@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::identity::{BrowserId, ServerId};
 use crate::config::protocol::{Protocol, Variant};
-use crate::evidence::cpu_pace::Pace;
+use crate::evidence::cpu_pace::{Pace, Pacer};
 use crate::evidence::run_record::RunRecord;
 use crate::evidence::validate::Outcome;
 use crate::results::store::{read_meta, read_record, Meta};
@@ -35,10 +35,12 @@ pub enum FindingKind {
     LossLimited,
     /// TCP left slow start without a loss (HyStart's delay signal) and never caught up.
     SlowStartExit,
-    /// A thread of the browser ran the whole transfer: the browser's CPU set the pace.
+    /// A thread of the browser ran the whole transfer, or the whole browser used its device's
+    /// cap: the browser's CPU set the pace.
     BrowserCpuLimited,
     /// A thread of pagebench's own (the embedded server, the link emulator) ran the whole
-    /// transfer: the series measures pagebench, not the protocol.
+    /// transfer, or every CPU of the machine was busy: the series measures pagebench, not the
+    /// protocol.
     HarnessLimited,
 }
 
@@ -521,7 +523,7 @@ fn udp_findings(ev: &SeriesEvidence) -> Vec<Finding> {
                 if server_side { "server's" } else { "client's" },
                 if server_side { row.udp_rcvbuf_errors_server } else { row.udp_rcvbuf_errors_client },
                 if server_side { "server" } else { "client" },
-                if server_side { "the server" } else { "Chromium" },
+                if server_side { "the server" } else { "the browser" },
                 if server_side { "--udp-recv-buffer (SO_RCVBUF)" } else { "net.core.rmem_default in the client namespace" },
             ),
         });
@@ -574,14 +576,14 @@ fn cpu_finding(ev: &SeriesEvidence) -> Option<Finding> {
     let paces: Vec<Option<Pace>> = ev
         .recs
         .iter()
-        .map(|r| crate::evidence::cpu_pace::of(r.contention.as_ref()?))
+        .map(|r| crate::evidence::cpu_pace::of(r.contention.as_ref()?, r.device_cap()))
         .collect();
     pace_finding(&ev.row.series, &paces)
 }
 
-/// A finding when one side's thread set the pace of more than half of a series' runs (`paces`,
-/// one per run, None: nothing did): the browser's (a finding about the browser) or pagebench's
-/// own (the series then measures pagebench).
+/// A finding when one pacer set the pace of more than half of a series' runs (`paces`, one per
+/// run, None: nothing did): the browser's CPU (a finding about the browser), or pagebench's own
+/// parts or its machine (the series then measures pagebench).
 fn pace_finding(series: &str, paces: &[Option<Pace>]) -> Option<Finding> {
     let paced: Vec<&Pace> = paces.iter().flatten().collect();
     let count = |p: &Pace| paced.iter().filter(|q| q.pacer == p.pacer).count();
@@ -594,16 +596,23 @@ fn pace_finding(series: &str, paces: &[Option<Pace>]) -> Option<Finding> {
         pacer: most.pacer.clone(),
         share: median(same.iter().map(|p| p.share).collect())?,
     };
-    let (kind, why) = if typical.by_harness() {
-        (
+    let (kind, why) = match typical.pacer {
+        Pacer::Machine { .. } => (
+            FindingKind::HarnessLimited,
+            "the browser, the server and the link emulator share this machine's cores, which a user's device does not, so these runs measure this machine, not the protocol: run on a machine with more cores, or a slower profile",
+        ),
+        Pacer::Server | Pacer::Emulator => (
             FindingKind::HarnessLimited,
             "pagebench's own part set the pace, so these runs measure pagebench, not the protocol: run with --jobs 1 on a quiet machine, or a slower profile",
-        )
-    } else {
-        (
+        ),
+        Pacer::DeviceCap { .. } => (
+            FindingKind::BrowserCpuLimited,
+            "the device's CPU, not the link, set the pace",
+        ),
+        Pacer::Browser { .. } => (
             FindingKind::BrowserCpuLimited,
             "the browser's CPU, not the link, set the pace",
-        )
+        ),
     };
     Some(Finding {
         kind,
@@ -689,7 +698,6 @@ mod tests {
 
     #[test]
     fn whose_cpu_paced_most_runs_is_a_finding_and_the_harness_is_said_to_be_measured() {
-        use crate::evidence::cpu_pace::Pacer;
         let net = |share| {
             Some(Pace {
                 pacer: Pacer::Browser {

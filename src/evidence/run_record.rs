@@ -240,6 +240,12 @@ pub struct LaneRun {
 }
 
 impl RunRecord {
+    /// The CPU cap of the run's device (None: uncapped, or a device this version does not
+    /// know).
+    pub fn device_cap(&self) -> Option<crate::support::cpu_cap::CpuShare> {
+        self.device.device().ok().and_then(|d| d.cap())
+    }
+
     /// Whether this invalid run failed as a measurement (link, server, browser crash): the
     /// matrix runs it again.
     pub fn is_measurement_failure(&self) -> bool {

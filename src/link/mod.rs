@@ -59,6 +59,7 @@ pub mod cross;
 pub mod emulated;
 pub mod emulator;
 pub mod events;
+pub mod fair_share;
 pub mod histogram;
 pub mod host;
 pub mod io_counters;

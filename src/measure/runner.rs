@@ -237,7 +237,7 @@ pub fn assemble(spec: &RunSpec, parts: RunParts) -> RunRecord {
         &parts.counters_before,
         &parts.counters_after,
         !parts.lookups.is_empty(),
-        crate::evidence::cpu_pace::of(&parts.contention),
+        crate::evidence::cpu_pace::of(&parts.contention, spec.device.cap()),
     );
     let server = parts.server;
     let lookups =
@@ -934,7 +934,7 @@ fn describe_machine(rec: &RunRecord) -> String {
     ));
     if let Some(c) = &rec.contention {
         s.push_str(&format!("  contention: {}\n", c.describe()));
-        if let Some(p) = crate::evidence::cpu_pace::of(c) {
+        if let Some(p) = crate::evidence::cpu_pace::of(c, rec.device_cap()) {
             s.push_str(&format!("  pace: {} for the whole load\n", p.describe()));
         }
     }
