@@ -571,8 +571,24 @@ fn loss_finding(ev: &SeriesEvidence) -> Option<Finding> {
     )))
 }
 
-/// Whose CPU set the pace of most of the series' runs (`evidence::cpu_pace`).
+/// A transfer at least this share of its link's rate was paced by the link, however busy
+/// anyone's CPU was (a capped browser, a spinning emulator use whatever they are given).
+pub const AT_LINK_RATE: f64 = 0.9;
+
+/// Whether a transfer's `goodput` reached [`AT_LINK_RATE`] of its link's `rate` (both Mbit/s).
+fn at_link_rate(goodput: Option<f64>, rate: Option<f64>) -> bool {
+    matches!((goodput, rate), (Some(g), Some(r)) if r > 0.0 && g >= AT_LINK_RATE * r)
+}
+
+/// Whose CPU set the pace of most of the series' runs (`evidence::cpu_pace`), when the
+/// transfer fell short of its link's rate.
 fn cpu_finding(ev: &SeriesEvidence) -> Option<Finding> {
+    let rate = ev
+        .prof
+        .and_then(|p| if ev.upload { p.up_mbit } else { p.down_mbit });
+    if at_link_rate(ev.row.goodput_mbit, rate) {
+        return None;
+    }
     let paces: Vec<Option<Pace>> = ev
         .recs
         .iter()
@@ -729,9 +745,34 @@ link, set the pace."
             "{}",
             f.sentence
         );
+        let machine = Some(Pace {
+            pacer: Pacer::Machine { cpus: 2 },
+            share: 0.97,
+        });
+        let f = pace_finding(s, &[machine.clone(), machine, net(0.5)]).unwrap();
+        assert_eq!(f.kind, FindingKind::HarnessLimited);
+        assert!(
+            f.sentence.starts_with(
+                "fast-1000/download100mb/embedded/h3: the machine's 2 CPUs were 97 % busy for \
+the whole transfer (median of the 2 of 3 runs it paced)"
+            ) && f
+                .sentence
+                .contains("measure this machine, not the protocol"),
+            "{}",
+            f.sentence
+        );
         // Half of the runs is not most of them; nothing paced, nothing said.
         assert!(pace_finding(s, &[net(0.97), None]).is_none());
         assert!(pace_finding(s, &[None, None]).is_none());
+    }
+
+    #[test]
+    fn a_transfer_at_its_link_s_rate_was_paced_by_the_link() {
+        assert!(at_link_rate(Some(94.6), Some(100.0)));
+        assert!(!at_link_rate(Some(426.0), Some(1000.0)));
+        // An unshaped link, or no goodput: not judged here.
+        assert!(!at_link_rate(Some(900.0), None));
+        assert!(!at_link_rate(None, Some(100.0)));
     }
 
     #[test]

@@ -4,11 +4,11 @@
 //! and TLS; a renderer; the GPU process), the server's or the link emulator's. Failing that, a
 //! run whose own processes kept every CPU busy through the window was paced by the machine
 //! (the browser, the server and the emulator share its cores, which a user's device does not;
-//! other processes' load is the machine check's business), and a browser capped to
-//! a slower device's share of a core that used all of it was. A run paced by pagebench's own
-//! parts (the embedded server, the emulator) or by the machine measures pagebench, not the
-//! protocol; one paced by the browser's CPU (a thread, or its device's cap) is a finding about
-//! the browser.
+//! other processes' load is the machine check's business), and a browser capped to a slower
+//! device's share of a core that used all of it was. A run paced by pagebench's own threads
+//! (the embedded server, the emulator) measures pagebench, not the protocol, and is run again;
+//! a series paced by the machine measures the machine (`diagnosis` says so); one paced by the
+//! browser's CPU (a thread, or its device's cap) is a finding about the browser.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,8 @@ use crate::support::cpu_cap::CpuShare;
 /// that used this share of its cap.
 pub const PACE_SHARE: f64 = 0.9;
 /// A run whose own processes (pagebench, the browser, a reference server) kept the machine's
-/// CPUs busy at least this share of the window (all of them together) was paced by the machine. Higher than a thread's: a SCHED_FIFO emulator spins, and a busy browser reads in
+/// CPUs busy at least this share of the window (all of them together) was paced by the
+/// machine. Higher than a thread's: a SCHED_FIFO emulator spins, and a busy browser reads in
 /// bigger batches, so some of a busy machine's use is elastic.
 pub const MACHINE_SHARE: f64 = 0.95;
 
@@ -48,19 +49,23 @@ pub enum Pacer {
     },
 }
 
-/// The run's pace-setter and how much of the window its busiest thread ran.
+/// The run's pace-setter and how much of the window it ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pace {
     pub pacer: Pacer,
-    /// The busiest thread's CPU time ÷ the window (0..=1, a little over on tick rounding).
+    /// The busiest thread's CPU time ÷ the window; for the machine, the run's CPU time ÷ the
+    /// window × CPUs; for a device, the browser's ÷ the window × its cap (0..=1, a little over
+    /// on tick rounding).
     pub share: f64,
 }
 
 impl Pace {
-    /// Whether pagebench's own parts or its machine set the pace (the run then measures
-    /// pagebench, not the protocol).
+    /// Whether one of pagebench's own threads set the pace (the run then measures pagebench,
+    /// not the protocol, and is run again). A busy machine is judged per series instead
+    /// (`diagnosis`): h3 uses more CPU than h2, so rejecting its runs one by one would keep
+    /// the ones that happened to use less.
     pub fn by_harness(&self) -> bool {
-        !matches!(self.pacer, Pacer::Browser { .. } | Pacer::DeviceCap { .. })
+        matches!(self.pacer, Pacer::Server | Pacer::Emulator)
     }
 
     /// "the browser's network service used 97 % of a core".
@@ -216,7 +221,10 @@ mod tests {
         c.ours_cpu_ms = 0.97 * 4000.0;
         let p = of(&c, None).unwrap();
         assert_eq!(p.pacer, Pacer::Machine { cpus: 2 });
-        assert!(p.by_harness());
+        assert!(
+            !p.by_harness(),
+            "judged per series, never by rejecting runs"
+        );
         assert_eq!(p.describe(), "the machine's 2 CPUs were 97 % busy");
         // A thread at a full core is the more specific answer.
         c.browser_processes[0].usage = busy(1950.0);

@@ -94,6 +94,8 @@ pub struct Link {
     emulator: Option<Emulator>,
     /// The CPU the emulator is pinned to (receive steering on), if it is.
     emulator_cpu: Option<usize>,
+    /// That CPU kept from devices' caps while the link lives.
+    _reserved_cpu: Option<crate::support::cpu_cap::EmulatorCpu>,
     awake: Option<host::CpuWakeLatencyHold>,
     state: Mutex<State>,
     client_ip: Ipv4Addr,
@@ -223,6 +225,9 @@ impl Link {
         };
         Ok(Link {
             emulator_cpu: emulator.pinned_cpu(),
+            _reserved_cpu: emulator
+                .pinned_cpu()
+                .map(crate::support::cpu_cap::reserve_for_emulator),
             emulator: Some(emulator),
             awake,
             state: Mutex::new(state),

@@ -5,10 +5,15 @@
 //! also joins groups of its own on the cgroup v1 `cpu` and `cpuset` hierarchies, removed with
 //! it. And a fixed native CPU benchmark, run in a forked child inside such a group: what a
 //! device's cap achieves, measured.
+//!
+//! The device's core is never a link emulator's where there is another: a SCHED_FIFO emulator
+//! pinned to the phone's one core would take the phone's CPU for the network and preempt it at
+//! every due packet (measured: Chromium's h3 at 100 Mbit/s on phone-low, 93 Mbit/s with the
+//! emulator on the other core, 48–62 with it on the device's).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -19,6 +24,30 @@ use crate::support::cgroup::CpuGroup;
 const V1_PREFIX: &str = "pagebench-";
 static NEXT_CAP: AtomicU64 = AtomicU64::new(1);
 static ORPHANS_REMOVED: Once = Once::new();
+/// The CPUs this process's link emulators are pinned to, one entry per emulator.
+static EMULATOR_CPUS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// An emulator's CPU, kept from devices' caps until this drops.
+#[derive(Debug)]
+pub struct EmulatorCpu(usize);
+
+/// Marks `cpu` as a link emulator's while the returned guard lives.
+pub fn reserve_for_emulator(cpu: usize) -> EmulatorCpu {
+    EMULATOR_CPUS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(cpu);
+    EmulatorCpu(cpu)
+}
+
+impl Drop for EmulatorCpu {
+    fn drop(&mut self) {
+        let mut cpus = EMULATOR_CPUS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = cpus.iter().position(|c| *c == self.0) {
+            cpus.swap_remove(i);
+        }
+    }
+}
 
 /// A quota of `quota_us` per `period_us` of CPU time for the whole group, on one core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,10 +71,15 @@ pub enum Hierarchy {
     CgroupV1,
 }
 
-/// Caps `group` (before any process joins it) at `share` on one core: the highest this
-/// process may run on. Returns where it was applied and the core.
+/// Caps `group` (before any process joins it) at `share` on one core ([`device_core`]).
+/// Returns where it was applied and the core.
 pub fn apply(group: &mut CpuGroup, share: CpuShare) -> Result<(Hierarchy, usize)> {
-    let cpu = highest_allowed_cpu()?;
+    let emulators = EMULATOR_CPUS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let cpu =
+        device_core(&allowed_cpus()?, &emulators).context("this process may run on no CPU")?;
     if try_cgroup2(group.dir(), share, cpu) {
         return Ok((Hierarchy::Cgroup2, cpu));
     }
@@ -177,7 +211,15 @@ fn remove_orphans(base: &Path) {
 
 /// The highest CPU this process may run on (the browser's core: the others keep the server
 /// and the emulator's usual place).
-fn highest_allowed_cpu() -> Result<usize> {
+/// The core a device runs on: the highest of the `allowed` ones that no link emulator is pinned
+/// to (`emulators`), or the highest if every one has an emulator.
+pub fn device_core(allowed: &[usize], emulators: &[usize]) -> Option<usize> {
+    let free = allowed.iter().rev().find(|c| !emulators.contains(c));
+    free.or(allowed.iter().max()).copied()
+}
+
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for this process.
     let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -186,16 +228,30 @@ fn highest_allowed_cpu() -> Result<usize> {
         }
         set
     };
-    (0..libc::CPU_SETSIZE as usize)
-        .rev()
+    Ok((0..libc::CPU_SETSIZE as usize)
         // SAFETY: reading a bit of an initialised set, index within its size.
-        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .context("this process may run on no CPU")
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_s_core_is_never_an_emulator_s_where_there_is_another() {
+        assert_eq!(device_core(&[0, 1], &[]), Some(1));
+        assert_eq!(device_core(&[0, 1], &[1]), Some(0));
+        assert_eq!(device_core(&[0, 1, 2, 3], &[3, 2]), Some(1));
+        // Every core has an emulator (one CPU): the highest, shared.
+        assert_eq!(device_core(&[0], &[0]), Some(0));
+        assert_eq!(device_core(&[], &[]), None);
+        // The registry holds a core while its guard lives.
+        let guard = reserve_for_emulator(7);
+        assert!(EMULATOR_CPUS.lock().unwrap().contains(&7));
+        drop(guard);
+        assert!(!EMULATOR_CPUS.lock().unwrap().contains(&7));
+    }
 
     #[test]
     fn the_own_v1_group_is_found_by_controller() {
