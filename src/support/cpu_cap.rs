@@ -209,8 +209,6 @@ fn remove_orphans(base: &Path) {
     }
 }
 
-/// The highest CPU this process may run on (the browser's core: the others keep the server
-/// and the emulator's usual place).
 /// The core a device runs on: the highest of the `allowed` ones that no link emulator is pinned
 /// to (`emulators`), or the highest if every one has an emulator.
 pub fn device_core(allowed: &[usize], emulators: &[usize]) -> Option<usize> {
