@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -216,6 +217,15 @@ pub fn device_core(allowed: &[usize], emulators: &[usize]) -> Option<usize> {
     free.or(allowed.iter().max()).copied()
 }
 
+/// A wait on a browser's start-up (its DevTools or BiDi session, its first answers) under
+/// `cap`, stretched by the cap's slowdown: the start-up runs capped too, and Firefox on a sixth
+/// of a core took over 30 s to open its BiDi session on an Intel Xeon VM (39 of 62 attempts at
+/// `phone-low` failed so). A start-up that only took longer is not a failed run.
+pub fn startup_wait(base: Duration, cap: Option<CpuShare>) -> Duration {
+    let slowdown = cap.map_or(1.0, |c| 1.0 / c.cores().clamp(1e-3, 1.0));
+    base.mul_f64(slowdown)
+}
+
 /// The CPUs this process may run on, in order.
 fn allowed_cpus() -> Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for this process.
@@ -235,6 +245,23 @@ fn allowed_cpus() -> Result<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_up_wait_is_stretched_by_the_cap_s_slowdown_only() {
+        let sixth = CpuShare {
+            period_us: 10_000,
+            quota_us: 1_667,
+        };
+        let base = Duration::from_secs(30);
+        assert_eq!(startup_wait(base, None), base);
+        let stretched = startup_wait(base, Some(sixth)).as_secs_f64();
+        assert!((179.0..181.0).contains(&stretched), "{stretched}");
+        let whole = CpuShare {
+            period_us: 10_000,
+            quota_us: 20_000,
+        };
+        assert_eq!(startup_wait(base, Some(whole)), base);
+    }
 
     #[test]
     fn a_device_s_core_is_never_an_emulator_s_where_there_is_another() {

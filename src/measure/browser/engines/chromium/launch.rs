@@ -20,7 +20,7 @@ use crate::measure::browser::resolver::PrivateNames;
 use crate::measure::browser::sandbox::{self, Confinement};
 use crate::measure::browser::{process_group, LaunchOptions, HOST};
 use crate::support::cgroup::CpuGroup;
-use crate::support::cpu_cap::spawn_capped_as;
+use crate::support::cpu_cap::{spawn_capped_as, startup_wait};
 use crate::support::public_suffix;
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
@@ -509,7 +509,7 @@ impl ChromiumProcess {
             confinement: None,
             closed: false,
         };
-        browser.ask_version()?;
+        browser.ask_version(startup_wait(Duration::from_secs(30), cap))?;
         browser.overhead.launch_ms = started.elapsed().as_secs_f64() * 1e3;
         let settle = process_group::settle(pgid, settle_max, cap.map_or(1.0, |c| c.cores()));
         settle.count_into(&mut browser.overhead);
@@ -519,13 +519,8 @@ impl ChromiumProcess {
 
     /// Asks the started browser for its version over DevTools; one that does not answer is
     /// closed, and its launch fails with the last lines of its stderr.
-    fn ask_version(&mut self) -> Result<()> {
-        let version = self.cdp.call(
-            None,
-            "Browser.getVersion",
-            json!({}),
-            Duration::from_secs(30),
-        );
+    fn ask_version(&mut self, wait: Duration) -> Result<()> {
+        let version = self.cdp.call(None, "Browser.getVersion", json!({}), wait);
         match version {
             Ok(v) => {
                 self.version = v["product"].as_str().map(|p| {

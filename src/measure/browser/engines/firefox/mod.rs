@@ -38,7 +38,7 @@ use crate::measure::browser::{
     process_group, scripts, Asked, Browser, ClientSide, Engine, LaunchOptions,
 };
 use crate::support::cgroup::CpuGroup;
-use crate::support::cpu_cap::spawn_capped_as;
+use crate::support::cpu_cap::{spawn_capped_as, startup_wait};
 use crate::support::signals;
 use crate::support::tempdir::{self, TempDir};
 use crate::support::unprivileged;
@@ -395,17 +395,18 @@ impl FirefoxProcess {
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
             let _ = std::fs::remove_dir_all(&tmp_for_cleanup);
         });
+        let wait = |secs| startup_wait(Duration::from_secs(secs), o.device.cap());
         let session = (|| -> Result<(Bidi, String)> {
-            let port = wait_for_port(&mut child, &stderr_path, Duration::from_secs(30))?;
+            let port = wait_for_port(&mut child, &stderr_path, wait(30))?;
             let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
             let stream = client
-                .connect(addr, Duration::from_secs(10))
+                .connect(addr, wait(10))
                 .with_context(|| format!("connecting to Firefox's BiDi port {port}"))?;
             let bidi = Bidi::connect(stream, &format!("ws://127.0.0.1:{port}/session"))?;
             let caps = bidi.call(
                 "session.new",
                 json!({ "capabilities": { "alwaysMatch": { "acceptInsecureCerts": false } } }),
-                Duration::from_secs(30),
+                wait(30),
             )?;
             let version = caps
                 .pointer("/capabilities/browserVersion")
@@ -456,7 +457,7 @@ impl FirefoxProcess {
     /// The tab, its viewport, the scripts every document runs first, the events a load keeps,
     /// and the warm-up navigation.
     fn prepare(&mut self, o: &LaunchOptions) -> Result<()> {
-        let t = Duration::from_secs(10);
+        let t = startup_wait(Duration::from_secs(10), o.device.cap());
         let tree = self.bidi.call("browsingContext.getTree", json!({}), t)?;
         self.context = tree
             .pointer("/contexts/0/context")
