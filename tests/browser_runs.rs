@@ -552,6 +552,25 @@ fn repeat(spec: RunSpec) -> RunSpec {
     }
 }
 
+/// The median over `recs` of what `read` reads (each must read something).
+fn median_of(recs: &[RunRecord], read: impl Fn(&RunRecord) -> Option<f64>) -> f64 {
+    median(recs.iter().map(|r| read(r).expect(&r.id)).collect())
+}
+
+/// A repeat view over h3 resumed its session with 0-RTT accepted and sent the navigation's
+/// request before the handshake completed.
+fn assert_zero_rtt(rec: &RunRecord) {
+    let hs = rec.handshakes.as_ref().unwrap();
+    assert_eq!((hs.resumed(), hs.zero_rtt_accepted()), (1, 1), "{hs:?}");
+    assert!(hs.early_requests() >= 1);
+    assert_eq!(hs.connections[0].server_says_resumed, Some(true));
+    let n = nav(rec);
+    assert!(
+        n.request_start < n.connect_end,
+        "request before the handshake: {n:?}"
+    );
+}
+
 /// The navigation's timing entry.
 fn nav(rec: &RunRecord) -> pagebench::evidence::metrics::EntryTiming {
     pagebench::evidence::metrics::EntryTiming::parse(rec.observation.navigation.as_ref().unwrap())
@@ -574,19 +593,20 @@ fn a_returning_visitor_resumes_and_sends_its_first_request_in_0rtt() {
         rec
     };
     // First visits: TCP + TLS is 2 round trips before the request, QUIC 1; nothing resumed.
+    // Timings are medians of three: one first h3 visit on a busy CI machine read its first
+    // byte 2.6 round trips after navigation start (the browser's own time, which only adds).
     let h2 = run(&mut tb, "first-h2", Variant::H2, View::First);
-    let h3 = run(&mut tb, "first-h3", Variant::H3, View::First);
+    let h3s: Vec<RunRecord> = (1..=3)
+        .map(|i| run(&mut tb, &format!("first-h3-{i}"), Variant::H3, View::First))
+        .collect();
     assert!(
         near(h2.metrics.handshake_rtts.unwrap(), 2.0),
         "{:?}",
         h2.metrics.handshake_rtts
     );
-    assert!(
-        near(h3.metrics.handshake_rtts.unwrap(), 1.0),
-        "{:?}",
-        h3.metrics.handshake_rtts
-    );
-    for rec in [&h2, &h3] {
+    let h3_handshake = median_of(&h3s, |r| r.metrics.handshake_rtts);
+    assert!(near(h3_handshake, 1.0), "{h3_handshake}");
+    for rec in std::iter::once(&h2).chain(&h3s) {
         let hs = rec.handshakes.as_ref().unwrap();
         assert!(!hs.connections.is_empty() && hs.resumed() == 0, "{hs:?}");
         assert!(rec.observation.first_view.is_none());
@@ -602,28 +622,32 @@ fn a_returning_visitor_resumes_and_sends_its_first_request_in_0rtt() {
         "{tcp:?}"
     );
     assert!(h2r.handshakes.as_ref().unwrap().resumed() >= 1);
-    // Repeat view over h3: 0-RTT accepted, the navigation's request in the first flight — sent
+    // Repeat views over h3: 0-RTT accepted, the navigation's request in the first flight — sent
     // before the handshake completed, answered one round trip later.
-    let h3r = run(&mut tb, "repeat-h3", Variant::H3, View::Repeat);
-    let hs = h3r.handshakes.as_ref().unwrap();
-    assert_eq!((hs.resumed(), hs.zero_rtt_accepted()), (1, 1), "{hs:?}");
-    assert!(hs.early_requests() >= 1);
-    assert_eq!(hs.connections[0].server_says_resumed, Some(true));
-    let n = nav(&h3r);
-    assert!(
-        n.request_start < n.connect_end,
-        "request before the handshake: {n:?}"
-    );
-    let ttfb = n.response_start - n.request_start;
+    let h3rs: Vec<RunRecord> = (1..=3)
+        .map(|i| {
+            run(
+                &mut tb,
+                &format!("repeat-h3-{i}"),
+                Variant::H3,
+                View::Repeat,
+            )
+        })
+        .collect();
+    for h3r in &h3rs {
+        assert_zero_rtt(h3r);
+    }
+    let ttfb = median_of(&h3rs, |r| {
+        let n = nav(r);
+        Some(n.response_start - n.request_start)
+    });
     assert!(
         near(ttfb / 100.0, 1.0),
         "TTFB {ttfb} ms: one round trip plus the server"
     );
     // From navigation start: one round trip to the first byte, against two on a first visit.
-    let (first, repeat) = (
-        h3.metrics.first_byte_rtts.unwrap(),
-        h3r.metrics.first_byte_rtts.unwrap(),
-    );
+    let first = median_of(&h3s, |r| r.metrics.first_byte_rtts);
+    let repeat = median_of(&h3rs, |r| r.metrics.first_byte_rtts);
     assert!(near(first, 2.0) && near(repeat, 1.0), "{first} → {repeat}");
     // Discovered: no forcing; the first view's Alt-Svc takes the measured load onto h3.
     let disc = run(&mut tb, "repeat-disc", Variant::H3_DISCOVERED, View::Repeat);

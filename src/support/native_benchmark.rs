@@ -118,15 +118,22 @@ fn now_ms() -> f64 {
 
 /// The quickest of `n` timings free and of `n` at `share`, interleaved: what each side can do
 /// when nothing else on the machine (a browser starting for the next run) gets in its way.
+/// Each round swaps which side goes first, so a load that fades between runs (the last run's
+/// browser exiting) does not fall on one side only.
 pub fn quickest_pair(share: Option<CpuShare>, n: usize) -> Result<(NativeTiming, NativeTiming)> {
     let quicker = |a: Option<NativeTiming>, b: NativeTiming| match a {
         Some(a) if a.ms <= b.ms => a,
         _ => b,
     };
     let (mut free, mut on) = (None, None);
-    for _ in 0..n.max(1) {
-        free = Some(quicker(free, time(None)?));
-        on = Some(quicker(on, time(share)?));
+    for round in 0..n.max(1) {
+        if round % 2 == 0 {
+            free = Some(quicker(free, time(None)?));
+            on = Some(quicker(on, time(share)?));
+        } else {
+            on = Some(quicker(on, time(share)?));
+            free = Some(quicker(free, time(None)?));
+        }
     }
     Ok((free.expect("n ≥ 1"), on.expect("n ≥ 1")))
 }
