@@ -848,7 +848,7 @@ fn quic_handshakes_of_an_h3_recording_tell_each_origin_s_distance() {
     }
     // On a 2 ms link the estimator's floor — a QUIC set-up, mostly CPU there, ÷ 3 — would hide
     // the first bytes: the quickest is read instead.
-    let own = own_time(dir, H3_RECORDINGS, quickest_first_byte);
+    let own = own_time(dir, H3_RECORDINGS, quickest_first_byte, 0.5);
     for (host, want) in hosts.iter().zip(DISTANCES_MS) {
         let mut read: Vec<(f64, String)> = (1..=H3_RECORDINGS)
             .filter_map(|i| {
@@ -956,19 +956,23 @@ fn recorded_lookup(archive: &std::path::Path, host: &str) -> Option<f64> {
     of_host(archive, host, site_archive::distances::recorded_lookup)
 }
 
-/// The recording's own time: over the `recordings` near recordings in `dir`, the median of
-/// what `read` reads of the first origin's round trip, less the link's.
+/// The recording's own time: over the `recordings` near recordings in `dir`, the `quantile`
+/// of what `read` reads of the first origin's round trip, less the link's. Compared with a
+/// lower quartile of far readings, it is their lower quartile too: a busy moment only
+/// lengthens a reading, and a median inflated by one (near readings [2.59, 2.64, 2.97, 3.90,
+/// 4.10, 4.64, 6.46] in one CI run) took more from clean far ones than they carried.
 fn own_time(
     dir: &std::path::Path,
     recordings: usize,
     read: fn(&std::path::Path, &str) -> Option<f64>,
+    quantile: f64,
 ) -> f64 {
     let mut read: Vec<f64> = (1..=recordings)
         .filter_map(|i| read(&dir.join(format!("near/archive{i}")), site_support::WWW))
         .collect();
     assert_eq!(read.len(), recordings, "{read:?}");
     read.sort_by(f64::total_cmp);
-    let own = read[read.len() / 2] - NEAR_RTT_MS;
+    let own = read[(read.len() as f64 * quantile) as usize] - NEAR_RTT_MS;
     eprintln!("the recording's own time at {NEAR_RTT_MS} ms: {own:.2} ms, of {read:.2?}");
     // Below the link's round trip the reading would be broken; the nearest origin's distance
     // would be all overhead.
@@ -1098,11 +1102,11 @@ fn recorded_distances_put_each_origin_back() {
         runs.iter().map(|r| &r.reasons).collect::<Vec<_>>()
     );
     // Each recording's estimate of each origin's round trip, less the recording's own time
-    // (as read on the near addresses between them): none more than 10 % below (the link never
-    // delivers early, so a short reading is the reader's fault), and the lower quartile within
-    // 10 % (a busy moment only ever lengthens a reading: one clean-clone CI run read the 120 ms
+    // (the lower quartile of what the near addresses read between them): none more than 10 %
+    // below (the link never delivers early, so a short reading is the reader's fault), and the
+    // lower quartile within 10 % (a busy moment only ever lengthens a reading: one clean-clone CI run read the 120 ms
     // origin as [120.7, 121.3, 122.9, 134.7, 140.8, 161.1, 161.9] beside other browser tests).
-    let own = own_time(dir, RECORDINGS, estimate);
+    let own = own_time(dir, RECORDINGS, estimate, 0.25);
     for (host, want) in hosts.iter().zip(DISTANCES_MS) {
         let mut read: Vec<f64> = (1..=RECORDINGS)
             .filter_map(|i| estimate(&dir.join(format!("archive{i}")), host))
