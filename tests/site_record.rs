@@ -883,8 +883,9 @@ const NEAR_RTT_MS: f64 = 2.0;
 /// own) and its hold (the median of seven not more than 1 ms below, the quickest within 25 %
 /// or 8 ms above: the browser's own time is in it, ~2 ms here and 5–15 ms on a busy machine,
 /// which only lengthens a lookup; the API's, asked while the page loads, not below); on replay
-/// with `--dns resolver`, each origin's lookup (the median over `runs`, as the browser timed it) is within 10 % of what the replayed `archive` recorded (or the
-/// resolver's round trip, when longer) or above it by the browser's own time again (read from
+/// with `--dns resolver`, each origin's lookup (the median over `runs`, as the browser timed
+/// it) is within 10 % of what the replayed `archive` recorded (or the resolver's round trip,
+/// when longer) or above it by the browser's own time again (read from
 /// the recordings) and 2 ms (the API's, asked while the page loads, not below it); each run's
 /// record says what the resolver was set to take.
 fn assert_lookups_replayed(dir: &std::path::Path, archive: &std::path::Path, runs: &[&RunRecord]) {
